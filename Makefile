@@ -1,0 +1,40 @@
+# The two set-up commands: `make run` and `make test`. Both bootstrap .venv from pyproject.toml.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+ARGS   ?=
+
+.PHONY: run test lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Stamps: reinstall only when pyproject.toml changes.
+$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@ $(VENV)/.run-installed
+
+## Run the proxy with its embedded defaults (127.0.0.1:8787 -> https://api.deepseek.com).
+run: $(VENV)/.run-installed
+	$(BIN)/chatmend serve $(ARGS)
+
+## Install everything and run the whole suite: lint, types, tests.
+test: lint typecheck pytest
+
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.test-installed
+	$(BIN)/mypy
+
+pytest: $(VENV)/.test-installed
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""chatmend's server: configuration, HTTP proxying, streaming relay and logging."""

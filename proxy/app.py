@@ -1,0 +1,198 @@
+"""create_app(config): the catch-all proxy route, its middleware, the upstream session."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import orjson
+from aiohttp import ClientError, ClientSession, web
+from aiohttp.typedefs import Handler
+
+from proxy.config import Config
+from proxy.log import get_logger
+from proxy.sanitize import Sanitized, sanitize_body
+from proxy.streaming import relay
+from proxy.upstream import create_session, open_upstream, request_headers, upstream_url
+from rules import RULES, Rule, RuleContext, default_steps
+
+CONFIG_KEY = web.AppKey("config", Config)
+SESSION_KEY = web.AppKey("session", ClientSession)
+STEPS_KEY = web.AppKey("steps", list[tuple[Rule, RuleContext]])
+STATE_KEY = "chatmend.state"
+
+REQUEST_ID_HEADER = "X-Request-ID"
+_VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+log = get_logger()
+
+
+@dataclass(slots=True)
+class RequestState:
+    """What one request collects on its way through, for its one ``request_done`` line."""
+
+    request_id: str
+    upstream_ms: float | None = None
+    sanitize_ms: float | None = None
+    changes: int = 0
+    outcome: str | None = None
+
+
+def create_app(config: Config) -> web.Application:
+    app = web.Application(
+        middlewares=[observe_request],
+        client_max_size=config.max_body_bytes,
+    )
+    app[CONFIG_KEY] = config
+    app[STEPS_KEY] = default_steps(RULES, config.rule_settings(), log_content=config.log_content)
+    app.cleanup_ctx.append(_upstream_session)
+    app.on_response_prepare.append(_echo_request_id)
+    app.router.add_route("*", "/{tail:.*}", proxy_request)
+    return app
+
+
+async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
+    session = create_session(app[CONFIG_KEY].upstream)
+    app[SESSION_KEY] = session
+    yield
+    await session.close()
+
+
+async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    state = request.get(STATE_KEY)
+    if isinstance(state, RequestState):
+        response.headers[REQUEST_ID_HEADER] = state.request_id
+
+
+def error_response(status: int, message: str, code: str, kind: str) -> web.Response:
+    """An OpenAI-style error body: ``{"error": {"message", "type", "code"}}``."""
+    body = orjson.dumps({"error": {"message": message, "type": kind, "code": code}})
+    return web.Response(status=status, body=body, content_type="application/json")
+
+
+@web.middleware
+async def observe_request(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Assign the request id, contain unexpected errors, and log one ``request_done`` line."""
+    given = request.headers.get(REQUEST_ID_HEADER, "")
+    state = RequestState(given if _VALID_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex)
+    request[STATE_KEY] = state
+    started = time.perf_counter()
+    status = 499  # stays so if the client disconnects and the handler is cancelled
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:  # routing errors; the catch-all route makes these rare
+        status = exc.status
+        raise
+    except Exception as exc:  # nothing a client sends may crash the server
+        log.error("request_failed", request_id=state.request_id, error=type(exc).__name__)
+        status = 500
+        return error_response(500, "chatmend internal error", "proxy_error", "server_error")
+    finally:
+        log.info(
+            "request_done",
+            request_id=state.request_id,
+            method=request.method,
+            path=request.path,
+            status=status,
+            duration_ms=_ms(started),
+            upstream_ms=state.upstream_ms,
+            sanitize_ms=state.sanitize_ms,
+            changes=state.changes,
+            outcome=state.outcome,
+        )
+
+
+def is_chat_completions(request: web.Request) -> bool:
+    """POST to any path ending in /chat/completions, with or without /v1 or a trailing slash."""
+    return request.method == "POST" and request.path.rstrip("/").endswith("/chat/completions")
+
+
+async def proxy_request(request: web.Request) -> web.StreamResponse:
+    """Forward any request upstream; repair chat-completions bodies on the way."""
+    config = request.app[CONFIG_KEY]
+    state: RequestState = request[STATE_KEY]
+    too_large = error_response(
+        413,
+        f"Request body exceeds chatmend's max_body_bytes ({config.max_body_bytes} bytes).",
+        "request_too_large",
+        "invalid_request_error",
+    )
+    if request.content_length is not None and request.content_length > config.max_body_bytes:
+        return too_large
+    try:
+        body: bytes | None = await request.read() if request.body_exists else None
+    except web.HTTPRequestEntityTooLarge:
+        return too_large
+    if body is not None and is_chat_completions(request):
+        body = _sanitize(request, state, body)
+
+    started = time.perf_counter()
+    try:
+        upstream = await open_upstream(
+            request.app[SESSION_KEY],
+            request.method,
+            upstream_url(config.upstream.url, request.rel_url.raw_path_qs),
+            request_headers(request.headers),
+            body,
+        )
+    except TimeoutError as exc:
+        state.outcome = "upstream_timeout"
+        log.warning("upstream_failed", request_id=state.request_id, error=type(exc).__name__)
+        return error_response(
+            504, "The upstream did not answer in time.", "upstream_timeout", "upstream_error"
+        )
+    except ClientError as exc:
+        state.outcome = "upstream_unreachable"
+        log.warning("upstream_failed", request_id=state.request_id, error=type(exc).__name__)
+        return error_response(
+            502, "The upstream could not be reached.", "upstream_unreachable", "upstream_error"
+        )
+    state.upstream_ms = _ms(started)
+    result = await relay(request, upstream)
+    state.outcome = result.outcome
+    if result.outcome == "upstream_failed":
+        log.warning(
+            "upstream_failed",
+            request_id=state.request_id,
+            error=result.error,
+            bytes_relayed=result.bytes_relayed,
+        )
+    return result.response
+
+
+def _sanitize(request: web.Request, state: RequestState, body: bytes) -> bytes:
+    started = time.perf_counter()
+    steps = request.app[STEPS_KEY]
+    result: Sanitized = sanitize_body(body, steps)
+    state.sanitize_ms = _ms(started)
+    state.changes = len(result.changes)
+    for failure in result.failures:
+        log.error(
+            "rule_failed",
+            request_id=state.request_id,
+            rule=failure.rule,
+            error=failure.error,
+            where=failure.where,
+        )
+    if result.skipped:
+        log.info("payload_not_sanitized", request_id=state.request_id, reason=result.skipped)
+    if result.changed:
+        log.info(
+            "payload_sanitized",
+            request_id=state.request_id,
+            path=request.path,
+            count=len(result.changes),
+            rules=dict(Counter(change.rule for change in result.changes)),
+            changes=[change.as_dict() for change in result.changes],
+        )
+    return result.body
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)

@@ -1,0 +1,236 @@
+"""Configuration: embedded defaults < env < YAML < CLI flags, into frozen dataclasses.
+
+Every validation error is a ``ConfigError`` whose message starts with the dotted key at fault.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yarl import URL
+
+from rules import RULES, RULES_BY_NAME
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+DEFAULT_UPSTREAM = "https://api.deepseek.com"
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+ENV_UPSTREAM = "CHATMEND_UPSTREAM"
+ENV_CONFIG = "CHATMEND_CONFIG"
+
+
+class ConfigError(Exception):
+    """A configuration value is missing, unknown or invalid; the message names the dotted key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    url: str = DEFAULT_UPSTREAM
+    #: Seconds to establish the TCP/TLS connection to the upstream.
+    connect_timeout: float = 10.0
+    #: Seconds the upstream may stay silent between two reads (a stream's idle timeout).
+    #: There is deliberately no total timeout: a long stream may run for many minutes.
+    read_timeout: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSetting:
+    enabled: bool
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    listen: ListenConfig = field(default_factory=ListenConfig)
+    upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Opt-in: allow message-derived text (e.g. unrepairable arguments) into the logs.
+    log_content: bool = False
+    #: One entry per registered rule, in registry order.
+    rules: Mapping[str, RuleSetting] = field(default_factory=lambda: _rule_settings({}))
+
+    def rule_settings(self) -> dict[str, dict[str, Any]]:
+        """The rules section in the shape ``rules.default_steps`` takes."""
+        return {name: {"enabled": s.enabled, **s.options} for name, s in self.rules.items()}
+
+
+_TOP_KEYS = ("listen", "upstream", "max_body_bytes", "log_content", "rules")
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    upstream: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+) -> Config:
+    """Build the effective config. ``path`` falls back to ``$CHATMEND_CONFIG``."""
+    env = os.environ if env is None else env
+    path = path or env.get(ENV_CONFIG) or None
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = _read_yaml(Path(path))
+    # env sits under the YAML: it only fills what the file leaves unset.
+    env_upstream = env.get(ENV_UPSTREAM)
+    config = parse_config(data, default_upstream=env_upstream or DEFAULT_UPSTREAM)
+    # flags sit over everything.
+    if upstream is not None:
+        config = replace(
+            config, upstream=replace(config.upstream, url=_url(upstream, "--upstream"))
+        )
+    if host is not None:
+        config = replace(config, listen=replace(config.listen, host=_host(host, "--host")))
+    if port is not None:
+        config = replace(config, listen=replace(config.listen, port=_port(port, "--port")))
+    return config
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path}: invalid YAML ({exc})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping")
+    return data
+
+
+def parse_config(data: Mapping[str, Any], *, default_upstream: str = DEFAULT_UPSTREAM) -> Config:
+    """Validate a YAML-shaped mapping into a ``Config``."""
+    _no_unknown(data, _TOP_KEYS, "")
+    listen = _mapping(data.get("listen", {}), "listen")
+    _no_unknown(listen, ("host", "port"), "listen")
+    up = _mapping(data.get("upstream", {}), "upstream")
+    _no_unknown(up, ("url", "connect_timeout", "read_timeout"), "upstream")
+    return Config(
+        listen=ListenConfig(
+            host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
+            port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
+        ),
+        upstream=UpstreamConfig(
+            url=_url(up.get("url", default_upstream), "upstream.url"),
+            connect_timeout=_seconds(up.get("connect_timeout", 10.0), "upstream.connect_timeout"),
+            read_timeout=_seconds(up.get("read_timeout", 300.0), "upstream.read_timeout"),
+        ),
+        max_body_bytes=_positive_int(
+            data.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES), "max_body_bytes"
+        ),
+        log_content=_bool(data.get("log_content", False), "log_content"),
+        rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
+    )
+
+
+def _rule_settings(raw: Mapping[str, Any]) -> dict[str, RuleSetting]:
+    for name in raw:
+        if name not in RULES_BY_NAME:
+            known = ", ".join(RULES_BY_NAME)
+            raise ConfigError(f"rules.{name}: unknown rule; known rules: {known}")
+    settings: dict[str, RuleSetting] = {}
+    for rule in RULES:
+        key = f"rules.{rule.name}"
+        value = raw.get(rule.name, rule.default)
+        if value is None:
+            value = rule.default
+        if isinstance(value, bool):
+            settings[rule.name] = RuleSetting(enabled=value, options=_rule_options(rule.name, {}))
+            continue
+        value = _mapping(value, key)
+        declared = {o.name for o in rule.options}
+        _no_unknown(value, ("enabled", *sorted(declared)), key)
+        enabled = _bool(value.get("enabled", rule.default), f"{key}.enabled")
+        options = {k: v for k, v in value.items() if k != "enabled"}
+        settings[rule.name] = RuleSetting(
+            enabled=enabled, options=_rule_options(rule.name, options)
+        )
+    return settings
+
+
+def _rule_options(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill in every declared option, validating the given ones."""
+    options: dict[str, Any] = {}
+    for option in RULES_BY_NAME[name].options:
+        value = given.get(option.name, option.default)
+        error = option.validate(value)
+        if error:
+            raise ConfigError(f"rules.{name}.{option.name}: {error}")
+        options[option.name] = value
+    return options
+
+
+def _no_unknown(data: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
+    for key in data:
+        if key not in known:
+            dotted = f"{where}.{key}" if where else str(key)
+            raise ConfigError(f"{dotted}: unknown key; expected one of: {', '.join(known)}")
+
+
+def _mapping(value: Any, key: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key}: must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: must be true or false, got {value!r}")
+    return value
+
+
+def _positive_int(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{key}: must be a positive integer, got {value!r}")
+    return value
+
+
+def _seconds(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{key}: must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _port(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise ConfigError(f"{key}: must be a port number 0-65535, got {value!r}")
+    return value
+
+
+def _host(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: must be a non-empty host name or address, got {value!r}")
+    return value.strip()
+
+
+def _url(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: must be an http(s) URL, got {value!r}")
+    try:
+        url = URL(value.strip())
+    except ValueError:
+        raise ConfigError(f"{key}: not a valid URL: {value!r}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"{key}: must be an absolute http:// or https:// URL, got {value!r}")
+    if url.user or url.password:
+        raise ConfigError(f"{key}: must not carry credentials; clients send their own key")
+    if url.query_string or url.fragment:
+        raise ConfigError(f"{key}: must not carry a query or fragment, got {value!r}")
+    return str(url).rstrip("/")

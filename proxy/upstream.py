@@ -1,0 +1,89 @@
+"""The one upstream ClientSession, the header policy, and opening an upstream request."""
+
+from __future__ import annotations
+
+from aiohttp import ClientResponse, ClientSession, ClientTimeout, TCPConnector
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from proxy.config import UpstreamConfig
+
+# Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Request headers aiohttp recomputes for the upstream request. The server side already
+# decoded a compressed request body (its auto_decompress), so its Content-Encoding goes too.
+REQUEST_RECOMPUTED = frozenset({"host", "content-length", "content-encoding"})
+# Response headers chatmend owns on its side of the connection.
+RESPONSE_RECOMPUTED = frozenset({"content-length"})
+# Headers aiohttp would add on its own: a transparent proxy sends only what the client sent.
+# Accept-Encoding matters most: with auto_decompress off, an added "gzip" would hand the
+# client a compressed body it never asked for.
+NO_AUTO_HEADERS = ("Accept-Encoding", "User-Agent", "Accept", "Content-Type")
+
+
+def create_session(config: UpstreamConfig) -> ClientSession:
+    """One pooled session for the app's lifetime; bodies are relayed still compressed."""
+    timeout = ClientTimeout(
+        total=None,  # a stream may last many minutes
+        connect=config.connect_timeout,
+        sock_read=config.read_timeout,  # idle time between two reads
+    )
+    return ClientSession(
+        connector=TCPConnector(limit=0, ttl_dns_cache=300),
+        timeout=timeout,
+        auto_decompress=False,
+        skip_auto_headers=NO_AUTO_HEADERS,
+        cookie_jar=None,
+    )
+
+
+def _dropped(headers: CIMultiDictProxy[str], always: frozenset[str]) -> set[str]:
+    """Lower-case names to drop: the fixed sets plus any named in ``Connection``."""
+    names = set(always | HOP_BY_HOP)
+    for value in headers.getall("Connection", ()):
+        names.update(token.strip().lower() for token in value.split(",") if token.strip())
+    return names
+
+
+def request_headers(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    """Client request headers to send upstream."""
+    drop = _dropped(headers, REQUEST_RECOMPUTED)
+    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
+
+
+def response_headers(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    """Upstream response headers to send to the client."""
+    drop = _dropped(headers, RESPONSE_RECOMPUTED)
+    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
+
+
+def upstream_url(base: str, path_qs: str) -> URL:
+    """Join the configured base with the request's *relative* path and query.
+
+    ``path_qs`` comes from ``request.rel_url``, never from the request line or Host header,
+    so whatever the client sends, the scheme and host are the configured upstream's.
+    """
+    return URL(base + path_qs, encoded=True)
+
+
+async def open_upstream(
+    session: ClientSession,
+    method: str,
+    url: URL,
+    headers: CIMultiDict[str],
+    body: bytes | None,
+) -> ClientResponse:
+    """Send the request; the response body is left unread for the relay."""
+    return await session.request(method, url, headers=headers, data=body, allow_redirects=False)

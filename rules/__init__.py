@@ -1,0 +1,58 @@
+"""chatmend's repair rules: pure functions over a chat ``messages`` list, in one explicit order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rules import (
+    consecutive_assistant_messages,
+    duplicate_tool_call_ids,
+    empty_tool_calls,
+    invalid_tool_arguments,
+)
+from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.pipeline import PipelineResult, RuleFailure, clone, default_steps, run_rules
+
+#: The one ordered tuple of rules. Order is behaviour; each position is justified:
+RULES: tuple[Rule, ...] = (
+    # 1. Merge split assistant turns first: the union of their tool calls must be known
+    #    before ids are checked, or the second half's results look orphaned (hermes E1).
+    consecutive_assistant_messages.RULE,
+    # 2. Repair arguments before ids: duplicate detection compares canonical arguments, which
+    #    only exist once malformed JSON has been repaired.
+    invalid_tool_arguments.RULE,
+    # 3. Make ids unique on the merged, repaired calls: drop exact replays inside a turn,
+    #    rename ids reused by a later turn in the call and its result alike.
+    duplicate_tool_call_ids.RULE,
+    # 4. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
+    #    (hermes #74101): the final payload satisfies every invariant at once.
+    empty_tool_calls.RULE,
+)
+
+RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}
+
+
+def sanitize_messages(
+    messages: list[Any],
+    settings: Mapping[str, Mapping[str, Any] | bool] | None = None,
+) -> PipelineResult:
+    """Library entry point: repair ``messages`` without touching the caller's objects."""
+    return run_rules(messages, default_steps(RULES, settings), private=False)
+
+
+__all__ = [
+    "RULES",
+    "RULES_BY_NAME",
+    "Change",
+    "Option",
+    "Outcome",
+    "PipelineResult",
+    "Rule",
+    "RuleContext",
+    "RuleFailure",
+    "clone",
+    "default_steps",
+    "run_rules",
+    "sanitize_messages",
+]

@@ -1,0 +1,99 @@
+"""The contract every repair rule follows: Rule, Option, Change, Outcome, RuleContext."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: A message as the client sent it. Rules must tolerate anything here: a message may be a
+#: non-dict, a field may have any JSON type.
+Message = dict[str, Any]
+
+Safety = Literal["safe", "unsafe"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One rewrite, described by ids and counts, never by message text."""
+
+    rule: str
+    #: Position of the message in the list the rule received (rules run in order, so a later
+    #: rule's indices refer to the list as the earlier rules left it).
+    index: int
+    #: What happened, snake_case past tense: ``merged``, ``renamed_id``, ``dropped_key``, ...
+    action: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "index": self.index, "action": self.action, **self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a rule returns: the (possibly identical) list and the rewrites it made."""
+
+    messages: list[Any]
+    changes: tuple[Change, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """A rule option: declared next to the rule that reads it, validated at startup."""
+
+    name: str
+    default: Any
+    doc: str
+    #: Allowed values; ``None`` means any value of the default's type.
+    choices: tuple[Any, ...] | None = None
+
+    def validate(self, value: Any) -> str | None:
+        """Return an error text if ``value`` is not acceptable, else ``None``."""
+        if self.choices is not None:
+            if value not in self.choices:
+                allowed = ", ".join(repr(c) for c in self.choices)
+                return f"must be one of {allowed}, got {value!r}"
+            return None
+        expected = type(self.default)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            return f"must be of type {expected.__name__}, got {type(value).__name__}"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleContext:
+    """What a rule may know besides the messages: its options and the privacy switch."""
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: When true a rule may put message-derived text into a Change (operator opt-in).
+    log_content: bool = False
+
+
+Apply = Callable[[list[Any], RuleContext], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A named, toggleable repair. ``apply`` must never mutate its argument."""
+
+    name: str
+    summary: str
+    #: The defect, the repair, and whether the repair can change meaning (for the README).
+    defect: str
+    repair: str
+    safety: Safety
+    default: bool
+    apply: Apply
+    options: tuple[Option, ...] = ()
+
+    def context(self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False) -> RuleContext:
+        """Build this rule's context: declared defaults overlaid with ``overrides``."""
+        opts = {o.name: o.default for o in self.options}
+        if overrides:
+            opts.update(overrides)
+        return RuleContext(options=opts, log_content=log_content)
+
+
+def is_message(value: Any, role: str) -> bool:
+    """True if ``value`` is a dict message with the given role."""
+    return isinstance(value, dict) and value.get("role") == role

@@ -1,0 +1,72 @@
+"""empty-tool-calls: no assistant message leaves with ``tool_calls`` empty, null or not a list.
+
+What: an assistant whose ``tool_calls`` is ``[]``, ``null`` or not a list loses the key; entries
+that are not objects are removed from the list first. An assistant left with neither content
+nor tool calls is removed.
+Why: DeepSeek, OpenAI and Qwen answer 400 "Invalid 'messages[N].tool_calls': empty array ..."
+(provider-errors.md 1.A), and "content or tool_calls must be set" for an assistant with neither
+(1.C). It runs last, so no earlier rule can leave ``[]`` behind (hermes #74101, E2).
+Safety: safe. The removed pieces carried nothing (an empty list, a ``null`` entry, a message
+with no text and no calls).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.base import Change, Outcome, Rule, RuleContext
+from rules.messages import has_content
+
+NAME = "empty-tool-calls"
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    out: list[Any] | None = None  # copy-on-write: built only once something changes
+    changes: list[Change] = []
+    for index, message in enumerate(messages):
+        fixed = _fix(message, index, changes)
+        if fixed is not message and out is None:
+            out = list(messages[:index])
+        if out is not None and fixed is not None:
+            out.append(fixed)
+    return Outcome(messages if out is None else out, tuple(changes))
+
+
+def _fix(message: Any, index: int, changes: list[Change]) -> Any:
+    """Return the message unchanged, a repaired copy, or ``None`` to remove it."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return message
+    fixed = message
+    if "tool_calls" in message:
+        calls = message["tool_calls"]
+        kept = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+        if not kept:
+            fixed = {k: v for k, v in message.items() if k != "tool_calls"}
+            changes.append(Change(NAME, index, "dropped_key", {"was": _describe(calls)}))
+        elif len(kept) != len(calls):
+            fixed = {**message, "tool_calls": kept}
+            dropped = len(calls) - len(kept)
+            changes.append(Change(NAME, index, "dropped_invalid_calls", {"count": dropped}))
+    if "tool_calls" not in fixed and not has_content(fixed):
+        changes.append(Change(NAME, index, "removed_message", {"reason": "no content, no tool calls"}))
+        return None
+    return fixed
+
+
+def _describe(calls: Any) -> str:
+    if calls is None:
+        return "null"
+    if isinstance(calls, list):
+        return "empty_list" if not calls else "list_without_objects"
+    return type(calls).__name__
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Drop empty, null or non-list tool_calls; remove assistants left with nothing.",
+    defect="`tool_calls: []`, `null` or a non-list; an assistant with neither content nor calls",
+    repair="drop the key (and non-object entries); remove an assistant left with nothing",
+    safety="safe",
+    default=True,
+    apply=apply,
+)

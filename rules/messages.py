@@ -1,0 +1,41 @@
+"""Small read-only helpers over client messages, shared by the rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def has_content(message: dict[str, Any]) -> bool:
+    """True if the message carries any content a provider counts as "set".
+
+    Empty means: absent, ``None``, ``""``, ``[]``, or a part list whose parts are all text
+    parts with empty text. Whitespace is content: it was sent, so it is kept.
+    """
+    content = message.get("content")
+    if content is None or content == "":
+        return False
+    if isinstance(content, list):
+        return any(not _is_empty_text_part(part) for part in content)
+    return True
+
+
+def _is_empty_text_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text" and part.get("text") in ("", None)
+
+
+def call_id(call: Any) -> str | None:
+    """The id of a tool call, or ``None`` if it has no usable (non-empty string) id."""
+    if isinstance(call, dict):
+        value = call.get("id")
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def result_id(message: Any) -> str | None:
+    """The ``tool_call_id`` of a tool message, or ``None`` if it has no usable one."""
+    if isinstance(message, dict) and message.get("role") == "tool":
+        value = message.get("tool_call_id")
+        if isinstance(value, str) and value:
+            return value
+    return None

@@ -1,0 +1,55 @@
+"""Shared fixtures: a fake strict upstream and a chatmend proxy in front of it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from proxy.app import create_app
+from proxy.config import Config, UpstreamConfig, parse_config
+from tests.fake_upstream import FakeUpstream, create_fake_upstream
+
+ProxyFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
+
+
+@pytest.fixture
+def fake() -> FakeUpstream:
+    return FakeUpstream()
+
+
+@pytest.fixture
+async def fake_server(
+    fake: FakeUpstream, aiohttp_server: Callable[..., Awaitable[TestServer]]
+) -> TestServer:
+    return await aiohttp_server(create_fake_upstream(fake))
+
+
+def base_url(server: TestServer) -> str:
+    return str(server.make_url("")).rstrip("/")
+
+
+@pytest.fixture
+async def make_proxy(
+    fake_server: TestServer, aiohttp_client: Callable[..., Awaitable[TestClient[Any, Any]]]
+) -> ProxyFactory:
+    """Start a proxy whose upstream is the fake; ``yaml`` is a config mapping to apply."""
+
+    async def start(yaml: dict[str, Any] | None = None, **upstream: Any) -> TestClient[Any, Any]:
+        config: Config = parse_config(yaml or {}, default_upstream=base_url(fake_server))
+        if upstream:
+            config = replace(config, upstream=replace(config.upstream, **upstream))
+        return await aiohttp_client(create_app(config))
+
+    return start
+
+
+@pytest.fixture
+async def proxy(make_proxy: ProxyFactory) -> TestClient[Any, Any]:
+    return await make_proxy()
+
+
+__all__ = ["ProxyFactory", "UpstreamConfig", "base_url"]

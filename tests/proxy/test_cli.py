@@ -1,0 +1,121 @@
+"""The CLI contract: `chatmend serve` and `python -m proxy serve`, flags over YAML over env."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp.test_utils import TestServer
+
+from proxy.cli import build_parser, main
+from tests.conftest import base_url
+from tests.fake_upstream import FakeUpstream, strict_errors
+from tests.transcripts import BROKEN
+
+CHATMEND = Path(sys.executable).parent / "chatmend"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def serving(*command: str, env: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """Run a serve command until it accepts connections; yield its base URL."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        "--port",
+        str(port),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        for _ in range(200):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the proxy did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        await process.wait()
+        assert process.stdout is not None
+        out = await process.stdout.read()
+        for line in out.splitlines():
+            orjson.loads(line)  # every log line is one JSON object
+
+
+@pytest.mark.parametrize(
+    "command", [(str(CHATMEND), "serve"), (sys.executable, "-m", "proxy", "serve")]
+)
+async def test_serve_repairs_through_a_real_process(
+    command: tuple[str, ...], fake: FakeUpstream, fake_server: TestServer
+) -> None:
+    async with (
+        serving(*command, "--upstream", base_url(fake_server)) as url,
+        aiohttp.ClientSession() as http,
+    ):
+        body = orjson.dumps({"model": "m", "messages": BROKEN["split_assistant_turn"]})
+        async with http.post(f"{url}/v1/chat/completions", data=body) as response:
+            assert response.status == 200, await response.text()
+    assert strict_errors(orjson.loads(fake.received[-1].body)) == []
+
+
+async def test_env_upstream_is_used_without_flags(
+    fake: FakeUpstream, fake_server: TestServer
+) -> None:
+    env = {"CHATMEND_UPSTREAM": base_url(fake_server)}
+    async with (
+        serving(str(CHATMEND), "serve", env=env) as url,
+        aiohttp.ClientSession() as http,
+        http.get(f"{url}/v1/models") as response,
+    ):
+        assert response.status == 200
+    assert fake.received[-1].path_qs == "/v1/models"
+
+
+def test_config_error_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("listen:\n  port: nope\n")
+    assert main(["serve", "--config", str(path)]) == 2
+    assert "listen.port" in capsys.readouterr().err
+
+
+def test_serve_flags() -> None:
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--config",
+            "c.yaml",
+            "--upstream",
+            "http://u",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "1",
+        ]
+    )
+    assert (args.config, args.upstream, args.host, args.port) == (
+        "c.yaml",
+        "http://u",
+        "0.0.0.0",
+        1,
+    )

@@ -1,0 +1,130 @@
+"""Configuration: precedence, validation messages, and the example file kept in step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from proxy.config import (
+    DEFAULT_MAX_BODY_BYTES,
+    Config,
+    ConfigError,
+    load_config,
+    parse_config,
+)
+from rules import RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "config.example.yaml"
+
+
+def write(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_embedded_defaults() -> None:
+    config = load_config(env={})
+    assert config.listen.host == "127.0.0.1"
+    assert config.listen.port == 8787
+    assert config.upstream.url == "https://api.deepseek.com"
+    assert config.max_body_bytes == DEFAULT_MAX_BODY_BYTES == 64 * 1024 * 1024
+    assert config.log_content is False
+    assert [name for name, s in config.rules.items() if s.enabled] == [r.name for r in RULES]
+
+
+def test_precedence_flags_over_yaml_over_env(tmp_path: Path) -> None:
+    env = {"CHATMEND_UPSTREAM": "http://env.example"}
+    assert load_config(env=env).upstream.url == "http://env.example"
+    path = write(tmp_path, {"upstream": {"url": "http://yaml.example"}, "listen": {"port": 9000}})
+    assert load_config(path, env=env).upstream.url == "http://yaml.example"
+    flagged = load_config(path, env=env, upstream="http://flag.example/", port=9100, host="0.0.0.0")
+    assert flagged.upstream.url == "http://flag.example"
+    assert (flagged.listen.host, flagged.listen.port) == ("0.0.0.0", 9100)
+
+
+def test_config_path_from_env(tmp_path: Path) -> None:
+    path = write(tmp_path, {"listen": {"port": 9001}})
+    assert load_config(env={"CHATMEND_CONFIG": str(path)}).listen.port == 9001
+
+
+def test_the_example_file_is_the_defaults() -> None:
+    assert load_config(EXAMPLE, env={}) == Config()
+
+
+def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    assert list(data["rules"]) == [rule.name for rule in RULES]
+    for rule in RULES:
+        value = data["rules"][rule.name]
+        if rule.options:
+            assert isinstance(value, dict), f"{rule.name}: document its options"
+            assert set(value) == {"enabled"} | {o.name for o in rule.options}
+            for option in rule.options:
+                assert value[option.name] == option.default
+            assert value["enabled"] == rule.default
+        else:
+            assert value == rule.default
+
+
+def test_rule_toggles_and_options(tmp_path: Path) -> None:
+    config = parse_config(
+        {"rules": {"empty-tool-calls": False, "invalid-tool-arguments": {"truncated": "empty"}}}
+    )
+    assert config.rules["empty-tool-calls"].enabled is False
+    assert config.rules["invalid-tool-arguments"].enabled is True
+    assert config.rules["invalid-tool-arguments"].options == {"truncated": "empty"}
+    settings = config.rule_settings()
+    assert settings["invalid-tool-arguments"] == {"enabled": True, "truncated": "empty"}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"listn": {}}, "listn: unknown key"),
+        ({"listen": {"port": 70000}}, "listen.port: must be a port number"),
+        ({"listen": {"port": "80"}}, "listen.port: must be a port number"),
+        ({"listen": []}, "listen: must be a mapping"),
+        ({"upstream": {"url": "ftp://x"}}, "upstream.url: must be an absolute http"),
+        ({"upstream": {"url": "http://u:p@x"}}, "upstream.url: must not carry credentials"),
+        ({"upstream": {"read_timeout": 0}}, "upstream.read_timeout: must be a positive number"),
+        ({"upstream": {"retries": 3}}, "upstream.retries: unknown key"),
+        ({"max_body_bytes": -1}, "max_body_bytes: must be a positive integer"),
+        ({"log_content": "yes"}, "log_content: must be true or false"),
+        ({"rules": {"no-such-rule": True}}, "rules.no-such-rule: unknown rule; known rules: "),
+        ({"rules": {"empty-tool-calls": {"enabled": "on"}}}, "rules.empty-tool-calls.enabled"),
+        ({"rules": {"empty-tool-calls": {"speed": 1}}}, "rules.empty-tool-calls.speed: unknown"),
+        (
+            {"rules": {"invalid-tool-arguments": {"truncated": "guess"}}},
+            "rules.invalid-tool-arguments.truncated: must be one of 'close', 'empty'",
+        ),
+    ],
+)
+def test_errors_name_the_dotted_key(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_unknown_rule_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"rules": {"typo": True}})
+    for rule in RULES:
+        assert rule.name in str(info.value)
+
+
+def test_missing_and_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml", env={})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("listen: [\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(bad, env={})
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("42\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(scalar, env={})

@@ -1,0 +1,60 @@
+"""End to end through the official openai SDK with base_url pointed at the proxy."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import openai
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient
+
+from tests.fake_upstream import FakeUpstream, strict_errors
+from tests.transcripts import BROKEN
+
+Client = TestClient[Any, Any]
+
+
+def sdk(proxy: Client) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=str(proxy.make_url("/v1")), api_key="sk-test-not-real", max_retries=0
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+async def test_sdk_non_streaming(kind: str, proxy: Client, fake: FakeUpstream) -> None:
+    async with sdk(proxy) as client:
+        completion = await client.chat.completions.create(
+            model="deepseek-chat",
+            messages=cast(Any, BROKEN[kind]),
+        )
+    assert completion.choices[0].message.content == "Hello from the strict fake."
+    sent = orjson.loads(fake.received[-1].body)
+    assert strict_errors(sent) == []
+    assert fake.received[-1].headers["Authorization"] == "Bearer sk-test-not-real"
+    # nothing the user or a tool said is lost
+    user_and_tool = [m["content"] for m in BROKEN[kind] if m["role"] in ("user", "tool")]
+    sent_texts = [m["content"] for m in sent["messages"] if m["role"] in ("user", "tool")]
+    for text in user_and_tool:
+        assert text in sent_texts
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+async def test_sdk_streaming(kind: str, proxy: Client, fake: FakeUpstream) -> None:
+    async with sdk(proxy) as client:
+        stream = await client.chat.completions.create(
+            model="deepseek-chat",
+            messages=cast(Any, BROKEN[kind]),
+            stream=True,
+        )
+        parts = [chunk.choices[0].delta.content or "" async for chunk in stream]
+    assert "".join(parts) == "".join(f"part{n} " for n in range(fake.stream_chunks))
+    assert strict_errors(orjson.loads(fake.received[-1].body)) == []
+
+
+async def test_sdk_sees_the_upstream_error_unchanged(proxy: Client, fake: FakeUpstream) -> None:
+    broken = [{"role": "tool", "tool_call_id": "nobody", "content": "orphan"}]
+    async with sdk(proxy) as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(model="deepseek-chat", messages=cast(Any, broken))
+    assert "must be a response to a preceding message" in str(info.value)

@@ -1,0 +1,330 @@
+"""End to end through the proxy against the fake strict upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import socket
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from structlog.testing import capture_logs
+
+from proxy.app import STEPS_KEY
+from rules import RULES, Outcome, Rule, RuleContext
+from tests.conftest import ProxyFactory
+from tests.fake_upstream import FakeUpstream, strict_errors
+from tests.transcripts import BROKEN, CLEAN_BODY
+
+Client = TestClient[Any, Any]
+
+
+def chat(messages: list[Any], **extra: Any) -> bytes:
+    return orjson.dumps({"model": "deepseek-chat", "messages": messages, **extra})
+
+
+async def test_clean_payload_reaches_upstream_byte_identical(
+    proxy: Client, fake: FakeUpstream
+) -> None:
+    response = await proxy.post("/v1/chat/completions", data=CLEAN_BODY)
+    assert response.status == 200
+    assert fake.received[-1].body == CLEAN_BODY
+
+
+async def test_path_without_v1_is_sanitized_too(proxy: Client, fake: FakeUpstream) -> None:
+    response = await proxy.post("/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 200, await response.text()
+    assert fake.received[-1].path_qs == "/chat/completions"
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+async def test_fake_upstream_rejects_each_broken_kind(kind: str) -> None:
+    assert strict_errors({"messages": BROKEN[kind]}), "the fixture must really be broken"
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+async def test_broken_payload_is_repaired_and_accepted(
+    kind: str, proxy: Client, fake: FakeUpstream
+) -> None:
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=chat(BROKEN[kind]))
+    assert response.status == 200, await response.text()
+    sent = orjson.loads(fake.received[-1].body)
+    assert strict_errors(sent) == []
+    sanitized = [e for e in logs if e["event"] == "payload_sanitized"]
+    assert len(sanitized) == 1
+    assert sanitized[0]["count"] == len(sanitized[0]["changes"]) > 0
+    done = [e for e in logs if e["event"] == "request_done"]
+    assert done[0]["changes"] == sanitized[0]["count"]
+    assert done[0]["status"] == 200
+
+
+async def test_reused_ids_keep_both_results(proxy: Client, fake: FakeUpstream) -> None:
+    await proxy.post("/v1/chat/completions", data=chat(BROKEN["reused_tool_call_ids"]))
+    sent = orjson.loads(fake.received[-1].body)["messages"]
+    tool_texts = [m["content"] for m in sent if m["role"] == "tool"]
+    assert tool_texts == ["1 failed", "diff --git a/app.py"]
+
+
+async def test_other_fields_survive_a_rewrite(proxy: Client, fake: FakeUpstream) -> None:
+    body = chat(BROKEN["empty_tool_calls"], temperature=0.25, tools=[{"type": "function"}])
+    await proxy.post("/v1/chat/completions", data=body)
+    sent = orjson.loads(fake.received[-1].body)
+    assert sent["temperature"] == 0.25
+    assert sent["tools"] == [{"type": "function"}]
+    assert sent["model"] == "deepseek-chat"
+
+
+async def test_upstream_rejection_is_relayed_verbatim(
+    make_proxy: ProxyFactory, fake: FakeUpstream
+) -> None:
+    rules_off = dict.fromkeys((rule.name for rule in RULES), False)
+    proxy = await make_proxy({"rules": rules_off})
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 400
+    body = await response.json()
+    assert "empty array" in body["error"]["message"]
+    assert fake.received[-1].body == chat(BROKEN["empty_tool_calls"])
+
+
+async def test_streaming_relays_every_event(proxy: Client, fake: FakeUpstream) -> None:
+    response = await proxy.post(
+        "/v1/chat/completions", data=chat(BROKEN["split_assistant_turn"], stream=True)
+    )
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    text = await response.text()
+    assert text.count("data: ") == fake.stream_chunks + 3
+    assert text.endswith("data: [DONE]\n\n")
+
+
+async def test_stream_chunks_arrive_before_the_stream_ends(
+    proxy: Client, fake: FakeUpstream
+) -> None:
+    fake.stream_chunks, fake.stream_delay = 5, 0.2
+    response = await proxy.post(
+        "/v1/chat/completions", data=chat([{"role": "user", "content": "x"}], stream=True)
+    )
+    first = await response.content.readline()
+    assert first.startswith(b"data: ")
+    assert fake.chunks_sent < fake.stream_chunks, "the proxy buffered the stream"
+    await response.read()
+
+
+async def test_client_disconnect_mid_stream_closes_upstream(
+    proxy: Client, fake: FakeUpstream
+) -> None:
+    fake.stream_chunks, fake.stream_delay = 50, 0.05
+    response = await proxy.post(
+        "/v1/chat/completions", data=chat([{"role": "user", "content": "x"}], stream=True)
+    )
+    await response.content.readline()
+    response.close()  # the client walks away
+    await asyncio.wait_for(fake.stream_aborted.wait(), timeout=2)
+    assert fake.chunks_sent < fake.stream_chunks
+
+
+async def test_gzip_response_is_relayed_compressed(proxy: Client, fake: FakeUpstream) -> None:
+    response = await proxy.post(
+        "/v1/chat/completions",
+        data=chat([{"role": "user", "content": "x"}]),
+        headers={"Accept-Encoding": "gzip"},
+    )
+    assert response.status == 200
+    assert response.headers["Content-Encoding"] == "gzip"
+    assert (await response.json())["object"] == "chat.completion"  # aiohttp decodes it
+
+
+async def test_no_compression_unless_the_client_asks(proxy: Client, fake: FakeUpstream) -> None:
+    response = await proxy.post(
+        "/v1/chat/completions",
+        data=chat([{"role": "user", "content": "x"}]),
+        headers={"Accept-Encoding": "identity"},
+    )
+    assert "Content-Encoding" not in response.headers
+    assert "gzip" not in fake.received[-1].headers.get("Accept-Encoding", "")
+
+
+async def test_gzip_request_body_is_decoded_and_repaired(proxy: Client, fake: FakeUpstream) -> None:
+    body = gzip.compress(chat(BROKEN["empty_tool_calls"]))
+    response = await proxy.post(
+        "/v1/chat/completions", data=body, headers={"Content-Encoding": "gzip"}
+    )
+    assert response.status == 200, await response.text()
+    assert "Content-Encoding" not in fake.received[-1].headers
+    assert strict_errors(orjson.loads(fake.received[-1].body)) == []
+
+
+async def test_body_over_limit_gets_413(make_proxy: ProxyFactory, fake: FakeUpstream) -> None:
+    proxy = await make_proxy({"max_body_bytes": 1000})
+    response = await proxy.post("/v1/chat/completions", data=b"x" * 2000)
+    assert response.status == 413
+    error = (await response.json())["error"]
+    assert set(error) == {"message", "type", "code"}
+    assert error["code"] == "request_too_large"
+    assert fake.received == []
+
+
+async def test_chunked_body_over_limit_gets_413(
+    make_proxy: ProxyFactory, fake: FakeUpstream
+) -> None:
+    proxy = await make_proxy({"max_body_bytes": 1000})
+
+    async def chunks() -> Any:
+        for _ in range(4):
+            yield b"y" * 500
+
+    response = await proxy.post("/v1/chat/completions", data=chunks())
+    assert response.status == 413
+    assert fake.received == []
+
+
+def _unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_unreachable_upstream_gets_502(make_proxy: ProxyFactory) -> None:
+    proxy = await make_proxy(url=f"http://127.0.0.1:{_unused_port()}")
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 502
+    assert (await response.json())["error"]["code"] == "upstream_unreachable"
+    assert any(e["event"] == "upstream_failed" for e in logs)
+
+
+async def test_silent_upstream_gets_504(make_proxy: ProxyFactory, aiohttp_server: Any) -> None:
+    async def stall(request: web.Request) -> web.Response:
+        await asyncio.sleep(5)
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", stall)
+    server: TestServer = await aiohttp_server(app)
+    proxy = await make_proxy(url=str(server.make_url("")).rstrip("/"), read_timeout=0.2)
+    response = await proxy.post(
+        "/v1/chat/completions", data=chat([{"role": "user", "content": "x"}])
+    )
+    assert response.status == 504
+    assert (await response.json())["error"]["code"] == "upstream_timeout"
+
+
+async def test_pass_through_get_keeps_path_and_query(proxy: Client, fake: FakeUpstream) -> None:
+    response = await proxy.get(
+        "/v1/models?limit=5&after=a%20b", headers={"Authorization": "Bearer sk-test"}
+    )
+    assert response.status == 200
+    assert (await response.json())["data"][0]["id"] == "deepseek-chat"
+    assert fake.received[-1].path_qs == "/v1/models?limit=5&after=a%20b"
+    assert fake.received[-1].headers["Authorization"] == "Bearer sk-test"
+
+
+async def test_pass_through_post_body_status_and_headers(proxy: Client, fake: FakeUpstream) -> None:
+    body = b'{"input": "embed me",  "model": "e"}'
+    response = await proxy.post(
+        "/v1/embeddings",
+        data=body,
+        headers={"Connection": "keep-alive, X-Hop", "X-Hop": "1", "X-Keep": "2", "TE": "trailers"},
+    )
+    assert response.status == 201
+    assert response.headers["X-Echo"] == "yes"
+    assert await response.read() == body
+    received = fake.received[-1]
+    assert received.body == body
+    assert received.headers["X-Keep"] == "2"
+    assert "X-Hop" not in received.headers
+    assert "TE" not in received.headers
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "DELETE"])
+async def test_pass_through_other_methods(method: str, proxy: Client, fake: FakeUpstream) -> None:
+    response = await proxy.request(method, "/echo/files/1", data=b"abc")
+    assert response.status == 201
+    assert fake.received[-1].method == method
+    assert fake.received[-1].body == b"abc"
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"{not json", "body_not_json"),
+        (b"[1, 2]", "body_not_object"),
+        (b'{"messages": {"role": "user"}}', "messages_not_list"),
+        (b'{"model": "m"}', "messages_missing"),
+    ],
+)
+async def test_unparseable_bodies_are_forwarded_unchanged(
+    body: bytes, reason: str, proxy: Client, fake: FakeUpstream
+) -> None:
+    with capture_logs() as logs:
+        await proxy.post("/v1/chat/completions", data=body)
+    assert fake.received[-1].body == body
+    skipped = [e for e in logs if e["event"] == "payload_not_sanitized"]
+    assert skipped and skipped[0]["reason"] == reason
+
+
+def _exploding(messages: list[Any], ctx: RuleContext) -> Outcome:
+    raise RuntimeError("boom with secret text")
+
+
+async def test_a_crashing_rule_is_skipped_and_logged(proxy: Client, fake: FakeUpstream) -> None:
+    boom = Rule("exploding", "test", "test", "test", "safe", True, _exploding)
+    steps = proxy.app[STEPS_KEY]
+    steps.insert(0, (boom, boom.context()))
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 200
+    failed = [e for e in logs if e["event"] == "rule_failed"]
+    assert failed == [
+        {
+            "event": "rule_failed",
+            "log_level": "error",
+            "request_id": failed[0]["request_id"],
+            "rule": "exploding",
+            "error": "RuntimeError",
+            "where": failed[0]["where"],
+        }
+    ]
+    assert "secret" not in repr(logs)
+    assert strict_errors(orjson.loads(fake.received[-1].body)) == []
+
+
+async def test_request_id_is_echoed_or_generated(proxy: Client) -> None:
+    given = await proxy.get("/v1/models", headers={"X-Request-ID": "abc-123"})
+    assert given.headers["X-Request-ID"] == "abc-123"
+    generated = await proxy.get("/v1/models")
+    assert len(generated.headers["X-Request-ID"]) == 32
+    bad = await proxy.get("/v1/models", headers={"X-Request-ID": "x" * 500})
+    assert len(bad.headers["X-Request-ID"]) == 32
+
+
+async def test_logs_never_carry_message_text_or_credentials(proxy: Client) -> None:
+    canary = "CANARY-7f3a"
+    messages = [
+        {"role": "user", "content": canary},
+        {"role": "assistant", "content": canary, "tool_calls": []},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": '{"x": "' + canary},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": canary},
+    ]
+    with capture_logs() as logs:
+        await proxy.post(
+            "/v1/chat/completions",
+            data=chat(messages),
+            headers={"Authorization": "Bearer sk-" + canary},
+        )
+    assert any(e["event"] == "payload_sanitized" for e in logs)
+    assert canary not in repr(logs)

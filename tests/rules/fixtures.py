@@ -1,0 +1,49 @@
+"""Load the per-rule fixture files (tests/fixtures/rules/<rule-name>.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    name: str
+    source: str
+    options: dict[str, Any]
+    input: list[Any]
+    #: ``None`` for a pass case: the rule must return its input list itself, with no change.
+    expected: list[Any] | None
+    #: Each expected change is a subset of the actual ``Change.as_dict()`` at the same position.
+    changes: list[dict[str, Any]]
+
+    @property
+    def id(self) -> str:
+        return f"{self.rule}::{self.name}"
+
+
+def load_cases() -> list[Case]:
+    cases: list[Case] = []
+    for path in sorted(FIXTURE_DIR.glob("*.json")):
+        data = orjson.loads(path.read_bytes())
+        rule = data["rule"]
+        assert path.stem == rule, f"{path.name} must be named after its rule {rule!r}"
+        for raw in data["cases"]:
+            cases.append(
+                Case(
+                    rule=rule,
+                    name=raw["name"],
+                    source=raw["source"],
+                    options=raw.get("options", {}),
+                    input=raw["input"],
+                    expected=raw.get("expected"),
+                    changes=raw.get("changes", []),
+                )
+            )
+    return cases
