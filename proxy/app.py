@@ -23,7 +23,6 @@ from rules import RULES, Rule, RuleContext, default_steps
 CONFIG_KEY = web.AppKey("config", Config)
 SESSION_KEY = web.AppKey("session", ClientSession)
 STEPS_KEY = web.AppKey("steps", list[tuple[Rule, RuleContext]])
-STATE_KEY = "chatmend.state"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -40,6 +39,9 @@ class RequestState:
     sanitize_ms: float | None = None
     changes: int = 0
     outcome: str | None = None
+
+
+STATE_KEY = web.RequestKey("state", RequestState)
 
 
 def create_app(config: Config) -> web.Application:
@@ -64,7 +66,7 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
 
 async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
     state = request.get(STATE_KEY)
-    if isinstance(state, RequestState):
+    if state is not None:
         response.headers[REQUEST_ID_HEADER] = state.request_id
 
 

@@ -86,7 +86,9 @@ class Rule:
     apply: Apply
     options: tuple[Option, ...] = ()
 
-    def context(self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False) -> RuleContext:
+    def context(
+        self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False
+    ) -> RuleContext:
         """Build this rule's context: declared defaults overlaid with ``overrides``."""
         opts = {o.name: o.default for o in self.options}
         if overrides:

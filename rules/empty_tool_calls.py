@@ -48,7 +48,8 @@ def _fix(message: Any, index: int, changes: list[Change]) -> Any:
             dropped = len(calls) - len(kept)
             changes.append(Change(NAME, index, "dropped_invalid_calls", {"count": dropped}))
     if "tool_calls" not in fixed and not has_content(fixed):
-        changes.append(Change(NAME, index, "removed_message", {"reason": "no content, no tool calls"}))
+        reason = {"reason": "no content, no tool calls"}
+        changes.append(Change(NAME, index, "removed_message", reason))
         return None
     return fixed
 

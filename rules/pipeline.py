@@ -1,4 +1,4 @@
-"""Run an ordered set of rules over ``messages``: fail-open, and never writing into the caller's data."""
+"""Run an ordered set of rules over ``messages``: fail-open, never touching the caller's data."""
 
 from __future__ import annotations
 

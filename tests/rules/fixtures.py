@@ -34,16 +34,16 @@ def load_cases() -> list[Case]:
         data = orjson.loads(path.read_bytes())
         rule = data["rule"]
         assert path.stem == rule, f"{path.name} must be named after its rule {rule!r}"
-        for raw in data["cases"]:
-            cases.append(
-                Case(
-                    rule=rule,
-                    name=raw["name"],
-                    source=raw["source"],
-                    options=raw.get("options", {}),
-                    input=raw["input"],
-                    expected=raw.get("expected"),
-                    changes=raw.get("changes", []),
-                )
+        cases.extend(
+            Case(
+                rule=rule,
+                name=raw["name"],
+                source=raw["source"],
+                options=raw.get("options", {}),
+                input=raw["input"],
+                expected=raw.get("expected"),
+                changes=raw.get("changes", []),
             )
+            for raw in data["cases"]
+        )
     return cases

@@ -1,0 +1,211 @@
+"""consecutive-assistant-messages beyond the fixtures: copies, fold order, junk, scale, privacy."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import pytest
+
+from rules.base import RuleContext
+from rules.consecutive_assistant_messages import NAME, RULE, apply
+
+CTX = RuleContext()
+
+
+def call(cid: str, name: str = "f") -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def assistant(content: Any = None, **rest: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": content, **rest}
+
+
+def test_rule_record() -> None:
+    assert RULE.name == NAME == "consecutive-assistant-messages"
+    assert RULE.safety == "safe"
+    assert RULE.default is True
+    assert RULE.options == ()
+    assert RULE.apply is apply
+
+
+def test_the_merged_message_owns_its_top_level_and_lists() -> None:
+    """Writing into the output must never reach the input (hermes #80498)."""
+    first = assistant([{"type": "text", "text": "a"}], tool_calls=[call("c1")])
+    second = assistant("b", tool_calls=[call("c2")])
+    messages = [{"role": "user", "content": "hi"}, first, second]
+    snapshot = copy.deepcopy(messages)
+
+    merged = apply(messages, CTX).messages[1]
+    assert merged is not first
+    assert merged["tool_calls"] is not first["tool_calls"]
+    assert merged["content"] is not first["content"]
+    merged["tool_calls"].append(call("c3"))
+    merged["content"].append({"type": "text", "text": "c"})
+    merged["extra"] = True
+    assert messages == snapshot
+
+
+def test_untouched_messages_are_passed_through_by_identity() -> None:
+    user = {"role": "user", "content": "hi"}
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    messages = [user, assistant("a"), assistant(None, tool_calls=[call("c1")]), tool]
+    out = apply(messages, CTX).messages
+    assert out[0] is user
+    assert out[2] is tool
+
+
+# Each run, merged at once, equals folding its messages pairwise from the left.
+RUNS: list[list[Any]] = [
+    ["a", "b", "c"],
+    ["a", [{"type": "text", "text": "b"}], "c"],
+    ["a", "b", [{"type": "image_url", "image_url": {"url": "u"}}]],
+    [[{"type": "text", "text": "a"}], "b", "c"],
+    [None, "", "a", None, "b"],
+    ["", [], "a", [{"type": "text", "text": ""}]],
+    [None, None, None],
+]
+
+
+@pytest.mark.parametrize("contents", RUNS, ids=[str(i) for i in range(len(RUNS))])
+def test_a_long_run_equals_a_pairwise_fold(contents: list[Any]) -> None:
+    run = [assistant(c) for c in contents]
+    at_once = apply(run, CTX).messages
+    folded = [run[0]]
+    for later in run[1:]:
+        folded = apply([folded[0], later], CTX).messages
+    assert at_once == folded
+    assert len(at_once) == 1
+
+
+def test_texts_and_parts_from_a_run_of_mixed_contents() -> None:
+    part = {"type": "image_url", "image_url": {"url": "data:,"}}
+    out = apply([assistant("a"), assistant("b"), assistant([part]), assistant("c")], CTX)
+    assert out.messages == [
+        assistant(
+            [
+                {"type": "text", "text": "a\nb"},
+                part,
+                {"type": "text", "text": "c"},
+            ]
+        )
+    ]
+
+
+def test_uncombinable_content_ends_the_run_only_where_it_must() -> None:
+    """An object content cannot be joined with text, but absorbs an empty neighbour."""
+    messages = [
+        {"role": "user", "content": "hi"},
+        assistant("a"),
+        assistant({"odd": 1}),
+        assistant(None, tool_calls=[call("c1")]),
+        assistant("b"),
+        assistant(7),
+    ]
+    outcome = apply(messages, CTX)
+    assert outcome.messages == [
+        {"role": "user", "content": "hi"},
+        assistant("a"),
+        assistant({"odd": 1}, tool_calls=[call("c1")]),
+        assistant("b"),
+        assistant(7),
+    ]
+    assert [c.as_dict() for c in outcome.changes] == [
+        {
+            "rule": NAME,
+            "index": 2,
+            "action": "merged",
+            "merged_indices": [2, 3],
+            "tool_calls": 1,
+        }
+    ]
+    again = apply(outcome.messages, CTX)
+    assert again.changes == ()
+    assert again.messages is outcome.messages
+
+
+JUNK: list[list[Any]] = [
+    [],
+    [None, 1, "x", [], {}],
+    [{"role": "assistant"}, {"role": "assistant"}],
+    [{"role": "assistant", "tool_calls": "nope"}, {"role": "assistant", "tool_calls": 3}],
+    [{"role": "assistant", "content": 0}, {"role": "assistant", "content": False}],
+    [{"role": "assistant", "content": [None, 3]}, {"role": "assistant", "content": "t"}],
+    [
+        {"role": "assistant", "reasoning_content": 5},
+        {"role": "assistant", "reasoning_content": "r"},
+    ],
+    [{"role": ["assistant"]}, {"role": "assistant"}, {"role": None}],
+]
+
+
+@pytest.mark.parametrize("messages", JUNK, ids=[str(i) for i in range(len(JUNK))])
+def test_junk_never_raises_and_is_never_mutated(messages: list[Any]) -> None:
+    snapshot = copy.deepcopy(messages)
+    outcome = apply(messages, CTX)
+    assert messages == snapshot
+    again = apply(outcome.messages, CTX)
+    assert again.changes == ()
+    assert again.messages is outcome.messages
+
+
+def test_empty_messages_on_both_sides_keep_the_first_shape() -> None:
+    out = apply([{"role": "assistant"}, assistant(None, tool_calls=[])], CTX).messages
+    assert out == [{"role": "assistant"}]
+    out = apply([assistant(""), {"role": "assistant", "reasoning_content": "r"}], CTX).messages
+    assert out == [assistant("", reasoning_content="r")]
+
+
+def test_changes_carry_indices_and_counts_never_text() -> None:
+    secret = "my password is hunter2"
+    messages = [
+        assistant(secret, reasoning_content=secret),
+        assistant(None, tool_calls=[call("c1", name="bash")]),
+    ]
+    for ctx in (CTX, RuleContext(log_content=True)):
+        (change,) = apply(messages, ctx).changes
+        assert change.as_dict() == {
+            "rule": NAME,
+            "index": 0,
+            "action": "merged",
+            "merged_indices": [0, 1],
+            "tool_calls": 1,
+        }
+
+
+def test_output_is_deterministic() -> None:
+    messages = [assistant("a", tool_calls=[call("c1")]), assistant("b", tool_calls=[call("c2")])]
+    assert apply(messages, CTX) == apply(copy.deepcopy(messages), CTX)
+
+
+def test_a_2000_message_run_is_merged_in_linear_time() -> None:
+    """One run of 2000 assistants with 1 KiB each: joined once, not re-copied per message."""
+    text = "x" * 1024
+    messages = [assistant(text, tool_calls=[call(f"c{i}")]) for i in range(2000)]
+    start = time.perf_counter()
+    outcome = apply(messages, CTX)
+    elapsed = time.perf_counter() - start
+    (merged,) = outcome.messages
+    assert merged["content"] == "\n".join([text] * 2000)
+    assert [c["id"] for c in merged["tool_calls"]] == [f"c{i}" for i in range(2000)]
+    assert outcome.changes[0].detail["tool_calls"] == 2000
+    assert elapsed < 0.5
+
+
+def test_a_2000_message_transcript_of_split_turns_is_fast() -> None:
+    messages: list[Any] = []
+    for i in range(500):
+        messages += [
+            {"role": "user", "content": f"q{i}"},
+            assistant("Let me look."),
+            assistant(None, tool_calls=[call(f"c{i}")]),
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "r"},
+        ]
+    start = time.perf_counter()
+    outcome = apply(messages, CTX)
+    elapsed = time.perf_counter() - start
+    assert len(outcome.messages) == 1500
+    assert len(outcome.changes) == 500
+    assert outcome.changes[-1].index == 1997
+    assert elapsed < 0.5

@@ -1,0 +1,457 @@
+"""Properties of the pipeline and of each rule over random broken transcripts and JSON junk.
+
+The SPEC these check: after ``sanitize_messages`` no two assistants are adjacent, tool-call ids
+and tool_call_ids are unique, no ``tool_calls`` is empty/null/non-list, no assistant is left with
+nothing, every call's arguments is a JSON-object string; the caller's data is untouched; a second
+run changes nothing; and nothing the client sent is lost except what the spec drops by design.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, assume, given, note, settings
+
+from rules import RULES, Rule, default_steps, sanitize_messages
+from tests.strategies import (
+    Broken,
+    arbitrary_messages,
+    broken_transcripts,
+    clean_transcripts,
+)
+
+#: The main properties. Generation dominates the run time (about 10 ms of CPU per transcript):
+#: the whole module takes about 15 s on one core.
+MAIN = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+#: Properties that are cheap to satisfy (the pipeline clones its input; clean transcripts are
+#: one shape), or that run every rule several times per example.
+LIGHT = settings(MAIN, max_examples=100)
+
+Settings = Mapping[str, Mapping[str, Any] | bool] | None
+
+#: Settings the invariants must hold under: the defaults, and every non-default option value.
+OPTION_SETS: tuple[Settings, ...] = (
+    None,
+    {"invalid-tool-arguments": {"truncated": "empty"}},
+)
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def show(value: Any, limit: int = 4000) -> str:
+    """Compact JSON for assertion messages, cut to ``limit`` characters."""
+    try:
+        text = orjson.dumps(value, default=repr).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+def role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def has_content(message: dict[str, Any]) -> bool:
+    """Spec: a non-empty string, or a list with a part that is not an empty text part."""
+    content = message.get("content")
+    if content is None or content == "":
+        return False
+    if isinstance(content, list):
+        return any(
+            not (isinstance(p, dict) and p.get("type") == "text" and p.get("text") in ("", None))
+            for p in content
+        )
+    return True
+
+
+def calls_of(message: Any) -> list[dict[str, Any]]:
+    """The object entries of an assistant's tool_calls (none if it has no list)."""
+    if role(message) != "assistant" or not isinstance(message.get("tool_calls"), list):
+        return []
+    return [c for c in message["tool_calls"] if isinstance(c, dict)]
+
+
+def function_calls(messages: list[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(message index, call) for every call that has a dict ``function``."""
+    for i, message in enumerate(messages):
+        for call in calls_of(message):
+            if isinstance(call.get("function"), dict):
+                yield i, call
+
+
+def parse_object(arguments: Any) -> dict[str, Any] | None:
+    """The arguments as a dict if they are a JSON-object string (or already a dict)."""
+    if isinstance(arguments, dict):
+        return arguments
+    if not isinstance(arguments, str):
+        return None
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def invariant_violations(messages: list[Any]) -> list[str]:
+    """Every SPEC invariant the final payload breaks, each as a readable line."""
+    problems: list[str] = []
+    call_ids: Counter[str] = Counter()
+    result_ids: Counter[str] = Counter()
+    previous_role: Any = None
+    for i, message in enumerate(messages):
+        current = role(message)
+        if current == "assistant":
+            assert isinstance(message, dict)
+            if previous_role == "assistant":
+                problems.append(f"messages[{i}] is an assistant right after another assistant")
+            if "tool_calls" in message:
+                calls = message["tool_calls"]
+                if not isinstance(calls, list) or not calls:
+                    problems.append(f"messages[{i}].tool_calls is {show(calls)}")
+                else:
+                    for k, call in enumerate(calls):
+                        where = f"messages[{i}].tool_calls[{k}]"
+                        if not isinstance(call, dict):
+                            problems.append(f"{where} is not an object: {show(call)}")
+                            continue
+                        if isinstance(call.get("id"), str):
+                            call_ids[call["id"]] += 1
+                        function = call.get("function")
+                        if isinstance(function, dict):
+                            arguments = function.get("arguments")
+                            if not isinstance(arguments, str) or parse_object(arguments) is None:
+                                problems.append(
+                                    f"{where}.function.arguments is not a JSON-object string: "
+                                    f"{show(arguments, 200)}"
+                                )
+            elif not has_content(message):
+                problems.append(f"messages[{i}] is an assistant with neither content nor calls")
+        elif current == "tool" and isinstance(message.get("tool_call_id"), str):
+            result_ids[message["tool_call_id"]] += 1
+        previous_role = current
+    problems += [f"tool-call id {k!r} appears {n} times" for k, n in call_ids.items() if n > 1]
+    problems += [f"tool_call_id {k!r} appears {n} times" for k, n in result_ids.items() if n > 1]
+    return problems
+
+
+def pairing_problems(messages: list[Any]) -> list[str]:
+    """Each assistant with calls is followed by exactly one result per call, and vice versa."""
+    problems: list[str] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        calls = calls_of(message)
+        if role(message) == "tool":
+            problems.append(f"messages[{i}] is a tool result with no assistant call before it")
+        i += 1
+        if not calls:
+            continue
+        block: list[Any] = []
+        while i < len(messages) and role(messages[i]) == "tool":
+            block.append(messages[i].get("tool_call_id"))
+            i += 1
+        wanted = sorted(str(c.get("id")) for c in calls)
+        got = sorted(str(b) for b in block)
+        if wanted != got:
+            problems.append(f"calls {wanted} are answered by results {got}")
+    return problems
+
+
+def trace(messages: list[Any], options: Settings = None) -> str:
+    """Rule by rule: what each changed and which invariants hold after it (for failure text)."""
+    lines: list[str] = []
+    current = copy.deepcopy(messages)
+    for rule, ctx in default_steps(RULES, options):
+        outcome = rule.apply(current, ctx)
+        current = outcome.messages
+        changes = [c.as_dict() for c in outcome.changes]
+        lines.append(f"after {rule.name}: changes={show(changes, 1500)}")
+        lines.append(f"  violations: {invariant_violations(current)}")
+    return "\n".join(lines)
+
+
+def describe(
+    broken: Broken, output: list[Any], problems: list[str], options: Settings = None
+) -> str:
+    note(f"defects: {broken.defects}")
+    return (
+        f"\nsettings: {options}\ndefects injected: {broken.defects}\nproblems:\n  "
+        + "\n  ".join(problems)
+        + f"\ninput:  {show(broken.messages)}\noutput: {show(output)}"
+        + f"\n{trace(broken.messages, options)}"
+    )
+
+
+def text_pieces(message: dict[str, Any]) -> list[str]:
+    """The non-empty texts an assistant carries: its string content or its text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content] if content else []
+    if isinstance(content, list):
+        return [
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"]
+        ]
+    return []
+
+
+def call_key(call: dict[str, Any]) -> tuple[Any, bytes]:
+    """A call's function name and canonical arguments (for calls with object arguments)."""
+    function = call["function"]
+    return function.get("name"), canonical(parse_object(function.get("arguments")))
+
+
+def assistant_runs(messages: list[Any]) -> list[int]:
+    """For each message, the number of the run of adjacent assistants it belongs to."""
+    runs: list[int] = []
+    run = 0
+    for i, message in enumerate(messages):
+        if not (role(message) == "assistant" and i and role(messages[i - 1]) == "assistant"):
+            run += 1
+        runs.append(run)
+    return runs
+
+
+def first_reasoning_per_run(messages: list[Any]) -> list[str]:
+    """Per run of adjacent assistants that has content or calls: its first non-empty reasoning."""
+    found: list[str] = []
+    runs = assistant_runs(messages)
+    for run in sorted({runs[i] for i, m in enumerate(messages) if role(m) == "assistant"}):
+        members = [m for i, m in enumerate(messages) if runs[i] == run]
+        if not any(has_content(m) or calls_of(m) for m in members):
+            continue
+        reasonings = [m.get("reasoning_content") for m in members]
+        firsts = [r for r in reasonings if isinstance(r, str) and r]
+        if firsts:
+            found.append(firsts[0])
+    return found
+
+
+def first_results(messages: list[Any]) -> list[dict[str, Any]]:
+    """Tool messages that are the first result for their id within their block."""
+    firsts: list[dict[str, Any]] = []
+    seen: set[Any] = set()
+    for message in messages:
+        if role(message) != "tool":
+            seen = set()
+            continue
+        key = message.get("tool_call_id")
+        if key not in seen:
+            seen.add(key)
+            firsts.append(message)
+    return firsts
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline on broken transcripts
+# ---------------------------------------------------------------------------------------------
+
+
+@MAIN
+@given(broken_transcripts())
+def test_every_invariant_holds_at_once_on_the_output(broken: Broken) -> None:
+    for options in OPTION_SETS:
+        result = sanitize_messages(broken.messages, options)
+        assert result.failures == (), f"a rule crashed ({options}): {result.failures}"
+        problems = invariant_violations(result.messages)
+        assert not problems, describe(broken, result.messages, problems, options)
+
+
+@LIGHT
+@given(broken_transcripts())
+def test_the_callers_messages_are_never_modified(broken: Broken) -> None:
+    """Pipeline level; ``test_each_rule_is_pure_and_idempotent`` checks each rule unshielded."""
+    snapshot = copy.deepcopy(broken.messages)
+    # A shallow copy shares tool_calls[*].function and writes back through it (hermes #80498).
+    functions = [c["function"] for _, c in function_calls(broken.messages)]
+    sanitize_messages(broken.messages)
+    for function, (_, before) in zip(functions, function_calls(snapshot), strict=True):
+        assert function == before["function"], (
+            f"tool_calls[*].function written: {show(before['function'])} -> {show(function)}"
+        )
+    assert broken.messages == snapshot, (
+        f"sanitize_messages wrote into its input\ndefects: {broken.defects}"
+        f"\nbefore: {show(snapshot)}\nafter:  {show(broken.messages)}"
+    )
+
+
+@MAIN
+@given(broken_transcripts())
+def test_a_second_run_changes_nothing(broken: Broken) -> None:
+    first = sanitize_messages(broken.messages)
+    second = sanitize_messages(first.messages)
+    assert second.changes == (), (
+        f"second run made changes: {show([c.as_dict() for c in second.changes])}"
+        f"\ndefects: {broken.defects}\nfirst output: {show(first.messages)}"
+    )
+    assert second.messages == first.messages
+    assert second.failures == ()
+
+
+@MAIN
+@given(broken_transcripts())
+def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
+    inp = broken.messages
+    out = sanitize_messages(inp).messages
+    context = f"\ndefects: {broken.defects}\ninput:  {show(inp)}\noutput: {show(out)}"
+
+    # Users and systems are never touched, merged, dropped or reordered.
+    others_in = [m for m in inp if role(m) not in ("assistant", "tool")]
+    others_out = [m for m in out if role(m) not in ("assistant", "tool")]
+    assert others_out == others_in, "user/system messages changed" + context
+
+    # The first result for each call in a block survives (later ones may be dropped).
+    wanted = Counter(canonical(m.get("content")) for m in first_results(inp))
+    have = Counter(canonical(m.get("content")) for m in out if role(m) == "tool")
+    missing = wanted - have
+    assert not missing, f"tool results lost: {[k.decode() for k in missing]}" + context
+
+    # Every non-empty assistant text survives, possibly merged with "\n" or as a text part.
+    out_texts = [t for m in out if role(m) == "assistant" for t in text_pieces(m)]
+    for message in inp:
+        if role(message) == "assistant":
+            for piece in text_pieces(message):
+                assert any(piece in t for t in out_texts), f"assistant text lost: {piece!r}" + (
+                    context
+                )
+
+    # The first non-empty reasoning of a run of adjacent assistants (with content or calls) is
+    # the merged message's reasoning.
+    wanted_reasoning = Counter(first_reasoning_per_run(inp))
+    have_reasoning = Counter(
+        m["reasoning_content"]
+        for m in out
+        if role(m) == "assistant" and isinstance(m.get("reasoning_content"), str)
+    )
+    missing_reasoning = wanted_reasoning - have_reasoning
+    assert not missing_reasoning, f"reasoning lost: {list(missing_reasoning)}" + context
+
+    # Every call whose arguments were an object survives with equal arguments. Exact replays
+    # are dropped only among calls sharing an id in one run of adjacent assistants (merged into
+    # one message), so a call whose id is unique in its run keeps its valid text byte for byte.
+    out_calls = {call_key(c) for _, c in function_calls(out)}
+    out_strings = {c["function"].get("arguments") for _, c in function_calls(out)}
+    runs = assistant_runs(inp)
+    per_run = Counter((runs[i], c.get("id")) for i, c in function_calls(inp))
+    for i, call in function_calls(inp):
+        arguments = call["function"].get("arguments")
+        if parse_object(arguments) is None:
+            continue
+        assert call_key(call) in out_calls, f"tool call lost: {show(call)}" + context
+        if isinstance(arguments, str) and per_run[runs[i], call.get("id")] == 1:
+            assert arguments in out_strings, f"valid arguments rewritten: {arguments!r}" + context
+    # Malformations the spec repairs losslessly give back exactly the object that was sent.
+    for name, obj in broken.restorable:
+        assert (name, canonical(obj)) in out_calls, (
+            f"arguments not restored by repair: {name} {show(obj)}" + context
+        )
+
+
+@MAIN
+@given(broken_transcripts())
+def test_every_call_keeps_exactly_its_result(broken: Broken) -> None:
+    """Each assistant's calls are answered one to one by the tool messages right after it.
+
+    A renamed id reaches its result; a replay leaves with its duplicate result; with two calls
+    sharing an id in one turn, the k-th result with that id answers the k-th call. Excluded: a
+    replay whose copy got a lossy malformation (``Broken.ambiguous_ids``), which may stop being
+    a replay and stay unanswered (pairing it is not these rules' job).
+    """
+    assume(not broken.ambiguous_ids)
+    assert not pairing_problems(broken.clean), "strategy bug: clean transcript not paired"
+    out = sanitize_messages(broken.messages).messages
+    problems = pairing_problems(out)
+    assert not problems, describe(broken, out, problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clean transcripts and junk
+# ---------------------------------------------------------------------------------------------
+
+
+@LIGHT
+@given(clean_transcripts())
+def test_clean_transcripts_pass_untouched(clean: list[Any]) -> None:
+    # Guard the strategy itself: a "clean" transcript must satisfy what the rules enforce.
+    assert not invariant_violations(clean), invariant_violations(clean)
+    assert not pairing_problems(clean), pairing_problems(clean)
+    result = sanitize_messages(clean)
+    assert result.changes == (), (
+        f"changes on a clean transcript: {[c.as_dict() for c in result.changes]}"
+    )
+    assert result.messages == clean
+    for rule in RULES:
+        outcome = rule.apply(clean, rule.context())
+        assert outcome.changes == (), f"{rule.name} changed a clean transcript"
+        assert outcome.messages is clean, f"{rule.name} must return an untouched list itself"
+
+
+@MAIN
+@given(arbitrary_messages())
+def test_junk_never_crashes_a_rule(junk: list[Any]) -> None:
+    snapshot = copy.deepcopy(junk)
+    result = sanitize_messages(junk)
+    assert result.failures == (), f"rules crashed: {result.failures}"
+    assert junk == snapshot, f"input modified: {show(junk)}"
+    orjson.dumps(result.messages)  # still serializable: raises if a rule built a non-JSON value
+
+
+@LIGHT
+@given(arbitrary_messages())
+def test_each_rule_alone_survives_junk(junk: list[Any]) -> None:
+    for rule in RULES:
+        snapshot = copy.deepcopy(junk)
+        outcome = rule.apply(junk, rule.context())
+        assert junk == snapshot, f"{rule.name} modified its input: {show(junk)}"
+        orjson.dumps(outcome.messages)
+
+
+# ---------------------------------------------------------------------------------------------
+# Each rule on its own
+# ---------------------------------------------------------------------------------------------
+
+
+def check_rule(rule: Rule, messages: list[Any], where: str) -> list[Any]:
+    """Apply ``rule``: it must not mutate ``messages`` and a second run must change nothing."""
+    snapshot = copy.deepcopy(messages)
+    ctx = rule.context()
+    outcome = rule.apply(messages, ctx)
+    assert messages == snapshot, (
+        f"{rule.name} mutated its input ({where})"
+        f"\nbefore: {show(snapshot)}\nafter:  {show(messages)}"
+    )
+    again = rule.apply(outcome.messages, ctx)
+    assert again.changes == (), (
+        f"{rule.name} is not idempotent ({where}): second run made "
+        f"{show([c.as_dict() for c in again.changes])}\ninput: {show(snapshot)}"
+        f"\nfirst output: {show(outcome.messages)}"
+    )
+    assert again.messages is outcome.messages, (
+        f"{rule.name} returned a new list without changes ({where})"
+    )
+    return outcome.messages
+
+
+@LIGHT
+@given(broken_transcripts())
+def test_each_rule_is_pure_and_idempotent(broken: Broken) -> None:
+    note(f"defects: {broken.defects}")
+    staged = broken.messages
+    for rule in RULES:
+        check_rule(rule, broken.messages, "on the broken transcript")
+        staged = check_rule(rule, staged, "on the previous rules' output")
