@@ -31,28 +31,26 @@ from typing import Any, Final
 import orjson
 
 from rules.base import Change, Outcome, Rule, RuleContext, is_message
-from rules.messages import call_id, result_id
+from rules.messages import call_id, result_id, rewrite_each
 
 NAME = "duplicate-tool-call-ids"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     state = _State(taken=_all_ids(messages))
-    out: list[Any] | None = None  # copy-on-write: built only once something changes
     block: _Block | None = None  # the block of the latest assistant, while its results run
-    for index, message in enumerate(messages):
-        fixed: Any = message
+
+    def fix(index: int, message: Any) -> Any:
+        nonlocal block
         if is_message(message, "tool"):
-            fixed = state.fix_result(message, block, index)
-        elif is_message(message, "assistant") and isinstance(message.get("tool_calls"), list):
+            return state.fix_result(message, block, index)
+        if is_message(message, "assistant") and isinstance(message.get("tool_calls"), list):
             fixed, block = state.fix_calls(message, index)
-        else:
-            block = None
-        if fixed is not message and out is None:
-            out = list(messages[:index])
-        if out is not None and fixed is not None:
-            out.append(fixed)
-    return Outcome(messages if out is None else out, tuple(state.changes))
+            return fixed
+        block = None
+        return message
+
+    return Outcome(rewrite_each(messages, fix), tuple(state.changes))
 
 
 @dataclass

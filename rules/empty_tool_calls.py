@@ -15,21 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from rules.base import Change, Outcome, Rule, RuleContext
-from rules.messages import has_content
+from rules.messages import has_content, rewrite_each
 
 NAME = "empty-tool-calls"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    out: list[Any] | None = None  # copy-on-write: built only once something changes
     changes: list[Change] = []
-    for index, message in enumerate(messages):
-        fixed = _fix(message, index, changes)
-        if fixed is not message and out is None:
-            out = list(messages[:index])
-        if out is not None and fixed is not None:
-            out.append(fixed)
-    return Outcome(messages if out is None else out, tuple(changes))
+    out = rewrite_each(messages, lambda index, message: _fix(message, index, changes))
+    return Outcome(out, tuple(changes))
 
 
 def _fix(message: Any, index: int, changes: list[Change]) -> Any:

@@ -40,7 +40,7 @@ from rules.json_repair_passes import (
     parse_strict_object,
     repair_object,
 )
-from rules.messages import call_id
+from rules.messages import call_id, rewrite_each
 
 NAME = "invalid-tool-arguments"
 
@@ -60,17 +60,14 @@ TRUNCATED = Option(
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     close_strings = ctx.options.get(TRUNCATED.name, TRUNCATED.default) != "empty"
-    out: list[Any] | None = None  # copy-on-write: built only once something changes
     changes: list[Change] = []
-    for index, message in enumerate(messages):
-        fixed = _fix_message(
+
+    def fix(index: int, message: Any) -> Any:
+        return _fix_message(
             message, index, changes, close_strings=close_strings, log_content=ctx.log_content
         )
-        if fixed is not message and out is None:
-            out = list(messages[:index])
-        if out is not None:
-            out.append(fixed)
-    return Outcome(messages if out is None else out, tuple(changes))
+
+    return Outcome(rewrite_each(messages, fix), tuple(changes))
 
 
 def _fix_message(

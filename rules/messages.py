@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -39,3 +40,16 @@ def result_id(message: Any) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def rewrite_each(messages: list[Any], fix: Callable[[int, Any], Any]) -> list[Any]:
+    """Copy-on-write map over ``messages``: ``fix(index, message)`` returns the message itself,
+    a replacement, or ``None`` to remove it. Returns ``messages`` itself if nothing changed."""
+    out: list[Any] | None = None  # built only once something changes
+    for index, message in enumerate(messages):
+        fixed = fix(index, message)
+        if fixed is not message and out is None:
+            out = list(messages[:index])
+        if out is not None and fixed is not None:
+            out.append(fixed)
+    return messages if out is None else out
