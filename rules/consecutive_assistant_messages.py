@@ -34,6 +34,8 @@ _SPECIAL = frozenset({"content", "tool_calls", "reasoning_content"})
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if not _has_adjacent_assistants(messages):
+        return Outcome(messages)  # the common case, checked in one tight pass
     out: list[Any] | None = None  # copy-on-write: built only once something changes
     changes: list[Change] = []
     count = len(messages)
@@ -59,6 +61,16 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
             out.append(message)
         start = end
     return Outcome(messages if out is None else out, tuple(changes))
+
+
+def _has_adjacent_assistants(messages: list[Any]) -> bool:
+    previous = False
+    for message in messages:
+        current = type(message) is dict and message.get("role") == "assistant"
+        if current and previous:
+            return True
+        previous = current
+    return False
 
 
 class _Run:

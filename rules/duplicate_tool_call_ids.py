@@ -37,6 +37,8 @@ NAME = "duplicate-tool-call-ids"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if not _has_collision(messages):
+        return Outcome(messages)  # the common case: every id is used once, calls before results
     state = _State(taken=_all_ids(messages))
     block: _Block | None = None  # the block of the latest assistant, while its results run
 
@@ -162,6 +164,33 @@ class _Replays:
             return True
         known.add(signature)
         return False
+
+
+def _has_collision(messages: list[Any]) -> bool:
+    """True if some call id or tool_call_id is taken already where it appears (what ``apply``
+    would drop or rename); one pass, no allocation beyond two sets."""
+    calls_seen: set[str] = set()
+    results_seen: set[str] = set()
+    for message in messages:
+        if type(message) is not dict:
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            calls = message.get("tool_calls")
+            if type(calls) is list:
+                for call in calls:
+                    cid = call_id(call)
+                    if cid is not None:
+                        if cid in calls_seen or cid in results_seen:
+                            return True
+                        calls_seen.add(cid)
+        elif role == "tool":
+            rid = result_id(message)
+            if rid is not None:
+                if rid in results_seen:
+                    return True
+                results_seen.add(rid)
+    return False
 
 
 def _all_ids(messages: list[Any]) -> set[str]:

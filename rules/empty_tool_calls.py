@@ -21,9 +21,22 @@ NAME = "empty-tool-calls"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    for message in messages:
+        if type(message) is dict and message.get("role") == "assistant" and _is_defective(message):
+            break
+    else:
+        return Outcome(messages)  # the common case, checked without building anything
     changes: list[Change] = []
     out = rewrite_each(messages, lambda index, message: _fix(message, index, changes))
     return Outcome(out, tuple(changes))
+
+
+def _is_defective(message: dict[str, Any]) -> bool:
+    """Cheap test, for an assistant message, of whether ``_fix`` would change it."""
+    calls = message.get("tool_calls")
+    if calls is None:
+        return "tool_calls" in message or not has_content(message)
+    return type(calls) is not list or not calls or any(type(c) is not dict for c in calls)
 
 
 def _fix(message: Any, index: int, changes: list[Change]) -> Any:

@@ -59,6 +59,8 @@ TRUNCATED = Option(
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if _all_valid(messages):
+        return Outcome(messages)  # the common case, checked in one tight pass
     close_strings = ctx.options.get(TRUNCATED.name, TRUNCATED.default) != "empty"
     changes: list[Change] = []
 
@@ -68,6 +70,29 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         )
 
     return Outcome(rewrite_each(messages, fix), tuple(changes))
+
+
+def _all_valid(messages: list[Any]) -> bool:
+    """True if no call needs ``_fix_call``: every arguments text is a strict JSON object."""
+    for message in messages:
+        if type(message) is not dict or message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        if type(calls) is not list:
+            continue
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is not dict:
+                continue
+            raw = function.get("arguments")
+            if type(raw) is not str:
+                return False
+            try:
+                if type(orjson.loads(raw)) is not dict:
+                    return False
+            except orjson.JSONDecodeError:
+                return False  # let the slow path decide (it also tries the stdlib parser)
+    return True
 
 
 def _fix_message(
