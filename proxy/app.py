@@ -119,18 +119,12 @@ async def proxy_request(request: web.Request) -> web.StreamResponse:
     """Forward any request upstream; repair chat-completions bodies on the way."""
     config = request.app[CONFIG_KEY]
     state: RequestState = request[STATE_KEY]
-    too_large = error_response(
-        413,
-        f"Request body exceeds chatmend's max_body_bytes ({config.max_body_bytes} bytes).",
-        "request_too_large",
-        "invalid_request_error",
-    )
     if request.content_length is not None and request.content_length > config.max_body_bytes:
-        return too_large
+        return _too_large(config)
     try:
         body: bytes | None = await request.read() if request.body_exists else None
     except web.HTTPRequestEntityTooLarge:
-        return too_large
+        return _too_large(config)
     if body is not None and is_chat_completions(request):
         body = _sanitize(request, state, body)
 
@@ -166,6 +160,15 @@ async def proxy_request(request: web.Request) -> web.StreamResponse:
             bytes_relayed=result.bytes_relayed,
         )
     return result.response
+
+
+def _too_large(config: Config) -> web.Response:
+    return error_response(
+        413,
+        f"Request body exceeds chatmend's max_body_bytes ({config.max_body_bytes} bytes).",
+        "request_too_large",
+        "invalid_request_error",
+    )
 
 
 def _sanitize(request: web.Request, state: RequestState, body: bytes) -> bytes:
