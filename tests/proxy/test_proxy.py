@@ -7,6 +7,7 @@ import gzip
 import socket
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 from aiohttp import web
@@ -328,3 +329,35 @@ async def test_logs_never_carry_message_text_or_credentials(proxy: Client) -> No
         )
     assert any(e["event"] == "payload_sanitized" for e in logs)
     assert canary not in repr(logs)
+
+
+async def test_head_passes_through(proxy: Client, fake: FakeUpstream) -> None:
+    response = await proxy.head("/v1/models")
+    assert response.status == 200
+    assert fake.received[-1].method == "HEAD"
+
+
+async def test_upstream_break_mid_stream_is_not_hidden(
+    make_proxy: ProxyFactory, aiohttp_server: Any
+) -> None:
+    async def half(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: {}\n\n")
+        assert request.transport is not None
+        request.transport.close()  # the upstream dies mid-stream
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", half)
+    server: TestServer = await aiohttp_server(app)
+    proxy = await make_proxy(url=str(server.make_url("")).rstrip("/"))
+    with capture_logs() as logs:
+        response = await proxy.post(
+            "/v1/chat/completions", data=chat([{"role": "user", "content": "x"}])
+        )
+        assert response.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await response.read()
+    done = [e for e in logs if e["event"] == "request_done"]
+    assert done and done[0]["outcome"] == "upstream_failed"
