@@ -36,5 +36,11 @@ typecheck: $(VENV)/.test-installed
 pytest: $(VENV)/.test-installed
 	$(BIN)/pytest
 
+## Benchmarks (not part of `make test`): writes bench/results/latest.md and latest.png.
+bench: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	command -v wrk >/dev/null || apt-get install -y wrk || echo "wrk unavailable: HTTP benchmark skipped"
+	$(BIN)/python -m bench.run $(ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache
