@@ -39,7 +39,7 @@ pytest: $(VENV)/.test-installed
 ## Benchmarks (not part of `make test`): writes bench/results/latest.md and latest.png.
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	command -v wrk >/dev/null || apt-get install -y wrk || echo "wrk unavailable: HTTP benchmark skipped"
+	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk unavailable: HTTP benchmark skipped"
 	$(BIN)/python -m bench.run $(ARGS)
 
 clean:
