@@ -128,3 +128,11 @@ def test_missing_and_broken_files(tmp_path: Path) -> None:
     scalar.write_text("42\n")
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_config(scalar, env={})
+
+
+def test_the_readme_documents_every_rule_and_option() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for rule in RULES:
+        assert f"| `{rule.name}` |" in readme, f"README rules table lacks {rule.name}"
+        for option in rule.options:
+            assert f"`{option.name}: {option.default}`" in readme, option.name
