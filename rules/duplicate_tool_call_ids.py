@@ -31,7 +31,7 @@ from typing import Any, Final
 import orjson
 
 from rules.base import Change, Outcome, Rule, RuleContext, is_message
-from rules.messages import call_id, result_id, rewrite_each
+from rules.messages import call_id, function_name, result_id, rewrite_each
 
 NAME = "duplicate-tool-call-ids"
 
@@ -92,7 +92,7 @@ class _State:
                 continue
             if replays.seen(old, call):
                 changed = True
-                detail = {"id": old, "function": _function_name(call)}
+                detail = {"id": old, "function": function_name(call)}
                 self.changes.append(Change(NAME, index, "dropped_replayed_call", detail))
                 continue
             new = old
@@ -250,12 +250,6 @@ def _number(value: Any) -> Any:
     if isinstance(value, Decimal):
         return orjson.Fragment(str(value))  # the literal as sent: 1, 1.0 and 1E+0 stay apart
     raise TypeError
-
-
-def _function_name(call: Any) -> str | None:
-    function = call.get("function")
-    name = function.get("name") if isinstance(function, dict) else None
-    return name if isinstance(name, str) else None
 
 
 RULE = Rule(

@@ -40,7 +40,7 @@ from rules.json_repair_passes import (
     parse_strict_object,
     repair_object,
 )
-from rules.messages import call_id, rewrite_each
+from rules.messages import call_id, function_name, rewrite_each
 
 NAME = "invalid-tool-arguments"
 
@@ -134,10 +134,9 @@ def _fix_call(
     raw = function.get("arguments", _MISSING)
     if isinstance(raw, str) and parse_strict_object(raw):
         return call  # the fast path: valid object text stays byte-identical
-    name = function.get("name")
     detail: dict[str, Any] = {
         "tool_call_id": call_id(call),
-        "function": name if isinstance(name, str) else None,
+        "function": function_name(call),
         "call_index": position,
     }
     arguments, action = _repair(raw, detail, close_strings=close_strings, log_content=log_content)

@@ -33,6 +33,13 @@ def call_id(call: Any) -> str | None:
     return None
 
 
+def function_name(call: Any) -> str | None:
+    """The function name of a tool call, or ``None`` if it has no string name."""
+    function = call.get("function") if isinstance(call, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def result_id(message: Any) -> str | None:
     """The ``tool_call_id`` of a tool message, or ``None`` if it has no usable one."""
     if isinstance(message, dict) and message.get("role") == "tool":
