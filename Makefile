@@ -37,10 +37,12 @@ pytest: $(VENV)/.test-installed
 	$(BIN)/pytest
 
 ## Benchmarks (not part of `make test`): writes bench/results/latest.md and latest.png.
+## `make bench PEERS=litellm` adds LiteLLM (own venv in bench/.venvs/); ARGS=--quick for a smoke run.
+PEERS ?=
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk unavailable: HTTP benchmark skipped"
-	$(BIN)/python -m bench.run $(ARGS)
+	$(BIN)/python -m bench.run $(if $(PEERS),--peers $(PEERS)) $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

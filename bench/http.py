@@ -1,119 +1,58 @@
-"""HTTP benchmark on loopback: chatmend against a ``floor-json`` relay, driven by ``wrk``.
+"""HTTP benchmark on loopback, driven by ``wrk``: chatmend against the direct upstream and floors.
 
-Three servers, each in its own subprocess:
+Targets, each a subprocess (see ``bench.servers``), all in front of the same fake upstream:
 
-- ``fake``: a fast upstream answering every request with one fixed JSON completion;
-- ``floor-json``: a minimal aiohttp relay, one pooled ClientSession, one orjson parse and one
-  serialize of the body, forward, relay the answer (the least a JSON-aware proxy pays);
-- ``chatmend``: the real proxy (``chatmend serve``) with its default config, upstream = fake.
+- ``direct``: wrk straight at the fake upstream (what any relay adds is measured against it);
+- ``floor-raw``: minimal aiohttp relay, bytes only;
+- ``floor-json``: the same plus one orjson parse and serialize;
+- ``chatmend``: ``chatmend serve`` with its default config;
+- peers, on request (``--peers litellm``, see ``bench.peers``).
 
-``wrk`` posts one payload file (Lua script) to ``/v1/chat/completions``; for each payload and
-concurrency the targets are measured interleaved, round after round, and the ratio
-chatmend/floor-json is the median of the per-round ratios. Skipped if ``wrk`` is missing.
+``wrk`` (one thread, a Lua script) posts one payload file to ``/v1/chat/completions``. For each
+payload and concurrency the targets are measured interleaved: a 1 s warm-up of each, then
+round after round every target once. Figures are medians over rounds; ratios (chatmend /
+floor-json, chatmend / peer) and added latency (target p50 - direct p50, same for p99) are
+computed per round and their median reported, so slow drift of the machine cancels out.
+Non-2xx answers and socket errors are counted per target, never fatal: a peer that rejects
+the broken payloads is a finding. Skipped if ``wrk`` is missing.
 
-Servers: ``python -m bench.http fake PORT`` and ``python -m bench.http floor-json PORT UPSTREAM``.
+Run alone: ``.venv/bin/python -m bench.http [--quick] [--peers litellm]``.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
-
+from bench import peers as peer_mod
 from bench.payloads import SIZES, build
+from bench.procs import fleet, handle_sigterm, uvloop_available
+from bench.servers import API_KEY, default_loop, start_chatmend, start_fake, start_floor
 
-COMPLETION = orjson.dumps(
-    {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "deepseek-chat",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Done: the test passes now."},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 1000, "completion_tokens": 8, "total_tokens": 1008},
-    }
-)
-CONCURRENCY: tuple[int, ...] = (1, 4, 16)
-TARGETS: tuple[str, ...] = ("floor-json", "chatmend")
-LUA = """
+CONCURRENCY: tuple[int, ...] = (1, 4, 16, 64)
+QUICK_SIZES: tuple[int, ...] = (10, 500)
+QUICK_CONCURRENCY: tuple[int, ...] = (1, 16)
+TARGETS: tuple[str, ...] = ("direct", "floor-raw", "floor-json", "chatmend")
+RELAYS: tuple[str, ...] = ("floor-raw", "floor-json", "chatmend")
+LUA = f"""
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer sk-bench"
+wrk.headers["Authorization"] = "Bearer {API_KEY}"
 local f = assert(io.open(os.getenv("BENCH_PAYLOAD"), "rb"))
 wrk.body = f:read("*a")
 f:close()
 """
-
-
-# --- the servers ---------------------------------------------------------------------------
-
-
-def fake_app() -> web.Application:
-    async def complete(request: web.Request) -> web.Response:
-        await request.read()
-        return web.Response(body=COMPLETION, content_type="application/json")
-
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_route("*", "/{tail:.*}", complete)
-    return app
-
-
-def floor_json_app(upstream: str) -> web.Application:
-    session_key = web.AppKey("session", ClientSession)
-
-    async def relay(request: web.Request) -> web.Response:
-        body = orjson.dumps(orjson.loads(await request.read()))
-        headers = {"Content-Type": "application/json"}
-        if "Authorization" in request.headers:
-            headers["Authorization"] = request.headers["Authorization"]
-        async with request.app[session_key].post(
-            upstream + request.rel_url.raw_path_qs, data=body, headers=headers
-        ) as response:
-            payload = await response.read()
-            return web.Response(
-                status=response.status, body=payload, content_type=response.content_type
-            )
-
-    async def startup(app: web.Application) -> None:
-        app[session_key] = ClientSession(
-            connector=TCPConnector(limit=0), timeout=ClientTimeout(total=60)
-        )
-
-    async def cleanup(app: web.Application) -> None:
-        await app[session_key].close()
-
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.on_startup.append(startup)
-    app.on_cleanup.append(cleanup)
-    app.router.add_route("*", "/{tail:.*}", relay)
-    return app
-
-
-def serve(argv: Sequence[str]) -> None:
-    kind, port = argv[0], int(argv[1])
-    app = fake_app() if kind == "fake" else floor_json_app(argv[2])
-    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
-
-
-# --- the driver ----------------------------------------------------------------------------
+WRK_TIMEOUT = "10s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,68 +60,14 @@ class WrkResult:
     rps: float
     p50_ms: float
     p99_ms: float
+    requests: int = 0
+    non2xx: int = 0
+    #: Socket errors: connect + read + write + timeout.
+    errors: int = 0
 
-
-@dataclass(frozen=True, slots=True)
-class HttpRow:
-    messages: int
-    variant: str
-    concurrency: int
-    #: Target -> median over rounds.
-    results: dict[str, WrkResult]
-    #: Median of the per-round throughput ratios chatmend / floor-json.
-    ratio: float
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"server on port {port} did not start")
-
-
-@contextmanager
-def servers() -> Iterator[dict[str, str]]:
-    """Start fake, floor-json and chatmend; yield target -> base URL."""
-    fake, floor, mend = _free_port(), _free_port(), _free_port()
-    upstream = f"http://127.0.0.1:{fake}"
-    py = sys.executable
-    chatmend = str(Path(py).with_name("chatmend"))
-    commands = {
-        "fake": [py, "-m", "bench.http", "fake", str(fake)],
-        "floor-json": [py, "-m", "bench.http", "floor-json", str(floor), upstream],
-        "chatmend": [chatmend, "serve", "--upstream", upstream, "--port", str(mend)],
-    }
-    ports = {"fake": fake, "floor-json": floor, "chatmend": mend}
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        for name, command in commands.items():
-            # chatmend logs one JSON line per request on stdout: kept, but discarded.
-            procs[name] = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        for name, proc in procs.items():
-            _wait_listening(ports[name], proc)
-        yield {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-    finally:
-        for proc in procs.values():
-            proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    @property
+    def clean(self) -> bool:
+        return self.non2xx == 0 and self.errors == 0
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -190,7 +75,26 @@ _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 def _latency_ms(output: str, percentile: str) -> float:
     match = re.search(rf"^\s+{percentile}%\s+([\d.]+)(us|ms|s)\s*$", output, re.MULTILINE)
-    return float(match.group(1)) * _UNITS[match.group(2)] if match else float("nan")
+    return float(match.group(1)) * _UNITS[match.group(2)] if match else math.nan
+
+
+def parse_wrk(output: str) -> WrkResult:
+    match = re.search(r"Requests/sec:\s+([\d.]+)", output)
+    if not match:
+        raise RuntimeError(f"cannot read wrk output:\n{output}")
+    requests = re.search(r"(\d+) requests in", output)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    socket = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
+    )
+    return WrkResult(
+        float(match.group(1)),
+        _latency_ms(output, "50"),
+        _latency_ms(output, "99"),
+        int(requests.group(1)) if requests else 0,
+        int(non2xx.group(1)) if non2xx else 0,
+        sum(int(g) for g in socket.groups()) if socket else 0,
+    )
 
 
 def wrk(url: str, script: Path, payload: Path, concurrency: int, seconds: float) -> WrkResult:
@@ -199,19 +103,107 @@ def wrk(url: str, script: Path, payload: Path, concurrency: int, seconds: float)
         "-t1",
         f"-c{concurrency}",
         f"-d{max(1, round(seconds))}s",
+        f"--timeout={WRK_TIMEOUT}",
         "--latency",
         "-s",
         str(script),
         url + "/v1/chat/completions",
     ]
     env = {**os.environ, "BENCH_PAYLOAD": str(payload)}
-    output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
-    if "Non-2xx" in output or "Socket errors" in output:
-        raise RuntimeError(f"wrk saw errors against {url}:\n{output}")
-    match = re.search(r"Requests/sec:\s+([\d.]+)", output)
-    if not match:
-        raise RuntimeError(f"cannot read wrk output:\n{output}")
-    return WrkResult(float(match.group(1)), _latency_ms(output, "50"), _latency_ms(output, "99"))
+    return parse_wrk(
+        subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One workload, every target, every round."""
+
+    rounds: dict[str, list[WrkResult]]
+
+    def median(self, target: str) -> WrkResult:
+        s = self.rounds[target]
+        return WrkResult(
+            statistics.median(r.rps for r in s),
+            statistics.median(r.p50_ms for r in s),
+            statistics.median(r.p99_ms for r in s),
+            sum(r.requests for r in s),
+            sum(r.non2xx for r in s),
+            sum(r.errors for r in s),
+        )
+
+    def ratio(self, num: str, den: str) -> float:
+        """Median of per-round req/s ratios, over the rounds where both answered only 2xx."""
+        pairs = zip(self.rounds[num], self.rounds[den], strict=True)
+        ratios = [a.rps / b.rps for a, b in pairs if a.clean and b.clean and b.rps > 0]
+        return statistics.median(ratios) if ratios else math.nan
+
+    def added(self, target: str, base: str = "direct") -> tuple[float, float]:
+        """Median of per-round (target - base) p50 and p99 latency, in ms."""
+        pairs = list(zip(self.rounds[target], self.rounds[base], strict=True))
+        return (
+            statistics.median(a.p50_ms - b.p50_ms for a, b in pairs),
+            statistics.median(a.p99_ms - b.p99_ms for a, b in pairs),
+        )
+
+
+def measure(
+    urls: Mapping[str, str],
+    script: Path,
+    payload: Path,
+    concurrency: int,
+    *,
+    rounds: int,
+    seconds: float,
+) -> Measured:
+    """A 1 s warm-up of each target, then ``rounds`` rounds, targets interleaved."""
+    for url in urls.values():
+        wrk(url, script, payload, concurrency, 1)
+    samples: dict[str, list[WrkResult]] = {t: [] for t in urls}
+    for _ in range(rounds):
+        for target, url in urls.items():
+            samples[target].append(wrk(url, script, payload, concurrency, seconds))
+    return Measured(samples)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRow:
+    messages: int
+    variant: str
+    concurrency: int
+    measured: Measured
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self.measured.rounds)
+
+    @property
+    def ratio(self) -> float:
+        """chatmend / floor-json throughput (median of per-round ratios)."""
+        return self.measured.ratio("chatmend", "floor-json")
+
+
+def write_payloads(tmp: Path, sizes: Sequence[int]) -> dict[tuple[int, bool], Path]:
+    """Payload files for wrk's Lua script, one per size and variant."""
+    paths: dict[tuple[int, bool], Path] = {}
+    for size in sizes:
+        for broken in (False, True):
+            paths[size, broken] = tmp / f"{size}-{'broken' if broken else 'clean'}.json"
+            paths[size, broken].write_bytes(build(size, broken=broken))
+    return paths
+
+
+def write_script(tmp: Path) -> Path:
+    script = tmp / "post.lua"
+    script.write_text(LUA)
+    return script
+
+
+@dataclass(slots=True)
+class HttpRun:
+    rows: list[HttpRow] = field(default_factory=list)
+    #: What the peers are (versions, settings) and what they answered when they refused.
+    notes: list[str] = field(default_factory=list)
 
 
 def run(
@@ -220,64 +212,135 @@ def run(
     *,
     rounds: int = 3,
     seconds: float = 2.0,
-) -> list[HttpRow]:
+    peers: Sequence[str] = (),
+) -> HttpRun:
     """Measure every payload x concurrency, targets interleaved in each round."""
+    out = HttpRun()
     if shutil.which("wrk") is None:
-        return []
-    rows: list[HttpRow] = []
-    with tempfile.TemporaryDirectory(prefix="chatmend-bench-") as tmp, servers() as urls:
-        script = Path(tmp, "post.lua")
-        script.write_text(LUA)
-        for size in sizes:
-            for broken in (False, True):
-                payload = Path(tmp, f"{size}-{broken}.json")
-                payload.write_bytes(build(size, broken=broken))
-                for conc in concurrency:
-                    for target in TARGETS:  # warm-up: connections, caches
-                        wrk(urls[target], script, payload, conc, 1)
-                    samples: dict[str, list[WrkResult]] = {t: [] for t in TARGETS}
-                    ratios: list[float] = []
-                    for _ in range(rounds):
-                        for target in TARGETS:
-                            samples[target].append(
-                                wrk(urls[target], script, payload, conc, seconds)
-                            )
-                        ratios.append(samples["chatmend"][-1].rps / samples["floor-json"][-1].rps)
-                    results = {
-                        t: WrkResult(
-                            statistics.median(r.rps for r in s),
-                            statistics.median(r.p50_ms for r in s),
-                            statistics.median(r.p99_ms for r in s),
-                        )
-                        for t, s in samples.items()
-                    }
-                    variant = "broken" if broken else "clean"
-                    rows.append(HttpRow(size, variant, conc, results, statistics.median(ratios)))
-                    print(
-                        f"  http {size} {variant} c={conc}: ratio {rows[-1].ratio:.2f}",
-                        file=sys.stderr,
-                    )
-    return rows
+        return out
+    with tempfile.TemporaryDirectory(prefix="chatmend-bench-") as tmp_name, fleet() as servers:
+        tmp = Path(tmp_name)
+        upstream = start_fake(servers, "direct")
+        start_floor(servers, "floor-raw", upstream)
+        start_floor(servers, "floor-json", upstream)
+        start_chatmend(servers, upstream)
+        for peer in peers:
+            peer_mod.start(peer, servers, upstream, tmp)
+            out.notes.append(peer_mod.describe(peer))
+        urls = dict(servers.urls)
+        script = write_script(tmp)
+        refused: set[tuple[str, int, bool]] = set()
+        payloads = write_payloads(tmp, sizes)
+        for (size, broken), payload in payloads.items():
+            for conc in concurrency:
+                measured = measure(urls, script, payload, conc, rounds=rounds, seconds=seconds)
+                row = HttpRow(size, "broken" if broken else "clean", conc, measured)
+                out.rows.append(row)
+                refused.update((p, size, broken) for p in peers if measured.median(p).non2xx)
+                added = measured.added("chatmend")
+                extra = "".join(
+                    f", chatmend/{p} {measured.ratio('chatmend', p):.1f}" for p in peers
+                )
+                print(
+                    f"  http {size} {row.variant} c={conc}: chatmend/floor-json {row.ratio:.2f}, "
+                    f"added p50 {added[0]:+.2f} ms p99 {added[1]:+.2f} ms{extra}",
+                    file=sys.stderr,
+                )
+        for peer, size, broken in sorted(refused):
+            status, text = peer_mod.probe(urls[peer], payloads[size, broken].read_bytes())
+            out.notes.append(
+                f"`{peer}` answered non-2xx to the {size}-message "
+                f"{'broken' if broken else 'clean'} payload; one probe: HTTP {status}, "
+                f"`{' '.join(text.split())[:200]}`"
+            )
+    return out
 
 
-def table(rows: Sequence[HttpRow]) -> str:
-    lines = [
-        "| messages | payload | conc. | floor-json req/s | chatmend req/s | ratio | "
-        "floor-json p50 / p99 ms | chatmend p50 / p99 ms |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
-    ]
+# --- tables --------------------------------------------------------------------------------
+
+
+def _fmt_ratio(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"**{value:.2f}**"
+
+
+def _failures(row: HttpRow) -> str:
+    notes = []
+    for target in row.targets:
+        m = row.measured.median(target)
+        if m.non2xx:
+            notes.append(f"{target}: {m.non2xx:,}/{m.requests:,} non-2xx")
+        if m.errors:
+            notes.append(f"{target}: {m.errors:,} socket errors")
+    return "; ".join(notes) or "-"
+
+
+def throughput_table(rows: Sequence[HttpRow]) -> str:
+    if not rows:
+        return "_No rows._"
+    targets = rows[0].targets
+    peers = [t for t in targets if t not in TARGETS]
+    head = ["messages", "payload", "conc.", *(f"{t} req/s" for t in targets)]
+    head += ["chatmend / floor-json", *(f"chatmend / {p}" for p in peers), "non-2xx / errors"]
+    lines = ["| " + " | ".join(head) + " |", "|---:|---|" + "---:|" * (len(head) - 3) + "---|"]
     for r in rows:
-        floor, mend = r.results["floor-json"], r.results["chatmend"]
-        lines.append(
-            f"| {r.messages} | {r.variant} | {r.concurrency} | {floor.rps:,.0f} "
-            f"| {mend.rps:,.0f} | **{r.ratio:.2f}** "
-            f"| {floor.p50_ms:.2f} / {floor.p99_ms:.2f} | {mend.p50_ms:.2f} / {mend.p99_ms:.2f} |"
-        )
+        cells = [str(r.messages), r.variant, str(r.concurrency)]
+        cells += [f"{r.measured.median(t).rps:,.0f}" for t in targets]
+        cells.append(_fmt_ratio(r.ratio))
+        cells += [_fmt_ratio(r.measured.ratio("chatmend", p)) for p in peers]
+        cells.append(_failures(r))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def latency_table(rows: Sequence[HttpRow]) -> str:
+    if not rows:
+        return "_No rows._"
+    relays = [t for t in rows[0].targets if t != "direct"]
+    head = ["messages", "payload", "conc.", "direct p50 / p99 ms", "chatmend p50 / p99 ms"]
+    head += [f"{t} added p50 / p99 ms" for t in relays]
+    lines = ["| " + " | ".join(head) + " |", "|---:|---|" + "---:|" * (len(head) - 2)]
+    for r in rows:
+        direct, mend = r.measured.median("direct"), r.measured.median("chatmend")
+        cells = [
+            str(r.messages),
+            r.variant,
+            str(r.concurrency),
+            f"{direct.p50_ms:.2f} / {direct.p99_ms:.2f}",
+            f"{mend.p50_ms:.2f} / {mend.p99_ms:.2f}",
+        ]
+        for t in relays:
+            p50, p99 = r.measured.added(t)
+            text = f"{p50:+.2f} / {p99:+.2f}"
+            cells.append(f"**{text}**" if t == "chatmend" else text)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def floors_loop_note() -> str:
+    fake = "uvloop" if uvloop_available() else "asyncio"
+    return f"The floors run on {default_loop()} (chatmend's default loop), the fake on {fake}"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="wrk benchmark of chatmend vs floors.")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=2)
+    parser.add_argument("--peers", default="", help="comma-separated: litellm")
+    args = parser.parse_args(argv)
+    handle_sigterm()
+    result = run(
+        QUICK_SIZES if args.quick else SIZES,
+        QUICK_CONCURRENCY if args.quick else CONCURRENCY,
+        rounds=1 if args.quick else args.rounds,
+        seconds=1 if args.quick else args.seconds,
+        peers=peer_mod.parse(args.peers),
+    )
+    print(throughput_table(result.rows))
+    print()
+    print(latency_table(result.rows))
+    print("\n".join(result.notes))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in ("fake", "floor-json"):
-        serve(sys.argv[1:])
-    else:
-        print(table(run()))
+    main()

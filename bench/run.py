@@ -1,6 +1,12 @@
-"""``make bench``: run the micro and HTTP benchmarks, write bench/results/latest.md (and .png).
+"""``make bench``: every benchmark in one run; writes bench/results/latest.md (and .png).
 
-Run: ``.venv/bin/python -m bench.run [--quick] [--no-http] [--rounds N] [--seconds S]``.
+Sections, in order: the in-process sanitizer micro-benchmark (``bench.micro``), HTTP with wrk
+(``bench.http``, optional peers from ``bench.peers``), the event-loop comparison
+(``bench.loops``) and SSE streams (``bench.streams``). Each section starts and stops its own
+servers; Ctrl-C or SIGTERM stops them too.
+
+Run: ``.venv/bin/python -m bench.run [--quick] [--peers litellm] [--no-http] [--no-streams]
+[--no-loops] [--rounds N] [--seconds S] [--out DIR]`` (``make bench PEERS=litellm ARGS=--quick``).
 """
 
 from __future__ import annotations
@@ -11,11 +17,13 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import http, micro
+from bench import http, loops, micro, peers, report, streams
 from bench.payloads import SIZES
+from bench.procs import handle_sigterm
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -34,124 +42,82 @@ def machine_line() -> str:
     )
 
 
-def plot(
-    micro_rows: Sequence[micro.MicroRow], http_rows: Sequence[http.HttpRow], path: Path
-) -> bool:
-    """Ratio vs payload size; False if matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    panels = 2 if http_rows else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.5), squeeze=False)
-    ax = axes[0][0]
-    for variant in ("clean", "broken"):
-        mrows = [r for r in micro_rows if r.variant == variant]
-        ax.plot([r.messages for r in mrows], [r.ratio for r in mrows], marker="o", label=variant)
-    ax.axhline(1.5, color="grey", linestyle="--", label="target (broken) 1.5x")
-    ax.set(
-        xscale="log",
-        xlabel="messages",
-        ylabel="sanitize_body / orjson loads+dumps",
-        title="Sanitizer alone vs orjson round trip",
-    )
-    ax.legend()
-    if http_rows:
-        ax = axes[0][1]
-        for variant in ("clean", "broken"):
-            for conc in sorted({r.concurrency for r in http_rows}):
-                rows = [r for r in http_rows if r.variant == variant and r.concurrency == conc]
-                ax.plot(
-                    [r.messages for r in rows],
-                    [r.ratio for r in rows],
-                    marker="o",
-                    linestyle="-" if variant == "clean" else ":",
-                    label=f"{variant}, c={conc}",
-                )
-        ax.axhline(0.95, color="grey", linestyle="--", label="target clean 0.95")
-        ax.axhline(0.80, color="grey", linestyle=":", label="target broken 0.80")
-        ax.set(
-            xscale="log",
-            xlabel="messages",
-            ylabel="chatmend req/s / floor-json req/s",
-            title="HTTP throughput vs floor-json (wrk)",
-        )
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run chatmend's benchmarks.")
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    parser.add_argument("--no-http", action="store_true", help="micro-benchmark only")
-    parser.add_argument("--rounds", type=int, default=3, help="HTTP rounds (default 3)")
+    parser.add_argument("--no-http", action="store_true", help="skip wrk runs and event loops")
+    parser.add_argument("--no-streams", action="store_true", help="skip the SSE benchmark")
+    parser.add_argument("--no-loops", action="store_true", help="skip --loop asyncio/uvloop")
+    parser.add_argument("--peers", default="", help="comma-separated peers to add: litellm")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--seconds", type=int, default=2, help="seconds per wrk run (default 2)")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="directory for latest.md and latest.png"
+    )
     args = parser.parse_args(argv)
+    handle_sigterm()
+    peer_names = peers.parse(args.peers)
+    rounds = 1 if args.quick else args.rounds
+    seconds = 1 if args.quick else args.seconds
 
     started = datetime.datetime.now(datetime.UTC)
     print("micro-benchmark ...")
-    micro_rows = micro.run(rounds=3 if args.quick else 9, target_ms=3.0 if args.quick else 15.0)
-    micro_md = micro.table(micro_rows)
-    print(micro_md)
+    res = report.Results(
+        micro.run(rounds=3 if args.quick else 9, target_ms=3.0 if args.quick else 15.0),
+        peers=peer_names,
+    )
+    print(micro.table(res.micro_rows))
 
-    http_rows: list[http.HttpRow] = []
     if args.no_http:
-        http_md = "_Skipped (`--no-http`)._"
+        res.http_skipped = res.loops_skipped = "`--no-http`"
     elif shutil.which("wrk") is None:
-        http_md = "_Skipped: `wrk` is not installed._"
+        res.http_skipped = res.loops_skipped = "`wrk` is not installed"
     else:
         print("HTTP benchmark (wrk) ...")
-        http_rows = http.run(
-            sizes=(10, 500) if args.quick else SIZES,
-            concurrency=(1, 4) if args.quick else http.CONCURRENCY,
-            rounds=1 if args.quick else args.rounds,
-            seconds=1 if args.quick else args.seconds,
+        res.http = http.run(
+            sizes=http.QUICK_SIZES if args.quick else SIZES,
+            concurrency=http.QUICK_CONCURRENCY if args.quick else http.CONCURRENCY,
+            rounds=rounds,
+            seconds=seconds,
+            peers=peer_names,
         )
-        http_md = http.table(http_rows)
-        print(http_md)
+        print(http.throughput_table(res.http.rows))
+        print(http.latency_table(res.http.rows))
+        if args.no_loops:
+            res.loops_skipped = "`--no-loops`"
+        elif (reason := loops.skip_reason()) is not None:
+            res.loops_skipped = reason
+        else:
+            print("event loops (wrk) ...")
+            res.loops = loops.run(rounds=rounds, seconds=seconds)
+            print(loops.table(res.loops))
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    png = RESULTS / "latest.png"
-    has_png = plot(micro_rows, http_rows, png)
+    if args.no_streams:
+        res.streams_skipped = "`--no-streams`"
+    else:
+        print("streams ...")
+        res.streams = streams.run(
+            streams.Params.quick() if args.quick else streams.Params(rounds=max(3, rounds))
+        )
+        print(streams.tables(res.streams))
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "latest.png"
+    has_png = report.plot(res, png)
     commit = _command("git", "rev-parse", "--short", "HEAD")
     dirty = " (uncommitted changes)" if _command("git", "status", "--porcelain") else ""
-    rounds = 1 if args.quick else args.rounds
-    seconds = 1 if args.quick else args.seconds
-    text = f"""# chatmend benchmark results
+    command = " ".join(["python -m bench.run", *(sys.argv[1:] if argv is None else argv)])
+    header = f"""# chatmend benchmark results
 
 - machine: {machine_line()}
 - commit: `{commit}`{dirty}
 - date: {started:%Y-%m-%d %H:%M} UTC
-- command: `make bench`{" (--quick)" if args.quick else ""}
-
-## Sanitizer alone (in process)
-
-`sanitize_body(body, default steps)` against `orjson.dumps(orjson.loads(body))` on the same
-payload, interleaved round by round; ratio = median of the per-round ratios (target for broken
-500/2000-message payloads: at most 1.5). A clean payload is parsed and checked but not
-re-serialized (the original bytes are forwarded).
-
-{micro_md}
-
-## HTTP on loopback (wrk)
-
-chatmend (default config, logs to /dev/null) and `floor-json` (aiohttp relay with one orjson
-parse + serialize) in front of the same fake upstream; one wrk thread, {rounds} interleaved
-round(s) of {seconds} s per target; ratio = median of per-round chatmend/floor-json req/s
-(targets: clean at least 0.95, broken at least 0.80).
-
-{http_md}
-"""
-    if has_png:
-        text += "\n![ratio vs payload size](latest.png)\n"
-    (RESULTS / "latest.md").write_text(text)
-    print(f"wrote {RESULTS / 'latest.md'}" + (f" and {png}" if has_png else ""))
+- command: `{command}` (run by `make bench`)"""
+    text = report.markdown(res, header=header, rounds=rounds, seconds=seconds, has_png=has_png)
+    (out / "latest.md").write_text(text)
+    print(report.targets_table(report.targets(res)))
+    print(f"wrote {out / 'latest.md'}" + (f" and {png}" if has_png else ""))
 
 
 if __name__ == "__main__":
