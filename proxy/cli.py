@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from aiohttp import web
 
@@ -26,7 +27,30 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream", metavar="URL", help="upstream base URL (overrides the config)")
     serve.add_argument("--host", metavar="HOST", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", metavar="PORT", type=int, help="port to listen on (default 8787)")
+    serve.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default="auto",
+        help="event loop: uvloop if installed (auto, the default), or asyncio's own",
+    )
     return parser
+
+
+LOOPS = ("auto", "asyncio", "uvloop")
+
+
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The loop to serve on. uvloop is a core dependency, so ``auto`` picks it where it
+    installs; asyncio's loop remains the fallback (and ``--loop asyncio`` forces it)."""
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -34,6 +58,11 @@ def serve(args: argparse.Namespace) -> int:
         config = load_config(args.config, upstream=args.upstream, host=args.host, port=args.port)
     except ConfigError as exc:
         print(f"chatmend: config error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        new_loop = event_loop_factory(args.loop)
+    except ImportError:
+        print("chatmend: --loop uvloop: uvloop is not installed", file=sys.stderr)
         return 2
     configure_logging()
     app = create_app(config)
@@ -43,6 +72,7 @@ def serve(args: argparse.Namespace) -> int:
         upstream=config.upstream.url,
         rules=[name for name, setting in config.rules.items() if setting.enabled],
         log_content=config.log_content,
+        loop=new_loop.__module__.split(".")[0],
     )
     web.run_app(
         app,
@@ -51,6 +81,7 @@ def serve(args: argparse.Namespace) -> int:
         access_log=None,  # request_done is the access log
         print=None,
         handler_cancellation=True,  # a client that leaves cancels its upstream request
+        loop=new_loop(),
     )
     return 0
 

@@ -34,12 +34,12 @@ _SPECIAL = frozenset({"content", "tool_calls", "reasoning_content"})
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if not _has_adjacent_assistants(messages):
+    start = _first_adjacent_assistant(messages)
+    if start is None:
         return Outcome(messages)  # the common case, checked in one tight pass
     out: list[Any] | None = None  # copy-on-write: built only once something changes
     changes: list[Change] = []
     count = len(messages)
-    start = 0
     while start < count:
         message = messages[start]
         end = start + 1
@@ -63,14 +63,15 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(messages if out is None else out, tuple(changes))
 
 
-def _has_adjacent_assistants(messages: list[Any]) -> bool:
+def _first_adjacent_assistant(messages: list[Any]) -> int | None:
+    """Index of the first assistant directly followed by another; nothing before it merges."""
     previous = False
-    for message in messages:
+    for index, message in enumerate(messages):
         current = type(message) is dict and message.get("role") == "assistant"
         if current and previous:
-            return True
+            return index - 1
         previous = current
-    return False
+    return None
 
 
 class _Run:

@@ -44,9 +44,10 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 
     def fix(index: int, message: Any) -> Any:
         nonlocal block
-        if is_message(message, "tool"):
+        role = message.get("role") if type(message) is dict else None
+        if role == "tool":
             return state.fix_result(message, block, index)
-        if is_message(message, "assistant") and isinstance(message.get("tool_calls"), list):
+        if role == "assistant" and type(message.get("tool_calls")) is list:
             fixed, block = state.fix_calls(message, index)
             return fixed
         block = None
@@ -55,14 +56,16 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(rewrite_each(messages, fix), tuple(state.changes))
 
 
-@dataclass
 class _Block:
     """An assistant's kept calls, for pairing the tool messages that follow it."""
 
-    #: Original id -> the final ids of the kept calls that had it, in call order.
-    slots: dict[str, list[str]] = field(default_factory=dict)
-    #: Original id -> how many results carrying it the block has seen so far.
-    answered: dict[str, int] = field(default_factory=dict)
+    __slots__ = ("answered", "slots")
+
+    def __init__(self) -> None:
+        #: Original id -> the final ids of the kept calls that had it, in call order.
+        self.slots: dict[str, list[str]] = {}
+        #: Original id -> how many results carrying it the block has seen so far.
+        self.answered: dict[str, int] = {}
 
 
 @dataclass
@@ -86,8 +89,8 @@ class _State:
         changed = False
         replays = _Replays()
         for call in calls:
-            old = call_id(call)
-            if old is None:  # no usable id: nothing to compare or rename
+            old = call.get("id") if type(call) is dict else None
+            if type(old) is not str or not old:  # no usable id: nothing to compare or rename
                 kept.append(call)
                 continue
             if replays.seen(old, call):
@@ -143,6 +146,8 @@ class _State:
 class _Replays:
     """The kept calls of one assistant message, by original id, for spotting exact replays."""
 
+    __slots__ = ("_first", "_signatures")
+
     def __init__(self) -> None:
         self._first: dict[str, Any] = {}
         #: Canonical forms of the kept calls per id; built only once an id repeats (E22).
@@ -179,14 +184,14 @@ def _has_collision(messages: list[Any]) -> bool:
             calls = message.get("tool_calls")
             if type(calls) is list:
                 for call in calls:
-                    cid = call_id(call)
-                    if cid is not None:
+                    cid = call.get("id") if type(call) is dict else None
+                    if type(cid) is str and cid:  # the test of call_id(), inlined
                         if cid in calls_seen or cid in results_seen:
                             return True
                         calls_seen.add(cid)
         elif role == "tool":
-            rid = result_id(message)
-            if rid is not None:
+            rid = message.get("tool_call_id")
+            if type(rid) is str and rid:  # the test of result_id(), inlined
                 if rid in results_seen:
                     return True
                 results_seen.add(rid)

@@ -15,19 +15,21 @@ from __future__ import annotations
 from typing import Any
 
 from rules.base import Change, Outcome, Rule, RuleContext
-from rules.messages import has_content, rewrite_each
+from rules.messages import has_content, rewrite_at
 
 NAME = "empty-tool-calls"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    for message in messages:
-        if type(message) is dict and message.get("role") == "assistant" and _is_defective(message):
-            break
-    else:
+    suspects = [
+        index
+        for index, message in enumerate(messages)
+        if type(message) is dict and message.get("role") == "assistant" and _is_defective(message)
+    ]
+    if not suspects:
         return Outcome(messages)  # the common case, checked without building anything
     changes: list[Change] = []
-    out = rewrite_each(messages, lambda index, message: _fix(message, index, changes))
+    out = rewrite_at(messages, suspects, lambda index, message: _fix(message, index, changes))
     return Outcome(out, tuple(changes))
 
 
@@ -35,8 +37,16 @@ def _is_defective(message: dict[str, Any]) -> bool:
     """Cheap test, for an assistant message, of whether ``_fix`` would change it."""
     calls = message.get("tool_calls")
     if calls is None:
-        return "tool_calls" in message or not has_content(message)
-    return type(calls) is not list or not calls or any(type(c) is not dict for c in calls)
+        if "tool_calls" in message:
+            return True
+        content = message.get("content")
+        return not (type(content) is str and content) and not has_content(message)
+    if type(calls) is not list or not calls:
+        return True
+    for call in calls:  # noqa: SIM110 - a plain loop: no generator per message on the hot path
+        if type(call) is not dict:
+            return True
+    return False
 
 
 def _fix(message: Any, index: int, changes: list[Change]) -> Any:

@@ -40,7 +40,7 @@ from rules.json_repair_passes import (
     parse_strict_object,
     repair_object,
 )
-from rules.messages import call_id, function_name, rewrite_each
+from rules.messages import call_id, function_name, rewrite_at
 
 NAME = "invalid-tool-arguments"
 
@@ -59,7 +59,8 @@ TRUNCATED = Option(
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if _all_valid(messages):
+    suspects = _suspects(messages)
+    if not suspects:
         return Outcome(messages)  # the common case, checked in one tight pass
     close_strings = ctx.options.get(TRUNCATED.name, TRUNCATED.default) != "empty"
     changes: list[Change] = []
@@ -69,12 +70,14 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
             message, index, changes, close_strings=close_strings, log_content=ctx.log_content
         )
 
-    return Outcome(rewrite_each(messages, fix), tuple(changes))
+    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
 
 
-def _all_valid(messages: list[Any]) -> bool:
-    """True if no call needs ``_fix_call``: every arguments text is a strict JSON object."""
-    for message in messages:
+def _suspects(messages: list[Any]) -> list[int]:
+    """Indices of the assistants with a call ``_fix_call`` may change: arguments that are not
+    a string holding a JSON object (as orjson reads it; the fix also tries the stdlib)."""
+    suspects: list[int] = []
+    for index, message in enumerate(messages):
         if type(message) is not dict or message.get("role") != "assistant":
             continue
         calls = message.get("tool_calls")
@@ -86,13 +89,16 @@ def _all_valid(messages: list[Any]) -> bool:
                 continue
             raw = function.get("arguments")
             if type(raw) is not str:
-                return False
+                suspects.append(index)
+                break
             try:
-                if type(orjson.loads(raw)) is not dict:
-                    return False
+                if type(orjson.loads(raw)) is dict:
+                    continue
             except orjson.JSONDecodeError:
-                return False  # let the slow path decide (it also tries the stdlib parser)
-    return True
+                pass
+            suspects.append(index)
+            break
+    return suspects
 
 
 def _fix_message(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -60,3 +60,29 @@ def rewrite_each(messages: list[Any], fix: Callable[[int, Any], Any]) -> list[An
         if out is not None and fixed is not None:
             out.append(fixed)
     return messages if out is None else out
+
+
+def rewrite_at(
+    messages: list[Any], indices: Iterable[int], fix: Callable[[int, Any], Any]
+) -> list[Any]:
+    """``rewrite_each`` restricted to ``indices`` (increasing), for a rule whose prescan already
+    knows which messages it may change: the others are not visited again. Returns ``messages``
+    itself if ``fix`` changed nothing."""
+    out: list[Any] | None = None
+    removed: set[int] = set()
+    for index in indices:
+        message = messages[index]
+        fixed = fix(index, message)
+        if fixed is message:
+            continue
+        if out is None:
+            out = list(messages)
+        if fixed is None:
+            removed.add(index)
+        else:
+            out[index] = fixed
+    if out is None:
+        return messages
+    if removed:
+        return [message for index, message in enumerate(out) if index not in removed]
+    return out

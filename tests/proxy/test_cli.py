@@ -15,7 +15,7 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestServer
 
-from proxy.cli import build_parser, main
+from proxy.cli import build_parser, event_loop_factory, main
 from tests.conftest import base_url
 from tests.fake_upstream import FakeUpstream, strict_errors
 from tests.transcripts import BROKEN
@@ -75,6 +75,25 @@ async def test_serve_repairs_through_a_real_process(
         async with http.post(f"{url}/v1/chat/completions", data=body) as response:
             assert response.status == 200, await response.text()
     assert strict_errors(orjson.loads(fake.received[-1].body)) == []
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_serve_runs_on_either_event_loop(
+    loop: str, fake: FakeUpstream, fake_server: TestServer
+) -> None:
+    command = (str(CHATMEND), "serve", "--loop", loop, "--upstream", base_url(fake_server))
+    async with serving(*command) as url, aiohttp.ClientSession() as http:
+        body = orjson.dumps({"model": "m", "messages": BROKEN["empty_tool_calls"]})
+        async with http.post(f"{url}/v1/chat/completions", data=body) as response:
+            assert response.status == 200, await response.text()
+    assert strict_errors(orjson.loads(fake.received[-1].body)) == []
+
+
+def test_auto_loop_is_uvloop_where_installed() -> None:
+    uvloop = pytest.importorskip("uvloop")
+    assert event_loop_factory("auto") is uvloop.new_event_loop
+    assert event_loop_factory("uvloop") is uvloop.new_event_loop
+    assert event_loop_factory("asyncio") is asyncio.new_event_loop
 
 
 async def test_env_upstream_is_used_without_flags(

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
 from proxy.app import STEPS_KEY
+from proxy.streaming import BUFFER_MAX_BYTES
 from rules import RULES, Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream, strict_errors
@@ -361,3 +362,53 @@ async def test_upstream_break_mid_stream_is_not_hidden(
             await response.read()
     done = [e for e in logs if e["event"] == "request_done"]
     assert done and done[0]["outcome"] == "upstream_failed"
+
+
+async def test_small_response_broken_off_gets_a_clean_502(
+    make_proxy: ProxyFactory, aiohttp_server: Any
+) -> None:
+    """A sized completion is read whole before the client sees anything (one write), so an
+    upstream that dies inside it is reported as an OpenAI-style 502, not a cut connection."""
+
+    async def cut(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = 1000
+        await response.prepare(request)
+        await response.write(b'{"id": "chatcmpl-1", "choices": [')
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", cut)
+    server: TestServer = await aiohttp_server(app)
+    proxy = await make_proxy(url=str(server.make_url("")).rstrip("/"))
+    with capture_logs() as logs:
+        response = await proxy.post(
+            "/v1/chat/completions", data=chat([{"role": "user", "content": "x"}])
+        )
+        body = await response.json()
+    assert response.status == 502
+    assert body["error"]["code"] == "upstream_broken"
+    assert len(response.headers["X-Request-ID"]) == 32
+    done = [e for e in logs if e["event"] == "request_done"]
+    assert done and done[0]["outcome"] == "upstream_failed" and done[0]["status"] == 502
+
+
+async def test_large_sized_response_is_relayed_intact(
+    make_proxy: ProxyFactory, aiohttp_server: Any
+) -> None:
+    """Above BUFFER_MAX_BYTES the body is streamed through; it still arrives whole."""
+    payload = bytes(range(256)) * (2 * BUFFER_MAX_BYTES // 256 + 1)
+
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=payload, content_type="application/octet-stream")
+
+    app = web.Application()
+    app.router.add_get("/v1/files/big/content", big)
+    server: TestServer = await aiohttp_server(app)
+    proxy = await make_proxy(url=str(server.make_url("")).rstrip("/"))
+    response = await proxy.get("/v1/files/big/content")
+    assert response.status == 200
+    assert response.headers["Content-Length"] == str(len(payload))
+    assert await response.read() == payload
