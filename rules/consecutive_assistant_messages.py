@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.base import Change, Outcome, Rule, RuleContext, is_message
+from rules.base import Change, Outcome, Rule, RuleContext
 from rules.messages import has_content
 
 NAME = "consecutive-assistant-messages"
@@ -34,44 +34,54 @@ _SPECIAL = frozenset({"content", "tool_calls", "reasoning_content"})
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    start = _first_adjacent_assistant(messages)
-    if start is None:
+    runs = _assistant_runs(messages)
+    if not runs:
         return Outcome(messages)  # the common case, checked in one tight pass
-    out: list[Any] | None = None  # copy-on-write: built only once something changes
+    out: list[Any] = []
     changes: list[Change] = []
-    count = len(messages)
-    while start < count:
-        message = messages[start]
-        end = start + 1
-        if is_message(message, "assistant"):
-            run = _Run(message)
-            while end < count and is_message(messages[end], "assistant") and run.add(messages[end]):
-                end += 1
-            if end - start > 1:
-                if out is None:
-                    out = list(messages[:start])
-                message = run.merged()
-                calls = message.get("tool_calls")
+    done = 0  # messages[:done] are in ``out``
+    for run_start, end in runs:
+        out.extend(messages[done:run_start])
+        start = run_start
+        while start < end:  # a run may split where two contents cannot be combined
+            run = _Run(messages[start])
+            stop = start + 1
+            while stop < end and run.add(messages[stop]):
+                stop += 1
+            if stop - start == 1:
+                out.append(messages[start])
+            else:
+                merged = run.merged()
+                calls = merged.get("tool_calls")
                 detail = {
-                    "merged_indices": list(range(start, end)),
+                    "merged_indices": list(range(start, stop)),
                     "tool_calls": len(calls) if isinstance(calls, list) else 0,
                 }
                 changes.append(Change(NAME, start, "merged", detail))
-        if out is not None:
-            out.append(message)
-        start = end
-    return Outcome(messages if out is None else out, tuple(changes))
+                out.append(merged)
+            start = stop
+        done = end
+    if not changes:
+        return Outcome(messages)
+    out.extend(messages[done:])
+    return Outcome(out, tuple(changes))
 
 
-def _first_adjacent_assistant(messages: list[Any]) -> int | None:
-    """Index of the first assistant directly followed by another; nothing before it merges."""
-    previous = False
+def _assistant_runs(messages: list[Any]) -> list[tuple[int, int]]:
+    """``(start, end)`` of every run of two or more directly adjacent assistant messages."""
+    runs: list[tuple[int, int]] = []
+    start = -1  # start of the current assistant run, -1 outside one
     for index, message in enumerate(messages):
-        current = type(message) is dict and message.get("role") == "assistant"
-        if current and previous:
-            return index - 1
-        previous = current
-    return None
+        if type(message) is dict and message.get("role") == "assistant":
+            if start < 0:
+                start = index
+        else:
+            if start >= 0 and index - start > 1:
+                runs.append((start, index))
+            start = -1
+    if start >= 0 and len(messages) - start > 1:
+        runs.append((start, len(messages)))
+    return runs
 
 
 class _Run:

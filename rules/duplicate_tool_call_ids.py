@@ -30,8 +30,8 @@ from typing import Any, Final
 
 import orjson
 
-from rules.base import Change, Outcome, Rule, RuleContext, is_message
-from rules.messages import call_id, function_name, result_id, rewrite_each
+from rules.base import Change, Outcome, Rule, RuleContext
+from rules.messages import function_name, rewrite_each
 
 NAME = "duplicate-tool-call-ids"
 
@@ -110,8 +110,8 @@ class _State:
 
     def fix_result(self, message: dict[str, Any], block: _Block | None, index: int) -> Any:
         """Return the tool message, renamed to its call's new id, or ``None`` to drop it."""
-        old = result_id(message)
-        if old is None:  # no usable id: orphan and missing-id repair is not this rule's job
+        old = message.get("tool_call_id")  # a tool message: the test of result_id(), inlined
+        if type(old) is not str or not old:  # no usable id: pairing is another rule's job
             return message
         if block is not None and old in block.slots:
             nth = block.answered.get(old, 0)
@@ -202,13 +202,19 @@ def _all_ids(messages: list[Any]) -> set[str]:
     """Every usable call id and tool_call_id in the request."""
     ids: set[str] = set()
     for message in messages:
-        if is_message(message, "assistant"):
+        if type(message) is not dict:
+            continue
+        role = message.get("role")
+        if role == "assistant":
             calls = message.get("tool_calls")
-            if isinstance(calls, list):
-                ids.update(cid for cid in map(call_id, calls) if cid is not None)
-        else:
-            rid = result_id(message)
-            if rid is not None:
+            if type(calls) is list:
+                for call in calls:
+                    cid = call.get("id") if type(call) is dict else None
+                    if type(cid) is str and cid:
+                        ids.add(cid)
+        elif role == "tool":
+            rid = message.get("tool_call_id")
+            if type(rid) is str and rid:
                 ids.add(rid)
     return ids
 
