@@ -61,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     seconds = 1 if args.quick else args.seconds
 
     started = datetime.datetime.now(datetime.UTC)
+    # Before anything is written: the code measured, not the results this run produces.
+    commit = _command("git", "rev-parse", "--short", "HEAD")
+    changed = _command("git", "status", "--porcelain", "--", ".", ":!bench/results")
+    dirty = " (uncommitted changes)" if changed not in ("", "?") else ""
     print("micro-benchmark ...")
     res = report.Results(
         micro.run(rounds=3 if args.quick else 9, target_ms=3.0 if args.quick else 15.0),
@@ -105,8 +109,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     png = out / "latest.png"
     has_png = report.plot(res, png)
-    commit = _command("git", "rev-parse", "--short", "HEAD")
-    dirty = " (uncommitted changes)" if _command("git", "status", "--porcelain") else ""
     command = " ".join(["python -m bench.run", *(sys.argv[1:] if argv is None else argv)])
     header = f"""# chatmend benchmark results
 

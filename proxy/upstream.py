@@ -49,24 +49,29 @@ def create_session(config: UpstreamConfig) -> ClientSession:
     )
 
 
-def _dropped(headers: CIMultiDictProxy[str], always: frozenset[str]) -> set[str]:
-    """Lower-case names to drop: the fixed sets plus any named in ``Connection``."""
-    names = set(always | HOP_BY_HOP)
-    for value in headers.getall("Connection", ()):
-        names.update(token.strip().lower() for token in value.split(",") if token.strip())
-    return names
+_REQUEST_DROPPED = REQUEST_RECOMPUTED | HOP_BY_HOP
+_RESPONSE_DROPPED = RESPONSE_RECOMPUTED | HOP_BY_HOP
+
+
+def _dropped(headers: CIMultiDictProxy[str], always: frozenset[str]) -> frozenset[str]:
+    """Lower-case names to drop: the fixed set plus any named in ``Connection``."""
+    named = headers.getall("Connection", ())
+    if not named:
+        return always  # the common case: no per-request set to build
+    extra = {token.strip().lower() for value in named for token in value.split(",")}
+    return always | extra
 
 
 def request_headers(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """Client request headers to send upstream."""
-    drop = _dropped(headers, REQUEST_RECOMPUTED)
-    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
+    drop = _dropped(headers, _REQUEST_DROPPED)
+    return CIMultiDict([(k, v) for k, v in headers.items() if k.lower() not in drop])
 
 
 def response_headers(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """Upstream response headers to send to the client."""
-    drop = _dropped(headers, RESPONSE_RECOMPUTED)
-    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
+    drop = _dropped(headers, _RESPONSE_DROPPED)
+    return CIMultiDict([(k, v) for k, v in headers.items() if k.lower() not in drop])
 
 
 def upstream_url(base: str, path_qs: str) -> URL:
