@@ -17,7 +17,9 @@ class Sanitized:
     body: bytes
     changes: tuple[Change, ...] = ()
     failures: tuple[RuleFailure, ...] = ()
-    #: Why the rules did not run (the body is then forwarded unchanged), else ``None``.
+    #: Why the rules did not run (the body is then as it came), else ``None``: ``body_not_json``,
+    #: ``json_too_deep`` (nested past orjson's 1024 levels), ``body_not_object``,
+    #: ``messages_missing``, ``messages_not_list``, ``unserializable``.
     skipped: str | None = None
 
     @property
@@ -33,8 +35,10 @@ def sanitize_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Sani
     """
     try:
         payload = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return Sanitized(raw, skipped="body_not_json")
+    except orjson.JSONDecodeError as exc:
+        # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
+        too_deep = exc.msg.startswith("depth limit")
+        return Sanitized(raw, skipped="json_too_deep" if too_deep else "body_not_json")
     if not isinstance(payload, dict):
         return Sanitized(raw, skipped="body_not_object")
     messages = payload.get("messages")
