@@ -10,6 +10,7 @@ from rules import (
     duplicate_tool_call_ids,
     empty_tool_calls,
     invalid_tool_arguments,
+    orphan_tool_results,
 )
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.pipeline import PipelineResult, RuleFailure, clone, default_steps, run_rules
@@ -25,7 +26,10 @@ RULES: tuple[Rule, ...] = (
     # 3. Make ids unique on the merged, repaired calls: drop exact replays inside a turn,
     #    rename ids reused by a later turn in the call and its result alike.
     duplicate_tool_call_ids.RULE,
-    # 4. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
+    # 4. Drop tool messages that answer no call of their block, on unique ids (3) and merged
+    #    turns (1; hermes E1: before the merge, a split turn's results look orphaned).
+    orphan_tool_results.RULE,
+    # 5. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
     #    (hermes #74101): the final payload satisfies every invariant at once.
     empty_tool_calls.RULE,
 )

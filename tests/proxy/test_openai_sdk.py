@@ -53,8 +53,15 @@ async def test_sdk_streaming(kind: str, proxy: Client, fake: FakeUpstream) -> No
 
 
 async def test_sdk_sees_the_upstream_error_unchanged(proxy: Client, fake: FakeUpstream) -> None:
-    broken = [{"role": "tool", "tool_call_id": "nobody", "content": "orphan"}]
+    # A call without any id can be neither answered nor stubbed (hermes E26): no rule repairs
+    # it, so the upstream's 400 comes back as it was sent.
+    unpairable = {"type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    broken = [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": None, "tool_calls": [unpairable]},
+        {"role": "user", "content": "well?"},
+    ]
     async with sdk(proxy) as client:
         with pytest.raises(openai.BadRequestError) as info:
             await client.chat.completions.create(model="deepseek-chat", messages=cast(Any, broken))
-    assert "must be a response to a preceding message" in str(info.value)
+    assert "must be followed by tool messages responding to each 'tool_call_id'" in str(info.value)

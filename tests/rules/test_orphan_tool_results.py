@@ -1,0 +1,80 @@
+"""orphan-tool-results beyond the fixtures: privacy, identity, merging what it joins, scale."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rules import RULES, sanitize_messages
+from rules.base import RuleContext
+from rules.orphan_tool_results import NAME, RULE, apply
+from tests.rules.pairing_helpers import result, say, turn, user
+
+
+def test_rule_record() -> None:
+    assert RULE.name == NAME == "orphan-tool-results"
+    assert RULE.default is True
+    assert RULE.safety == "unsafe"  # a dropped result's text no longer reaches the model
+    assert RULE in RULES
+
+
+def test_the_text_is_logged_only_with_log_content() -> None:
+    parts = [{"type": "text", "text": "secret"}]
+    messages = [result("z", "secret text"), user(), {"role": "tool", "content": parts}]
+    quiet = apply(messages, RuleContext())
+    assert "secret" not in repr([c.as_dict() for c in quiet.changes])
+    assert [c.detail["content_length"] for c in quiet.changes] == [11, 33]
+    loud = apply(messages, RuleContext(log_content=True))
+    assert [c.detail["content"] for c in loud.changes] == ["secret text", parts]
+    assert loud.messages == quiet.messages == [user()]
+
+
+def test_kept_messages_are_the_clients_own_objects() -> None:
+    messages = [user(), turn("a"), result("a"), result("z"), say("done")]
+    out = apply(messages, RuleContext()).messages
+    assert [id(m) for m in out] == [id(messages[i]) for i in (0, 1, 2, 4)]
+
+
+def test_through_the_pipeline_the_strict_contract_holds() -> None:
+    """Orphans everywhere, and one between two assistant texts: dropped, the texts merged."""
+    messages = [
+        result("old", "truncated away"),
+        user(),
+        say("First."),
+        result("z", "stray"),
+        say("Second."),
+        user("next"),
+        turn("a"),
+        result("a"),
+        result("a", "again"),
+    ]
+    assert sanitize_messages(messages).messages == [
+        user(),
+        say("First.\nSecond."),
+        user("next"),
+        turn("a"),
+        result("a"),
+    ]
+
+
+def test_two_thousand_second_answers_in_one_block_are_linear() -> None:
+    calls = [f"call_{i}" for i in range(2000)]
+    messages = [user(), turn(*calls), *[result(cid) for cid in calls + calls]]
+    start = time.perf_counter()
+    outcome = apply(messages, RuleContext())
+    elapsed = time.perf_counter() - start
+    assert len(outcome.messages) == 2002
+    assert {c.detail["reason"] for c in outcome.changes} == {"already_answered"}
+    assert elapsed < 0.5
+
+
+def test_a_thousand_orphans_between_texts_merge_into_one_assistant_in_linear_time() -> None:
+    messages: list[Any] = [user()]
+    for i in range(1000):
+        messages += [say(f"{i}"), result(f"z{i}")]
+    start = time.perf_counter()
+    outcome = apply(messages, RuleContext())
+    elapsed = time.perf_counter() - start
+    assert outcome.messages == [user(), say("\n".join(f"{i}" for i in range(1000)))]
+    assert [c.action for c in outcome.changes][-1] == "merged_assistants"
+    assert elapsed < 0.5
