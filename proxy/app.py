@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -75,6 +76,9 @@ async def observe_request(request: web.Request) -> web.StreamResponse:
     except web.HTTPException as exc:  # aiohttp's own answers (none expected from the route)
         status = exc.status
         raise
+    except (asyncio.CancelledError, ConnectionResetError):  # the client left mid-request
+        state.outcome = state.outcome or "client_disconnected"
+        raise
     except Exception as exc:  # nothing a client sends may crash the server
         log.error("request_failed", request_id=state.request_id, error=type(exc).__name__)
         status = 500
@@ -114,14 +118,20 @@ async def proxy_request(request: web.Request, state: RequestState) -> web.Stream
 
 async def _forward(request: web.Request, state: RequestState) -> web.StreamResponse:
     config = request.app[CONFIG_KEY]
-    if request.content_length is not None and request.content_length > config.max_body_bytes:
-        return _too_large(config)
+    rejected = _check_request(request, config)
+    if rejected is not None:
+        state.outcome = "rejected"
+        return rejected
     try:
-        body: bytes | None = await request.read() if request.body_exists else None
+        body: bytes | None = await _read_body(request, config) if request.body_exists else None
     except web.HTTPRequestEntityTooLarge:
+        state.outcome = "rejected"
         return _too_large(config)
+    except TimeoutError:
+        state.outcome = "client_timeout"
+        return _body_timeout(config)
     if body is not None and is_chat_completions(request):
-        body = _sanitize(request, state, body)
+        body = _sanitize(request, state, body).body
 
     started = time.perf_counter()
     try:
@@ -157,6 +167,21 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     return result.response
 
 
+def _check_request(request: web.Request, config: Config) -> web.Response | None:
+    """The limits checked before any body is read: a response if one is exceeded."""
+    if request.content_length is not None and request.content_length > config.max_body_bytes:
+        return _too_large(config)
+    return None
+
+
+async def _read_body(request: web.Request, config: Config) -> bytes:
+    """The whole body, within ``client_body_timeout`` (no timer if it is already all here)."""
+    if request.content.is_eof():
+        return await request.read()
+    async with asyncio.timeout(config.client_body_timeout):
+        return await request.read()
+
+
 def _too_large(config: Config) -> web.Response:
     return error_response(
         413,
@@ -166,7 +191,19 @@ def _too_large(config: Config) -> web.Response:
     )
 
 
-def _sanitize(request: web.Request, state: RequestState, body: bytes) -> bytes:
+def _body_timeout(config: Config) -> web.Response:
+    response = error_response(
+        408,
+        f"The request body did not arrive within client_body_timeout "
+        f"({config.client_body_timeout:g} s).",
+        "request_timeout",
+        "invalid_request_error",
+    )
+    response.force_close()  # the rest of the body may still be on its way
+    return response
+
+
+def _sanitize(request: web.Request, state: RequestState, body: bytes) -> Sanitized:
     started = time.perf_counter()
     steps = request.app[STEPS_KEY]
     result: Sanitized = sanitize_body(body, steps)
@@ -191,7 +228,7 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes) -> bytes:
             rules=dict(Counter(change.rule for change in result.changes)),
             changes=[change.as_dict() for change in result.changes],
         )
-    return result.body
+    return result
 
 
 def _ms(since: float) -> float:

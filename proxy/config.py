@@ -20,6 +20,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 DEFAULT_UPSTREAM = "https://api.deepseek.com"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+DEFAULT_CLIENT_BODY_TIMEOUT = 60.0
 ENV_UPSTREAM = "CHATMEND_UPSTREAM"
 ENV_CONFIG = "CHATMEND_CONFIG"
 
@@ -55,6 +56,9 @@ class Config:
     listen: ListenConfig = field(default_factory=ListenConfig)
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Seconds a client has to send its whole request body once the headers are in (slow
+    #: clients and slow-loris bodies get a 408 rather than holding a connection forever).
+    client_body_timeout: float = DEFAULT_CLIENT_BODY_TIMEOUT
     #: Opt-in: allow message-derived text (e.g. unrepairable arguments) into the logs.
     log_content: bool = False
     #: One entry per registered rule, in registry order.
@@ -65,7 +69,14 @@ class Config:
         return {name: {"enabled": s.enabled, **s.options} for name, s in self.rules.items()}
 
 
-_TOP_KEYS = ("listen", "upstream", "max_body_bytes", "log_content", "rules")
+_TOP_KEYS = (
+    "listen",
+    "upstream",
+    "max_body_bytes",
+    "client_body_timeout",
+    "log_content",
+    "rules",
+)
 
 
 def load_config(
@@ -132,6 +143,9 @@ def parse_config(data: Mapping[str, Any], *, default_upstream: str = DEFAULT_UPS
         ),
         max_body_bytes=_positive_int(
             data.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES), "max_body_bytes"
+        ),
+        client_body_timeout=_seconds(
+            data.get("client_body_timeout", DEFAULT_CLIENT_BODY_TIMEOUT), "client_body_timeout"
         ),
         log_content=_bool(data.get("log_content", False), "log_content"),
         rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
