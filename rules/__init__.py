@@ -11,6 +11,7 @@ from rules import (
     empty_tool_calls,
     invalid_tool_arguments,
     orphan_tool_results,
+    unanswered_tool_calls,
 )
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.pipeline import PipelineResult, RuleFailure, clone, default_steps, run_rules
@@ -29,7 +30,10 @@ RULES: tuple[Rule, ...] = (
     # 4. Drop tool messages that answer no call of their block, on unique ids (3) and merged
     #    turns (1; hermes E1: before the merge, a split turn's results look orphaned).
     orphan_tool_results.RULE,
-    # 5. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
+    # 5. Stub every call still unanswered, once the orphans are gone, so a stub stands only
+    #    where no result exists, right after the results that stayed (hermes E27).
+    unanswered_tool_calls.RULE,
+    # 6. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
     #    (hermes #74101): the final payload satisfies every invariant at once.
     empty_tool_calls.RULE,
 )
