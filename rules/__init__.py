@@ -10,6 +10,7 @@ from rules import (
     duplicate_tool_call_ids,
     empty_tool_calls,
     invalid_tool_arguments,
+    missing_tool_call_ids,
     orphan_tool_results,
     unanswered_tool_calls,
 )
@@ -27,13 +28,18 @@ RULES: tuple[Rule, ...] = (
     # 3. Make ids unique on the merged, repaired calls: drop exact replays inside a turn,
     #    rename ids reused by a later turn in the call and its result alike.
     duplicate_tool_call_ids.RULE,
-    # 4. Drop tool messages that answer no call of their block, on unique ids (3) and merged
-    #    turns (1; hermes E1: before the merge, a split turn's results look orphaned).
+    # 4-6. Pair results with calls, on unique ids (3) and merged turns (1, hermes E1). Each
+    #    step lets the next one judge less: an id recovered beats a drop, and a drop or a stub
+    #    is the last resort.
+    # 4. Recover missing tool_call_ids where exactly one call fits, before anything is judged
+    #    an orphan.
+    missing_tool_call_ids.RULE,
+    # 5. Drop what still answers no call of its block, now that 4 has placed what it could.
     orphan_tool_results.RULE,
-    # 5. Stub every call still unanswered, once the orphans are gone, so a stub stands only
+    # 6. Stub every call still unanswered, last of the pairing rules, so a stub stands only
     #    where no result exists, right after the results that stayed (hermes E27).
     unanswered_tool_calls.RULE,
-    # 6. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
+    # 7. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
     #    (hermes #74101): the final payload satisfies every invariant at once.
     empty_tool_calls.RULE,
 )
