@@ -7,6 +7,7 @@ from typing import Any
 
 from rules import (
     consecutive_assistant_messages,
+    displaced_tool_results,
     duplicate_tool_call_ids,
     empty_tool_calls,
     invalid_tool_arguments,
@@ -28,18 +29,22 @@ RULES: tuple[Rule, ...] = (
     # 3. Make ids unique on the merged, repaired calls: drop exact replays inside a turn,
     #    rename ids reused by a later turn in the call and its result alike.
     duplicate_tool_call_ids.RULE,
-    # 4-6. Pair results with calls, on unique ids (3) and merged turns (1, hermes E1). Each
-    #    step lets the next one judge less: an id recovered beats a drop, and a drop or a stub
-    #    is the last resort.
-    # 4. Recover missing tool_call_ids where exactly one call fits, before anything is judged
-    #    an orphan.
+    # 4-7. Pair results with calls, on unique ids (3) and merged turns (1, hermes E1). Each
+    #    step lets the next one judge less: an explicit id beats a position, and a drop or a
+    #    stub is the last resort.
+    # 4. Bring results displaced past another message back to their call first: an id naming
+    #    one earlier call is the strongest evidence, and it settles which calls are unanswered.
+    displaced_tool_results.RULE,
+    # 5. Only then recover missing tool_call_ids by position: the calls counted as unanswered
+    #    are the really unanswered ones, so "the one call left" is not a displaced one's.
     missing_tool_call_ids.RULE,
-    # 5. Drop what still answers no call of its block, now that 4 has placed what it could.
+    # 6. Drop what still answers no call of its block, now that 4 and 5 have placed what they
+    #    could.
     orphan_tool_results.RULE,
-    # 6. Stub every call still unanswered, last of the pairing rules, so a stub stands only
+    # 7. Stub every call still unanswered, last of the pairing rules, so a stub stands only
     #    where no result exists, right after the results that stayed (hermes E27).
     unanswered_tool_calls.RULE,
-    # 7. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
+    # 8. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
     #    (hermes #74101): the final payload satisfies every invariant at once.
     empty_tool_calls.RULE,
 )
