@@ -49,7 +49,8 @@ def strict_errors(payload: Any) -> list[str]:
     for index, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         if pending and role != "tool":
-            # provider-errors.md 1.A, DeepSeek (langgenius/dify#32222)
+            # provider-errors.md 1.A, DeepSeek (langgenius/dify#32222): a call with no result
+            # in the tool messages right after its assistant
             errors.append(
                 "An assistant message with 'tool_calls' must be followed by tool messages "
                 "responding to each 'tool_call_id'. (insufficient tool messages following "
@@ -72,6 +73,14 @@ def strict_errors(payload: Any) -> list[str]:
         elif role == "tool":
             assert isinstance(message, dict)
             tool_call_id = message.get("tool_call_id")
+            if not isinstance(tool_call_id, str) or not tool_call_id:
+                # provider-errors.md 1.A, OpenAI/Azure (langchain-ai/langchain#22600)
+                errors.append(
+                    "Missing parameter 'tool_call_id': messages with role 'tool' must have a "
+                    "'tool_call_id'."
+                )
+                previous_role = role
+                continue
             if tool_call_id in seen_results:
                 # provider-errors.md 1.A, DeepSeek (craft-ai-agents/craft-agents-oss#621)
                 errors.append(f"Duplicate value for 'tool_call_id' of in message[{index}]")
@@ -79,7 +88,8 @@ def strict_errors(payload: Any) -> list[str]:
             if tool_call_id in pending:
                 pending.remove(tool_call_id)
             else:
-                # provider-errors.md 1.A, DeepSeek (FoundationAgents/OpenManus#23)
+                # provider-errors.md 1.A, DeepSeek (FoundationAgents/OpenManus#23): a result
+                # before any call, after another message, or for a call of an earlier block
                 errors.append(
                     "Messages with role 'tool' must be a response to a preceding message "
                     "with 'tool_calls'"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
@@ -243,7 +244,7 @@ def clean_transcripts(
 # Broken transcripts
 # ---------------------------------------------------------------------------------------------
 
-#: Defect kinds, in the order they are applied (id-level, call-level, arguments, keys, structure).
+#: Defect kinds, in the order they are applied (ids, calls, pairing, arguments, keys, structure).
 DEFECTS: Final[tuple[str, ...]] = (
     "kimi_ids",  # every round's ids become functions.<name>:<position>, reused across rounds
     "reused_id",  # one later call takes the id of an earlier round's call (and its result)
@@ -251,6 +252,10 @@ DEFECTS: Final[tuple[str, ...]] = (
     "id_collision_in_turn",  # two calls of one assistant share an id, both answered in order
     "replayed_call",  # exact replay of a call inside one assistant, maybe with a duplicate result
     "duplicate_result",  # a second tool result for the same call in the same block
+    "unanswered_call",  # a call left without result: result deleted, block emptied, call added
+    "displaced_result",  # a result moved past the next non-tool message (user, assistant, ...)
+    "missing_tool_call_id",  # results whose tool_call_id is absent, null, "", a number, padded
+    "orphan_result",  # a tool message answering no call: unknown id, no id, a stale copy
     "malformed_arguments",  # truncated, trailing comma, dict, python literal, fenced, ...
     "junk_keys",  # extra keys on messages and calls (refusal, annotations, name, index, ...)
     "junk_call_entries",  # non-object entries inside a tool_calls list
@@ -275,6 +280,10 @@ MALFORMATIONS: Final[tuple[str, ...]] = (
 LOSSLESS_MALFORMATIONS: Final = frozenset(
     {"trailing_comma", "dict", "fenced", "double_encoded", "concatenated"}
 )
+
+
+#: Content prefix of every injected orphan result: the pipeline may drop these by design.
+ORPHAN_MARK: Final = "[orphan result "
 
 
 @dataclass(frozen=True)
@@ -491,6 +500,139 @@ def _duplicate_result(draw: st.DrawFn, msgs: list[Any]) -> str | None:
     return "duplicate_result:" + ("same_content" if same else "new_content")
 
 
+def _taken_ids(msgs: list[Any]) -> set[Any]:
+    """Every call id and tool_call_id in ``msgs``."""
+    taken = {c.get("id") for m in msgs for c in (_calls(m) or []) if isinstance(c, dict)}
+    taken.update(m.get("tool_call_id") for m in msgs if _is_tool(m))
+    return taken
+
+
+def _fresh_id(msgs: list[Any], stem: str) -> str:
+    taken = _taken_ids(msgs)
+    return next(f"{stem}_{n}" for n in itertools.count(len(taken)) if f"{stem}_{n}" not in taken)
+
+
+def _unanswered_call(draw: st.DrawFn, msgs: list[Any]) -> str | None:
+    """A call loses its result (hermes #56980), a whole block is cut, or a call is added."""
+    rounds = _rounds(msgs)
+    if not rounds:
+        return None
+    index, block = draw(st.sampled_from(rounds))
+    variants = ["added_call", "dropped_result", "no_results"] if block else ["added_call"]
+    variant = draw(st.sampled_from(variants))
+    if variant == "added_call":
+        name = draw(st.sampled_from(TOOL_NAMES))
+        arguments = dump_arguments(draw(argument_objects), draw(st.sampled_from(DUMP_STYLES)))
+        call = {
+            "id": _fresh_id(msgs, "call_open"),
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        calls = msgs[index]["tool_calls"]
+        calls.insert(draw(st.integers(0, len(calls))), call)
+    elif variant == "dropped_result":
+        del msgs[draw(st.sampled_from(block))]
+    else:
+        del msgs[block[0] : block[-1] + 1]
+    return f"unanswered_call:{variant}"
+
+
+def _displaced_result(draw: st.DrawFn, msgs: list[Any]) -> str | None:
+    """A result moves past the message after its block (compression, late results; hermes E5).
+
+    Only a result whose id is carried by exactly one call and one tool message: with ids shared
+    by two calls, which call a displaced result answers is a guess the rules do not make.
+    """
+    call_ids = Counter(c.get("id") for i, _ in _rounds(msgs) for c in _calls(msgs[i]) or [])
+    result_ids = Counter(m.get("tool_call_id") for m in msgs if _is_tool(m))
+    movable = [
+        (j, block[-1] + 1)
+        for _, block in _rounds(msgs)
+        for j in block
+        if block[-1] + 1 < len(msgs)
+        and isinstance(key := msgs[j].get("tool_call_id"), str)
+        and call_ids[key] == 1
+        and result_ids[key] == 1
+    ]
+    if not movable:
+        return None
+    j, end = draw(st.sampled_from(movable))
+    result = msgs.pop(j)
+    # msgs[end - 1] is now the message that ended the block: land anywhere after it.
+    at = draw(st.integers(end, len(msgs)))
+    msgs.insert(at, result)
+    before = msgs[at - 1]
+    where = "in_a_block" if _is_tool(before) or _calls(before) else f"after_{before.get('role')}"
+    return f"displaced_result:{where}"
+
+
+_NO_IDS: Final[tuple[tuple[str, Any], ...]] = (
+    ("absent", ABSENT),
+    ("null", None),
+    ("empty", ""),
+    ("number", 0),
+)
+
+
+def _missing_tool_call_id(draw: st.DrawFn, msgs: list[Any]) -> str | None:
+    """Results in blocks lose their ids (langchain#22600, codex#42088) or get padded (E4)."""
+    targets = [j for _, block in _rounds(msgs) for j in block]
+    if not targets:
+        return None
+    chosen = draw(st.lists(st.sampled_from(targets), min_size=1, max_size=3, unique=True))
+    if draw(st.integers(0, 4)) == 0:
+        # E4 is a real id with a stray space; a blank id is just a missing one.
+        padded = [j for j in chosen if str(msgs[j].get("tool_call_id") or "").strip()]
+        for j in padded:
+            msgs[j]["tool_call_id"] = draw(st.sampled_from([" {}", "{} ", "\t{}\n"])).format(
+                msgs[j]["tool_call_id"]
+            )
+        return "missing_tool_call_id:padded" if padded else None
+    how, value = draw(st.sampled_from(_NO_IDS))
+    for j in chosen:
+        msgs[j].pop("tool_call_id", None)
+        _put(msgs[j], "tool_call_id", value)
+    return f"missing_tool_call_id:{how}"
+
+
+def _orphan_result(draw: st.DrawFn, msgs: list[Any]) -> str | None:
+    """A tool message that answers no call: an unknown id or none anywhere (before any call,
+    after a user message, inside a block), or a stale copy of an answered call's result outside
+    every block (context truncation, llama_index#10493; hermes R4, R19)."""
+    content = f"{ORPHAN_MARK}{sum(_is_tool(m) for m in msgs)}]"
+    variant = draw(st.sampled_from(("unknown_id", "no_id", "stale_id")))
+    outside = [
+        i
+        for i in range(len(msgs) + 1)
+        if i == 0 or not (_is_tool(msgs[i - 1]) or _calls(msgs[i - 1]))
+    ]
+    if variant == "stale_id":
+        answered = [
+            j for j, m in enumerate(msgs) if _is_tool(m) and isinstance(m.get("tool_call_id"), str)
+        ]
+        if not answered:
+            return None
+        j = draw(st.sampled_from(answered))
+        later = [i for i in outside if i > j]
+        if not later:
+            return None
+        orphan: Message = {
+            "role": "tool",
+            "tool_call_id": msgs[j]["tool_call_id"],
+            "content": content,
+        }
+        at = draw(st.sampled_from(later))
+    else:
+        orphan = {"role": "tool", "content": content}
+        if variant == "unknown_id":
+            orphan["tool_call_id"] = _fresh_id(msgs, "call_orphan")
+        else:
+            _put(orphan, "tool_call_id", draw(st.sampled_from([ABSENT, None, ""])))
+        at = draw(st.integers(0, len(msgs)))
+    msgs.insert(at, orphan)
+    return f"orphan_result:{variant}:" + ("outside" if at in outside else "in_a_block")
+
+
 class _Malformed(NamedTuple):
     label: str
     ambiguous: bool
@@ -676,6 +818,10 @@ _INJECTORS: Final[dict[str, Callable[[st.DrawFn, list[Any]], Any]]] = {
     "id_collision_in_turn": _id_collision_in_turn,
     "replayed_call": _replayed_call,
     "duplicate_result": _duplicate_result,
+    "unanswered_call": _unanswered_call,
+    "displaced_result": _displaced_result,
+    "missing_tool_call_id": _missing_tool_call_id,
+    "orphan_result": _orphan_result,
     "malformed_arguments": _malformed_arguments,
     "junk_keys": _junk_keys,
     "junk_call_entries": _junk_call_entries,
@@ -841,6 +987,7 @@ __all__ = [
     "DEFECTS",
     "LOSSLESS_MALFORMATIONS",
     "MALFORMATIONS",
+    "ORPHAN_MARK",
     "Broken",
     "arbitrary_messages",
     "argument_objects",

@@ -1,4 +1,4 @@
-"""Hand-written broken transcripts, one per defect kind the core rules repair, each cited."""
+"""Hand-written broken transcripts, one per defect kind the rules repair, each cited."""
 
 from __future__ import annotations
 
@@ -94,6 +94,71 @@ BROKEN: dict[str, list[dict[str, Any]]] = {
         result("call_o", "3 matches"),
         {"role": "user", "content": "Fine."},
     ],
+    # provider-errors.md 1.A orphan tool result (run-llama/llama_index#10493): context truncation
+    # cut the call and left its result first.
+    "orphan_tool_result": [
+        result("call_gone", "output of a call truncated away"),
+        USER,
+        {"role": "assistant", "content": "On it."},
+        {"role": "user", "content": "Go."},
+    ],
+    # provider-errors.md 1.A dangling tool call, DeepSeek (hermes #56980): two parallel calls,
+    # one answered, then the user interrupts.
+    "unanswered_tool_call": [
+        USER,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("call_u1", "ls", '{"path":"."}'), call("call_u2", "ls", "{}")],
+        },
+        result("call_u1", "src tests"),
+        {"role": "user", "content": "Stop, that is enough."},
+    ],
+    # provider-errors.md 1.A user message between tool_calls and tool results (ogx-ai/ogx#6367);
+    # hermes E5 (#84481: a result compressed past a user turn).
+    "displaced_tool_result": [
+        USER,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("call_d1", "cat", '{"f":"a.py"}'), call("call_d2", "cat", "{}")],
+        },
+        result("call_d1", "print('a')"),
+        {"role": "user", "content": "Also check the docs."},
+        result("call_d2", "# Docs"),
+        {"role": "assistant", "content": "Both read."},
+        {"role": "user", "content": "Now fix it."},
+    ],
+    # provider-errors.md 1.A missing tool_call_id, OpenAI (langchain-ai/langchain#22600).
+    "missing_tool_call_id": [
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [call("call_m", "pytest", "{}")]},
+        {"role": "tool", "content": "1 failed, 9 passed"},
+        {"role": "user", "content": "Which one?"},
+    ],
+}
+
+#: Kind -> the text of the strict fake's first rejection (provider-errors.md 1.A, as quoted).
+REJECTED_WITH: dict[str, str] = {
+    "orphan_tool_result": (
+        "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'"
+    ),
+    "unanswered_tool_call": (
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+        "each 'tool_call_id'. (insufficient tool messages following tool_calls message)"
+    ),
+    "displaced_tool_result": (
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+        "each 'tool_call_id'. (insufficient tool messages following tool_calls message)"
+    ),
+    "missing_tool_call_id": (
+        "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'."
+    ),
+}
+
+#: Kind -> user or tool texts the repair drops by design: a result that answers no call.
+DROPPED: dict[str, tuple[str, ...]] = {
+    "orphan_tool_result": ("output of a call truncated away",),
 }
 
 #: A payload no rule touches (odd spacing and key order on purpose: it must arrive byte-identical).

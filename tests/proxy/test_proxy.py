@@ -19,7 +19,7 @@ from proxy.streaming import BUFFER_MAX_BYTES
 from rules import RULES, Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream, strict_errors
-from tests.transcripts import BROKEN, CLEAN_BODY
+from tests.transcripts import BROKEN, CLEAN_BODY, REJECTED_WITH
 
 Client = TestClient[Any, Any]
 
@@ -45,6 +45,18 @@ async def test_path_without_v1_is_sanitized_too(proxy: Client, fake: FakeUpstrea
 @pytest.mark.parametrize("kind", sorted(BROKEN))
 async def test_fake_upstream_rejects_each_broken_kind(kind: str) -> None:
     assert strict_errors({"messages": BROKEN[kind]}), "the fixture must really be broken"
+
+
+@pytest.mark.parametrize("kind", sorted(REJECTED_WITH))
+async def test_pairing_kinds_are_rejected_with_the_catalogued_text(
+    kind: str, make_proxy: ProxyFactory
+) -> None:
+    """Each pairing defect, unrepaired, gets the provider's own words back (rules off)."""
+    assert strict_errors({"messages": BROKEN[kind]})[0] == REJECTED_WITH[kind]
+    proxy = await make_proxy({"rules": dict.fromkeys((rule.name for rule in RULES), False)})
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN[kind]))
+    assert response.status == 400
+    assert (await response.json())["error"]["message"] == REJECTED_WITH[kind]
 
 
 @pytest.mark.parametrize("kind", sorted(BROKEN))

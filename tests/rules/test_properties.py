@@ -2,8 +2,10 @@
 
 The SPEC these check: after ``sanitize_messages`` no two assistants are adjacent, tool-call ids
 and tool_call_ids are unique, no ``tool_calls`` is empty/null/non-list, no assistant is left with
-nothing, every call's arguments is a JSON-object string; the caller's data is untouched; a second
-run changes nothing; and nothing the client sent is lost except what the spec drops by design.
+nothing, every call's arguments is a JSON-object string, every call is answered exactly once by
+the tool messages right after its assistant and every tool message answers a call of that block;
+the caller's data is untouched; a second run changes nothing; and nothing the client sent is lost
+except what the spec drops by design (exact replays, second results, orphan results).
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ import orjson
 from hypothesis import HealthCheck, assume, given, note, settings
 
 from rules import RULES, Rule, default_steps, sanitize_messages
+from rules.unanswered_tool_calls import DEFAULT_CONTENT as STUB
+from tests.fake_upstream import strict_errors
 from tests.strategies import (
+    DEFECTS,
+    ORPHAN_MARK,
     Broken,
     arbitrary_messages,
     broken_transcripts,
@@ -34,13 +40,25 @@ MAIN = settings(
 #: Properties that are cheap to satisfy (the pipeline clones its input; clean transcripts are
 #: one shape), or that run every rule several times per example.
 LIGHT = settings(MAIN, max_examples=100)
+#: One pairing defect kind alone: a narrow input space, checked for an exact outcome.
+NARROW = settings(MAIN, max_examples=40)
 
 Settings = Mapping[str, Mapping[str, Any] | bool] | None
 
 #: Settings the invariants must hold under: the defaults, and every non-default option value.
 OPTION_SETS: tuple[Settings, ...] = (
     None,
-    {"invalid-tool-arguments": {"truncated": "empty"}},
+    {"invalid-tool-arguments": {"truncated": "empty"}, "unanswered-tool-calls": {"content": ""}},
+)
+
+#: The defects the pairing rules repair, and the four rules themselves.
+PAIRING_DEFECTS = ("unanswered_call", "displaced_result", "missing_tool_call_id", "orphan_result")
+CORE_DEFECTS = tuple(kind for kind in DEFECTS if kind not in PAIRING_DEFECTS)
+PAIRING_RULES = (
+    "displaced-tool-results",
+    "missing-tool-call-ids",
+    "orphan-tool-results",
+    "unanswered-tool-calls",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -148,8 +166,16 @@ def invariant_violations(messages: list[Any]) -> list[str]:
     return problems
 
 
-def pairing_problems(messages: list[Any]) -> list[str]:
-    """Each assistant with calls is followed by exactly one result per call, and vice versa."""
+def usable_id(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def pairing_problems(messages: list[Any], *, unpairable: bool = False) -> list[str]:
+    """Each assistant with calls is followed by exactly one result per call, and vice versa.
+
+    With ``unpairable=True`` a call without a usable id (hermes E26: nothing can answer it) is
+    ignored instead of reported; results must still answer a call with an id.
+    """
     problems: list[str] = []
     i = 0
     while i < len(messages):
@@ -164,11 +190,30 @@ def pairing_problems(messages: list[Any]) -> list[str]:
         while i < len(messages) and role(messages[i]) == "tool":
             block.append(messages[i].get("tool_call_id"))
             i += 1
-        wanted = sorted(str(c.get("id")) for c in calls)
-        got = sorted(str(b) for b in block)
+        ids = [c.get("id") for c in calls]
+        if not unpairable and not all(usable_id(cid) for cid in ids):
+            problems.append(f"messages[{i}] has a call without a usable id: {ids}")
+        wanted = sorted(repr(cid) for cid in ids if usable_id(cid))
+        got = sorted(repr(b) for b in block)
         if wanted != got:
             problems.append(f"calls {wanted} are answered by results {got}")
     return problems
+
+
+def stubs_in(messages: list[Any]) -> int:
+    return sum(role(m) == "tool" and m.get("content") == STUB for m in messages)
+
+
+def must_survive(result: dict[str, Any]) -> bool:
+    """A result the pipeline must keep: it names its call exactly and is not an injected orphan.
+
+    Results without a usable id, or with an id padded with whitespace, are paired by position
+    only where that is unambiguous; elsewhere they are dropped by design.
+    """
+    key = result.get("tool_call_id")
+    content = result.get("content")
+    orphan = isinstance(content, str) and content.startswith(ORPHAN_MARK)
+    return isinstance(key, str) and key != "" and key == key.strip() and not orphan
 
 
 def trace(messages: list[Any], options: Settings = None) -> str:
@@ -242,6 +287,22 @@ def first_reasoning_per_run(messages: list[Any]) -> list[str]:
     return found
 
 
+def without_stray_runs(messages: list[Any]) -> list[Any]:
+    """``messages`` without the tool messages right after an assistant that has no call with an
+    id: none of them can stay there (each is moved to its call or dropped), so the assistants
+    around them become one run, merged as if those tool messages had never been sent."""
+    out: list[Any] = []
+    for message in messages:
+        after = out[-1] if out else None
+        stray = role(after) == "assistant" and not any(
+            usable_id(c.get("id")) for c in calls_of(after)
+        )
+        if role(message) == "tool" and stray:
+            continue
+        out.append(message)
+    return out
+
+
 def first_results(messages: list[Any]) -> list[dict[str, Any]]:
     """Tool messages that are the first result for their id within their block."""
     firsts: list[dict[str, Any]] = []
@@ -268,7 +329,9 @@ def test_every_invariant_holds_at_once_on_the_output(broken: Broken) -> None:
     for options in OPTION_SETS:
         result = sanitize_messages(broken.messages, options)
         assert result.failures == (), f"a rule crashed ({options}): {result.failures}"
-        problems = invariant_violations(result.messages)
+        problems = invariant_violations(result.messages) + pairing_problems(result.messages)
+        # and the strict fake upstream, which quotes the providers' rejections, accepts it
+        problems += strict_errors({"messages": result.messages})
         assert not problems, describe(broken, result.messages, problems, options)
 
 
@@ -315,11 +378,17 @@ def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
     others_out = [m for m in out if role(m) not in ("assistant", "tool")]
     assert others_out == others_in, "user/system messages changed" + context
 
-    # The first result for each call in a block survives (later ones may be dropped).
-    wanted = Counter(canonical(m.get("content")) for m in first_results(inp))
+    # The first result for each call in a block survives (later ones may be dropped), wherever
+    # it was displaced to; orphans and results without an exact id may be dropped.
+    wanted = Counter(canonical(m.get("content")) for m in first_results(inp) if must_survive(m))
     have = Counter(canonical(m.get("content")) for m in out if role(m) == "tool")
     missing = wanted - have
     assert not missing, f"tool results lost: {[k.decode() for k in missing]}" + context
+    # A stub stands only where no result was sent: unless a call lost its result, or a result
+    # its id, or a replay stopped being one (ambiguous_ids), no stub appears.
+    lossy = ("unanswered_call", "missing_tool_call_id")
+    if not broken.ambiguous_ids and not any(broken.has(kind) for kind in lossy):
+        assert stubs_in(out) == stubs_in(inp), "a stub replaced a result that was sent" + context
 
     # Every non-empty assistant text survives, possibly merged with "\n" or as a text part.
     out_texts = [t for m in out if role(m) == "assistant" for t in text_pieces(m)]
@@ -331,8 +400,9 @@ def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
                 )
 
     # The first non-empty reasoning of a run of adjacent assistants (with content or calls) is
-    # the merged message's reasoning.
-    wanted_reasoning = Counter(first_reasoning_per_run(inp))
+    # the merged message's reasoning; tool messages that cannot stay between two assistants do
+    # not separate them.
+    wanted_reasoning = Counter(first_reasoning_per_run(without_stray_runs(inp)))
     have_reasoning = Counter(
         m["reasoning_content"]
         for m in out
@@ -363,19 +433,75 @@ def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
 
 
 @MAIN
-@given(broken_transcripts())
+@given(broken_transcripts(CORE_DEFECTS))
 def test_every_call_keeps_exactly_its_result(broken: Broken) -> None:
-    """Each assistant's calls are answered one to one by the tool messages right after it.
+    """Without the pairing rules, the id rules alone keep every call answered one to one.
 
     A renamed id reaches its result; a replay leaves with its duplicate result; with two calls
-    sharing an id in one turn, the k-th result with that id answers the k-th call. Excluded: a
-    replay whose copy got a lossy malformation (``Broken.ambiguous_ids``), which may stop being
-    a replay and stay unanswered (pairing it is not these rules' job).
+    sharing an id in one turn, the k-th result with that id answers the k-th call. The pairing
+    rules are off, so no stub can hide a result the id rules lost; no pairing defect is injected.
+    Excluded: a replay whose copy got a lossy malformation (``Broken.ambiguous_ids``), which may
+    stop being a replay and stay unanswered (a stub answers it when unanswered-tool-calls runs).
     """
     assume(not broken.ambiguous_ids)
     assert not pairing_problems(broken.clean), "strategy bug: clean transcript not paired"
+    options = dict.fromkeys(PAIRING_RULES, False)
+    out = sanitize_messages(broken.messages, options).messages
+    problems = pairing_problems(out)
+    assert not problems, describe(broken, out, problems, options)
+
+
+# ---------------------------------------------------------------------------------------------
+# Each pairing defect alone: what exactly the pipeline gives back
+# ---------------------------------------------------------------------------------------------
+
+
+@NARROW
+@given(broken_transcripts(("missing_tool_call_id",)))
+def test_lost_ids_alone_are_all_recovered(broken: Broken) -> None:
+    """A clean block answers its calls in order, so every lost or padded id is recovered."""
+    out = sanitize_messages(broken.messages).messages
+    assert out == broken.clean, describe(broken, out, ["ids not recovered"])
+
+
+@NARROW
+@given(broken_transcripts(("orphan_result",)))
+def test_orphans_alone_are_dropped_and_nothing_else(broken: Broken) -> None:
+    out = sanitize_messages(broken.messages).messages
+    assert out == broken.clean, describe(broken, out, ["orphans not dropped exactly"])
+
+
+@NARROW
+@given(broken_transcripts(("displaced_result",)))
+def test_displaced_results_alone_all_come_home(broken: Broken) -> None:
+    """Every result is back in its call's block, unchanged, and none was replaced by a stub."""
     out = sanitize_messages(broken.messages).messages
     problems = pairing_problems(out)
+    if stubs_in(out):
+        problems.append("a displaced result was stubbed")
+    tools_in = Counter(canonical(m) for m in broken.clean if role(m) == "tool")
+    tools_out = Counter(canonical(m) for m in out if role(m) == "tool")
+    if tools_in != tools_out:
+        problems.append("the tool messages changed")
+    assert not problems, describe(broken, out, problems)
+
+
+@NARROW
+@given(broken_transcripts(("unanswered_call",)))
+def test_unanswered_calls_alone_get_one_stub_each(broken: Broken) -> None:
+    inp = broken.messages
+    unanswered = 0
+    for i, message in enumerate(inp):
+        answered: set[Any] = set()
+        j = i + 1
+        while calls_of(message) and j < len(inp) and role(inp[j]) == "tool":
+            answered.add(inp[j]["tool_call_id"])
+            j += 1
+        unanswered += sum(c["id"] not in answered for c in calls_of(message))
+    out = sanitize_messages(inp).messages
+    problems = pairing_problems(out)
+    if stubs_in(out) != unanswered:
+        problems.append(f"{stubs_in(out)} stubs for {unanswered} unanswered calls")
     assert not problems, describe(broken, out, problems)
 
 
@@ -409,6 +535,9 @@ def test_junk_never_crashes_a_rule(junk: list[Any]) -> None:
     assert result.failures == (), f"rules crashed: {result.failures}"
     assert junk == snapshot, f"input modified: {show(junk)}"
     orjson.dumps(result.messages)  # still serializable: raises if a rule built a non-JSON value
+    # Even junk leaves paired: every call with an id answered in its block, no stray result.
+    problems = pairing_problems(result.messages, unpairable=True)
+    assert not problems, f"{problems}\ninput:  {show(junk)}\noutput: {show(result.messages)}"
 
 
 @LIGHT

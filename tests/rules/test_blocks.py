@@ -1,0 +1,88 @@
+"""rules.blocks: the pairing rules' shared prescan agrees with the full analysis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rules.blocks import analyse, is_paired
+from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
+
+
+def paired_by_analysis(messages: list[Any]) -> bool:
+    pairing = analyse(messages)
+    return not pairing.strays and all(
+        not block.extra and None not in block.answers and not block.unpairable
+        for block in pairing.blocks
+    )
+
+
+def call(cid: Any) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def turn(*calls: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
+
+
+def result(cid: Any) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": cid, "content": "ok"}
+
+
+USER = {"role": "user", "content": "go"}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        arbitrary_messages(),
+        clean_transcripts(),
+        broken_transcripts(("unanswered_call", "displaced_result", "orphan_result")),
+        broken_transcripts(("missing_tool_call_id", "id_collision_in_turn", "junk_call_entries")),
+    )
+)
+def test_the_prescan_says_paired_exactly_when_the_analysis_does(messages: Any) -> None:
+    messages = getattr(messages, "messages", messages)
+    assert is_paired(messages) == paired_by_analysis(messages)
+
+
+def test_shapes_that_are_paired() -> None:
+    assert is_paired([])
+    assert is_paired([USER, {"role": "assistant", "content": "hi"}])
+    assert is_paired([USER, turn(call("a"), call("b")), result("b"), result("a")])
+    assert is_paired([USER, turn(None, call("a"), "junk"), result("a")])  # entries, not calls
+    assert is_paired([USER, turn(), USER])  # `tool_calls: []` is empty-tool-calls' business
+    assert is_paired([USER, turn(call("x"), call("x")), result("x"), result("x")])
+
+
+def test_shapes_that_are_not() -> None:
+    assert not is_paired([result("a")])
+    assert not is_paired([USER, turn(call("a")), USER])
+    assert not is_paired([USER, turn(call("a")), result("a"), result("a")])
+    assert not is_paired([USER, turn(call("a"), call("b")), result("a"), USER, result("b")])
+    assert not is_paired([USER, turn(call("a")), result(None)])
+    assert not is_paired([USER, turn(call(None)), USER])  # an id-less call is never answered
+    assert not is_paired([USER, turn(call("a")), result("a"), 42, result("b")])
+
+
+def test_a_block_is_read_as_the_rules_read_it() -> None:
+    messages = [
+        result("early"),
+        USER,
+        turn(call("a"), call(""), call("a"), "junk"),
+        result("a"),
+        result("z"),
+        result("a"),
+        result("a"),
+        USER,
+        result("late"),
+    ]
+    pairing = analyse(messages)
+    assert pairing.strays == [0, 8]
+    (block,) = pairing.blocks
+    assert (block.start, block.end, block.ids, block.unpairable) == (2, 7, ["a", "a"], 1)
+    assert block.answers == [3, 5]  # the k-th result with an id answers the k-th call with it
+    assert block.extra == [4, 6]
+    assert block.unanswered() == []
