@@ -31,7 +31,7 @@ from tests.strategies import (
 )
 
 #: The main properties. Generation dominates the run time (about 10 ms of CPU per transcript):
-#: the whole module takes about 15 s on one core.
+#: the whole module takes about 25 s on one core.
 MAIN = settings(
     max_examples=200,
     deadline=None,
