@@ -47,6 +47,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         role = message.get("role") if type(message) is dict else None
         if role == "tool":
             return state.fix_result(message, block, index)
+        if block is not None:
+            state.close(block)
         if role == "assistant" and type(message.get("tool_calls")) is list:
             fixed, block = state.fix_calls(message, index)
             return fixed
@@ -79,6 +81,8 @@ class _State:
     result_ids: set[str] = field(default_factory=set)
     #: Per original id, the smallest suffix that may still be free (``taken`` only grows).
     next_suffix: dict[str, int] = field(default_factory=dict)
+    #: Per original id, the new ids of renamed calls whose block ended without their result.
+    waiting: dict[str, list[str]] = field(default_factory=dict)
     changes: list[Change] = field(default_factory=list)
 
     def fix_calls(self, message: dict[str, Any], index: int) -> tuple[Any, _Block]:
@@ -128,10 +132,27 @@ class _State:
             # Not this block's (or outside any block): pairing it is another rule's job.
             self.result_ids.add(old)
             return message
+        else:
+            waiting = self.waiting.get(old)
+            if waiting is not None and len(waiting) == 1:
+                # A result strayed from its block whose call was renamed (a reused id): it
+                # answers that call, the only one still waiting for a result with this id.
+                # Renamed, it is displaced-tool-results' to move home, not a duplicate.
+                new = waiting.pop()
+                self.result_ids.add(new)
+                self.changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
+                return {**message, "tool_call_id": new}
         # A further answer to a call of the block, or an id an earlier tool message carries.
         detail = {"tool_call_id": old}
         self.changes.append(Change(NAME, index, "dropped_duplicate_result", detail))
         return None
+
+    def close(self, block: _Block) -> None:
+        """The block's results are over: remember its renamed calls that got none."""
+        for old, finals in block.slots.items():
+            for new in finals[block.answered.get(old, 0) :]:
+                if new != old:
+                    self.waiting.setdefault(old, []).append(new)
 
     def _mint(self, old: str) -> str:
         suffix = self.next_suffix.get(old, 2)

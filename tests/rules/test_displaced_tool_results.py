@@ -6,8 +6,6 @@ import copy
 import time
 from typing import Any
 
-import pytest
-
 from rules import RULES, sanitize_messages
 from rules.base import RuleContext
 from rules.displaced_tool_results import NAME, RULE, apply
@@ -71,11 +69,6 @@ def test_through_the_pipeline_a_reused_id_result_goes_to_the_call_that_kept_the_
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="duplicate-tool-call-ids drops a stray result whose id an earlier result carries, "
-    "before this rule can see that it answers the renamed later call (see the report of issue 3)",
-)
 def test_through_the_pipeline_a_displaced_result_of_a_renamed_call_is_kept() -> None:
     messages = [
         user(),
