@@ -29,7 +29,7 @@ import orjson
 
 from bench.payloads import SIZES, build
 from proxy.sanitize import sanitize_body
-from rules import RULES, Rule, RuleContext, default_steps
+from rules import RULES, Rule, RuleContext, default_steps, memo
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,11 @@ def measure(
         return sanitize_body(body, steps)
 
     def rule_alone(rule: Rule, ctx: RuleContext) -> Callable[[], object]:
-        return lambda: rule.apply(messages, ctx)
+        def once() -> object:
+            memo.clear()  # each rule alone pays for its prescan, shared ones included
+            return rule.apply(messages, ctx)
+
+        return once
 
     subjects: dict[str, Callable[[], object]] = {"baseline": baseline, "pipeline": pipeline}
     for rule, ctx in steps:

@@ -18,8 +18,10 @@ from typing import Any
 
 from rules.base import Change, RuleContext
 from rules.consecutive_assistant_messages import apply as merge_adjacent_assistants
+from rules.memo import per_run
 
 
+@per_run  # the four pairing rules ask it of the same list on a clean request
 def is_paired(messages: list[Any]) -> bool:
     """True if every block answers exactly its calls and no tool message is outside a block.
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rules import memo
 from rules.base import Change, Rule, RuleContext
 
 
@@ -68,14 +69,17 @@ def run_rules(
     current = messages if private else clone(messages)
     changes: list[Change] = []
     failures: list[RuleFailure] = []
-    for rule, ctx in steps:
-        try:
-            outcome = rule.apply(current, ctx)
-        except Exception as exc:  # fail-open: one broken rule must not block the request
-            failures.append(RuleFailure(rule.name, type(exc).__name__, _where(exc)))
-            continue
-        current = outcome.messages
-        changes.extend(outcome.changes)
+    try:
+        for rule, ctx in steps:
+            try:
+                outcome = rule.apply(current, ctx)
+            except Exception as exc:  # fail-open: one broken rule must not block the request
+                failures.append(RuleFailure(rule.name, type(exc).__name__, _where(exc)))
+                continue
+            current = outcome.messages
+            changes.extend(outcome.changes)
+    finally:
+        memo.clear()  # shared prescans are per run: keep no payload past its request
     return PipelineResult(current, tuple(changes), tuple(failures))
 
 
