@@ -27,6 +27,17 @@ STEPS_KEY = web.AppKey("steps", list[tuple[Rule, RuleContext]])
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
+#: Request headers chatmend accepts: names and values of all header lines together, in bytes
+#: (nginx allows 32 KiB, Envoy 60 KiB). More gets a 431 in the OpenAI shape.
+MAX_HEADER_BYTES = 32 * 1024
+#: aiohttp's parser limits, under chatmend's own: one header line, the number of header lines,
+#: the request line. Past these aiohttp answers a plain-text 400 before any handler runs.
+PARSER_LIMITS = {"max_field_size": 64 * 1024, "max_headers": 128, "max_line_size": 8190}
+#: A path segment that is ``.`` or ``..``, literally or percent-encoded, between any of the
+#: separators some server decodes (``/``, ``\``, ``%2F``, ``%5C``): it could climb out of the
+#: upstream URL's base path, so such a request is refused rather than forwarded.
+_DOT_SEGMENT = re.compile(r"(?:^|/|\\|%2f|%5c)(?:\.|%2e){1,2}(?:/|\\|%2f|%5c|$)", re.IGNORECASE)
+
 log = get_logger()
 
 
@@ -42,7 +53,7 @@ class RequestState:
 
 
 def create_app(config: Config) -> web.Application:
-    app = web.Application(client_max_size=config.max_body_bytes)
+    app = web.Application(client_max_size=config.max_body_bytes, handler_args=PARSER_LIMITS)
     app[CONFIG_KEY] = config
     app[STEPS_KEY] = default_steps(RULES, config.rule_settings(), log_content=config.log_content)
     app.cleanup_ctx.append(_upstream_session)
@@ -131,7 +142,16 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
         state.outcome = "client_timeout"
         return _body_timeout(config)
     if body is not None and is_chat_completions(request):
-        body = _sanitize(request, state, body).body
+        sanitized = _sanitize(request, state, body)
+        if sanitized.skipped == "json_too_deep":
+            state.outcome = "rejected"
+            return error_response(
+                400,
+                "The request body nests JSON deeper than 1024 levels, chatmend's limit.",
+                "json_too_deep",
+                "invalid_request_error",
+            )
+        body = sanitized.body
 
     started = time.perf_counter()
     try:
@@ -169,6 +189,21 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
 
 def _check_request(request: web.Request, config: Config) -> web.Response | None:
     """The limits checked before any body is read: a response if one is exceeded."""
+    path = request.rel_url.raw_path
+    if ("." in path or "%" in path or "\\" in path) and _DOT_SEGMENT.search(path):
+        return error_response(
+            400,
+            "Request paths with '.' or '..' segments are refused.",
+            "invalid_path",
+            "invalid_request_error",
+        )
+    if sum(len(name) + len(value) for name, value in request.raw_headers) > MAX_HEADER_BYTES:
+        return error_response(
+            431,
+            f"Request headers exceed chatmend's limit ({MAX_HEADER_BYTES} bytes).",
+            "request_headers_too_large",
+            "invalid_request_error",
+        )
     if request.content_length is not None and request.content_length > config.max_body_bytes:
         return _too_large(config)
     return None

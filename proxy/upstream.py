@@ -78,8 +78,13 @@ def upstream_url(base: str, path_qs: str) -> URL:
     """Join the configured base with the request's *relative* path and query.
 
     ``path_qs`` comes from ``request.rel_url``, never from the request line or Host header,
-    so whatever the client sends, the scheme and host are the configured upstream's.
+    so whatever the client sends, the scheme and host are the configured upstream's. aiohttp
+    only routes paths that start with ``/``; the check below keeps that true even if it did
+    not, since text glued right after the host (``.evil.example``, ``:8080``, ``@evil``)
+    would change the authority.
     """
+    if not path_qs.startswith("/"):
+        path_qs = "/" + path_qs
     return URL(base + path_qs, encoded=True)
 
 
