@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,17 @@ bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk unavailable: HTTP benchmark skipped"
 	$(BIN)/python -m bench.run $(if $(PEERS),--peers $(PEERS)) $(ARGS)
+
+## Load test (not part of `make test`): a fake upstream and `chatmend serve` as real processes,
+## 300 clients for 3 minutes; every upstream body verified. `make soak ARGS="--minutes 1 --clients 200"`.
+soak: $(VENV)/.test-installed
+	$(BIN)/python -m tests.soak $(ARGS)
+
+## Coverage-guided fuzzing of the sanitizer with atheris (not part of `make test`); ARGS go to libFuzzer.
+FUZZ_SECONDS ?= 60
+fuzz: $(VENV)/.test-installed
+	$(BIN)/python -m pip install --quiet atheris
+	$(BIN)/python -m tests.fuzz_atheris -max_total_time=$(FUZZ_SECONDS) $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache
