@@ -10,8 +10,10 @@ from collections.abc import Callable, Sequence
 from aiohttp import web
 
 from proxy.app import create_app
+from proxy.check import open_source, run_check
 from proxy.config import ConfigError, load_config
 from proxy.log import configure_logging, get_logger
+from rules import RULES, default_steps
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="event loop: uvloop if installed (auto, the default), or asyncio's own",
     )
+    check = commands.add_parser(
+        "check",
+        help="lint a captured request: the provider's rejections and the rules' rewrites",
+    )
+    check.add_argument("file", help="request body (JSON) to check, or - for stdin")
+    check.add_argument(
+        "--config", metavar="PATH", help="YAML config whose rules apply (default: $CHATMEND_CONFIG)"
+    )
+    check.add_argument(
+        "--fix", action="store_true", help="write the repaired body to stdout, the report to stderr"
+    )
+    check.add_argument("--format", choices=("text", "json"), default="text", help="report format")
     return parser
 
 
@@ -86,10 +100,30 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def check(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"chatmend: config error: {exc}", file=sys.stderr)
+        return 2
+    steps = default_steps(RULES, config.rule_settings(), log_content=config.log_content)
+    try:
+        source = open_source(args.file)
+    except OSError as exc:
+        print(f"chatmend: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    with source:
+        return run_check(
+            source, steps, fix=args.fix, fmt=args.format, out=sys.stdout.buffer, err=sys.stderr
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "check":
+        return check(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands first
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import orjson
 
 from rules import Change, Rule, RuleContext, RuleFailure, run_rules
+from rules.contract import Violation, violations
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +22,10 @@ class Sanitized:
     #: ``json_too_deep`` (nested past orjson's 1024 levels), ``body_not_object``,
     #: ``messages_missing``, ``messages_not_list``, ``unserializable``.
     skipped: str | None = None
+    #: What the provider contract still rejects in a rewritten body. Checked only after a
+    #: rewrite: an untouched body passed every rule's prescan, which the tests hold to the same
+    #: contract, and checking it again would cost one more pass on every clean request.
+    violations: tuple[Violation, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -56,4 +61,4 @@ def sanitize_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Sani
     except TypeError:
         # e.g. a value orjson cannot write back; never forward something half-done.
         return Sanitized(raw, failures=result.failures, skipped="unserializable")
-    return Sanitized(body, result.changes, result.failures)
+    return Sanitized(body, result.changes, result.failures, violations=tuple(violations(payload)))

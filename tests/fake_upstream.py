@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from rules.contract import violations
+
 
 @dataclass
 class Received:
@@ -38,116 +40,9 @@ class FakeUpstream:
 
 
 def strict_errors(payload: Any) -> list[str]:
-    """Every rejection a strict provider would give this chat payload (empty: accepted)."""
-    if not isinstance(payload, dict) or not isinstance(payload.get("messages"), list):
-        return ["Failed to deserialize the JSON body into the target type"]
-    messages: list[Any] = payload["messages"]
-    errors: list[str] = []
-    seen_results: set[Any] = set()
-    pending: list[Any] = []  # call ids of the last assistant not yet answered
-    previous_role: str | None = None
-    for index, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if pending and role != "tool":
-            # provider-errors.md 1.A, DeepSeek (langgenius/dify#32222): a call with no result
-            # in the tool messages right after its assistant
-            errors.append(
-                "An assistant message with 'tool_calls' must be followed by tool messages "
-                "responding to each 'tool_call_id'. (insufficient tool messages following "
-                "tool_calls message)"
-            )
-            pending = []
-        if role == "assistant":
-            assert isinstance(message, dict)
-            if previous_role == "assistant":
-                # provider-errors.md 1.B, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
-                errors.append(
-                    "deepseek-reasoner does not support successive user or assistant messages "
-                    f"(messages[{index - 1}] and messages[{index}] in your input). You should "
-                    "interleave the user/assistant messages in the message sequence."
-                )
-            errors.extend(_assistant_errors(message, index))
-            calls = message.get("tool_calls")
-            if isinstance(calls, list):
-                pending = [c.get("id") for c in calls if isinstance(c, dict)]
-        elif role == "tool":
-            assert isinstance(message, dict)
-            tool_call_id = message.get("tool_call_id")
-            if not isinstance(tool_call_id, str) or not tool_call_id:
-                # provider-errors.md 1.A, OpenAI/Azure (langchain-ai/langchain#22600)
-                errors.append(
-                    "Missing parameter 'tool_call_id': messages with role 'tool' must have a "
-                    "'tool_call_id'."
-                )
-                previous_role = role
-                continue
-            if tool_call_id in seen_results:
-                # provider-errors.md 1.A, DeepSeek (craft-ai-agents/craft-agents-oss#621)
-                errors.append(f"Duplicate value for 'tool_call_id' of in message[{index}]")
-            seen_results.add(tool_call_id)
-            if tool_call_id in pending:
-                pending.remove(tool_call_id)
-            else:
-                # provider-errors.md 1.A, DeepSeek (FoundationAgents/OpenManus#23): a result
-                # before any call, after another message, or for a call of an earlier block
-                errors.append(
-                    "Messages with role 'tool' must be a response to a preceding message "
-                    "with 'tool_calls'"
-                )
-        previous_role = role
-    if pending:
-        errors.append(
-            "An assistant message with 'tool_calls' must be followed by tool messages "
-            "responding to each 'tool_call_id'. (insufficient tool messages following "
-            "tool_calls message)"
-        )
-    call_ids = [
-        call.get("id")
-        for message in messages
-        if isinstance(message, dict) and isinstance(message.get("tool_calls"), list)
-        for call in message["tool_calls"]
-        if isinstance(call, dict)
-    ]
-    if len(call_ids) != len(set(call_ids)):
-        # provider-errors.md 1.A: DeepSeek checks uniqueness across the whole request
-        # (hermes-agent#79221); the reported text names the duplicated id.
-        errors.append("Duplicate value for 'tool_call_id' in tool_calls")
-    return errors
-
-
-def _assistant_errors(message: dict[str, Any], index: int) -> list[str]:
-    errors: list[str] = []
-    calls = message.get("tool_calls")
-    if "tool_calls" in message and (not isinstance(calls, list) or not calls):
-        # provider-errors.md 1.A, DeepSeek via OpenCode (anomalyco/opencode#41860)
-        errors.append(
-            f"Invalid 'messages[{index}].tool_calls': empty array. Expected an array with "
-            "minimum length 1, but got an empty array instead."
-        )
-    content = message.get("content")
-    if not calls and content in (None, "", []):
-        # provider-errors.md 1.C, DeepSeek V3 (carlrobertoh/ProxyAI#830)
-        errors.append("Invalid assistant message: content or tool_calls must be set")
-    for position, call in enumerate(calls if isinstance(calls, list) else []):
-        arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
-        if not isinstance(arguments, str):
-            # provider-errors.md 1.A, OpenAI (aaif-goose/goose-mobile#20)
-            errors.append(
-                f"Invalid type for 'messages[{index}].tool_calls[{position}].function.arguments'"
-                f": expected a string, but got {type(arguments).__name__} instead."
-            )
-            continue
-        try:
-            parsed = orjson.loads(arguments)
-        except orjson.JSONDecodeError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            # provider-errors.md 1.A, unattributed Moonshot-like (justrach/codegraff#752)
-            errors.append(
-                f"Invalid request: messages.{index}.tool_calls.{position}.function.arguments: "
-                "arguments must be a valid JSON object string"
-            )
-    return errors
+    """Every rejection a strict provider would give this chat payload (empty: accepted): the
+    product's own contract (rules/contract.py), so the tests hold the rules to it."""
+    return [violation.message for violation in violations(payload)]
 
 
 COMPLETION = {

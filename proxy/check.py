@@ -1,0 +1,121 @@
+"""``chatmend check``: lint a captured chat-completions request offline.
+
+It shows what the provider would reject (``rules.contract``), what the rules would rewrite, and
+whether the result is accepted; with ``--fix`` it writes the repaired body to stdout (and the
+report to stderr). Exit status: 0 clean, 1 repaired, 2 still invalid (or not a chat body).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO, TextIO
+
+import orjson
+
+from proxy.sanitize import Sanitized, sanitize_body
+from rules import Rule, RuleContext
+from rules.contract import Violation, violations
+
+CLEAN, REPAIRED, INVALID = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    before: tuple[Violation, ...]
+    result: Sanitized
+    after: tuple[Violation, ...]
+
+    @property
+    def status(self) -> int:
+        if self.after or self.result.skipped:
+            return INVALID
+        return REPAIRED if self.result.changed else CLEAN
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": ("clean", "repaired", "invalid")[self.status],
+            "violations": [v.as_dict() for v in self.before],
+            "changes": [c.as_dict() for c in self.result.changes],
+            "rule_failures": [
+                {"rule": f.rule, "error": f.error, "where": f.where} for f in self.result.failures
+            ],
+            "not_sanitized": self.result.skipped,
+            "violations_after": [v.as_dict() for v in self.after],
+        }
+
+
+def check_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Report:
+    """Validate ``raw``, repair it with ``steps``, validate the result."""
+    try:
+        before = violations(orjson.loads(raw))
+    except orjson.JSONDecodeError:
+        before = violations(None)
+    result = sanitize_body(raw, steps)
+    try:
+        after = violations(orjson.loads(result.body)) if result.changed else before
+    except orjson.JSONDecodeError:
+        after = before
+    return Report(tuple(before), result, tuple(after))
+
+
+def render_text(report: Report) -> str:
+    lines: list[str] = []
+    if report.before:
+        lines.append(f"{len(report.before)} rejection(s) the provider would return:")
+        lines += [f"  {_where(v.index)} {v.code}: {v.message}" for v in report.before]
+    else:
+        lines.append("accepted as sent: no rejection found")
+    if report.result.skipped:
+        lines.append(f"not repaired: {report.result.skipped}")
+    if report.result.changes:
+        lines.append(f"{len(report.result.changes)} rewrite(s):")
+        for change in report.result.changes:
+            detail = orjson.dumps(dict(change.detail)).decode() if change.detail else ""
+            lines.append(
+                f"  {_where(change.index)} {change.rule} {change.action} {detail}".rstrip()
+            )
+    for failure in report.result.failures:
+        lines.append(f"rule failed (skipped): {failure.rule} {failure.error} at {failure.where}")
+    if report.result.changed:
+        if report.after:
+            lines.append(f"after repair, still {len(report.after)} rejection(s):")
+            lines += [f"  {_where(v.index)} {v.code}: {v.message}" for v in report.after]
+        else:
+            lines.append("after repair: accepted")
+    return "\n".join(lines) + "\n"
+
+
+def _where(index: int | None) -> str:
+    return "request" if index is None else f"messages[{index}]"
+
+
+def run_check(
+    source: BinaryIO,
+    steps: Sequence[tuple[Rule, RuleContext]],
+    *,
+    fix: bool,
+    fmt: str,
+    out: BinaryIO,
+    err: TextIO,
+) -> int:
+    """The command: read, check, report (to ``err`` with ``--fix``, else to ``out``)."""
+    report = check_body(source.read(), steps)
+    text = (
+        orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+        if fmt == "json"
+        else render_text(report)
+    )
+    if fix:
+        err.write(text)
+        out.write(report.result.body)
+        out.flush()
+    else:
+        out.write(text.encode())
+        out.flush()
+    return report.status
+
+
+def open_source(path: str) -> BinaryIO:
+    return sys.stdin.buffer if path == "-" else open(path, "rb")

@@ -1,0 +1,115 @@
+"""`chatmend check`: the provider's rejections, the rules' rewrites, exit 0/1/2, --fix."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.check import CLEAN, INVALID, REPAIRED, check_body, run_check
+from rules import RULES, default_steps
+from tests.fake_upstream import strict_errors
+from tests.transcripts import BROKEN, CLEAN_BODY
+
+CHATMEND = Path(sys.executable).parent / "chatmend"
+STEPS = default_steps(RULES)
+
+
+def body(messages: list[Any]) -> bytes:
+    return orjson.dumps({"model": "deepseek-chat", "messages": messages})
+
+
+def run(raw: bytes, *, fix: bool = False, fmt: str = "text") -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = run_check(io.BytesIO(raw), STEPS, fix=fix, fmt=fmt, out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_clean_body_exits_0() -> None:
+    status, out, _ = run(CLEAN_BODY)
+    assert status == CLEAN
+    assert b"accepted as sent" in out
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_every_broken_kind_is_reported_and_repaired(kind: str) -> None:
+    raw = body(BROKEN[kind])
+    report = check_body(raw, STEPS)
+    assert report.before, "the fixture must really be rejected"
+    assert report.status == REPAIRED
+    assert report.after == ()
+    status, out, _ = run(raw)
+    assert status == REPAIRED
+    text = out.decode()
+    assert report.before[0].message in text  # the provider's own words
+    assert "after repair: accepted" in text
+
+
+def test_fix_writes_the_repaired_body_and_reports_on_stderr() -> None:
+    status, out, err = run(body(BROKEN["empty_tool_calls"]), fix=True)
+    assert status == REPAIRED
+    assert strict_errors(orjson.loads(out)) == []
+    assert "empty-tool-calls" in err
+
+
+def test_json_report() -> None:
+    status, out, _ = run(body(BROKEN["unanswered_tool_call"]), fmt="json")
+    report = orjson.loads(out)
+    assert status == REPAIRED and report["status"] == "repaired"
+    assert report["violations"][0]["code"] == "unanswered_tool_call"
+    assert report["changes"][0]["rule"] == "unanswered-tool-calls"
+    assert report["violations_after"] == []
+
+
+def test_what_no_rule_can_repair_exits_2() -> None:
+    # A call without an id can be answered by no stub: the provider still rejects it.
+    messages = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+    ]
+    status, out, _ = run(body(messages))
+    assert status == INVALID
+    assert b"unanswered_tool_call" in out
+
+
+def test_not_json_exits_2() -> None:
+    status, out, _ = run(b"{not json")
+    assert status == INVALID
+    assert b"body_not_json" in out
+
+
+def test_real_command_reads_stdin_and_honours_config(tmp_path: Path) -> None:
+    raw = body(BROKEN["empty_tool_calls"])
+    done = subprocess.run(
+        [str(CHATMEND), "check", "-", "--fix"], input=raw, capture_output=True, check=False
+    )
+    assert done.returncode == REPAIRED
+    assert strict_errors(orjson.loads(done.stdout)) == []
+    config = tmp_path / "c.yaml"
+    config.write_text("rules:\n  empty-tool-calls: false\n")
+    file = tmp_path / "req.json"
+    file.write_bytes(raw)
+    done = subprocess.run(
+        [str(CHATMEND), "check", str(file), "--config", str(config)],
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == INVALID, done.stdout
+    assert b"empty array" in done.stdout
+
+
+def test_missing_file_exits_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(CHATMEND), "check", str(tmp_path / "nope.json")], capture_output=True, check=False
+    )
+    assert done.returncode == 2
+    assert b"cannot read" in done.stderr
