@@ -111,6 +111,8 @@ def _duplicate_call_ids(messages: list[Any]) -> list[Violation]:
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else ():
             cid = call.get("id") if isinstance(call, dict) else None
+            if not isinstance(cid, str):
+                cid = None  # a missing or non-string id: such calls share one "id"
             if cid in seen:
                 # 1.A: DeepSeek checks uniqueness across the whole request (hermes-agent#79221)
                 text = "Duplicate value for 'tool_call_id' in tool_calls"
