@@ -61,4 +61,8 @@ def sanitize_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Sani
     except TypeError:
         # e.g. a value orjson cannot write back; never forward something half-done.
         return Sanitized(raw, failures=result.failures, skipped="unserializable")
-    return Sanitized(body, result.changes, result.failures, violations=tuple(violations(payload)))
+    try:
+        left = tuple(violations(payload))
+    except Exception as exc:  # the check is a report: it must never block a repaired body
+        return Sanitized(body, result.changes, (*result.failures, RuleFailure.of("contract", exc)))
+    return Sanitized(body, result.changes, result.failures, violations=left)

@@ -19,6 +19,10 @@ class RuleFailure:
     #: ``file:line`` of the frame that raised; the exception text is not kept (it may hold content).
     where: str
 
+    @classmethod
+    def of(cls, name: str, exc: BaseException) -> RuleFailure:
+        return cls(name, type(exc).__name__, _where(exc))
+
 
 @dataclass(frozen=True, slots=True)
 class PipelineResult:
@@ -74,7 +78,7 @@ def run_rules(
             try:
                 outcome = rule.apply(current, ctx)
             except Exception as exc:  # fail-open: one broken rule must not block the request
-                failures.append(RuleFailure(rule.name, type(exc).__name__, _where(exc)))
+                failures.append(RuleFailure.of(rule.name, exc))
                 continue
             current = outcome.messages
             changes.extend(outcome.changes)

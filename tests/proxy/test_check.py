@@ -113,3 +113,16 @@ def test_missing_file_exits_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert b"cannot read" in done.stderr
+
+
+def test_a_crashing_contract_check_never_blocks_the_repair(monkeypatch: pytest.MonkeyPatch) -> None:
+    import proxy.sanitize
+
+    def explode(payload: Any) -> list[Any]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(proxy.sanitize, "violations", explode)
+    result = proxy.sanitize.sanitize_body(body(BROKEN["empty_tool_calls"]), STEPS)
+    assert result.changed
+    assert strict_errors(orjson.loads(result.body)) == []
+    assert [f.rule for f in result.failures] == ["contract"]
