@@ -263,6 +263,15 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes) -> Sanitiz
             rules=dict(Counter(change.rule for change in result.changes)),
             changes=[change.as_dict() for change in result.changes],
         )
+    if result.violations:
+        # What the provider will still reject: a rule switched off, or a defect no rule repairs.
+        log.warning(
+            "contract_violation",
+            request_id=state.request_id,
+            count=len(result.violations),
+            codes=dict(Counter(v.code for v in result.violations)),
+            violations=[v.as_dict() for v in result.violations],
+        )
     return result
 
 

@@ -424,3 +424,29 @@ async def test_large_sized_response_is_relayed_intact(
     assert response.status == 200
     assert response.headers["Content-Length"] == str(len(payload))
     assert await response.read() == payload
+
+
+async def test_what_the_rules_leave_rejected_is_logged_as_contract_violation(
+    make_proxy: ProxyFactory, fake: FakeUpstream
+) -> None:
+    proxy = await make_proxy({"rules": {"empty-tool-calls": False}})
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": []},
+        {"role": "assistant", "content": "second half of a split turn"},
+    ]
+    with capture_logs() as logs:
+        await proxy.post("/v1/chat/completions", data=chat(messages))
+    violated = [e for e in logs if e["event"] == "contract_violation"]
+    assert len(violated) == 1
+    assert violated[0]["codes"] == {"empty_tool_calls": 1}
+    assert violated[0]["violations"][0]["index"] == 1
+    assert "empty array" in violated[0]["violations"][0]["message"]
+    assert "second half" not in repr(logs)
+
+
+async def test_a_repaired_body_logs_no_contract_violation(proxy: Client) -> None:
+    with capture_logs() as logs:
+        await proxy.post("/v1/chat/completions", data=chat(BROKEN["split_assistant_turn"]))
+    assert [e for e in logs if e["event"] == "contract_violation"] == []
+    assert [e for e in logs if e["event"] == "payload_sanitized"]
