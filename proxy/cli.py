@@ -12,6 +12,7 @@ from aiohttp import web
 from proxy.app import create_app
 from proxy.check import open_source, run_check
 from proxy.config import ConfigError, load_config
+from proxy.emulate import create_emulator
 from proxy.log import configure_logging, get_logger
 from rules import RULES, default_steps
 
@@ -47,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--fix", action="store_true", help="write the repaired body to stdout, the report to stderr"
     )
     check.add_argument("--format", choices=("text", "json"), default="text", help="report format")
+    emulate = commands.add_parser(
+        "emulate", help="run a local strict provider: 400 with its error text, or a completion"
+    )
+    emulate.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    emulate.add_argument("--port", type=int, default=8788, help="port (default 8788)")
+    emulate.add_argument(
+        "--stream-chunks", type=int, default=5, metavar="N", help="text chunks per SSE stream"
+    )
     return parser
 
 
@@ -118,12 +127,22 @@ def check(args: argparse.Namespace) -> int:
         )
 
 
+def emulate(args: argparse.Namespace) -> int:
+    configure_logging()
+    get_logger().info("emulate_started", listen=f"{args.host}:{args.port}")
+    app = create_emulator(chunks=args.stream_chunks)
+    web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
     if args.command == "check":
         return check(args)
+    if args.command == "emulate":
+        return emulate(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands first
 
 

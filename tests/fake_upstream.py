@@ -1,4 +1,5 @@
-"""A fake *strict* OpenAI-compatible upstream for end-to-end tests.
+"""A fake *strict* OpenAI-compatible upstream for end-to-end tests: ``chatmend emulate``'s
+contract, envelope and SSE chunks, plus recording and the hooks the tests need.
 
 It rejects broken chat payloads the way DeepSeek-class providers do, with the real error texts
 quoted in ../shared/provider-errors.md (row cited next to each check), and otherwise answers a
@@ -15,6 +16,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from proxy.emulate import provider_error, sse_chunk
 from rules.contract import violations
 
 
@@ -61,18 +63,6 @@ COMPLETION = {
 }
 
 
-def _chunk(content: str | None, finish: str | None = None) -> bytes:
-    delta: dict[str, Any] = {} if content is None else {"content": content}
-    event = {
-        "id": "chatcmpl-fake",
-        "object": "chat.completion.chunk",
-        "created": 1700000000,
-        "model": "deepseek-chat",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return b"data: " + orjson.dumps(event) + b"\n\n"
-
-
 def create_fake_upstream(state: FakeUpstream) -> web.Application:
     async def record(request: web.Request) -> bytes:
         body = await request.read()
@@ -86,10 +76,10 @@ def create_fake_upstream(state: FakeUpstream) -> web.Application:
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return _error(400, "Failed to deserialize the JSON body into the target type")
+            return provider_error(400, "Failed to deserialize the JSON body into the target type")
         errors = strict_errors(payload)
         if errors:
-            return _error(400, errors[0])
+            return provider_error(400, errors[0])
         if payload.get("stream"):
             return await _stream(request, state)
         data = orjson.dumps(COMPLETION)
@@ -121,28 +111,16 @@ async def _stream(request: web.Request, state: FakeUpstream) -> web.StreamRespon
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     try:
-        await response.write(_chunk(""))
+        await response.write(sse_chunk(""))
         for number in range(state.stream_chunks):
             if state.stream_delay:
                 await asyncio.sleep(state.stream_delay)
-            await response.write(_chunk(f"part{number} "))
+            await response.write(sse_chunk(f"part{number} "))
             state.chunks_sent += 1
-        await response.write(_chunk(None, "stop"))
+        await response.write(sse_chunk(None, "stop"))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         state.stream_aborted.set()
         raise
     return response
-
-
-def _error(status: int, message: str) -> web.Response:
-    body = {
-        "error": {
-            "message": message,
-            "type": "invalid_request_error",
-            "param": None,
-            "code": "invalid_request_error",
-        }
-    }
-    return web.json_response(body, status=status)

@@ -1,0 +1,119 @@
+"""`chatmend emulate`: the strict provider users run in CI, and the proxy in front of it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient
+
+from proxy.emulate import create_emulator
+from rules.contract import violations
+from tests.proxy.test_cli import free_port
+from tests.transcripts import BROKEN, CLEAN_BODY
+
+CHATMEND = Path(sys.executable).parent / "chatmend"
+
+
+def chat(messages: list[Any], **extra: Any) -> bytes:
+    return orjson.dumps({"model": "deepseek-chat", "messages": messages, **extra})
+
+
+@pytest.fixture
+async def emulator(aiohttp_client: Any) -> TestClient[Any, Any]:
+    client: TestClient[Any, Any] = await aiohttp_client(create_emulator(chunks=3))
+    return client
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+async def test_rejects_each_broken_kind_with_the_provider_text(
+    kind: str, emulator: TestClient[Any, Any]
+) -> None:
+    response = await emulator.post("/v1/chat/completions", data=chat(BROKEN[kind]))
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"] == violations({"messages": BROKEN[kind]})[0].message
+
+
+async def test_answers_a_clean_request(emulator: TestClient[Any, Any]) -> None:
+    response = await emulator.post("/chat/completions", data=CLEAN_BODY)
+    assert response.status == 200
+    assert (await response.json())["object"] == "chat.completion"
+
+
+async def test_streams_when_asked(emulator: TestClient[Any, Any]) -> None:
+    body = chat([{"role": "user", "content": "hi"}], stream=True)
+    response = await emulator.post("/v1/chat/completions", data=body)
+    assert response.headers["Content-Type"] == "text/event-stream"
+    events = [line for line in (await response.text()).split("\n\n") if line]
+    assert events[-1] == "data: [DONE]"
+    assert len(events) == 1 + 3 + 1 + 1  # role, 3 text chunks, stop, [DONE]
+
+
+async def test_not_json_models_and_unknown_paths(emulator: TestClient[Any, Any]) -> None:
+    response = await emulator.post("/v1/chat/completions", data=b"{nope")
+    assert response.status == 400
+    assert "deserialize" in (await response.json())["error"]["message"]
+    models = await emulator.get("/v1/models")
+    assert (await models.json())["data"][0]["id"] == "deepseek-chat"
+    missing = await emulator.get("/v1/nothing")
+    assert missing.status == 404
+    assert "error" in await missing.json()
+
+
+@pytest.fixture
+def emulate_process() -> Iterator[str]:
+    """A real `chatmend emulate` process; yields its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [str(CHATMEND), "emulate", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        env={**os.environ},
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def _wait(url: str, http: aiohttp.ClientSession) -> None:
+    for _ in range(200):
+        try:
+            async with http.get(url + "/v1/models"):
+                return
+        except aiohttp.ClientConnectionError:
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"{url} did not start")
+
+
+async def test_real_processes_proxy_in_front_of_emulate(emulate_process: str) -> None:
+    """What a user's CI does: agent -> chatmend serve -> chatmend emulate."""
+    port = free_port()
+    proxy = subprocess.Popen(
+        [str(CHATMEND), "serve", "--upstream", emulate_process, "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        async with aiohttp.ClientSession() as http:
+            await _wait(emulate_process, http)
+            await _wait(f"http://127.0.0.1:{port}", http)
+            for kind, messages in sorted(BROKEN.items()):
+                body = chat(messages)
+                async with http.post(emulate_process + "/v1/chat/completions", data=body) as r:
+                    assert r.status == 400, kind
+                url = f"http://127.0.0.1:{port}/v1/chat/completions"
+                async with http.post(url, data=body) as r:
+                    assert r.status == 200, (kind, await r.text())
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
