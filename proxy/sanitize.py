@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
-from rules import Change, Rule, RuleContext, RuleFailure, run_rules
+from rules import Change, Rule, RuleContext, RuleFailure, lone_surrogates, run_rules
 from rules.contract import Violation, violations
 
 
@@ -38,12 +40,20 @@ def sanitize_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Sani
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
     """
+    early: tuple[Change, ...] = ()  # what was repaired before the rules ran
     try:
         payload = orjson.loads(raw)
+        # orjson decodes only valid UTF-8 and paired surrogates: no string can hold a lone
+        # one, so the rule that looks for them has nothing to find.
+        steps = [step for step in steps if step[0].name != lone_surrogates.NAME]
     except orjson.JSONDecodeError as exc:
         # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
-        too_deep = exc.msg.startswith("depth limit")
-        return Sanitized(raw, skipped="json_too_deep" if too_deep else "body_not_json")
+        if exc.msg.startswith("depth limit"):
+            return Sanitized(raw, skipped="json_too_deep")
+        repaired = _with_lone_surrogates(raw, steps) if "surrogate" in exc.msg else None
+        if repaired is None:
+            return Sanitized(raw, skipped="body_not_json")
+        payload, early = repaired
     if not isinstance(payload, dict):
         return Sanitized(raw, skipped="body_not_object")
     messages = payload.get("messages")
@@ -53,7 +63,7 @@ def sanitize_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Sani
         )
     # The freshly parsed payload is already a private deep copy: no clone needed.
     result = run_rules(messages, steps, private=True)
-    if not result.changed:
+    if not result.changed and not early:
         return Sanitized(raw, failures=result.failures)
     payload["messages"] = result.messages
     try:
@@ -64,5 +74,42 @@ def sanitize_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Sani
     try:
         left = tuple(violations(payload))
     except Exception as exc:  # the check is a report: it must never block a repaired body
-        return Sanitized(body, result.changes, (*result.failures, RuleFailure.of("contract", exc)))
-    return Sanitized(body, result.changes, result.failures, violations=left)
+        failures = (*result.failures, RuleFailure.of("contract", exc))
+        return Sanitized(body, (*early, *result.changes), failures)
+    return Sanitized(body, (*early, *result.changes), result.failures, violations=left)
+
+
+def _with_lone_surrogates(
+    raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]
+) -> tuple[Any, tuple[Change, ...]] | None:
+    """A body orjson refused, read by the standard library (which keeps lone surrogates, from
+    escapes or from surrogate bytes), with its fields outside ``messages`` repaired; the
+    messages are left to the lone-surrogates rule. ``None`` if it is not JSON after all, or if
+    the rule is off (the body then goes as it came)."""
+    if not any(rule.name == lone_surrogates.NAME for rule, _ in steps):
+        return None
+    try:
+        payload = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict):
+        return payload, ()
+    rest = {key: value for key, value in payload.items() if key != "messages"}
+    fixed, paths = lone_surrogates.repair_value(rest)
+    if not paths:
+        return payload, ()
+    if "messages" in payload:
+        fixed["messages"] = payload["messages"]
+    detail = {"count": len(paths), "paths": paths}
+    return fixed, (Change(lone_surrogates.NAME, -1, "replaced", detail),)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(name)  # NaN and Infinity are not JSON: such a body is not ours to fix
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(literal)  # 1e400: written back it would be null, a changed value
+    return value

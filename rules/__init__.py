@@ -11,6 +11,7 @@ from rules import (
     duplicate_tool_call_ids,
     empty_tool_calls,
     invalid_tool_arguments,
+    lone_surrogates,
     missing_tool_call_ids,
     orphan_tool_results,
     unanswered_tool_calls,
@@ -20,6 +21,10 @@ from rules.pipeline import PipelineResult, RuleFailure, clone, default_steps, ru
 
 #: The one ordered tuple of rules. Order is behaviour; each position is justified:
 RULES: tuple[Rule, ...] = (
+    # 0. Text first: every later rule compares and copies strings, and a lone surrogate cannot
+    #    even be serialized back to UTF-8 (the proxy reads such bodies specially, see
+    #    proxy/sanitize.py, and skips this step for bodies orjson could read).
+    lone_surrogates.RULE,
     # 1. Merge split assistant turns first: the union of their tool calls must be known
     #    before ids are checked, or the second half's results look orphaned (hermes E1).
     consecutive_assistant_messages.RULE,

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
 
@@ -31,7 +30,8 @@ class Case:
 def load_cases() -> list[Case]:
     cases: list[Case] = []
     for path in sorted(FIXTURE_DIR.glob("*.json")):
-        data = orjson.loads(path.read_bytes())
+        # The standard library, not orjson: lone-surrogates' cases hold unpaired \\uD8xx escapes.
+        data = json.loads(path.read_bytes())
         rule = data["rule"]
         assert path.stem == rule, f"{path.name} must be named after its rule {rule!r}"
         cases.extend(
