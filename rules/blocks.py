@@ -216,7 +216,7 @@ def rebuild(
             gap = True
             continue
         last = out[-1] if gap and out else None
-        if _is_assistant(message) and _is_assistant(last) and not has_usable_calls(last):
+        if is_assistant(message) and is_assistant(last) and not has_usable_calls(last):
             seams.append(len(out))
         gap = False
         out.append(message)
@@ -226,7 +226,7 @@ def rebuild(
     return out, seams, placed
 
 
-def _is_assistant(message: Any) -> bool:
+def is_assistant(message: Any) -> bool:
     return type(message) is dict and message.get("role") == "assistant"
 
 
@@ -243,10 +243,10 @@ def rejoin(out: list[Any], seams: list[int], rule: str, changes: list[Change]) -
         if runs and seam < runs[-1][1]:
             continue  # inside the run found for an earlier seam
         start = seam - 1
-        while start > 0 and _is_assistant(out[start - 1]):
+        while start > 0 and is_assistant(out[start - 1]):
             start -= 1
         end = seam + 1
-        while end < len(out) and _is_assistant(out[end]):
+        while end < len(out) and is_assistant(out[end]):
             end += 1
         runs.append((start, end))
     merged: list[Change] = []

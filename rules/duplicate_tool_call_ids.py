@@ -31,7 +31,8 @@ from typing import Any, Final
 import orjson
 
 from rules.base import Change, Outcome, Rule, RuleContext
-from rules.messages import function_name, rewrite_each
+from rules.blocks import is_assistant, rejoin
+from rules.messages import function_name
 
 NAME = "duplicate-tool-call-ids"
 
@@ -55,7 +56,24 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         block = None
         return message
 
-    return Outcome(rewrite_each(messages, fix), tuple(state.changes))
+    out: list[Any] = []
+    origin: list[int] = []  # input index of each kept message
+    for index, message in enumerate(messages):
+        fixed = fix(index, message)
+        if fixed is not None or message is None:  # None removes, unless it was the junk itself
+            out.append(fixed)
+            origin.append(index)
+    if not state.changes:
+        return Outcome(messages)
+    # A dropped result that stood between two assistants must not leave a split turn behind.
+    seams = [
+        i
+        for i in range(1, len(out))
+        if origin[i] - origin[i - 1] > 1 and is_assistant(out[i - 1]) and is_assistant(out[i])
+    ]
+    if seams:
+        out = rejoin(out, seams, NAME, state.changes)
+    return Outcome(out, tuple(state.changes))
 
 
 class _Block:

@@ -57,8 +57,8 @@ def rewrite_each(messages: list[Any], fix: Callable[[int, Any], Any]) -> list[An
         fixed = fix(index, message)
         if fixed is not message and out is None:
             out = list(messages[:index])
-        if out is not None and fixed is not None:
-            out.append(fixed)
+        if out is not None and (fixed is not None or message is None):
+            out.append(fixed)  # None removes a message; a None entry itself is kept as junk
     return messages if out is None else out
 
 

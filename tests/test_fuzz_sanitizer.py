@@ -213,9 +213,6 @@ DROPPED_RESULT_JOINS_ASSISTANTS = orjson.dumps(
 )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="rules: dropping a duplicate result leaves two assistants in a row"
-)
 def test_a_dropped_duplicate_result_leaves_no_assistants_in_a_row() -> None:
     check(DROPPED_RESULT_JOINS_ASSISTANTS)
 
