@@ -29,6 +29,7 @@ import orjson
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
 from bench.procs import Fleet, chatmend_has_loop_flag, free_port, uvloop_available, venv_bin
+from proxy.upstream import HOP_BY_HOP
 
 MODEL = "deepseek-chat"  # the model name bench.payloads puts in every request
 # Every client sends this key; chatmend forwards it, a peer that requires a key is given it.
@@ -52,21 +53,8 @@ COMPLETION = orjson.dumps(
 CHUNKS_HEADER = "X-Bench-Chunks"
 INTERVAL_HEADER = "X-Bench-Interval-Ms"
 DONE = b"data: [DONE]\n\n"
-_HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
-)
+# The proxy's own hop-by-hop set, plus what aiohttp recomputes for the next hop.
+_HOP_BY_HOP = HOP_BY_HOP | {"host", "content-length"}
 MAX_BODY = 64 * 1024 * 1024
 
 

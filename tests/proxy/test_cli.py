@@ -29,6 +29,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+async def wait_listening(port: int) -> None:
+    """Wait (up to 10 s) until something accepts connections on ``port`` on loopback."""
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+        else:
+            writer.close()
+            return
+    raise AssertionError(f"nothing listens on port {port}")
+
+
 @asynccontextmanager
 async def serving(*command: str, env: dict[str, str] | None = None) -> AsyncIterator[str]:
     """Run a serve command until it accepts connections; yield its base URL."""
@@ -42,15 +55,7 @@ async def serving(*command: str, env: dict[str, str] | None = None) -> AsyncIter
         env={**os.environ, **(env or {})},
     )
     try:
-        for _ in range(200):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the proxy did not start")
+        await wait_listening(port)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from aiohttp.test_utils import TestClient
 
 from proxy.emulate import create_emulator
 from rules.contract import violations
-from tests.proxy.test_cli import free_port
+from tests.proxy.test_cli import free_port, wait_listening
 from tests.transcripts import BROKEN, CLEAN_BODY
 
 CHATMEND = Path(sys.executable).parent / "chatmend"
@@ -86,16 +85,6 @@ def emulate_process() -> Iterator[str]:
         process.wait(timeout=10)
 
 
-async def _wait(url: str, http: aiohttp.ClientSession) -> None:
-    for _ in range(200):
-        try:
-            async with http.get(url + "/v1/models"):
-                return
-        except aiohttp.ClientConnectionError:
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"{url} did not start")
-
-
 async def test_real_processes_proxy_in_front_of_emulate(emulate_process: str) -> None:
     """What a user's CI does: agent -> chatmend serve -> chatmend emulate."""
     port = free_port()
@@ -105,8 +94,8 @@ async def test_real_processes_proxy_in_front_of_emulate(emulate_process: str) ->
     )
     try:
         async with aiohttp.ClientSession() as http:
-            await _wait(emulate_process, http)
-            await _wait(f"http://127.0.0.1:{port}", http)
+            await wait_listening(int(emulate_process.rsplit(":", 1)[1]))
+            await wait_listening(port)
             for kind, messages in sorted(BROKEN.items()):
                 body = chat(messages)
                 async with http.post(emulate_process + "/v1/chat/completions", data=body) as r:

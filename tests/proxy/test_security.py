@@ -27,7 +27,7 @@ from proxy.upstream import upstream_url
 from rules import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.faulty_upstream import FaultyUpstream, Request, respond, stall_before_headers
-from tests.proxy.test_cli import free_port
+from tests.proxy.test_cli import free_port, wait_listening
 
 Client = TestClient[Any, Any]
 CHATMEND = Path(sys.executable).parent / "chatmend"
@@ -366,16 +366,11 @@ async def _serve(*args: str) -> tuple[asyncio.subprocess.Process, Served]:
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "CHATMEND_CONFIG": ""},
     )
-    for _ in range(200):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            break
-        except OSError:
-            await asyncio.sleep(0.05)
-    else:
+    try:
+        await wait_listening(port)
+    except AssertionError:
         process.kill()
-        raise AssertionError("chatmend did not start")
+        raise
     return process, Served(f"http://127.0.0.1:{port}", port)
 
 
