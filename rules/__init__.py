@@ -14,6 +14,7 @@ from rules import (
     lone_surrogates,
     missing_tool_call_ids,
     orphan_tool_results,
+    tool_call_type,
     unanswered_tool_calls,
 )
 from rules.base import Change, Option, Outcome, Rule, RuleContext
@@ -49,7 +50,10 @@ RULES: tuple[Rule, ...] = (
     # 7. Stub every call still unanswered, last of the pairing rules, so a stub stands only
     #    where no result exists, right after the results that stayed (hermes E27).
     unanswered_tool_calls.RULE,
-    # 8. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
+    # 8. The shape of each call, once calls are merged, repaired and paired (none of those
+    #    reads or writes `type`): a call without one gets "function".
+    tool_call_type.RULE,
+    # 9. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
     #    (hermes #74101): the final payload satisfies every invariant at once.
     empty_tool_calls.RULE,
 )

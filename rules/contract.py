@@ -136,6 +136,10 @@ def _assistant_violations(message: dict[str, Any], index: int) -> list[Violation
         text = "Invalid assistant message: content or tool_calls must be set"
         found.append(Violation("empty_assistant", index, text))
     for position, call in enumerate(calls if isinstance(calls, list) else []):
+        if isinstance(call, dict) and call.get("type") is None:
+            # 1.A, Azure AI Inference (langchain-ai/langchain-azure#35)
+            text = f"Missing required parameter: 'messages[{index}].tool_calls[{position}].type'."
+            found.append(Violation("missing_tool_call_type", index, text))
         function = call.get("function") if isinstance(call, dict) else None
         arguments = function.get("arguments") if isinstance(function, dict) else None
         where = f"messages[{index}].tool_calls[{position}].function.arguments"
