@@ -40,8 +40,7 @@ async def relay(
     """
     headers = response_headers(upstream.headers)
     headers.update(extra_headers)
-    size = upstream.content_length
-    if size is not None and size <= BUFFER_MAX_BYTES and upstream.content_type != EVENT_STREAM:
+    if _small_and_whole(request, upstream):
         return await _relay_whole(request, upstream, headers)
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     if upstream.content_length is not None:
@@ -66,6 +65,19 @@ async def relay(
             upstream.release()
         else:
             upstream.close()
+
+
+def _small_and_whole(request: web.Request, upstream: ClientResponse) -> bool:
+    """A body announced small enough to buffer. Not for HEAD, 204 or 304, whose
+    Content-Length describes a body that is not sent and must be relayed as it came."""
+    size = upstream.content_length
+    return (
+        size is not None
+        and size <= BUFFER_MAX_BYTES
+        and upstream.content_type != EVENT_STREAM
+        and request.method != "HEAD"
+        and upstream.status not in (204, 304)
+    )
 
 
 async def _relay_whole(

@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import STEPS_KEY
+from proxy.app import CONFIG_KEY, SESSION_KEY, STEPS_KEY
 from proxy.streaming import BUFFER_MAX_BYTES
 from rules import RULES, Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
@@ -348,6 +348,9 @@ async def test_head_passes_through(proxy: Client, fake: FakeUpstream) -> None:
     response = await proxy.head("/v1/models")
     assert response.status == 200
     assert fake.received[-1].method == "HEAD"
+    direct = await proxy.app[SESSION_KEY].head(f"{proxy.app[CONFIG_KEY].upstream.url}/v1/models")
+    # The upstream's Content-Length describes the body a GET would get; HEAD relays it as is.
+    assert response.headers["Content-Length"] == direct.headers["Content-Length"] != "0"
 
 
 async def test_upstream_break_mid_stream_is_not_hidden(
