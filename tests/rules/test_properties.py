@@ -370,7 +370,8 @@ def test_a_second_run_changes_nothing(broken: Broken) -> None:
 @given(broken_transcripts())
 def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
     inp = broken.messages
-    out = sanitize_messages(inp).messages
+    result = sanitize_messages(inp)
+    out = result.messages
     context = f"\ndefects: {broken.defects}\ninput:  {show(inp)}\noutput: {show(out)}"
 
     # Users and systems are never touched, merged, dropped or reordered.
@@ -409,7 +410,17 @@ def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
         if role(m) == "assistant" and isinstance(m.get("reasoning_content"), str)
     )
     missing_reasoning = wanted_reasoning - have_reasoning
-    assert not missing_reasoning, f"reasoning lost: {list(missing_reasoning)}" + context
+    # Assistants that a dropped second result left side by side are merged too (blocks.rejoin,
+    # first reasoning wins). Which results duplicate-tool-call-ids drops is not modelled above,
+    # so each assistant such a merge folded away may account for one reasoning, and no more.
+    folded = sum(
+        change.detail["merged"] - change.detail["into"]
+        for change in result.changes
+        if change.rule == "duplicate-tool-call-ids" and change.action == "merged_assistants"
+    )
+    assert sum(missing_reasoning.values()) <= folded, (
+        f"reasoning lost: {list(missing_reasoning)}" + context
+    )
 
     # Every call whose arguments were an object survives with equal arguments. Exact replays
     # are dropped only among calls sharing an id in one run of adjacent assistants (merged into
