@@ -35,6 +35,9 @@ class Outcome:
 
     messages: list[Any]
     changes: tuple[Change, ...] = ()
+    #: For a rule that reads the request (``Rule.reads_request``): the new top-level fields of
+    #: the request (a fresh dict; ``messages`` in it is ignored), or ``None`` if unchanged.
+    request: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +65,16 @@ class Option:
 
 @dataclass(frozen=True, slots=True)
 class RuleContext:
-    """What a rule may know besides the messages: its options and the privacy switch."""
+    """What a rule may know besides the messages: its options, the privacy switch and, for a
+    rule that declares ``reads_request``, the request's top-level fields."""
 
     options: Mapping[str, Any] = field(default_factory=dict)
     #: When true a rule may put message-derived text into a Change (operator opt-in).
     log_content: bool = False
+    #: The request as the earlier rules left it (``model``, ``tools``, ``tool_choice``, ...),
+    #: given only to rules with ``reads_request``; read-only. Its ``messages`` key may be stale:
+    #: the rule's ``messages`` argument is the current list.
+    request: Mapping[str, Any] = field(default_factory=dict)
 
 
 Apply = Callable[[list[Any], RuleContext], Outcome]
@@ -85,6 +93,10 @@ class Rule:
     default: bool
     apply: Apply
     options: tuple[Option, ...] = ()
+    #: True for a rule that reads or rewrites request-level fields (``tools``, ``tool_choice``):
+    #: the pipeline then passes the request in ``RuleContext.request`` and takes back
+    #: ``Outcome.request``.
+    reads_request: bool = False
 
     def context(
         self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rules import memo
@@ -29,6 +29,9 @@ class PipelineResult:
     messages: list[Any]
     changes: tuple[Change, ...]
     failures: tuple[RuleFailure, ...]
+    #: The request's new top-level fields if a request-level rule changed any, else ``None``
+    #: (``messages`` in it is stale: use ``messages`` above).
+    request: dict[str, Any] | None = None
 
     @property
     def changed(self) -> bool:
@@ -63,18 +66,24 @@ def run_rules(
     steps: Sequence[tuple[Rule, RuleContext]],
     *,
     private: bool = False,
+    request: Mapping[str, Any] | None = None,
 ) -> PipelineResult:
     """Apply ``steps`` in order to ``messages``.
 
     ``private=True`` says the caller owns ``messages`` outright (the proxy's freshly parsed
     body); otherwise the list is cloned once first, so the caller's objects are provably
-    untouched even if a rule were to break its copy-on-write contract.
+    untouched even if a rule were to break its copy-on-write contract. ``request`` holds the
+    request's other top-level fields for the rules that read them (it is never mutated: a rule
+    that changes it returns a new dict).
     """
     current = messages if private else clone(messages)
+    fields: Mapping[str, Any] = request if request is not None else {}
+    new_fields: dict[str, Any] | None = None
     changes: list[Change] = []
     failures: list[RuleFailure] = []
     try:
-        for rule, ctx in steps:
+        for rule, step_ctx in steps:
+            ctx = replace(step_ctx, request=fields) if rule.reads_request else step_ctx
             try:
                 outcome = rule.apply(current, ctx)
             except Exception as exc:  # fail-open: one broken rule must not block the request
@@ -82,9 +91,11 @@ def run_rules(
                 continue
             current = outcome.messages
             changes.extend(outcome.changes)
+            if outcome.request is not None and rule.reads_request:
+                fields = new_fields = outcome.request
     finally:
         memo.clear()  # shared prescans are per run: keep no payload past its request
-    return PipelineResult(current, tuple(changes), tuple(failures))
+    return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
 
 
 def default_steps(

@@ -21,6 +21,10 @@ class Case:
     expected: list[Any] | None
     #: Each expected change is a subset of the actual ``Change.as_dict()`` at the same position.
     changes: list[dict[str, Any]]
+    #: For a rule that reads the request: its top-level fields other than ``messages``.
+    request: dict[str, Any] | None = None
+    #: The request fields the rule returns, or ``None`` if it must leave them as they are.
+    expected_request: dict[str, Any] | None = None
 
     @property
     def id(self) -> str:
@@ -43,6 +47,8 @@ def load_cases() -> list[Case]:
                 input=raw["input"],
                 expected=raw.get("expected"),
                 changes=raw.get("changes", []),
+                request=raw.get("request"),
+                expected_request=raw.get("expected_request"),
             )
             for raw in data["cases"]
         )

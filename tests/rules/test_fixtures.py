@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 
@@ -16,18 +17,30 @@ CASES = load_cases()
 def test_case(case: Case) -> None:
     rule = RULES_BY_NAME[case.rule]
     ctx = rule.context(case.options)
-    snapshot = copy.deepcopy(case.input)
+    if rule.reads_request:
+        ctx = replace(ctx, request={**(case.request or {}), "messages": case.input})
+    else:
+        assert case.request is None and case.expected_request is None, "not a request rule"
+    snapshot = copy.deepcopy((case.input, case.request))
 
     outcome = rule.apply(case.input, ctx)
 
     # 1. The input is never mutated, nested objects included.
-    assert case.input == snapshot
+    assert (case.input, case.request) == snapshot
     # 2. The output is what the case expects; a pass case returns its input list itself.
     if case.expected is None:
         assert outcome.messages is case.input
-        assert outcome.changes == ()
     else:
         assert outcome.messages == case.expected
+    if case.expected_request is None:
+        assert outcome.request is None
+    else:
+        assert outcome.request is not None
+        assert {k: v for k, v in outcome.request.items() if k != "messages"} == (
+            case.expected_request
+        )
+    if case.expected is None and case.expected_request is None:
+        assert outcome.changes == ()
     # 3. The changes are the expected ones, in order (each expected dict is a subset).
     actual = [change.as_dict() for change in outcome.changes]
     assert len(actual) == len(case.changes), actual
@@ -35,9 +48,12 @@ def test_case(case: Case) -> None:
         assert {k: got.get(k) for k in want} == want, got
         assert got["rule"] == case.rule
     # 4. A second run changes nothing.
+    if outcome.request is not None:
+        ctx = replace(ctx, request=outcome.request)
     again = rule.apply(outcome.messages, ctx)
     assert again.changes == ()
     assert again.messages is outcome.messages
+    assert again.request is None
 
 
 def test_every_rule_has_fixtures() -> None:
