@@ -10,10 +10,12 @@ from rules import (
     displaced_tool_results,
     duplicate_tool_call_ids,
     empty_tool_calls,
+    empty_tools,
     invalid_tool_arguments,
     lone_surrogates,
     missing_tool_call_ids,
     orphan_tool_results,
+    thinking_tool_choice,
     tool_call_type,
     unanswered_tool_calls,
 )
@@ -56,6 +58,9 @@ RULES: tuple[Rule, ...] = (
     # 9. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
     #    (hermes #74101): the final payload satisfies every invariant at once.
     empty_tool_calls.RULE,
+    # Request-level fields last: they read no message, and no message rule reads them.
+    empty_tools.RULE,
+    thinking_tool_choice.RULE,
 )
 
 RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}

@@ -18,7 +18,7 @@ def _unanswered(messages: list[Any], request: Mapping[str, Any], options: Any) -
     for index, message in enumerate(messages):
         role = role_of(message)
         if pending and role != "tool":
-            yield Found(pending_at)
+            yield Found(pending_at, {"ids": _join(pending)})
             pending = []
         if role == "assistant":
             calls = message.get("tool_calls")
@@ -28,13 +28,18 @@ def _unanswered(messages: list[Any], request: Mapping[str, Any], options: Any) -
         elif role == "tool" and message.get("tool_call_id") in pending:
             pending.remove(message.get("tool_call_id"))
     if pending:
-        yield Found(pending_at)
+        yield Found(pending_at, {"ids": _join(pending)})
 
 
-def _tool_walk(messages: list[Any]) -> Iterator[tuple[str, int]]:
-    """(kind, index) for every tool message that lacks an id, repeats one, or answers no call
-    of the assistant right before its block."""
-    seen: set[Any] = set()
+def _join(ids: list[Any]) -> str:
+    return ", ".join(str(i) for i in ids)
+
+
+def _tool_walk(messages: list[Any]) -> Iterator[tuple[str, Found]]:
+    """(kind, where) for every tool message that lacks an id, repeats one, or answers no call
+    of the assistant right before its block; ``where`` carries the ``id`` (and the ``first``
+    index that used it, for a repeat)."""
+    seen: dict[Any, int] = {}
     pending: list[Any] = []
     for index, message in enumerate(messages):
         role = role_of(message)
@@ -48,24 +53,24 @@ def _tool_walk(messages: list[Any]) -> Iterator[tuple[str, int]]:
         elif role == "tool":
             tool_call_id = message.get("tool_call_id")
             if not isinstance(tool_call_id, str) or not tool_call_id:
-                yield "missing", index
+                yield "missing", Found(index)
                 continue
             if tool_call_id in seen:
-                yield "duplicate", index
-            seen.add(tool_call_id)
+                yield "duplicate", Found(index, {"id": tool_call_id, "first": seen[tool_call_id]})
+            seen.setdefault(tool_call_id, index)
             if tool_call_id in pending:
                 pending.remove(tool_call_id)
             else:
-                yield "orphan", index
+                yield "orphan", Found(index, {"id": tool_call_id})
         else:
             pending = []
 
 
 def _tool_kind(kind: str) -> Any:
     def find(messages: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
-        for found, index in _tool_walk(messages):
+        for found, where in _tool_walk(messages):
             if found == kind:
-                yield Found(index)
+                yield where
 
     return find
 
@@ -82,7 +87,7 @@ def _duplicate_call_ids(
             if not isinstance(cid, str):
                 cid = None  # a missing or non-string id: such calls share one "id"
             if cid in seen:
-                yield Found(index)
+                yield Found(index, {"id": cid})
                 return  # the provider reports the first one
             seen.add(cid)
 

@@ -1,0 +1,101 @@
+"""Which rules and which contract a request gets: its profile, chosen by configuration and model.
+
+A ``Plan`` is what one request runs: the profile's name, its ordered steps (rule + context) and
+its contract. The ``Planner`` compiles one plan per profile once (at startup), and picks one per
+request from the request's ``model``: the operator's ``models`` patterns first (first match
+wins), else the default profile; then that profile's own variants (``deepseek`` sends
+``deepseek-reasoner*`` models to ``deepseek-reasoner``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from rules import RULES
+from rules.base import Rule, RuleContext
+from rules.contract import Contract
+from rules.pipeline import default_steps
+from rules.profiles import PROFILES, Profile
+
+#: A rule's setting: on/off, or ``{"enabled": bool, **options}``.
+Setting = bool | Mapping[str, Any]
+Step = tuple[Rule, RuleContext]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The steps and contract one request runs under."""
+
+    profile: str
+    steps: Sequence[Step]
+    contract: Contract = field(default_factory=dict)
+
+    def plan(self, model: Any) -> Plan:
+        """A plan is its own planner: every model gets it (for tests and ``check --profile``)."""
+        return self
+
+
+def merge_settings(*layers: Mapping[str, Setting]) -> dict[str, dict[str, Any]]:
+    """Overlay rule settings: later layers win, option by option. ``True``/``False`` only
+    toggles, keeping the options of the layers under it."""
+    merged: dict[str, dict[str, Any]] = {}
+    for layer in layers:
+        for name, setting in layer.items():
+            current = merged.setdefault(name, {})
+            if isinstance(setting, bool):
+                current["enabled"] = setting
+            else:
+                current.update(setting)
+    return merged
+
+
+def compile_plan(
+    profile: Profile, overrides: Mapping[str, Setting] | None = None, *, log_content: bool = False
+) -> Plan:
+    """The plan for ``profile`` with the operator's rule ``overrides`` on top."""
+    settings = merge_settings(profile.rules, overrides or {})
+    steps = default_steps(RULES, settings, log_content=log_content)
+    return Plan(profile.name, steps, profile.contract)
+
+
+class Planner:
+    """Picks a request's plan from its model; every plan is compiled up front."""
+
+    def __init__(
+        self,
+        default: str = "deepseek",
+        models: Sequence[tuple[str, str]] = (),
+        overrides: Mapping[str, Setting] | None = None,
+        *,
+        log_content: bool = False,
+    ) -> None:
+        self.default = default
+        #: (lower-cased glob, profile name): the operator's patterns, first match wins.
+        self.models = tuple((pattern.lower(), name) for pattern, name in models)
+        self.plans: dict[str, Plan] = {
+            name: compile_plan(profile, overrides, log_content=log_content)
+            for name, profile in PROFILES.items()
+        }
+        self._by_model: dict[str, Plan] = {}
+
+    def plan(self, model: Any) -> Plan:
+        if not isinstance(model, str):
+            return self._variant(self.default, "")
+        cached = self._by_model.get(model)
+        if cached is not None:
+            return cached
+        lowered = model.lower()
+        name = next((n for p, n in self.models if fnmatchcase(lowered, p)), self.default)
+        plan = self._variant(name, lowered)
+        if len(self._by_model) < 1024:  # model names are few; never grow without bound
+            self._by_model[model] = plan
+        return plan
+
+    def _variant(self, name: str, model: str) -> Plan:
+        for pattern, variant in PROFILES[name].variants:
+            if fnmatchcase(model, pattern):
+                return self.plans[variant]
+        return self.plans[name]

@@ -1,0 +1,24 @@
+"""Whether a request runs in thinking mode, shared by the rule and the check that care."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
+from typing import Any
+
+#: Models that think unless the request says otherwise: DeepSeek's reasoner alias and V4
+#: (thinking on by default, provider-errors.md section 2, DeepSeek item 10).
+THINKING_MODELS: tuple[str, ...] = ("deepseek-reasoner*", "deepseek-v4*")
+
+
+def thinking_enabled(request: Mapping[str, Any], models: Sequence[str]) -> bool:
+    """``thinking: {"type": "enabled"|"disabled"}`` decides; without it, the model name does
+    (case-insensitive glob patterns, e.g. ``deepseek-v4*``)."""
+    thinking = request.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "disabled"):
+        return bool(thinking["type"] == "enabled")
+    model = request.get("model")
+    if not isinstance(model, str):
+        return False
+    model = model.lower()
+    return any(fnmatchcase(model, pattern.lower()) for pattern in models)
