@@ -18,11 +18,11 @@ from proxy.log import get_logger
 from proxy.sanitize import Sanitized, sanitize_body
 from proxy.streaming import relay
 from proxy.upstream import create_session, open_upstream, request_headers, upstream_url
-from rules import RULES, Rule, RuleContext, default_steps
+from rules.planner import Planner
 
 CONFIG_KEY = web.AppKey("config", Config)
 SESSION_KEY = web.AppKey("session", ClientSession)
-STEPS_KEY = web.AppKey("steps", list[tuple[Rule, RuleContext]])
+PLANNER_KEY = web.AppKey("planner", Planner)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -55,7 +55,7 @@ class RequestState:
 def create_app(config: Config) -> web.Application:
     app = web.Application(client_max_size=config.max_body_bytes, handler_args=PARSER_LIMITS)
     app[CONFIG_KEY] = config
-    app[STEPS_KEY] = default_steps(RULES, config.rule_settings(), log_content=config.log_content)
+    app[PLANNER_KEY] = config.planner()
     app.cleanup_ctx.append(_upstream_session)
     # One catch-all route whose handler observes the request itself: no middleware chain and
     # no response signal to run per request (both measurable on the hot path).
@@ -240,8 +240,7 @@ def _body_timeout(config: Config) -> web.Response:
 
 def _sanitize(request: web.Request, state: RequestState, body: bytes) -> Sanitized:
     started = time.perf_counter()
-    steps = request.app[STEPS_KEY]
-    result: Sanitized = sanitize_body(body, steps)
+    result: Sanitized = sanitize_body(body, request.app[PLANNER_KEY])
     state.sanitize_ms = _ms(started)
     state.changes = len(result.changes)
     for failure in result.failures:
@@ -259,6 +258,7 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes) -> Sanitiz
             "payload_sanitized",
             request_id=state.request_id,
             path=request.path,
+            profile=result.profile,
             count=len(result.changes),
             rules=dict(Counter(change.rule for change in result.changes)),
             changes=[change.as_dict() for change in result.changes],
@@ -268,6 +268,7 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes) -> Sanitiz
         log.warning(
             "contract_violation",
             request_id=state.request_id,
+            profile=result.profile,
             count=len(result.violations),
             codes=dict(Counter(v.code for v in result.violations)),
             violations=[v.as_dict() for v in result.violations],

@@ -8,14 +8,12 @@ report to stderr). Exit status: 0 clean, 1 repaired, 2 still invalid (or not a c
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
 import orjson
 
-from proxy.sanitize import Sanitized, sanitize_body
-from rules import Rule, RuleContext
+from proxy.sanitize import PlanSource, Sanitized, plan_for, sanitize_body
 from rules.contract import Violation, violations
 
 CLEAN, REPAIRED, INVALID = 0, 1, 2
@@ -23,6 +21,7 @@ CLEAN, REPAIRED, INVALID = 0, 1, 2
 
 @dataclass(frozen=True, slots=True)
 class Report:
+    profile: str
     before: tuple[Violation, ...]
     result: Sanitized
     after: tuple[Violation, ...]
@@ -36,6 +35,7 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         return {
             "status": ("clean", "repaired", "invalid")[self.status],
+            "profile": self.profile,
             "violations": [v.as_dict() for v in self.before],
             "changes": [c.as_dict() for c in self.result.changes],
             "rule_failures": [
@@ -46,22 +46,25 @@ class Report:
         }
 
 
-def check_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Report:
-    """Validate ``raw``, repair it with ``steps``, validate the result."""
+def check_body(raw: bytes, source: PlanSource) -> Report:
+    """Validate ``raw`` against its profile's contract, repair it, validate the result."""
     try:
-        before = violations(orjson.loads(raw))
+        payload = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        before = violations(None)
-    result = sanitize_body(raw, steps)
+        payload = None
+    model = payload.get("model") if isinstance(payload, dict) else None
+    plan = plan_for(source, model)
+    before = violations(payload, plan.contract)
+    result = sanitize_body(raw, plan)
     try:
-        after = violations(orjson.loads(result.body)) if result.changed else before
+        after = violations(orjson.loads(result.body), plan.contract) if result.changed else before
     except orjson.JSONDecodeError:
         after = before
-    return Report(tuple(before), result, tuple(after))
+    return Report(plan.profile, tuple(before), result, tuple(after))
 
 
 def render_text(report: Report) -> str:
-    lines: list[str] = []
+    lines: list[str] = [f"profile: {report.profile}"]
     if report.before:
         lines.append(f"{len(report.before)} rejection(s) the provider would return:")
         lines += [f"  {_where(v.index)} {v.code}: {v.message}" for v in report.before]
@@ -93,7 +96,7 @@ def _where(index: int | None) -> str:
 
 def run_check(
     source: BinaryIO,
-    steps: Sequence[tuple[Rule, RuleContext]],
+    plans: PlanSource,
     *,
     fix: bool,
     fmt: str,
@@ -101,7 +104,7 @@ def run_check(
     err: TextIO,
 ) -> int:
     """The command: read, check, report (to ``err`` with ``--fix``, else to ``out``)."""
-    report = check_body(source.read(), steps)
+    report = check_body(source.read(), plans)
     text = (
         orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
         if fmt == "json"

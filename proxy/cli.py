@@ -14,7 +14,7 @@ from proxy.check import open_source, run_check
 from proxy.config import ConfigError, load_config
 from proxy.emulate import create_emulator
 from proxy.log import configure_logging, get_logger
-from rules import RULES, default_steps
+from rules.profiles import PROFILES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream", metavar="URL", help="upstream base URL (overrides the config)")
     serve.add_argument("--host", metavar="HOST", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", metavar="PORT", type=int, help="port to listen on (default 8787)")
+    serve.add_argument(
+        "--profile",
+        choices=PROFILES,
+        metavar="PROFILE",
+        help="provider profile for models no `models` pattern matches (overrides the config)",
+    )
     serve.add_argument(
         "--loop",
         choices=LOOPS,
@@ -48,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--fix", action="store_true", help="write the repaired body to stdout, the report to stderr"
     )
     check.add_argument("--format", choices=("text", "json"), default="text", help="report format")
+    check.add_argument(
+        "--profile",
+        choices=PROFILES,
+        metavar="PROFILE",
+        help="check against this provider profile (default: as the proxy would pick, by model)",
+    )
     emulate = commands.add_parser(
         "emulate", help="run a local strict provider: 400 with its error text, or a completion"
     )
@@ -55,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     emulate.add_argument("--port", type=int, default=8788, help="port (default 8788)")
     emulate.add_argument(
         "--stream-chunks", type=int, default=5, metavar="N", help="text chunks per SSE stream"
+    )
+    emulate.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="deepseek",
+        metavar="PROFILE",
+        help="the provider to emulate: its contract, error texts and envelope (default deepseek)",
     )
     return parser
 
@@ -78,7 +97,13 @@ def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
 
 def serve(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config, upstream=args.upstream, host=args.host, port=args.port)
+        config = load_config(
+            args.config,
+            upstream=args.upstream,
+            host=args.host,
+            port=args.port,
+            profile=args.profile,
+        )
     except ConfigError as exc:
         print(f"chatmend: config error: {exc}", file=sys.stderr)
         return 2
@@ -93,7 +118,9 @@ def serve(args: argparse.Namespace) -> int:
         "proxy_started",
         listen=f"{config.listen.host}:{config.listen.port}",
         upstream=config.upstream.url,
-        rules=[name for name, setting in config.rules.items() if setting.enabled],
+        profile=config.profile,
+        models=dict(config.models),
+        rules=[rule.name for rule, _ in config.planner().plans[config.profile].steps],
         log_content=config.log_content,
         loop=new_loop.__module__.split(".")[0],
     )
@@ -115,7 +142,8 @@ def check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"chatmend: config error: {exc}", file=sys.stderr)
         return 2
-    steps = default_steps(RULES, config.rule_settings(), log_content=config.log_content)
+    planner = config.planner()
+    source_plan = planner if args.profile is None else planner.plans[args.profile]
     try:
         source = open_source(args.file)
     except OSError as exc:
@@ -123,14 +151,19 @@ def check(args: argparse.Namespace) -> int:
         return 2
     with source:
         return run_check(
-            source, steps, fix=args.fix, fmt=args.format, out=sys.stdout.buffer, err=sys.stderr
+            source,
+            source_plan,
+            fix=args.fix,
+            fmt=args.format,
+            out=sys.stdout.buffer,
+            err=sys.stderr,
         )
 
 
 def emulate(args: argparse.Namespace) -> int:
     configure_logging()
-    get_logger().info("emulate_started", listen=f"{args.host}:{args.port}")
-    app = create_emulator(chunks=args.stream_chunks)
+    get_logger().info("emulate_started", listen=f"{args.host}:{args.port}", profile=args.profile)
+    app = create_emulator(chunks=args.stream_chunks, profile=args.profile)
     web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)
     return 0
 

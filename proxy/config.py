@@ -14,7 +14,9 @@ from typing import Any
 import yaml
 from yarl import URL
 
-from rules import RULES, RULES_BY_NAME
+from rules import RULES_BY_NAME
+from rules.planner import Planner
+from rules.profiles import DEFAULT_PROFILE, PROFILES
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -47,7 +49,10 @@ class UpstreamConfig:
 
 @dataclass(frozen=True, slots=True)
 class RuleSetting:
-    enabled: bool
+    """An operator's setting for one rule, over the profile's: ``enabled`` ``None`` leaves the
+    switch to the profile; ``options`` holds only the options the operator gave."""
+
+    enabled: bool | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -61,12 +66,27 @@ class Config:
     client_body_timeout: float = DEFAULT_CLIENT_BODY_TIMEOUT
     #: Opt-in: allow message-derived text (e.g. unrepairable arguments) into the logs.
     log_content: bool = False
-    #: One entry per registered rule, in registry order.
-    rules: Mapping[str, RuleSetting] = field(default_factory=lambda: _rule_settings({}))
+    #: The profile of requests whose model matches no ``models`` pattern.
+    profile: str = DEFAULT_PROFILE
+    #: (model glob, profile name), first match wins; matched case-insensitively.
+    models: tuple[tuple[str, str], ...] = ()
+    #: The operator's rule settings, over every profile's (only the rules named in the file).
+    rules: Mapping[str, RuleSetting] = field(default_factory=dict)
 
     def rule_settings(self) -> dict[str, dict[str, Any]]:
-        """The rules section in the shape ``rules.default_steps`` takes."""
-        return {name: {"enabled": s.enabled, **s.options} for name, s in self.rules.items()}
+        """The operator's rule overrides, in the shape ``rules.planner`` takes."""
+        settings: dict[str, dict[str, Any]] = {}
+        for name, setting in self.rules.items():
+            settings[name] = dict(setting.options)
+            if setting.enabled is not None:
+                settings[name]["enabled"] = setting.enabled
+        return settings
+
+    def planner(self) -> Planner:
+        """Every profile compiled with the operator's overrides; picks a plan per model."""
+        return Planner(
+            self.profile, self.models, self.rule_settings(), log_content=self.log_content
+        )
 
 
 _TOP_KEYS = (
@@ -75,6 +95,8 @@ _TOP_KEYS = (
     "max_body_bytes",
     "client_body_timeout",
     "log_content",
+    "profile",
+    "models",
     "rules",
 )
 
@@ -86,6 +108,7 @@ def load_config(
     upstream: str | None = None,
     host: str | None = None,
     port: int | None = None,
+    profile: str | None = None,
 ) -> Config:
     """Build the effective config. ``path`` falls back to ``$CHATMEND_CONFIG``."""
     env = os.environ if env is None else env
@@ -105,6 +128,8 @@ def load_config(
         config = replace(config, listen=replace(config.listen, host=_host(host, "--host")))
     if port is not None:
         config = replace(config, listen=replace(config.listen, port=_port(port, "--port")))
+    if profile is not None:
+        config = replace(config, profile=_profile(profile, "--profile"))
     return config
 
 
@@ -148,45 +173,62 @@ def parse_config(data: Mapping[str, Any], *, default_upstream: str = DEFAULT_UPS
             data.get("client_body_timeout", DEFAULT_CLIENT_BODY_TIMEOUT), "client_body_timeout"
         ),
         log_content=_bool(data.get("log_content", False), "log_content"),
+        profile=_profile(data.get("profile", DEFAULT_PROFILE), "profile"),
+        models=_models(_mapping(data.get("models", {}), "models")),
         rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
     )
 
 
+def _profile(value: Any, key: str) -> str:
+    if value not in PROFILES:
+        raise ConfigError(
+            f"{key}: unknown profile {value!r}; known profiles: {', '.join(PROFILES)}"
+        )
+    return str(value)
+
+
+def _models(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    models: list[tuple[str, str]] = []
+    for pattern, profile in raw.items():
+        if not isinstance(pattern, str) or not pattern:
+            raise ConfigError(
+                f"models: a model pattern must be a non-empty string, got {pattern!r}"
+            )
+        models.append((pattern, _profile(profile, f"models.{pattern}")))
+    return tuple(models)
+
+
 def _rule_settings(raw: Mapping[str, Any]) -> dict[str, RuleSetting]:
-    for name in raw:
+    """The operator's settings, validated: ``true``/``false``, or a mapping with ``enabled``
+    (optional: the profile decides) and declared options. ``null`` means "as the profile"."""
+    settings: dict[str, RuleSetting] = {}
+    for name, value in raw.items():
         if name not in RULES_BY_NAME:
             known = ", ".join(RULES_BY_NAME)
             raise ConfigError(f"rules.{name}: unknown rule; known rules: {known}")
-    settings: dict[str, RuleSetting] = {}
-    for rule in RULES:
-        key = f"rules.{rule.name}"
-        value = raw.get(rule.name, rule.default)
+        key = f"rules.{name}"
         if value is None:
-            value = rule.default
-        if isinstance(value, bool):
-            settings[rule.name] = RuleSetting(enabled=value, options=_rule_options(rule.name, {}))
             continue
-        value = _mapping(value, key)
-        declared = {o.name for o in rule.options}
-        _no_unknown(value, ("enabled", *sorted(declared)), key)
-        enabled = _bool(value.get("enabled", rule.default), f"{key}.enabled")
-        options = {k: v for k, v in value.items() if k != "enabled"}
-        settings[rule.name] = RuleSetting(
-            enabled=enabled, options=_rule_options(rule.name, options)
-        )
+        if isinstance(value, bool):
+            settings[name] = RuleSetting(enabled=value)
+            continue
+        given = _mapping(value, key)
+        declared = {o.name for o in RULES_BY_NAME[name].options}
+        _no_unknown(given, ("enabled", *sorted(declared)), key)
+        enabled = _bool(given["enabled"], f"{key}.enabled") if "enabled" in given else None
+        options = {k: v for k, v in given.items() if k != "enabled"}
+        settings[name] = RuleSetting(enabled=enabled, options=_rule_options(name, options))
     return settings
 
 
 def _rule_options(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
-    """Fill in every declared option, validating the given ones."""
-    options: dict[str, Any] = {}
+    """Validate the given options (the others come from the profile, then the rule)."""
     for option in RULES_BY_NAME[name].options:
-        value = given.get(option.name, option.default)
-        error = option.validate(value)
-        if error:
-            raise ConfigError(f"rules.{name}.{option.name}: {error}")
-        options[option.name] = value
-    return options
+        if option.name in given:
+            error = option.validate(given[option.name])
+            if error:
+                raise ConfigError(f"rules.{name}.{option.name}: {error}")
+    return dict(given)
 
 
 def _no_unknown(data: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:

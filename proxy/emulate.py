@@ -1,10 +1,10 @@
 """``chatmend emulate``: a local strict provider, for testing agents and proxies in CI.
 
-It answers chat completions the way a strict DeepSeek-style provider does: a payload the contract
-(``rules.contract``) rejects gets HTTP 400 with the provider's error envelope and text (the first
-rejection, as providers report one at a time); anything else gets a canned completion, streamed
-as SSE when ``stream: true``. ``GET .../models`` lists one model; every other path is a 404 in the
-same envelope. Nothing is forwarded anywhere.
+It answers chat completions the way the strict provider of a profile (``--profile``, default
+``deepseek``) does: a payload that profile's contract rejects gets the provider's status, error
+envelope and text (the first rejection, as providers report one at a time); anything else gets a
+canned completion, streamed as SSE when ``stream: true``. ``GET .../models`` lists one model;
+every other path is a 404 in the same envelope. Nothing is forwarded anywhere.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from aiohttp import web
 
 from proxy.log import get_logger
 from rules.contract import violations
+from rules.profiles import DEFAULT_PROFILE, PROFILES
 
 MODEL = "deepseek-chat"
 COMPLETION: dict[str, Any] = {
@@ -37,10 +38,21 @@ COMPLETION: dict[str, Any] = {
 log = get_logger()
 
 
-def provider_error(status: int, message: str) -> web.Response:
-    """The envelope DeepSeek and OpenAI use for a rejected request."""
-    error = {"message": message, "type": "invalid_request_error", "param": None}
-    body = {"error": {**error, "code": "invalid_request_error"}}
+def provider_error(status: int, message: str, envelope: str = "openai") -> web.Response:
+    """A rejected request in the provider's envelope: ``openai`` (DeepSeek, OpenAI and most
+    compatible providers) or ``mistral`` (an ``object: error`` body, provider-errors.md 1.B)."""
+    body: dict[str, Any]
+    if envelope == "mistral":
+        body = {
+            "object": "error",
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    else:
+        error = {"message": message, "type": "invalid_request_error", "param": None}
+        body = {"error": {**error, "code": "invalid_request_error"}}
     return web.json_response(body, status=status)
 
 
@@ -57,17 +69,20 @@ def sse_chunk(content: str | None, finish: str | None = None) -> bytes:
     return b"data: " + orjson.dumps(event) + b"\n\n"
 
 
-def rejection(body: bytes) -> web.Response | None:
-    """The 400 a strict provider gives this request body, or ``None`` if it is accepted."""
+def rejection(body: bytes, profile: str = DEFAULT_PROFILE) -> web.Response | None:
+    """The error ``profile``'s provider gives this request body, or ``None`` if it accepts it."""
+    envelope = PROFILES[profile].envelope
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return provider_error(400, "Failed to deserialize the JSON body into the target type")
-    found = violations(payload)
+        text = "Failed to deserialize the JSON body into the target type"
+        return provider_error(400, text, envelope)
+    found = violations(payload, PROFILES[profile].contract)
     if not found:
         return None
-    log.info("emulate_rejected", code=found[0].code, index=found[0].index, rejections=len(found))
-    return provider_error(400, found[0].message)
+    first = found[0]
+    log.info("emulate_rejected", code=first.code, index=first.index, rejections=len(found))
+    return provider_error(first.status, first.message, envelope)
 
 
 async def stream_completion(
@@ -87,12 +102,14 @@ async def stream_completion(
     return response
 
 
-def create_emulator(*, chunks: int = 5, delay: float = 0.0) -> web.Application:
+def create_emulator(
+    *, chunks: int = 5, delay: float = 0.0, profile: str = DEFAULT_PROFILE
+) -> web.Application:
     async def handle(request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/")
         if request.method == "POST" and path.endswith("/chat/completions"):
             body = await request.read()
-            rejected = rejection(body)
+            rejected = rejection(body, profile)
             if rejected is not None:
                 return rejected
             if orjson.loads(body).get("stream"):
@@ -100,7 +117,8 @@ def create_emulator(*, chunks: int = 5, delay: float = 0.0) -> web.Application:
             return web.json_response(COMPLETION)
         if request.method == "GET" and path.endswith("/models"):
             return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
-        return provider_error(404, f"Unknown request URL: {request.method} {request.path}.")
+        text = f"Unknown request URL: {request.method} {request.path}."
+        return provider_error(404, text, PROFILES[profile].envelope)
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", "/{tail:.*}", handle)

@@ -10,7 +10,12 @@ from typing import Any
 import orjson
 
 from rules import Change, Rule, RuleContext, RuleFailure, lone_surrogates, run_rules
-from rules.contract import Violation, violations
+from rules.contract import DEFAULT_CONTRACT, Violation, violations
+from rules.planner import Plan, Planner
+
+#: What picks a request's rules and contract: a planner (by model), one plan, or bare steps
+#: (run under the default contract).
+PlanSource = Planner | Plan | Sequence[tuple[Rule, RuleContext]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,72 +33,90 @@ class Sanitized:
     #: rewrite: an untouched body passed every rule's prescan, which the tests hold to the same
     #: contract, and checking it again would cost one more pass on every clean request.
     violations: tuple[Violation, ...] = ()
+    #: The profile the request ran under (``None`` if the rules did not run).
+    profile: str | None = None
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
 
 
-def sanitize_body(raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]) -> Sanitized:
-    """Repair a chat-completions request body.
+def sanitize_body(raw: bytes, source: PlanSource) -> Sanitized:
+    """Repair a chat-completions request body under the plan ``source`` picks for its model.
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
     """
     early: tuple[Change, ...] = ()  # what was repaired before the rules ran
+    readable = True  # orjson read it: no string can hold a lone surrogate
     try:
         payload = orjson.loads(raw)
-        # orjson decodes only valid UTF-8 and paired surrogates: no string can hold a lone
-        # one, so the rule that looks for them has nothing to find.
-        steps = [step for step in steps if step[0].name != lone_surrogates.NAME]
     except orjson.JSONDecodeError as exc:
         # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
         if exc.msg.startswith("depth limit"):
             return Sanitized(raw, skipped="json_too_deep")
-        repaired = _with_lone_surrogates(raw, steps) if "surrogate" in exc.msg else None
-        if repaired is None:
+        payload = _read_with_surrogates(raw) if "surrogate" in exc.msg else None
+        if payload is None:
             return Sanitized(raw, skipped="body_not_json")
-        payload, early = repaired
+        readable = False
     if not isinstance(payload, dict):
         return Sanitized(raw, skipped="body_not_object")
+    plan = plan_for(source, payload.get("model"))
+    steps = plan.steps
+    if readable:
+        # orjson decodes only valid UTF-8 and paired surrogates: the rule has nothing to find.
+        steps = [step for step in steps if step[0].name != lone_surrogates.NAME]
+    elif not any(rule.name == lone_surrogates.NAME for rule, _ in steps):
+        return Sanitized(raw, skipped="body_not_json")  # the rule is off: it goes as it came
+    else:
+        payload, early = _repair_fields(payload)
     messages = payload.get("messages")
     if not isinstance(messages, list):
         return Sanitized(
             raw, skipped="messages_missing" if messages is None else "messages_not_list"
         )
     # The freshly parsed payload is already a private deep copy: no clone needed.
-    result = run_rules(messages, steps, private=True)
+    result = run_rules(messages, steps, private=True, request=payload)
     if not result.changed and not early:
-        return Sanitized(raw, failures=result.failures)
+        return Sanitized(raw, failures=result.failures, profile=plan.profile)
+    if result.request is not None:
+        payload = dict(result.request)
     payload["messages"] = result.messages
     try:
         body = orjson.dumps(payload)
     except TypeError:
         # e.g. a value orjson cannot write back; never forward something half-done.
-        return Sanitized(raw, failures=result.failures, skipped="unserializable")
+        return Sanitized(
+            raw, failures=result.failures, skipped="unserializable", profile=plan.profile
+        )
+    changes = (*early, *result.changes)
     try:
-        left = tuple(violations(payload))
+        left = tuple(violations(payload, plan.contract))
     except Exception as exc:  # the check is a report: it must never block a repaired body
         failures = (*result.failures, RuleFailure.of("contract", exc))
-        return Sanitized(body, (*early, *result.changes), failures)
-    return Sanitized(body, (*early, *result.changes), result.failures, violations=left)
+        return Sanitized(body, changes, failures, profile=plan.profile)
+    return Sanitized(body, changes, result.failures, violations=left, profile=plan.profile)
 
 
-def _with_lone_surrogates(
-    raw: bytes, steps: Sequence[tuple[Rule, RuleContext]]
-) -> tuple[Any, tuple[Change, ...]] | None:
+def plan_for(source: PlanSource, model: Any) -> Plan:
+    """The plan ``source`` gives a request for ``model``."""
+    if isinstance(source, Planner | Plan):
+        return source.plan(model)
+    return Plan("custom", source, DEFAULT_CONTRACT)
+
+
+def _read_with_surrogates(raw: bytes) -> Any:
     """A body orjson refused, read by the standard library (which keeps lone surrogates, from
-    escapes or from surrogate bytes), with its fields outside ``messages`` repaired; the
-    messages are left to the lone-surrogates rule. ``None`` if it is not JSON after all, or if
-    the rule is off (the body then goes as it came)."""
-    if not any(rule.name == lone_surrogates.NAME for rule, _ in steps):
-        return None
+    escapes or from surrogate bytes); ``None`` if it is not JSON after all."""
     try:
-        payload = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite)
+        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(payload, dict):
-        return payload, ()
+
+
+def _repair_fields(payload: dict[str, Any]) -> tuple[dict[str, Any], tuple[Change, ...]]:
+    """The payload with lone surrogates replaced in its fields outside ``messages`` (those are
+    left to the lone-surrogates rule)."""
     rest = {key: value for key, value in payload.items() if key != "messages"}
     fixed, paths = lone_surrogates.repair_value(rest)
     if not paths:

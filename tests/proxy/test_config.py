@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from proxy.config import (
     load_config,
     parse_config,
 )
-from rules import RULES
+from rules import RULES, RULES_BY_NAME
+from rules.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config.example.yaml"
@@ -34,7 +36,11 @@ def test_embedded_defaults() -> None:
     assert config.upstream.url == "https://api.deepseek.com"
     assert config.max_body_bytes == DEFAULT_MAX_BODY_BYTES == 64 * 1024 * 1024
     assert config.log_content is False
-    assert [name for name, s in config.rules.items() if s.enabled] == [r.name for r in RULES]
+    assert (config.profile, config.models, config.rules) == ("deepseek", (), {})
+    steps = config.planner().plans["deepseek"].steps
+    assert [rule.name for rule, _ in steps] == [
+        r.name for r in RULES if r.default or PROFILES["deepseek"].rules.get(r.name)
+    ]
 
 
 def test_precedence_flags_over_yaml_over_env(tmp_path: Path) -> None:
@@ -56,19 +62,29 @@ def test_the_example_file_is_the_defaults() -> None:
     assert load_config(EXAMPLE, env={}) == Config()
 
 
+#: A commented-out rule setting in the example's rules section: ``  # name: value``.
+_COMMENTED_SETTING = re.compile(r"^  # ([a-z][a-z0-9-]*): (.+)$", re.MULTILINE)
+
+
 def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
-    data = yaml.safe_load(EXAMPLE.read_text())
-    assert list(data["rules"]) == [rule.name for rule in RULES]
+    section = EXAMPLE.read_text().split("\nrules:\n", 1)[1]
+    found = {
+        name: yaml.safe_load(value)
+        for name, value in _COMMENTED_SETTING.findall(section)
+        if name in RULES_BY_NAME  # not prose that happens to start with "word: "
+    }
+    assert list(found) == [rule.name for rule in RULES]
     for rule in RULES:
-        value = data["rules"][rule.name]
+        value = found[rule.name]
         if rule.options:
             assert isinstance(value, dict), f"{rule.name}: document its options"
             assert set(value) == {"enabled"} | {o.name for o in rule.options}
             for option in rule.options:
-                assert value[option.name] == option.default
+                assert value[option.name] == option.default, option.name
             assert value["enabled"] == rule.default
         else:
             assert value == rule.default
+        parse_config({"rules": {rule.name: value}})  # each line is valid once uncommented
 
 
 def test_rule_toggles_and_options(tmp_path: Path) -> None:
@@ -76,10 +92,41 @@ def test_rule_toggles_and_options(tmp_path: Path) -> None:
         {"rules": {"empty-tool-calls": False, "invalid-tool-arguments": {"truncated": "empty"}}}
     )
     assert config.rules["empty-tool-calls"].enabled is False
-    assert config.rules["invalid-tool-arguments"].enabled is True
+    assert config.rules["invalid-tool-arguments"].enabled is None  # the profile decides
     assert config.rules["invalid-tool-arguments"].options == {"truncated": "empty"}
     settings = config.rule_settings()
-    assert settings["invalid-tool-arguments"] == {"enabled": True, "truncated": "empty"}
+    assert settings == {
+        "empty-tool-calls": {"enabled": False},
+        "invalid-tool-arguments": {"truncated": "empty"},
+    }
+    steps = {rule.name: ctx for rule, ctx in config.planner().plans["deepseek"].steps}
+    assert "empty-tool-calls" not in steps
+    assert steps["invalid-tool-arguments"].options == {"truncated": "empty"}
+
+
+def test_overrides_apply_over_every_profile_and_keep_its_options() -> None:
+    config = parse_config({"rules": {"thinking-tool-choice": {"replacement": "omit"}}})
+    plans = config.planner().plans
+    # deepseek switches it on: the operator's option rides on the profile's switch
+    deepseek = {rule.name: ctx for rule, ctx in plans["deepseek"].steps}
+    assert deepseek["thinking-tool-choice"].options["replacement"] == "omit"
+    assert "thinking-tool-choice" not in {rule.name for rule, _ in plans["openai"].steps}
+    assert plans["passthrough"].steps == []
+
+
+def test_profile_and_models(tmp_path: Path) -> None:
+    config = parse_config({"profile": "openai", "models": {"Mistral-*": "mistral"}})
+    assert (config.profile, config.models) == ("openai", (("Mistral-*", "mistral"),))
+    planner = config.planner()
+    assert planner.plan("mistral-large-latest").profile == "mistral"
+    assert planner.plan("gpt-5").profile == "openai"
+    assert planner.plan(None).profile == "openai"
+    assert load_config(env={}, profile="kimi").profile == "kimi"
+    # the default profile hands deepseek-reasoner to its stricter sibling
+    default = parse_config({}).planner()
+    assert default.plan("deepseek-reasoner").profile == "deepseek-reasoner"
+    assert default.plan("DeepSeek-Reasoner").profile == "deepseek-reasoner"
+    assert default.plan("deepseek-chat").profile == "deepseek"
 
 
 @pytest.mark.parametrize(
@@ -95,6 +142,12 @@ def test_rule_toggles_and_options(tmp_path: Path) -> None:
         ({"upstream": {"retries": 3}}, "upstream.retries: unknown key"),
         ({"max_body_bytes": -1}, "max_body_bytes: must be a positive integer"),
         ({"log_content": "yes"}, "log_content: must be true or false"),
+        (
+            {"profile": "anthropic"},
+            "profile: unknown profile 'anthropic'; known profiles: deepseek",
+        ),
+        ({"models": {"x-*": "nope"}}, "models.x-*: unknown profile 'nope'"),
+        ({"models": ["x"]}, "models: must be a mapping"),
         ({"rules": {"no-such-rule": True}}, "rules.no-such-rule: unknown rule; known rules: "),
         ({"rules": {"empty-tool-calls": {"enabled": "on"}}}, "rules.empty-tool-calls.enabled"),
         ({"rules": {"empty-tool-calls": {"speed": 1}}}, "rules.empty-tool-calls.speed: unknown"),

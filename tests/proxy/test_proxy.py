@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import socket
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import orjson
@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import CONFIG_KEY, SESSION_KEY, STEPS_KEY
+from proxy.app import CONFIG_KEY, PLANNER_KEY, SESSION_KEY
 from proxy.streaming import BUFFER_MAX_BYTES
 from rules import RULES, Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
@@ -287,7 +287,7 @@ def _exploding(messages: list[Any], ctx: RuleContext) -> Outcome:
 
 async def test_a_crashing_rule_is_skipped_and_logged(proxy: Client, fake: FakeUpstream) -> None:
     boom = Rule("exploding", "test", "test", "test", "safe", True, _exploding)
-    steps = proxy.app[STEPS_KEY]
+    steps = cast(list[Any], proxy.app[PLANNER_KEY].plans["deepseek"].steps)
     steps.insert(0, (boom, boom.context()))
     with capture_logs() as logs:
         response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
