@@ -13,6 +13,7 @@ import pytest
 
 from proxy.check import CLEAN, INVALID, REPAIRED, check_body, run_check
 from rules import RULES, default_steps
+from rules.planner import Planner
 from tests.fake_upstream import strict_errors
 from tests.transcripts import BROKEN, CLEAN_BODY
 
@@ -126,3 +127,38 @@ def test_a_crashing_contract_check_never_blocks_the_repair(monkeypatch: pytest.M
     assert result.changed
     assert strict_errors(orjson.loads(result.body)) == []
     assert [f.rule for f in result.failures] == ["contract"]
+
+
+def test_the_profile_is_picked_by_model_or_forced() -> None:
+    planner = Planner()
+    reasoner = orjson.dumps(
+        {"model": "deepseek-reasoner", "messages": BROKEN["unanswered_tool_call"]}
+    )
+    assert check_body(reasoner, planner).profile == "deepseek-reasoner"
+    forced = check_body(reasoner, planner.plans["mistral"])
+    assert forced.profile == "mistral"
+    # Mistral's own words for the same defect (provider-errors.md 1.A, mistral-common)
+    assert forced.before[0].message == "Not the same number of function calls and responses"
+    assert forced.status == REPAIRED and forced.after == ()
+
+
+def test_real_command_with_a_profile(tmp_path: Path) -> None:
+    raw = body(BROKEN["unanswered_tool_call"])
+    done = subprocess.run(
+        [str(CHATMEND), "check", "-", "--profile", "mistral", "--format", "json"],
+        input=raw,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == REPAIRED, done.stderr
+    report = orjson.loads(done.stdout)
+    assert report["profile"] == "mistral"
+    assert report["violations"][0]["message"].startswith("Not the same number")
+    done = subprocess.run(
+        [str(CHATMEND), "check", "-", "--profile", "nope"],
+        input=raw,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert b"invalid choice: 'nope'" in done.stderr

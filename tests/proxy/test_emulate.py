@@ -106,3 +106,25 @@ async def test_real_processes_proxy_in_front_of_emulate(emulate_process: str) ->
     finally:
         proxy.terminate()
         proxy.wait(timeout=10)
+
+
+async def test_a_profile_answers_in_its_provider_words_status_and_envelope(
+    aiohttp_client: Any,
+) -> None:
+    mistral: TestClient[Any, Any] = await aiohttp_client(create_emulator(profile="mistral"))
+    response = await mistral.post("/v1/chat/completions", data=chat(BROKEN["unanswered_tool_call"]))
+    assert response.status == 400
+    assert await response.json() == {
+        "object": "error",
+        "message": "Not the same number of function calls and responses",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    empty_tools = chat([{"role": "user", "content": "hi"}], tools=[])
+    response = await mistral.post("/v1/chat/completions", data=empty_tools)
+    assert response.status == 422  # Mistral's schema errors (provider-errors.md 1.A)
+    # a profile without the check accepts what another rejects
+    passthrough: TestClient[Any, Any] = await aiohttp_client(create_emulator(profile="passthrough"))
+    response = await passthrough.post("/v1/chat/completions", data=empty_tools)
+    assert response.status == 200
