@@ -7,14 +7,17 @@ from typing import Any
 
 from rules import (
     consecutive_assistant_messages,
+    consecutive_user_messages,
     displaced_tool_results,
     duplicate_tool_call_ids,
     empty_tool_calls,
     empty_tools,
     invalid_tool_arguments,
+    leading_user_message,
     lone_surrogates,
     missing_tool_call_ids,
     orphan_tool_results,
+    system_messages,
     thinking_tool_choice,
     tool_call_type,
     unanswered_tool_calls,
@@ -55,9 +58,19 @@ RULES: tuple[Rule, ...] = (
     # 8. The shape of each call, once calls are merged, repaired and paired (none of those
     #    reads or writes `type`): a call without one gets "function".
     tool_call_type.RULE,
-    # 9. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
-    #    (hermes #74101): the final payload satisfies every invariant at once.
+    # 9. After every rule that writes tool calls, so that none can leave `tool_calls: []` or an
+    #    empty assistant behind (hermes #74101): the final payload satisfies every invariant.
     empty_tool_calls.RULE,
+    # Role sequence, on the final assistants: these move, merge or insert whole messages and
+    # never write a tool call, so 9 still holds after them.
+    # System messages first: hoisting one can leave two users adjacent, and `later: user` adds
+    # users; the next rule merges them.
+    system_messages.RULE,
+    # Merge adjacent users, those the system step put together included.
+    consecutive_user_messages.RULE,
+    # A user message opens the conversation: checked once hoisted systems are out of the way;
+    # the placeholder goes before a non-user, so it never makes two users adjacent.
+    leading_user_message.RULE,
     # Request-level fields last: they read no message, and no message rule reads them.
     empty_tools.RULE,
     thinking_tool_choice.RULE,

@@ -1,0 +1,46 @@
+"""Shared by the sequence rules' tests: run a rule and a check, assert purity and idempotence."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from rules.base import Outcome, Rule, RuleContext
+from rules.contract import CHECKS_BY_CODE
+
+
+def run_pure(rule: Rule, messages: list[Any], ctx: RuleContext | None = None) -> Outcome:
+    """Apply ``rule``: no mutation, JSON out, a second run changes nothing."""
+    ctx = ctx if ctx is not None else rule.context()
+    snapshot = copy.deepcopy(messages)
+    outcome = rule.apply(messages, ctx)
+    assert messages == snapshot, f"{rule.name} mutated its input"
+    orjson.dumps(outcome.messages)
+    if not outcome.changes:
+        assert outcome.messages is messages, f"{rule.name} returned a new list without changes"
+    again = rule.apply(outcome.messages, ctx)
+    assert again.changes == (), f"{rule.name} is not idempotent: {again.changes}"
+    assert again.messages is outcome.messages
+    return outcome
+
+
+def found(code: str, messages: list[Any], **overrides: Any) -> list[Any]:
+    """What the check ``code`` reports on ``messages`` (``(index, text)`` pairs)."""
+    check = CHECKS_BY_CODE[code]
+    return [(v.index, v.message) for v in check.run(messages, {"messages": messages}, overrides)]
+
+
+def texts(value: Any) -> Iterator[str]:
+    """Every non-empty string inside a content (strings, text parts, nested junk)."""
+    if isinstance(value, str):
+        if value:
+            yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from texts(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from texts(item)
