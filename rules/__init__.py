@@ -16,9 +16,12 @@ from rules import (
     leading_user_message,
     lone_surrogates,
     missing_tool_call_ids,
+    null_content,
     orphan_tool_results,
     system_messages,
+    text_part_arrays,
     thinking_tool_choice,
+    tool_call_content,
     tool_call_type,
     unanswered_tool_calls,
 )
@@ -58,6 +61,14 @@ RULES: tuple[Rule, ...] = (
     # 8. The shape of each call, once calls are merged, repaired and paired (none of those
     #    reads or writes `type`): a call without one gets "function".
     tool_call_type.RULE,
+    # Content shape, once images have been handled (a list holding one is left as it is) and
+    #    every call is final: text-only part lists become strings, then null/absent content
+    #    becomes a string except next to tool calls, then those calls' empty content takes the
+    #    provider's shape; before 9, which removes an assistant left with no content and no
+    #    calls (`""` and `null` alike).
+    text_part_arrays.RULE,
+    null_content.RULE,
+    tool_call_content.RULE,
     # 9. After every rule that writes tool calls, so that none can leave `tool_calls: []` or an
     #    empty assistant behind (hermes #74101): the final payload satisfies every invariant.
     empty_tool_calls.RULE,

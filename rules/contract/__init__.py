@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.contract import pairing, request, sequence
+from rules.contract import content, pairing, request, sequence
 from rules.contract.base import Check, Found, Violation
 
 #: Every check chatmend knows, by family.
@@ -22,6 +22,7 @@ CHECKS: tuple[Check, ...] = (
     *pairing.CHECKS,
     *request.CHECKS,
     *sequence.CHECKS,
+    *content.CHECKS,
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 

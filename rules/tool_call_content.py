@@ -1,0 +1,116 @@
+"""tool-call-content: the empty content of an assistant with tool calls, in the provider's shape.
+
+What: an assistant with tool calls (a ``tool_calls`` list holding at least one object) whose
+content is empty (absent, ``null``, ``""``, ``[]``, or a part list whose text parts are all
+empty) gets the one empty shape its provider accepts, by option ``shape``:
+``null`` (``"content": null``), ``empty`` (``"content": ""``) or ``omit`` (no ``content`` key).
+Non-empty content is never touched; assistants without tool calls are null-content's.
+Why: there is no universal value (provider-errors.md §3 item 6):
+- ``null``: OpenAI accepts ``null`` only next to tool calls (1.C, langchain-ai/langchainjs#4153);
+  DeepSeek refuses ``content: []`` there ("invalid type: sequence, expected a string", 1.C,
+  BerriAI/litellm#9905) and accepts ``null`` or ``""`` (§3.6, req_llm#966 withdrawn).
+- ``empty``: xAI rejects a tool-call assistant with ``null`` or no content ("Each message must
+  have at least one content element.", 1.C, langchain-ai/langchain#34140, whose workaround is
+  ``content: ""``; AstrBotDevs/AstrBot#6447 for ``[]``).
+- ``omit``: Moonshot/Kimi reject an empty text next to tool calls ("text content is empty",
+  1.C, MoonshotAI/kimi-cli#2621); kimi-cli's fix deletes the ``content`` key.
+Safety: safe. Only an empty content is rewritten, into another empty shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.messages import has_content, rewrite_at
+
+NAME = "tool-call-content"
+
+SHAPES = ("null", "empty", "omit")
+
+
+def has_calls(message: dict[str, Any]) -> bool:
+    """True if an assistant's ``tool_calls`` is a list holding at least one object: the calls
+    empty-tool-calls keeps. Shared by null-content and the content contract checks."""
+    calls = message.get("tool_calls")
+    if type(calls) is not list:
+        return False
+    for call in calls:  # noqa: SIM110 - a plain loop: no generator per message on the hot path
+        if type(call) is dict:
+            return True
+    return False
+
+
+def empty_kind(message: dict[str, Any]) -> str:
+    """How an empty content looks, for a Change: absent, null, empty_string, empty_list or
+    empty_parts (text parts with no text). Call only when ``has_content`` is false."""
+    if "content" not in message:
+        return "absent"
+    content = message["content"]
+    if content is None:
+        return "null"
+    if content == "":
+        return "empty_string"
+    return "empty_list" if content == [] else "empty_parts"
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    shape = ctx.options.get("shape", "null")
+    suspects = [
+        index
+        for index, message in enumerate(messages)
+        if type(message) is dict
+        and message.get("role") == "assistant"
+        and not _in_shape(message, shape)
+        and has_calls(message)
+        and not has_content(message)
+    ]
+    if not suspects:
+        return Outcome(messages)
+    changes: list[Change] = []
+
+    def fix(index: int, message: Any) -> Any:
+        was = empty_kind(message)
+        if shape == "omit":
+            changes.append(Change(NAME, index, "dropped_content", {"was": was}))
+            return {k: v for k, v in message.items() if k != "content"}
+        to = "null" if shape == "null" else "empty_string"
+        changes.append(Change(NAME, index, "set_content", {"was": was, "to": to}))
+        return {**message, "content": None if shape == "null" else ""}
+
+    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+
+
+def _in_shape(message: dict[str, Any], shape: Any) -> bool:
+    """True if the content already has the shape asked for (or the shape is unknown)."""
+    if shape == "null":
+        return "content" in message and message["content"] is None
+    if shape == "empty":
+        content = message.get("content")
+        return type(content) is str and content == ""
+    if shape == "omit":
+        return "content" not in message
+    return True  # an unvalidated shape: leave every message alone
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Give tool-call assistants with empty content the provider's empty shape.",
+    defect="an assistant with tool calls whose content is empty in a shape the provider refuses: "
+    'Kimi "text content is empty" (`""`), xAI "Each message must have at least one content '
+    'element." (`null`, absent, `[]`), DeepSeek "invalid type: sequence" (`[]`)',
+    repair='option `shape`: `null` (content null), `empty` (content `""`) or `omit` (no '
+    "content key); non-empty content is never touched",
+    safety="safe",
+    default=False,
+    apply=apply,
+    options=(
+        Option(
+            "shape",
+            "null",
+            "the empty content of an assistant with tool calls: null (OpenAI, DeepSeek), "
+            'empty ("", xAI) or omit (no key, Kimi)',
+            SHAPES,
+        ),
+    ),
+)
