@@ -116,8 +116,21 @@ def is_chat_completions(request: web.Request) -> bool:
     return request.method == "POST" and request.path.rstrip("/").endswith("/chat/completions")
 
 
+def is_responses(request: web.Request) -> bool:
+    """POST to any path ending in /responses (the Responses API), with or without a trailing
+    slash."""
+    return request.method == "POST" and request.path.rstrip("/").endswith("/responses")
+
+
+def api_of(request: web.Request) -> str | None:
+    """The API whose body chatmend repairs on this route: ``chat``, ``responses`` or ``None``."""
+    if is_chat_completions(request):
+        return "chat"
+    return "responses" if is_responses(request) else None
+
+
 async def proxy_request(request: web.Request, state: RequestState) -> web.StreamResponse:
-    """Forward any request upstream; repair chat-completions bodies on the way.
+    """Forward any request upstream; repair chat-completions and Responses bodies on the way.
 
     Every response it returns is unprepared or prepared with the request id header set.
     """
@@ -141,8 +154,9 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     except TimeoutError:
         state.outcome = "client_timeout"
         return _body_timeout(config)
-    if body is not None and is_chat_completions(request):
-        sanitized = _sanitize(request, state, body)
+    api = api_of(request) if body is not None else None
+    if body is not None and api is not None:
+        sanitized = _sanitize(request, state, body, api)
         if sanitized.skipped == "json_too_deep":
             state.outcome = "rejected"
             return error_response(
@@ -238,9 +252,9 @@ def _body_timeout(config: Config) -> web.Response:
     return response
 
 
-def _sanitize(request: web.Request, state: RequestState, body: bytes) -> Sanitized:
+def _sanitize(request: web.Request, state: RequestState, body: bytes, api: str) -> Sanitized:
     started = time.perf_counter()
-    result: Sanitized = sanitize_body(body, request.app[PLANNER_KEY])
+    result: Sanitized = sanitize_body(body, request.app[PLANNER_KEY], api)
     state.sanitize_ms = _ms(started)
     state.changes = len(result.changes)
     for failure in result.failures:

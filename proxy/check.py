@@ -1,4 +1,8 @@
-"""``chatmend check``: lint a captured chat-completions request offline.
+"""``chatmend check``: lint a captured chat-completions or Responses request offline.
+
+The API is read from the body: an ``input`` and no ``messages`` is a Responses request, checked
+under the Responses plan (``--profile`` names a chat profile: with it a Responses body gets the
+Responses rules' defaults).
 
 It shows what the provider would reject (``rules.contract``), what the rules would rewrite, and
 whether the result is accepted; with ``--fix`` it writes the repaired body to stdout (and the
@@ -15,6 +19,7 @@ import orjson
 
 from proxy.sanitize import PlanSource, Sanitized, plan_for, sanitize_body
 from rules.contract import Violation, violations
+from rules.contract import responses as responses_contract
 
 CLEAN, REPAIRED, INVALID = 0, 1, 2
 
@@ -25,6 +30,8 @@ class Report:
     before: tuple[Violation, ...]
     result: Sanitized
     after: tuple[Violation, ...]
+    #: ``chat`` or ``responses``: whose list the indices point into.
+    api: str = "chat"
 
     @property
     def status(self) -> int:
@@ -53,21 +60,30 @@ def check_body(raw: bytes, source: PlanSource) -> Report:
     except orjson.JSONDecodeError:
         payload = None
     model = payload.get("model") if isinstance(payload, dict) else None
-    plan = plan_for(source, model)
-    before = violations(payload, plan.contract)
-    result = sanitize_body(raw, plan)
+    api = api_of_body(payload)
+    plan = plan_for(source, model, api)
+    check = responses_contract.violations if api == "responses" else violations
+    before = check(payload, plan.contract)
+    result = sanitize_body(raw, plan, api)
     try:
-        after = violations(orjson.loads(result.body), plan.contract) if result.changed else before
+        after = check(orjson.loads(result.body), plan.contract) if result.changed else before
     except orjson.JSONDecodeError:
         after = before
-    return Report(plan.profile, tuple(before), result, tuple(after))
+    return Report(plan.profile, tuple(before), result, tuple(after), api)
+
+
+def api_of_body(payload: Any) -> str:
+    """``responses`` for a body with an ``input`` and no ``messages``, else ``chat``."""
+    if isinstance(payload, dict) and "input" in payload and "messages" not in payload:
+        return "responses"
+    return "chat"
 
 
 def render_text(report: Report) -> str:
     lines: list[str] = [f"profile: {report.profile}"]
     if report.before:
         lines.append(f"{len(report.before)} rejection(s) the provider would return:")
-        lines += [f"  {_where(v.index)} {v.code}: {v.message}" for v in report.before]
+        lines += [f"  {_where(v.index, report.api)} {v.code}: {v.message}" for v in report.before]
     else:
         lines.append("accepted as sent: no rejection found")
     if report.result.skipped:
@@ -76,22 +92,25 @@ def render_text(report: Report) -> str:
         lines.append(f"{len(report.result.changes)} rewrite(s):")
         for change in report.result.changes:
             detail = orjson.dumps(dict(change.detail)).decode() if change.detail else ""
-            lines.append(
-                f"  {_where(change.index)} {change.rule} {change.action} {detail}".rstrip()
-            )
+            where = _where(change.index, report.api)
+            lines.append(f"  {where} {change.rule} {change.action} {detail}".rstrip())
     for failure in report.result.failures:
         lines.append(f"rule failed (skipped): {failure.rule} {failure.error} at {failure.where}")
     if report.result.changed:
         if report.after:
             lines.append(f"after repair, still {len(report.after)} rejection(s):")
-            lines += [f"  {_where(v.index)} {v.code}: {v.message}" for v in report.after]
+            lines += [
+                f"  {_where(v.index, report.api)} {v.code}: {v.message}" for v in report.after
+            ]
         else:
             lines.append("after repair: accepted")
     return "\n".join(lines) + "\n"
 
 
-def _where(index: int | None) -> str:
-    return "request" if index is None else f"messages[{index}]"
+def _where(index: int | None, api: str = "chat") -> str:
+    if index is None or index < 0:
+        return "request"
+    return f"{'input' if api == 'responses' else 'messages'}[{index}]"
 
 
 def run_check(

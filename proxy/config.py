@@ -17,6 +17,7 @@ from yarl import URL
 from rules import RULES_BY_NAME
 from rules.planner import Planner
 from rules.profiles import DEFAULT_PROFILE, PROFILES
+from rules.responses import RESPONSES_RULES_BY_NAME
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -25,6 +26,11 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_CLIENT_BODY_TIMEOUT = 60.0
 ENV_UPSTREAM = "CHATMEND_UPSTREAM"
 ENV_CONFIG = "CHATMEND_CONFIG"
+#: The host of a direct OpenAI route: there ``context_management`` may reach eligible models.
+OPENAI_HOST = "api.openai.com"
+
+#: Every rule an operator may set, chat and Responses (their names never collide).
+KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME}
 
 
 class ConfigError(Exception):
@@ -85,7 +91,11 @@ class Config:
     def planner(self) -> Planner:
         """Every profile compiled with the operator's overrides; picks a plan per model."""
         return Planner(
-            self.profile, self.models, self.rule_settings(), log_content=self.log_content
+            self.profile,
+            self.models,
+            self.rule_settings(),
+            log_content=self.log_content,
+            direct_openai=URL(self.upstream.url).host == OPENAI_HOST,
         )
 
 
@@ -203,8 +213,8 @@ def _rule_settings(raw: Mapping[str, Any]) -> dict[str, RuleSetting]:
     (optional: the profile decides) and declared options. ``null`` means "as the profile"."""
     settings: dict[str, RuleSetting] = {}
     for name, value in raw.items():
-        if name not in RULES_BY_NAME:
-            known = ", ".join(RULES_BY_NAME)
+        if name not in KNOWN_RULES:
+            known = ", ".join(KNOWN_RULES)
             raise ConfigError(f"rules.{name}: unknown rule; known rules: {known}")
         key = f"rules.{name}"
         if value is None:
@@ -213,7 +223,7 @@ def _rule_settings(raw: Mapping[str, Any]) -> dict[str, RuleSetting]:
             settings[name] = RuleSetting(enabled=value)
             continue
         given = _mapping(value, key)
-        declared = {o.name for o in RULES_BY_NAME[name].options}
+        declared = {o.name for o in KNOWN_RULES[name].options}
         _no_unknown(given, ("enabled", *sorted(declared)), key)
         enabled = _bool(given["enabled"], f"{key}.enabled") if "enabled" in given else None
         options = {k: v for k, v in given.items() if k != "enabled"}
@@ -223,7 +233,7 @@ def _rule_settings(raw: Mapping[str, Any]) -> dict[str, RuleSetting]:
 
 def _rule_options(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the given options (the others come from the profile, then the rule)."""
-    for option in RULES_BY_NAME[name].options:
+    for option in KNOWN_RULES[name].options:
         if option.name in given:
             error = option.validate(given[option.name])
             if error:

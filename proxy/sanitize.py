@@ -11,11 +11,18 @@ import orjson
 
 from rules import Change, Rule, RuleContext, RuleFailure, lone_surrogates, run_rules
 from rules.contract import DEFAULT_CONTRACT, Violation, violations
-from rules.planner import Plan, Planner
+from rules.contract import responses as responses_contract
+from rules.planner import Plan, Planner, compile_responses_plan
+from rules.responses import lone_surrogates as responses_lone_surrogates
 
 #: What picks a request's rules and contract: a planner (by model), one plan, or bare steps
 #: (run under the default contract).
 PlanSource = Planner | Plan | Sequence[tuple[Rule, RuleContext]]
+
+#: The list each API's rules run over: chat completions ``messages``, Responses ``input``.
+FIELDS = {"chat": "messages", "responses": "input"}
+#: The rules that repair lone surrogates, skipped for bodies orjson could read.
+_SURROGATE_RULES = frozenset({lone_surrogates.NAME, responses_lone_surrogates.NAME})
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +34,8 @@ class Sanitized:
     failures: tuple[RuleFailure, ...] = ()
     #: Why the rules did not run (the body is then as it came), else ``None``: ``body_not_json``,
     #: ``json_too_deep`` (nested past orjson's 1024 levels), ``body_not_object``,
-    #: ``messages_missing``, ``messages_not_list``, ``unserializable``.
+    #: ``messages_missing``, ``messages_not_list`` (Responses: ``input_missing``,
+    #: ``input_not_list``; a string ``input`` is not skipped), ``unserializable``.
     skipped: str | None = None
     #: What the provider contract still rejects in a rewritten body. Checked only after a
     #: rewrite: an untouched body passed every rule's prescan, which the tests hold to the same
@@ -41,8 +49,10 @@ class Sanitized:
         return bool(self.changes)
 
 
-def sanitize_body(raw: bytes, source: PlanSource) -> Sanitized:
-    """Repair a chat-completions request body under the plan ``source`` picks for its model.
+def sanitize_body(raw: bytes, source: PlanSource, api: str = "chat") -> Sanitized:
+    """Repair a request body under the plan ``source`` picks for its model: a chat-completions
+    body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
+    ``input``; a string ``input`` is left as it is, the request-level rules still run).
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
@@ -61,27 +71,31 @@ def sanitize_body(raw: bytes, source: PlanSource) -> Sanitized:
         readable = False
     if not isinstance(payload, dict):
         return Sanitized(raw, skipped="body_not_object")
-    plan = plan_for(source, payload.get("model"))
+    plan = plan_for(source, payload.get("model"), api)
+    field = FIELDS[api]
     steps = plan.steps
     if readable:
         # orjson decodes only valid UTF-8 and paired surrogates: the rule has nothing to find.
-        steps = [step for step in steps if step[0].name != lone_surrogates.NAME]
-    elif not any(rule.name == lone_surrogates.NAME for rule, _ in steps):
+        steps = [step for step in steps if step[0].name not in _SURROGATE_RULES]
+    elif not any(rule.name in _SURROGATE_RULES for rule, _ in steps):
         return Sanitized(raw, skipped="body_not_json")  # the rule is off: it goes as it came
     else:
-        payload, early = _repair_fields(payload)
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        return Sanitized(
-            raw, skipped="messages_missing" if messages is None else "messages_not_list"
-        )
+        payload, early = _repair_fields(payload, field)
+    items = payload.get(field)
+    if api == "responses" and isinstance(items, str):
+        listed: list[Any] = []  # a string input holds no item: only request-level rules apply
+    elif isinstance(items, list):
+        listed = items
+    else:
+        return Sanitized(raw, skipped=f"{field}_missing" if items is None else f"{field}_not_list")
     # The freshly parsed payload is already a private deep copy: no clone needed.
-    result = run_rules(messages, steps, private=True, request=payload)
+    result = run_rules(listed, steps, private=True, request=payload)
     if not result.changed and not early:
         return Sanitized(raw, failures=result.failures, profile=plan.profile)
     if result.request is not None:
         payload = dict(result.request)
-    payload["messages"] = result.messages
+    if isinstance(items, list):
+        payload[field] = result.messages
     try:
         body = orjson.dumps(payload)
     except TypeError:
@@ -91,17 +105,25 @@ def sanitize_body(raw: bytes, source: PlanSource) -> Sanitized:
         )
     changes = (*early, *result.changes)
     try:
-        left = tuple(violations(payload, plan.contract))
+        check = responses_contract.violations if plan.api == "responses" else violations
+        left = tuple(check(payload, plan.contract))
     except Exception as exc:  # the check is a report: it must never block a repaired body
         failures = (*result.failures, RuleFailure.of("contract", exc))
         return Sanitized(body, changes, failures, profile=plan.profile)
     return Sanitized(body, changes, result.failures, violations=left, profile=plan.profile)
 
 
-def plan_for(source: PlanSource, model: Any) -> Plan:
-    """The plan ``source`` gives a request for ``model``."""
-    if isinstance(source, Planner | Plan):
-        return source.plan(model)
+def plan_for(source: PlanSource, model: Any, api: str = "chat") -> Plan:
+    """The plan ``source`` gives an ``api`` request for ``model``. A chat plan given for a
+    Responses request (``chatmend check --profile``) gives way to the default Responses plan."""
+    if isinstance(source, Planner):
+        return source.responses if api == "responses" else source.plan(model)
+    if isinstance(source, Plan):
+        if source.api == api:
+            return source.plan(model)
+        return compile_responses_plan() if api == "responses" else Plan("custom", ())
+    if api == "responses":
+        return Plan("custom", source, responses_contract.RESPONSES_CONTRACT, api="responses")
     return Plan("custom", source, DEFAULT_CONTRACT)
 
 
@@ -114,15 +136,18 @@ def _read_with_surrogates(raw: bytes) -> Any:
         return None
 
 
-def _repair_fields(payload: dict[str, Any]) -> tuple[dict[str, Any], tuple[Change, ...]]:
-    """The payload with lone surrogates replaced in its fields outside ``messages`` (those are
-    left to the lone-surrogates rule)."""
-    rest = {key: value for key, value in payload.items() if key != "messages"}
+def _repair_fields(
+    payload: dict[str, Any], field: str = "messages"
+) -> tuple[dict[str, Any], tuple[Change, ...]]:
+    """The payload with lone surrogates replaced in its fields outside the ``field`` list
+    (that is left to the lone-surrogates rules; a non-list ``field`` is repaired here)."""
+    listed = isinstance(payload.get(field), list)
+    rest = {key: value for key, value in payload.items() if not (listed and key == field)}
     fixed, paths = lone_surrogates.repair_value(rest)
     if not paths:
         return payload, ()
-    if "messages" in payload:
-        fixed["messages"] = payload["messages"]
+    if listed:
+        fixed[field] = payload[field]
     detail = {"count": len(paths), "paths": paths}
     return fixed, (Change(lone_surrogates.NAME, -1, "replaced", detail),)
 

@@ -5,6 +5,12 @@ its contract. The ``Planner`` compiles one plan per profile once (at startup), a
 request from the request's ``model``: the operator's ``models`` patterns first (first match
 wins), else the default profile; then that profile's own variants (``deepseek`` sends
 ``deepseek-reasoner*`` models to ``deepseek-reasoner``).
+
+A Responses API request (``/v1/responses``) runs under the one Responses plan instead
+(``Planner.responses``): the Responses rules (``rules.responses``) with the operator's overrides
+(profiles configure chat rules only), checked against the Responses contract. The planner fills
+the ``direct_openai`` option of ``responses-context-management`` (and of its check) from the
+upstream: the operator's setting, if any, wins.
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from typing import Any
 from rules import RULES
 from rules.base import Rule, RuleContext
 from rules.contract import Contract
+from rules.contract.responses import RESPONSES_CONTRACT
 from rules.pipeline import default_steps
 from rules.profiles import PROFILES, Profile
+from rules.responses import RESPONSES_RULES
+from rules.responses import context_management as cm
 
 #: A rule's setting: on/off, or ``{"enabled": bool, **options}``.
 Setting = bool | Mapping[str, Any]
@@ -32,6 +41,8 @@ class Plan:
     profile: str
     steps: Sequence[Step]
     contract: Contract = field(default_factory=dict)
+    #: The API the plan repairs: ``chat`` (``messages``) or ``responses`` (``input``).
+    api: str = "chat"
 
     def plan(self, model: Any) -> Plan:
         """A plan is its own planner: every model gets it (for tests and ``check --profile``)."""
@@ -61,6 +72,26 @@ def compile_plan(
     return Plan(profile.name, steps, profile.contract)
 
 
+#: The profile name the Responses plan reports.
+RESPONSES = "responses"
+
+
+def compile_responses_plan(
+    overrides: Mapping[str, Setting] | None = None,
+    *,
+    direct_openai: bool = False,
+    log_content: bool = False,
+) -> Plan:
+    """The Responses plan: every Responses rule with the operator's ``overrides`` over the
+    upstream-derived ``direct_openai``, and the Responses contract agreeing with them."""
+    settings = merge_settings({cm.NAME: {"direct_openai": direct_openai}}, overrides or {})
+    steps = default_steps(RESPONSES_RULES, settings, log_content=log_content)
+    options = {o.name: o.default for o in cm.RULE.options}
+    options.update({k: v for k, v in settings[cm.NAME].items() if k != "enabled"})
+    contract = {**RESPONSES_CONTRACT, "responses_context_management": options}
+    return Plan(RESPONSES, steps, contract, api="responses")
+
+
 class Planner:
     """Picks a request's plan from its model; every plan is compiled up front."""
 
@@ -71,6 +102,7 @@ class Planner:
         overrides: Mapping[str, Setting] | None = None,
         *,
         log_content: bool = False,
+        direct_openai: bool = False,
     ) -> None:
         self.default = default
         #: (lower-cased glob, profile name): the operator's patterns, first match wins.
@@ -80,6 +112,10 @@ class Planner:
             for name, profile in PROFILES.items()
         }
         self._by_model: dict[str, Plan] = {}
+        #: Every Responses request's plan, whatever its model.
+        self.responses = compile_responses_plan(
+            overrides, direct_openai=direct_openai, log_content=log_content
+        )
 
     def plan(self, model: Any) -> Plan:
         if not isinstance(model, str):

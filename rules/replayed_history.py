@@ -1,0 +1,245 @@
+"""replayed-history: a transcript stored twice reaches the upstream once.
+
+What: a block of messages immediately followed by a replay of itself (the same messages, compared
+on meaning) is collapsed to one copy: the earlier copy is removed and the replay, the copy the
+conversation continues from, is kept. Messages compare on their meaning: role, content with
+whitespace normalized, tool calls (id, name, arguments as canonical JSON), tool results; the
+sidecar fields agents stamp on a message (``api_content``, ``timestamp``, ``reasoning``,
+``reasoning_content``, ``finish_reason``) are ignored. The pass repeats until no replay is left,
+so a history doubled at every turn (6 -> 13 -> 27 -> 55 messages) comes back to its true length.
+Why: agents that chain turns store their history twice after an in-place reshaping of a prefix
+message: N messages become 2N+1 at every turn (one deployment stored 403 messages for a
+59-message conversation; issue 5). The replay repeats every tool-call id, so a strict provider
+answers "Invalid parameter: Duplicate value for 'tool_call_id' ..." or, after a naive dedupe,
+"Invalid 'messages[45].tool_calls': empty array" (provider-errors.md 1.A, agno-agi/agno#5116,
+openai/openai-node#1341); before that it multiplies the cost and defeats the prompt cache.
+Safety: safe. Only a block that repeats a tool-call id is collapsed (the strong signal: a
+provider never issues one id twice), and only when it is replayed whole, right after itself; a
+user who asks the same question twice repeats no id and is never collapsed. Per-turn counter ids
+(Kimi's ``functions.ls:0``, which legitimately recur) are no signal. Each collapse is logged
+with its position, length, the repeated ids and an estimate of the tokens saved (serialized
+characters / 4).
+
+The detection is shared with ``responses-replayed-history`` (``collapse_replays``), which runs
+it over a Responses ``input`` list.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from rules.base import Change, Outcome, Rule, RuleContext
+
+NAME = "replayed-history"
+
+#: Fields an agent stamps on a message that say nothing about what was said.
+SIDECAR_FIELDS = frozenset(
+    {"api_content", "timestamp", "reasoning", "reasoning_content", "finish_reason"}
+)
+
+#: Per-turn counter ids (Kimi: ``functions.bash:0``) recur by design: they are no signal.
+_COUNTER_ID = re.compile(r"(?:functions\.)?[\w.-]*:\d+")
+
+#: Pairs of equal anchors examined per pass, a bound for pathological inputs (one id repeated
+#: thousands of times); real histories have a handful.
+MAX_PAIRS = 4096
+
+#: How the token estimate is computed, logged next to it.
+ESTIMATE = "serialized characters / 4"
+
+Key = Callable[[Any], bytes]
+Anchors = Callable[[Any], Iterable[str]]
+
+
+def canonical(value: Any) -> bytes:
+    """Sorted-key JSON of ``value`` (its repr if it is not JSON-serializable)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # a lone surrogate, an int over 64 bits: compare by repr instead
+        return repr(value).encode("utf-8", "surrogatepass")
+
+
+def normalize_text(text: Any) -> Any:
+    """A string with every run of whitespace made one space and the ends stripped."""
+    return " ".join(text.split()) if isinstance(text, str) else text
+
+
+def normalize_content(content: Any) -> Any:
+    """Content with whitespace normalized in a string, or in each part's ``text``."""
+    if isinstance(content, list):
+        return [
+            {**part, "text": normalize_text(part["text"])}
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+            else part
+            for part in content
+        ]
+    return normalize_text(content)
+
+
+def canonical_arguments(arguments: Any) -> Any:
+    """Arguments as parsed JSON when they are a JSON string (so key order and spacing do not
+    matter), else as they are."""
+    if isinstance(arguments, str):
+        try:
+            return orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return normalize_text(arguments)
+    return arguments
+
+
+def _call_meaning(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if isinstance(function, dict) and "arguments" in function:
+        function = {**function, "arguments": canonical_arguments(function["arguments"])}
+        return {**call, "function": function}
+    return call
+
+
+def _calls_meaning(calls: Any) -> Any:
+    return [_call_meaning(call) for call in calls] if isinstance(calls, list) else calls
+
+
+def meaning_key(
+    item: Any, ignored: frozenset[str], normalize: Mapping[str, Callable[[Any], Any]]
+) -> bytes:
+    """``item`` as bytes, without its ``ignored`` fields, each field through its ``normalize``
+    function: two items with the same key say the same."""
+    if not isinstance(item, dict):
+        return canonical(item)
+    meaning = {
+        field: normalize[field](value) if field in normalize else value
+        for field, value in item.items()
+        if field not in ignored
+    }
+    return canonical(meaning)
+
+
+_CHAT_NORMALIZE: Mapping[str, Callable[[Any], Any]] = {
+    "content": normalize_content,
+    "tool_calls": _calls_meaning,
+}
+
+
+def message_key(message: Any) -> bytes:
+    """What a chat message means, as bytes: two messages with the same key say the same."""
+    return meaning_key(message, SIDECAR_FIELDS, _CHAT_NORMALIZE)
+
+
+def is_signal(call_id: Any) -> bool:
+    """A usable id that is not a per-turn counter."""
+    return isinstance(call_id, str) and bool(call_id) and not _COUNTER_ID.fullmatch(call_id)
+
+
+def message_anchors(message: Any) -> list[str]:
+    """The tool-call ids of an assistant message that can signal a replay."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return []
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return []
+    return [c["id"] for c in calls if isinstance(c, dict) and is_signal(c.get("id"))]
+
+
+def collapse_replays(
+    items: list[Any], name: str, key: Key, anchors: Anchors, ctx: RuleContext
+) -> Outcome:
+    """Remove every block of ``items`` that is replayed right after itself, keeping the replay.
+
+    A block [s, s+d) is a replay candidate only around two positions with equal keys that share
+    an anchor id (``anchors``), d apart; it is collapsed when every item of [s, s+d) has the key
+    of the item d later. Repeated until none is left; one Change per collapsed block, its index
+    in ``items`` as the rule received them.
+    """
+    # Fast path: no anchor id occurs twice, so nothing can be a replay.
+    seen: set[str] = set()
+    repeated = False
+    for item in items:
+        for anchor in anchors(item):
+            if anchor in seen:
+                repeated = True
+                break
+            seen.add(anchor)
+        if repeated:
+            break
+    if not repeated:
+        return Outcome(items)
+
+    current = list(items)
+    origin = list(range(len(items)))  # current position -> position in ``items``
+    keys = [key(item) for item in current]
+    changes: list[Change] = []
+    while True:
+        found = _find_square(current, keys, anchors)
+        if found is None:
+            break
+        start, length = found
+        removed = current[start : start + length]
+        chars = sum(len(canonical(item)) for item in removed)
+        ids = sorted({a for item in removed for a in anchors(item)})
+        detail = {
+            "count": length,
+            "kept_from": origin[start + length],
+            "ids": ids,
+            "est_tokens_saved": chars // 4,
+            "estimate": ESTIMATE,
+        }
+        changes.append(Change(name, origin[start], "collapsed_replay", detail))
+        del current[start : start + length], keys[start : start + length]
+        del origin[start : start + length]
+    if not changes:
+        return Outcome(items)
+    return Outcome(current, tuple(changes))
+
+
+def _find_square(items: list[Any], keys: list[bytes], anchors: Anchors) -> tuple[int, int] | None:
+    """(start, length) of the first block replayed right after itself, or ``None``.
+
+    Anchors are visited in order; each is paired with the earlier positions that share one of
+    its ids and its key, nearest first.
+    """
+    positions: dict[str, list[int]] = {}
+    budget = MAX_PAIRS
+    count = len(items)
+    for later, item in enumerate(items):
+        tried: set[int] = set()
+        for anchor in dict.fromkeys(anchors(item)):  # one id twice in one item: one anchor
+            earlier_list = positions.setdefault(anchor, [])
+            for earlier in reversed(earlier_list):
+                if earlier in tried or keys[earlier] != keys[later]:
+                    continue
+                tried.add(earlier)
+                budget -= 1
+                if budget < 0:
+                    return None
+                distance = later - earlier
+                start = earlier
+                while start > 0 and keys[start - 1] == keys[start - 1 + distance]:
+                    start -= 1
+                end = earlier + 1
+                while end + distance < count and keys[end] == keys[end + distance]:
+                    end += 1
+                if end - start >= distance:
+                    return start, distance
+            earlier_list.append(later)
+    return None
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    return collapse_replays(messages, NAME, message_key, message_anchors, ctx)
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Collapse a block of messages replayed right after itself (a doubled history).",
+    defect="a history stored twice (N messages become 2N+1 each turn): every tool-call id "
+    "repeats, \"Duplicate value for 'tool_call_id'\"",
+    repair="remove the earlier copy of a block that is replayed whole right after itself, "
+    "compared on meaning, when it repeats a tool-call id; keep the replay",
+    safety="safe",
+    default=True,
+    apply=apply,
+)

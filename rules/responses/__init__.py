@@ -1,0 +1,69 @@
+"""chatmend's Responses API rules: pure functions over a ``/v1/responses`` ``input`` list.
+
+The same ``Rule`` type, logging, toggles (the config's ``rules:`` section; names are unique across
+chat and Responses rules) and fail-open pipeline as the chat rules in ``rules.RULES``; their
+``messages`` argument is the request's ``input`` list. Provider profiles configure chat rules
+only: every Responses request runs under one Responses plan (``rules.planner``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rules import RULES_BY_NAME
+from rules.base import Rule
+from rules.pipeline import PipelineResult, default_steps, run_rules
+from rules.responses import (
+    call_ids,
+    compaction,
+    context_management,
+    displaced_messages,
+    duplicate_items,
+    lone_surrogates,
+    orphan_outputs,
+    replayed_history,
+    unanswered_calls,
+)
+
+#: The one ordered tuple of Responses rules. Order is behaviour; each position is justified:
+RESPONSES_RULES: tuple[Rule, ...] = (
+    # 0. Text first, as for chat: later rules compare and copy strings.
+    lone_surrogates.RULE,
+    # 1. The input as the server reads it, before any repair: items a checkpoint replaces are
+    #    not repaired for nothing, and outputs whose call it left out are dropped below (4).
+    compaction.RULE,
+    # 2. A doubled history before anything dedupes or renames: the replay repeats every item id
+    #    and call_id, which 3 and 4 would otherwise drop piecemeal or rename and keep.
+    replayed_history.RULE,
+    # 3. Unique item ids (first kept), before pairing: a dropped duplicate call is not answered.
+    duplicate_items.RULE,
+    # 4-7. Pairing, on unique items: ids (unique, short) so that one call_id means one call;
+    #    then drop what answers no call; then move messages out from between a call and its
+    #    (now single) output; stubs last, right after their call, where nothing can come between.
+    call_ids.RULE,
+    orphan_outputs.RULE,
+    displaced_messages.RULE,
+    unanswered_calls.RULE,
+    # 8. Request level: reads no item, and no item rule reads it.
+    context_management.RULE,
+)
+
+RESPONSES_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RESPONSES_RULES}
+
+_shared = set(RULES_BY_NAME) & set(RESPONSES_RULES_BY_NAME)
+assert not _shared, f"rule names must be unique across chat and Responses rules: {_shared}"
+
+
+def sanitize_input(
+    items: list[Any],
+    settings: Mapping[str, Mapping[str, Any] | bool] | None = None,
+    *,
+    request: Mapping[str, Any] | None = None,
+) -> PipelineResult:
+    """Library entry point: repair a Responses ``input`` list without touching the caller's
+    objects (``request``: the other top-level fields, for the request-level rule)."""
+    return run_rules(items, default_steps(RESPONSES_RULES, settings), request=request)
+
+
+__all__ = ["RESPONSES_RULES", "RESPONSES_RULES_BY_NAME", "sanitize_input"]

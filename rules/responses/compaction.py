@@ -1,0 +1,95 @@
+"""responses-compaction: an ``input`` holding compaction checkpoints is sent as the server reads it.
+
+What: when ``input`` holds one or more ``compaction`` items (OpenAI's server-side compaction
+checkpoints), it is rebuilt the way the server reads it: the newest contiguous run of
+checkpoints first; then the user messages from before that run, chosen newest-first while they
+fit a token budget (option ``user_budget_tokens``; tokens estimated as text characters / 4) and
+kept in their original order; then every item after the run, unchanged. Everything else before
+the run (older checkpoints, assistant messages, calls and outputs the checkpoint summarizes) is
+left out, as the server leaves it out.
+Why: a client that keeps appending to a compacted history sends the whole pre-checkpoint history
+next to the checkpoint that replaces it: the upstream pays for it twice, and an upstream that
+does not read checkpoints sees a transcript the model never saw (issue 5; provider-errors.md
+1.F and section 3 item 16: compaction and ``context_management`` are understood by direct
+OpenAI routes only).
+Safety: unsafe: items before the checkpoint are no longer sent (the checkpoint stands for them);
+what was left out is logged by count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.responses.items import COMPACTION, is_message, item_type
+
+NAME = "responses-compaction"
+
+DEFAULT_BUDGET = 20000
+
+
+def _text_chars(content: Any) -> int:
+    """The characters of a message's text: a string, or the text of its parts."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(
+            len(part["text"])
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return 0
+
+
+def apply(items: list[Any], ctx: RuleContext) -> Outcome:
+    last = next(
+        (i for i in range(len(items) - 1, -1, -1) if item_type(items[i]) == COMPACTION), None
+    )
+    if last is None:
+        return Outcome(items)
+    first = last
+    while first > 0 and item_type(items[first - 1]) == COMPACTION:
+        first -= 1
+    if first == 0:
+        return Outcome(items)  # nothing before the checkpoints: already as the server reads it
+    budget = ctx.options.get("user_budget_tokens", DEFAULT_BUDGET)
+    budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else DEFAULT_BUDGET
+    users = [i for i in range(first) if is_message(items[i]) and items[i].get("role") == "user"]
+    kept: list[int] = []
+    spent = 0
+    for index in reversed(users):  # newest first
+        tokens = _text_chars(items[index].get("content")) // 4
+        if spent + tokens > budget:
+            break
+        spent += tokens
+        kept.append(index)
+    kept.reverse()
+    rebuilt = [*items[first : last + 1], *(items[i] for i in kept), *items[last + 1 :]]
+    detail = {
+        "checkpoints": last - first + 1,
+        "left_out": first - len(kept),
+        "kept_users": len(kept),
+        "users_over_budget": len(users) - len(kept),
+        "est_user_tokens": spent,
+        "budget_tokens": budget,
+    }
+    return Outcome(rebuilt, (Change(NAME, first, "rebuilt_from_checkpoint", detail),))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Rebuild an input holding compaction checkpoints the way the server reads it.",
+    defect="`compaction` checkpoints sent after the whole history they replace",
+    repair="newest run of checkpoints, then the earlier user messages newest-first within a "
+    "token budget (text characters / 4), then everything after the run",
+    safety="unsafe",
+    default=True,
+    apply=apply,
+    options=(
+        Option(
+            "user_budget_tokens",
+            DEFAULT_BUDGET,
+            "Tokens (text characters / 4) of pre-checkpoint user messages kept, newest first.",
+        ),
+    ),
+)

@@ -1,0 +1,82 @@
+"""responses-context-management: ``context_management`` reaches only routes that understand it.
+
+What: request level. The ``context_management`` field (OpenAI's server-side compaction switch) is
+removed unless the upstream is a direct OpenAI route (option ``direct_openai``, which the planner
+fills from ``upstream.url``: true when its host is ``api.openai.com``; an operator may set it for
+a relay that forwards to OpenAI unchanged) and the model matches an eligible family (option
+``models``, shell-style globs, case-insensitive; default ``gpt-5.6*``).
+Why: elsewhere the field is answered with a 400 ("context_management: Extra inputs are not
+permitted", Anthropic native and Copilot, provider-errors.md 1.F, ericc-ch/copilot-api#217), a
+500 or a stalled stream (issue 5); LiteLLM strips it for Azure (BerriAI/litellm#36391, section 3
+item 16).
+Safety: safe: the upstream could not honour the field; the request is served without
+server-side compaction (logged with the reason).
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from typing import Any
+
+from rules.base import Change, Option, Outcome, Rule, RuleContext
+
+NAME = "responses-context-management"
+
+FIELD = "context_management"
+ELIGIBLE_MODELS = ("gpt-5.6*",)
+
+
+def eligible(model: Any, direct_openai: Any, models: Any) -> str | None:
+    """``None`` if a request for ``model`` may keep the field, else why not."""
+    if direct_openai is not True:
+        return "not_direct_openai"
+    patterns = models if isinstance(models, list | tuple) else []
+    if isinstance(model, str) and any(
+        isinstance(p, str) and fnmatchcase(model.lower(), p.lower()) for p in patterns
+    ):
+        return None
+    return "model_not_eligible"
+
+
+def apply(items: list[Any], ctx: RuleContext) -> Outcome:
+    request = ctx.request
+    if FIELD not in request:
+        return Outcome(items)
+    options = ctx.options
+    reason = eligible(
+        request.get("model"),
+        options.get("direct_openai", False),
+        options.get("models", list(ELIGIBLE_MODELS)),
+    )
+    if reason is None:
+        return Outcome(items)
+    fields = {key: value for key, value in request.items() if key != FIELD}
+    change = Change(NAME, -1, "dropped_fields", {"fields": [FIELD], "reason": reason})
+    return Outcome(items, (change,), request=fields)
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Drop `context_management` unless the route is direct OpenAI and the model eligible.",
+    defect="request level: `context_management` sent to a route that does not understand it: "
+    '"context_management: Extra inputs are not permitted", a 500 or a stalled stream',
+    repair="drop the field unless `direct_openai` (filled from `upstream.url`: host "
+    "api.openai.com) and the model matches `models`",
+    safety="safe",
+    default=True,
+    apply=apply,
+    options=(
+        Option(
+            "direct_openai",
+            False,
+            "The upstream is a direct OpenAI route; filled from upstream.url (host "
+            "api.openai.com) unless set here.",
+        ),
+        Option(
+            "models",
+            list(ELIGIBLE_MODELS),
+            "Model-name patterns (globs) eligible for server-side compaction.",
+        ),
+    ),
+    reads_request=True,
+)

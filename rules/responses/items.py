@@ -1,0 +1,61 @@
+"""Small read-only helpers over Responses API ``input`` items, shared by the Responses rules.
+
+An item is a dict with a ``type`` (``message``, ``function_call``, ``function_call_output``,
+``reasoning``, ``compaction``, ...); an "easy" message has a ``role`` and no ``type``. Rules must
+tolerate anything here: an item may be a non-dict, a field any JSON type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CALL = "function_call"
+OUTPUT = "function_call_output"
+COMPACTION = "compaction"
+
+
+def item_type(item: Any) -> str | None:
+    """The item's type: its ``type``, ``message`` for an easy message (a ``role`` and no
+    ``type``), else ``None``."""
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("type")
+    if isinstance(kind, str):
+        return kind
+    return "message" if "role" in item and kind is None else None
+
+
+def is_message(item: Any) -> bool:
+    return item_type(item) == "message"
+
+
+def is_call(item: Any) -> bool:
+    return item_type(item) == CALL
+
+
+def is_output(item: Any) -> bool:
+    return item_type(item) == OUTPUT
+
+
+def call_id(item: Any) -> str | None:
+    """The usable (non-empty string) ``call_id`` of a call or an output, else ``None``."""
+    if isinstance(item, dict) and item.get("type") in (CALL, OUTPUT):
+        value = item.get("call_id")
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def item_id(item: Any) -> str | None:
+    """The item's usable ``id`` (``fc_...``, ``msg_...``, ``rs_...``), else ``None``."""
+    if isinstance(item, dict):
+        value = item.get("id")
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def output_length(item: dict[str, Any]) -> int:
+    """The length of an output's ``output`` (a string's characters, a list's entries)."""
+    output = item.get("output")
+    return len(output) if isinstance(output, str | list) else 0

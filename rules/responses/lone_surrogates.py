@@ -1,0 +1,38 @@
+"""responses-lone-surrogates: no string of a Responses ``input`` leaves with a lone surrogate.
+
+What: every unpaired UTF-16 surrogate in any string of any ``input`` item (keys included) becomes
+U+FFFD, with the chat rule's own repair (``rules/lone_surrogates.py``). The proxy also repairs the
+request's other fields, and reads bodies orjson refuses for this reason with the standard library.
+Why: a cut emoji makes the body invalid JSON for the provider: DeepSeek "messages[N].content:
+unexpected end of hex escape", Anthropic "no low surrogate in string" (provider-errors.md 1.G);
+the Responses endpoints parse the same JSON (issue 5).
+Safety: safe, as the chat rule: the lone half encodes no character.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from rules import lone_surrogates
+from rules.base import Outcome, Rule, RuleContext
+
+NAME = "responses-lone-surrogates"
+
+
+def apply(items: list[Any], ctx: RuleContext) -> Outcome:
+    outcome = lone_surrogates.apply(items, ctx)
+    if not outcome.changes:
+        return outcome
+    return replace(outcome, changes=tuple(replace(c, rule=NAME) for c in outcome.changes))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Replace unpaired UTF-16 surrogates with U+FFFD in every string of `input`.",
+    defect='a lone surrogate in an input item: "unexpected end of hex escape"',
+    repair="replace it with U+FFFD (the chat rule's repair)",
+    safety="safe",
+    default=True,
+    apply=apply,
+)

@@ -1,0 +1,69 @@
+"""responses-unanswered-calls: every ``function_call`` has an output after it.
+
+What: a ``function_call`` (with a usable ``call_id``) that no later ``function_call_output``
+answers gets a stub output right after it: ``{"type": "function_call_output", "call_id": ...,
+"output": <option output>}``. Outputs are counted per call, in order, as the orphan rule pairs
+them.
+Why: OpenAI Responses answers "No tool output found for function call call_XXX." (param input;
+provider-errors.md 1.H, tjardoo/openai-client#124); the repair column: "Add a synthetic
+function_call_output ("[no result]")".
+Safety: safe: the stub says no result was recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.responses.items import OUTPUT, call_id, is_call, is_output
+
+NAME = "responses-unanswered-calls"
+
+DEFAULT_OUTPUT = "[chatmend] No result was recorded for this tool call."
+
+
+def apply(items: list[Any], ctx: RuleContext) -> Outcome:
+    waiting: dict[str, list[int]] = {}
+    unanswered: set[int] = set()
+    for index, item in enumerate(items):
+        cid = call_id(item)
+        if cid is None:
+            continue
+        if is_call(item):
+            waiting.setdefault(cid, []).append(index)
+            unanswered.add(index)
+        elif is_output(item) and waiting.get(cid):
+            unanswered.discard(waiting[cid].pop(0))
+    if not unanswered:
+        return Outcome(items)
+    text = ctx.options.get("output", DEFAULT_OUTPUT)
+    out: list[Any] = []
+    changes: list[Change] = []
+    for index, item in enumerate(items):
+        out.append(item)
+        if index in unanswered:
+            cid = call_id(item)
+            out.append({"type": OUTPUT, "call_id": cid, "output": text})
+            changes.append(
+                Change(NAME, index, "inserted_item", {"call_id": cid, "at": len(out) - 1})
+            )
+    return Outcome(out, tuple(changes))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Add a stub function_call_output right after each call no output answers.",
+    defect='a call without output: "No tool output found for function call ..."',
+    repair="insert a stub output right after the call (option `output: [chatmend] No result "
+    "was recorded for this tool call.`)",
+    safety="safe",
+    default=True,
+    apply=apply,
+    options=(
+        Option(
+            "output",
+            DEFAULT_OUTPUT,
+            "The stub's output: fixed text, so the same request always gives the same bytes.",
+        ),
+    ),
+)
