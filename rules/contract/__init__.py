@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.contract import content, pairing, request, sequence
+from rules.contract import content, fields, pairing, request, sequence
 from rules.contract.base import Check, Found, Violation
 
 #: Every check chatmend knows, by family.
@@ -23,6 +23,7 @@ CHECKS: tuple[Check, ...] = (
     *request.CHECKS,
     *sequence.CHECKS,
     *content.CHECKS,
+    *fields.CHECKS,
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 
