@@ -20,6 +20,7 @@ from rules import (
     missing_tool_call_ids,
     null_content,
     orphan_tool_results,
+    replayed_history,
     system_messages,
     text_part_arrays,
     thinking_tool_choice,
@@ -37,6 +38,10 @@ RULES: tuple[Rule, ...] = (
     #    even be serialized back to UTF-8 (the proxy reads such bodies specially, see
     #    proxy/sanitize.py, and skips this step for bodies orjson could read).
     lone_surrogates.RULE,
+    # Replayed history before anything merges or renames: a doubled transcript is recognized
+    #    as the agent stored it (a merge across its seam would hide the replay), and the replay
+    #    repeats every tool-call id, which the id rules below would otherwise rename and keep.
+    replayed_history.RULE,
     # Roles and keys in the upstream's schema before any rule reads them: `developer` is a
     #    system message to the system rules below, and no merge carries a key the upstream
     #    refuses (`timestamp`, `reasoning_content`, hermes E16).

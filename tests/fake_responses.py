@@ -1,0 +1,102 @@
+"""A fake *strict* Responses API upstream for end-to-end tests.
+
+It rejects a broken ``/v1/responses`` body the way OpenAI's Responses endpoint does, with the
+texts of provider-errors.md 1.H (and 1.F for ``context_management``: this fake is no direct
+OpenAI route) through the product's own Responses contract, and otherwise answers a canned
+Response (SSE events when ``stream: true``). It records every body it receives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from proxy.emulate import provider_error
+from rules.contract.responses import violations
+
+TEXT = "Hello from the strict Responses fake."
+
+
+@dataclass
+class FakeResponses:
+    received: list[bytes] = field(default_factory=list)
+    #: Deltas a streamed response sends.
+    deltas: tuple[str, ...] = ("Hello ", "from ", "the ", "stream.")
+
+
+def response_object(model: str, text: str = TEXT) -> dict[str, Any]:
+    return {
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "completed",
+        "model": model,
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_fake",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        },
+    }
+
+
+def _event(kind: str, sequence: int, **data: Any) -> bytes:
+    body = orjson.dumps({"type": kind, "sequence_number": sequence, **data})
+    return b"event: " + kind.encode() + b"\ndata: " + body + b"\n\n"
+
+
+def create_fake_responses(state: FakeResponses) -> web.Application:
+    async def responses(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        state.received.append(body)
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return provider_error(400, "We could not parse the JSON body of your request.")
+        errors = violations(payload)
+        if errors:
+            return provider_error(errors[0].status, errors[0].message)
+        model = str(payload.get("model"))
+        if not payload.get("stream"):
+            return web.json_response(response_object(model))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        text = "".join(state.deltas)
+        started = {**response_object(model, ""), "status": "in_progress", "output": []}
+        await response.write(_event("response.created", 0, response=started))
+        for n, delta in enumerate(state.deltas, start=1):
+            await response.write(
+                _event(
+                    "response.output_text.delta",
+                    n,
+                    item_id="msg_fake",
+                    output_index=0,
+                    content_index=0,
+                    delta=delta,
+                    logprobs=[],
+                )
+            )
+        done = response_object(model, text)
+        await response.write(_event("response.completed", len(state.deltas) + 1, response=done))
+        await response.write_eof()
+        return response
+
+    app = web.Application(client_max_size=1 << 30)
+    app.router.add_post("/v1/responses", responses)
+    return app

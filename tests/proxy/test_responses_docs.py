@@ -1,0 +1,71 @@
+"""The Responses rules in the example config and the README, and ``chatmend check`` on a
+Responses body."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+import yaml
+
+from proxy.check import REPAIRED, check_body, render_text
+from proxy.config import parse_config
+from rules.responses import RESPONSES_RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+_COMMENTED_SETTING = re.compile(r"^  # ([a-z][a-z0-9-]*): (.+)$", re.MULTILINE)
+
+
+def test_the_example_file_lists_every_responses_rule_and_option_in_order() -> None:
+    section = (ROOT / "config.example.yaml").read_text().split("\nrules:\n", 1)[1]
+    names = {rule.name for rule in RESPONSES_RULES}
+    found = {
+        name: yaml.safe_load(value)
+        for name, value in _COMMENTED_SETTING.findall(section)
+        if name in names
+    }
+    assert list(found) == [rule.name for rule in RESPONSES_RULES]
+    for rule in RESPONSES_RULES:
+        value = found[rule.name]
+        if rule.options:
+            assert set(value) == {"enabled"} | {o.name for o in rule.options}
+            assert all(value[o.name] == o.default for o in rule.options)
+            assert value["enabled"] == rule.default
+        else:
+            assert value == rule.default
+        parse_config({"rules": {rule.name: value}})
+
+
+def test_the_readme_documents_every_responses_rule_and_option() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "### Responses API" in readme
+    for rule in RESPONSES_RULES:
+        assert f"| `{rule.name}` |" in readme, rule.name
+        for option in rule.options:
+            assert f"`{option.name}: {option.default}`" in readme, option.name
+
+
+def test_check_reads_a_responses_body() -> None:
+    body = orjson.dumps(
+        {
+            "model": "gpt-4.1",
+            "input": [
+                {"role": "user", "content": "list"},
+                {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
+            ],
+        }
+    )
+    report = check_body(body, parse_config({}).planner())
+    assert report.profile == "responses" and report.api == "responses"
+    assert [v.code for v in report.before] == ["responses_unanswered_call"]
+    assert report.after == ()
+    assert report.status == REPAIRED
+    text = render_text(report)
+    assert (
+        "input[1] responses_unanswered_call: No tool output found for function call call_1." in text
+    )
+    assert "after repair: accepted" in text
+    # --profile names a chat profile: a Responses body still gets the Responses rules
+    chat_plan = parse_config({}).planner().plans["passthrough"]
+    assert check_body(body, chat_plan).status == REPAIRED

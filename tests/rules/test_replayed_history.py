@@ -1,0 +1,221 @@
+"""replayed-history beyond the fixtures: the issue's seed case and growth series, through the
+whole pipeline to a strict provider, doubled clean transcripts, junk, scale."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from rules import RULES, sanitize_messages
+from rules.replayed_history import NAME, RULE, apply, message_anchors
+from tests.fake_upstream import strict_errors
+from tests.strategies import arbitrary_messages, clean_transcripts
+
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def call(cid: str, name: str = "ls") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
+        ],
+    }
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def tool(cid: str, text: str = "ok") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": cid, "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+#: The seed report's correct history: 6 messages.
+SEED_TRUE = [
+    user("turn 1"),
+    call("call_1"),
+    tool("call_1"),
+    assistant("done "),
+    user("turn 2"),
+    assistant("done 2"),
+]
+#: As the agent stored it: the prefix twice (the first copy without the trailing space).
+SEED = [
+    user("turn 1"),
+    call("call_1"),
+    tool("call_1"),
+    assistant("done"),
+    user("turn 2"),
+    *SEED_TRUE,
+]
+
+
+def test_rule_record_position_and_default() -> None:
+    assert RULE.name == NAME == "replayed-history"
+    assert RULE.default is True and RULE.safety == "safe"
+    names = [rule.name for rule in RULES]
+    # Before every merge and id rule: it sees the transcript as the agent stored it.
+    assert names.index(NAME) == names.index("lone-surrogates") + 1
+    assert names.index(NAME) < names.index("consecutive-assistant-messages")
+    assert names.index(NAME) < names.index("duplicate-tool-call-ids")
+
+
+def test_the_seed_case_collapses_to_six_plus_one_and_passes_a_strict_provider() -> None:
+    messages = [*SEED, user("turn 3")]
+    assert strict_errors({"messages": messages})  # Duplicate value for 'tool_call_id'
+    snapshot = copy.deepcopy(messages)
+    result = sanitize_messages(messages)
+    assert messages == snapshot
+    assert result.messages == [*SEED_TRUE, user("turn 3")]
+    assert len(result.messages) == 7
+    assert strict_errors({"messages": result.messages}) == []
+    (change,) = [c for c in result.changes if c.rule == NAME]
+    assert change.index == 0
+    assert change.detail["count"] == 5 and change.detail["kept_from"] == 5
+    assert change.detail["ids"] == ["call_1"]
+    assert change.detail["est_tokens_saved"] > 0
+    assert change.detail["estimate"] == "serialized characters / 4"
+    # Only the collapse: the other rules have nothing left to do.
+    assert {c.rule for c in result.changes} == {NAME}
+
+
+def stored_history(turns: int) -> tuple[list[Any], list[Any]]:
+    """(what a doubling agent stores after ``turns`` turns, the true history): 6 messages, then
+    at every turn the stored history, a reshaped copy of it (sidecar fields, whitespace) and
+    one new user message: 6 -> 13 -> 27 -> 55."""
+    true: list[Any] = [
+        {"role": "system", "content": "be brief"},
+        user("list the files"),
+        call("call_abc123"),
+        tool("call_abc123", "a.txt\nb.txt"),
+        assistant("two files"),
+        user("thanks"),
+    ]
+    stored = list(true)
+    for turn in range(1, turns + 1):
+        reshaped = [
+            {
+                **m,
+                "timestamp": turn,
+                "api_content": m.get("content"),
+                **({"content": f" {m['content']}  "} if isinstance(m.get("content"), str) else {}),
+            }
+            for m in stored
+        ]
+        new = user(f"turn {turn}")
+        stored = [*stored, *reshaped, new]
+        true = [*true, new]
+    return stored, true
+
+
+def test_the_growth_series_collapses_to_the_true_length_at_every_step() -> None:
+    lengths = []
+    for turns in range(4):
+        stored, true = stored_history(turns)
+        lengths.append(len(stored))
+        result = sanitize_messages(stored)
+        assert len(result.messages) == len(true) == 6 + turns
+        assert [m.get("role") for m in result.messages] == [m["role"] for m in true]
+        assert [" ".join(str(m.get("content")).split()) for m in result.messages] == [
+            " ".join(str(m.get("content")).split()) for m in true
+        ]
+        assert strict_errors({"messages": result.messages}) == []
+        collapsed = sum(c.detail["count"] for c in result.changes if c.rule == NAME)
+        assert collapsed == len(stored) - len(true)
+    assert lengths == [6, 13, 27, 55]
+
+
+def test_the_replay_kept_is_the_one_the_conversation_continues_from() -> None:
+    first = [user("go"), {**call("call_9"), "timestamp": 1}, tool("call_9")]
+    second = [user("go"), {**call("call_9"), "timestamp": 2}, tool("call_9")]
+    out = apply([*first, *second, user("next")], RULE.context()).messages
+    assert out == [*second, user("next")]
+    assert out[1] is second[1]
+
+
+def test_a_user_asking_the_same_question_twice_with_fresh_ids_is_kept() -> None:
+    messages = [
+        user("run the tests"),
+        call("call_1", "pytest"),
+        tool("call_1", "1 failed"),
+        assistant("one failure"),
+        user("run the tests"),
+        call("call_2", "pytest"),
+        tool("call_2", "1 failed"),
+        assistant("one failure"),
+    ]
+    assert apply(messages, RULE.context()).messages is messages
+
+
+def test_a_tripled_block_collapses_to_one_copy() -> None:
+    block = [user("q"), call("call_x"), tool("call_x")]
+    out = apply([*block, *block, *block, user("n")], RULE.context())
+    assert out.messages == [*block, user("n")]
+    assert [c.detail["count"] for c in out.changes] == [3, 3]
+
+
+def test_kimi_counter_ids_are_no_signal() -> None:
+    assert message_anchors(call("functions.ls:0")) == []
+    assert message_anchors(call("call_1")) == ["call_1"]
+
+
+@SETTINGS
+@given(clean_transcripts(min_turns=1, max_turns=3), st.integers(1, 3))
+def test_a_doubled_clean_transcript_comes_back_whole(clean: list[Any], turns: int) -> None:
+    assume(any(message_anchors(m) for m in clean))
+    stored, true = list(clean), list(clean)
+    for turn in range(turns):
+        new = user(f"new {turn}")
+        stored = [*stored, *({**m, "timestamp": turn} for m in stored), new]
+        true = [*true, new]
+    snapshot = copy.deepcopy(stored)
+    out = apply(stored, RULE.context())
+    assert stored == snapshot
+    assert [{k: v for k, v in m.items() if k != "timestamp"} for m in out.messages] == true
+    assert apply(out.messages, RULE.context()).changes == ()
+
+
+@SETTINGS
+@given(clean_transcripts())
+def test_clean_transcripts_pass_untouched(clean: list[Any]) -> None:
+    outcome = apply(clean, RULE.context())
+    assert outcome.messages is clean and outcome.changes == ()
+
+
+@SETTINGS
+@given(arbitrary_messages(max_size=12))
+def test_junk_never_raises_never_mutates_and_is_idempotent(messages: list[Any]) -> None:
+    doubled = [*messages, *messages]
+    for value in (messages, doubled):
+        snapshot = copy.deepcopy(value)
+        outcome = apply(value, RULE.context())
+        assert value == snapshot
+        again = apply(outcome.messages, RULE.context())
+        assert again.changes == () and again.messages is outcome.messages
+
+
+def test_403_stored_messages_collapse_fast() -> None:
+    stored, _ = stored_history(5)  # 6 -> 13 -> 27 -> 55 -> 111 -> 223 messages
+    stored = [*stored, *stored[:180]]  # and a partial replay that is no square
+    start = time.perf_counter()
+    out = apply(stored, RULE.context())
+    elapsed = time.perf_counter() - start
+    assert len(out.messages) < len(stored)
+    assert elapsed < 1.0, elapsed
+
+
+def test_a_pathological_id_repeated_everywhere_stays_bounded() -> None:
+    messages = [x for i in range(1500) for x in (call("call_same"), tool("call_same", str(i)))]
+    start = time.perf_counter()
+    apply(messages, RULE.context())
+    assert time.perf_counter() - start < 2.0
