@@ -14,15 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.contract import content, fields, pairing, request, sequence
+from rules.contract import fields, ids, pairing, request
 from rules.contract.base import Check, Found, Violation
 
 #: Every check chatmend knows, by family.
 CHECKS: tuple[Check, ...] = (
     *pairing.CHECKS,
     *request.CHECKS,
-    *sequence.CHECKS,
-    *content.CHECKS,
+    *ids.CHECKS,
     *fields.CHECKS,
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
