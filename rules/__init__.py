@@ -7,6 +7,7 @@ from typing import Any
 
 from rules import (
     consecutive_assistant_messages,
+    consecutive_user_messages,
     developer_role,
     displaced_tool_results,
     duplicate_tool_call_ids,
@@ -15,11 +16,16 @@ from rules import (
     function_names,
     image_parts,
     invalid_tool_arguments,
+    leading_user_message,
     lone_surrogates,
     missing_tool_call_ids,
+    null_content,
     orphan_tool_results,
     replayed_history,
+    system_messages,
+    text_part_arrays,
     thinking_tool_choice,
+    tool_call_content,
     tool_call_ids,
     tool_call_type,
     tool_message_name,
@@ -81,9 +87,27 @@ RULES: tuple[Rule, ...] = (
     #    rule to collapse; a relocated one adds a user message after its whole tool block (the
     #    calls are final by now, 1-8), before the sequence rules place and merge users.
     image_parts.RULE,
-    # 9. Last, so that no earlier rule can leave `tool_calls: []` or an empty assistant behind
-    #    (hermes #74101): the final payload satisfies every invariant at once.
+    # Content shape, once images have been handled (a list holding one is left as it is) and
+    #    every call is final: text-only part lists become strings, then null/absent content
+    #    becomes a string except next to tool calls, then those calls' empty content takes the
+    #    provider's shape; before 9, which removes an assistant left with no content and no
+    #    calls (`""` and `null` alike).
+    text_part_arrays.RULE,
+    null_content.RULE,
+    tool_call_content.RULE,
+    # 9. After every rule that writes tool calls, so that none can leave `tool_calls: []` or an
+    #    empty assistant behind (hermes #74101): the final payload satisfies every invariant.
     empty_tool_calls.RULE,
+    # Role sequence, on the final assistants: these move, merge or insert whole messages and
+    # never write a tool call, so 9 still holds after them.
+    # System messages first: hoisting one can leave two users adjacent, and `later: user` adds
+    # users; the next rule merges them.
+    system_messages.RULE,
+    # Merge adjacent users, those the system step put together included.
+    consecutive_user_messages.RULE,
+    # A user message opens the conversation: checked once hoisted systems are out of the way;
+    # the placeholder goes before a non-user, so it never makes two users adjacent.
+    leading_user_message.RULE,
     # Request-level fields last: they read no message, and no message rule reads them.
     empty_tools.RULE,
     thinking_tool_choice.RULE,

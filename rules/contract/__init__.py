@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.contract import fields, ids, pairing, request
+from rules.contract import content, fields, ids, pairing, request, sequence
 from rules.contract.base import Check, Found, Violation
 
 #: Every check chatmend knows, by family.
@@ -22,6 +22,8 @@ CHECKS: tuple[Check, ...] = (
     *pairing.CHECKS,
     *request.CHECKS,
     *ids.CHECKS,
+    *sequence.CHECKS,
+    *content.CHECKS,
     *fields.CHECKS,
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
