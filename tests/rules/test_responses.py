@@ -71,16 +71,17 @@ def items(draw: st.DrawFn) -> Any:
 @st.composite
 def inputs(draw: st.DrawFn) -> list[Any]:
     """A broken input: random items, sometimes a doubled prefix (the issue's replay)."""
-    base = draw(st.lists(items(), max_size=14))
-    if base and draw(st.booleans()):
-        cut = draw(st.integers(1, len(base)))
+    base: list[Any] = draw(st.lists(items(), max_size=14))
+    double: bool = draw(st.booleans())
+    if base and double:
+        cut: int = draw(st.integers(1, len(base)))
         base = [*base[:cut], *copy.deepcopy(base[:cut]), *base[cut:]]
     return base
 
 
 def pairing_problems(out: list[Any]) -> list[str]:
     problems: list[str] = []
-    calls = [call_id(item) for item in out if is_call(item) and call_id(item) is not None]
+    calls = [cid for item in out if is_call(item) and (cid := call_id(item)) is not None]
     problems += [f"call_id {c} used by {n} calls" for c, n in Counter(calls).items() if n > 1]
     problems += [f"call_id {c} too long" for c in calls if len(c) > 64]
     answered: Counter[str] = Counter()
