@@ -206,7 +206,7 @@ def test_junk_never_raises_never_mutates_and_is_idempotent(messages: list[Any]) 
 
 def test_403_stored_messages_collapse_fast() -> None:
     stored, _ = stored_history(5)  # 6 -> 13 -> 27 -> 55 -> 111 -> 223 messages
-    stored = [*stored, *stored[:180]]  # and a partial replay that is no square
+    stored = [*stored, *stored[:180]]  # 403 messages: a partial copy of the prefix appended
     start = time.perf_counter()
     out = apply(stored, RULE.context())
     elapsed = time.perf_counter() - start
