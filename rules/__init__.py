@@ -8,24 +8,31 @@ from typing import Any
 from rules import (
     consecutive_assistant_messages,
     consecutive_user_messages,
+    developer_role,
     displaced_tool_results,
     duplicate_tool_call_ids,
     empty_tool_calls,
     empty_tools,
+    function_names,
+    image_parts,
     invalid_tool_arguments,
     leading_user_message,
     lone_surrogates,
     missing_tool_call_ids,
     null_content,
     orphan_tool_results,
+    replayed_history,
     system_messages,
     text_part_arrays,
     thinking_tool_choice,
     tool_call_content,
+    tool_call_ids,
     tool_call_type,
+    tool_message_name,
     tool_user_bridge,
     trailing_assistant,
     unanswered_tool_calls,
+    unknown_message_fields,
 )
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.pipeline import PipelineResult, RuleFailure, clone, default_steps, run_rules
@@ -36,6 +43,15 @@ RULES: tuple[Rule, ...] = (
     #    even be serialized back to UTF-8 (the proxy reads such bodies specially, see
     #    proxy/sanitize.py, and skips this step for bodies orjson could read).
     lone_surrogates.RULE,
+    # Replayed history before anything merges or renames: a doubled transcript is recognized
+    #    as the agent stored it (a merge across its seam would hide the replay), and the replay
+    #    repeats every tool-call id, which the id rules below would otherwise rename and keep.
+    replayed_history.RULE,
+    # Roles and keys in the upstream's schema before any rule reads them: `developer` is a
+    #    system message to the system rules below, and no merge carries a key the upstream
+    #    refuses (`timestamp`, `reasoning_content`, hermes E16).
+    developer_role.RULE,
+    unknown_message_fields.RULE,
     # 1. Merge split assistant turns first: the union of their tool calls must be known
     #    before ids are checked, or the second half's results look orphaned (hermes E1).
     consecutive_assistant_messages.RULE,
@@ -63,6 +79,16 @@ RULES: tuple[Rule, ...] = (
     # 8. The shape of each call, once calls are merged, repaired and paired (none of those
     #    reads or writes `type`): a call without one gets "function".
     tool_call_type.RULE,
+    # Identifiers in the upstream's format, once calls are merged, unique and paired (1-8): one
+    #    id map reaches a call and its result alike; then function names (tools, history and
+    #    tool_choice, one map), then each tool message's name from its call's (renamed) name.
+    tool_call_ids.RULE,
+    function_names.RULE,
+    tool_message_name.RULE,
+    # Images before content shape: a stripped image leaves a text-only part list for the next
+    #    rule to collapse; a relocated one adds a user message after its whole tool block (the
+    #    calls are final by now, 1-8), before the sequence rules place and merge users.
+    image_parts.RULE,
     # Content shape, once images have been handled (a list holding one is left as it is) and
     #    every call is final: text-only part lists become strings, then null/absent content
     #    becomes a string except next to tool calls, then those calls' empty content takes the

@@ -14,16 +14,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.contract import content, order, pairing, request, sequence
+from rules.contract import content, fields, ids, order, pairing, request, sequence
 from rules.contract.base import Check, Found, Violation
 
 #: Every check chatmend knows, by family.
 CHECKS: tuple[Check, ...] = (
     *pairing.CHECKS,
     *request.CHECKS,
+    *ids.CHECKS,
     *sequence.CHECKS,
     *order.CHECKS,
     *content.CHECKS,
+    *fields.CHECKS,
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 
