@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules import RULES
-from rules.contract import DEFAULT_CONTRACT, Contract
+from rules.contract import DEFAULT_CONTRACT, Contract, fields, ids
 
 Settings = Mapping[str, bool | Mapping[str, Any]]
 
@@ -45,6 +45,9 @@ def _without(base: Contract, *codes: str) -> Contract:
     return {code: opts for code, opts in base.items() if code not in codes}
 
 
+_QWEN_ROLES = ("system", "assistant", "user", "tool", "function")
+_GLM_1214 = "The messages parameter is illegal. Please check the documentation."
+
 # --- The pairing core: every strict provider applies it, in its own words (1.A) -------------------
 
 #: The DeepSeek-style core (the default contract) without deepseek-reasoner's alternation check.
@@ -70,17 +73,28 @@ _OPENAI_PAIRING = _contract(
     },
 )
 
+#: Messages in DeepSeek's serde shape: roles it knows, no images, string contents (1.B, 1.C).
+_DEEPSEEK_SHAPE: Settings = {
+    "developer-role": True,
+    "image-parts": {"enabled": True, "action": "strip"},
+    "text-part-arrays": True,
+    "null-content": True,
+    "tool-call-content": {"enabled": True, "shape": "null"},
+}
+
 DEEPSEEK = Profile(
     "deepseek",
     "DeepSeek (api.deepseek.com, deepseek-chat and V3.2/V4 models); the default",
-    rules={
-        "empty-tools": True,
-        "thinking-tool-choice": True,
-    },
+    rules={**_DEEPSEEK_SHAPE, "empty-tools": True, "thinking-tool-choice": True},
     contract=_contract(
         DEFAULT_CONTRACT,
         empty_tools={},
         thinking_tool_choice={},
+        unknown_role={},  # 1.B, DeepSeek (earendil-works/pi#1048)
+        image_unsupported={},  # 1.C, DeepSeek (browser-use/web-ui#99)
+        content_missing={},  # 1.C, DeepSeek (pig-mesh/deepseek4j#40)
+        content_not_string={},  # 1.C, DeepSeek (moeru-ai/airi#1222)
+        content_object={},  # 1.C, DashScope-style (felinics/Memoh#744)
     ),
     variants=(("deepseek-reasoner*", "deepseek-reasoner"),),
 )
@@ -88,14 +102,33 @@ DEEPSEEK = Profile(
 DEEPSEEK_REASONER = Profile(
     "deepseek-reasoner",
     "DeepSeek's deepseek-reasoner alias: DeepSeek's rules plus alternation and position rules",
-    rules={**DEEPSEEK.rules},
-    contract=DEEPSEEK.contract,
+    rules={
+        **DEEPSEEK.rules,
+        "consecutive-user-messages": True,
+        "leading-user-message": True,
+        "trailing-assistant": {"enabled": True, "action": "continue"},
+    },
+    contract=_contract(
+        DEEPSEEK.contract,
+        successive_user={},  # 1.B, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
+        first_not_user={},  # 1.B, deepseek-reasoner (ChatGPTNextWeb/NextChat#6343)
+        # 1.B, deepseek-reasoner (BerriAI/litellm#8090)
+        trailing_assistant={
+            "text": "The last message of deepseek-reasoner must be a user message, or an "
+            "assistant message with prefix mode on (refer to "
+            "https://api-docs.deepseek.com/guides/chat_prefix_completion)."
+        },
+    ),
 )
 
 KIMI = Profile(
     "kimi",
     "Moonshot / Kimi (api.moonshot.ai, api.moonshot.cn, kimi-code); tool ids are preserved",
-    rules={},
+    rules={
+        "developer-role": True,
+        "text-part-arrays": True,
+        "tool-call-content": {"enabled": True, "shape": "omit"},
+    },
     contract=_contract(
         PAIRING,
         # 1.A, Moonshot / Kimi (MoonshotAI/kimi-cli#1977)
@@ -109,13 +142,30 @@ KIMI = Profile(
             "text": "Invalid request: the message at position {index} with role 'assistant' "
             "must not be empty"
         },
+        tool_call_content_empty={},  # 1.C, Kimi (MoonshotAI/kimi-cli#2621)
+        # 1.C, Moonshot (LnYo-Cly/ai4j#62)
+        content_object={
+            "text": "Invalid request: the `messages.content` field in the request (expected "
+            "type []object) is illegal, and object is not acceptable"
+        },
+        # 1.B, Kimi and Qwen via OpenRouter (can1357/oh-my-pi#843)
+        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(_QWEN_ROLES)},
     ),
 )
 
 MISTRAL = Profile(
     "mistral",
     "Mistral (api.mistral.ai; vLLM --tokenizer-mode mistral, NVIDIA NIM)",
-    rules={"empty-tools": True},
+    rules={
+        "developer-role": True,
+        "unknown-message-fields": {"enabled": True, "deny": ["name"]},
+        "tool-call-ids": {"enabled": True, "format": "mistral9"},
+        "function-names": {"enabled": True, "pattern": "strict"},
+        "system-messages": {"enabled": True, "later": "hoist"},
+        "tool-user-bridge": True,
+        "trailing-assistant": {"enabled": True, "action": "continue"},
+        "empty-tools": True,
+    },
     contract=_contract(
         PAIRING,
         # 1.A, mistral-common validator.py
@@ -130,6 +180,13 @@ MISTRAL = Profile(
         },
         # 1.A, Mistral 422 extra_forbidden at ["body","tools"] (partITech/php-mistral#76)
         empty_tools={"text": "Extra inputs are not permitted", "status": 422},
+        # 1.D/1.E, Mistral 422 extra_forbidden (charmbracelet/crush#1590, mistral-go#2)
+        unknown_field={"text": fields.MISTRAL_FIELD_TEXT, "status": 422, "deny": ["name"]},
+        tool_call_id_format={},  # 1.A, Mistral (langchain-ai/langchain#24668)
+        function_name_invalid={},  # 1.A, mistral-common
+        unexpected_role_order={},  # 1.B, Mistral (datapizza-labs/datapizza-ai#98)
+        conversation_start={},  # 1.B, mistral-common validator.py
+        trailing_assistant={},  # 1.B, Mistral (NEKOparapa/AiNiee#641)
     ),
     envelope="mistral",
 )
@@ -137,7 +194,11 @@ MISTRAL = Profile(
 GROQ = Profile(
     "groq",
     "Groq (api.groq.com/openai): strict per-role field allowlist",
-    rules={},
+    rules={
+        "developer-role": True,
+        "unknown-message-fields": True,
+        "text-part-arrays": {"enabled": True, "roles": ["system"]},
+    },
     contract=_contract(
         PAIRING,
         # 1.A, Groq (hackclub/ai#22)
@@ -145,20 +206,36 @@ GROQ = Profile(
             "text": "'messages.{index}' : for 'role:tool' the following must be satisfied"
             "[('messages.{index}.tool_call_id' : property 'tool_call_id' is missing)]"
         },
+        unknown_field={},  # 1.E, Groq (ServiceStack/llms#17)
+        # 1.C, Groq (OpenHands/OpenHands#4643)
+        content_not_string={
+            "roles": ["system"],
+            "text": "'messages.{index}' : for 'role:system' the following must be satisfied"
+            "[('messages.{index}.content' : value must be a string)]",
+        },
     ),
 )
 
 CEREBRAS = Profile(
     "cerebras",
     "Cerebras (api.cerebras.ai): strict fields, strict JSON",
-    rules={},
-    contract=PAIRING,
+    rules={"developer-role": True, "unknown-message-fields": True},
+    contract=_contract(
+        PAIRING,
+        unknown_field={"text": fields.CEREBRAS_FIELD_TEXT},  # 1.D (Kilo-Org/kilocode#10375)
+    ),
 )
 
 QWEN = Profile(
     "qwen",
     "Qwen / DashScope (Bailian, Qwen Portal) and Qwen3.5+ chat templates",
-    rules={"empty-tools": True},
+    rules={
+        "developer-role": True,
+        "text-part-arrays": True,
+        "system-messages": {"enabled": True, "later": "hoist"},
+        "leading-user-message": True,
+        "empty-tools": True,
+    },
     contract=_contract(
         PAIRING,
         # 1.A, Qwen DashScope (QwenLM/qwen-code#315)
@@ -174,39 +251,50 @@ QWEN = Profile(
         },
         # 1.A, Qwen DashScope (smallmain/vscode-unify-chat-provider#65)
         empty_tool_calls={"text": "Empty tool_calls is not supported in message"},
+        system_not_first={},  # 1.B, Qwen3.5 template (vllm-project/vllm#41114)
+        no_user_message={},  # 1.B, DashScope (agentscope-ai/agentscope-java#613)
+        content_object={},  # 1.C, DashScope (felinics/Memoh#744)
+        # 1.B, Qwen (earendil-works/pi#5117)
+        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(_QWEN_ROLES)},
+        empty_tools={},
     ),
 )
 
 GLM = Profile(
     "glm",
     "Zhipu GLM (open.bigmodel.cn, api.z.ai): one generic 1214 error for many causes",
-    rules={},
+    rules={"developer-role": True, "text-part-arrays": True, "leading-user-message": True},
     contract=_contract(
         PAIRING,
         # 1.A, Zhipu GLM (MetaGLM/zhipuai-sdk-python-v4#14): the generic 1214
-        duplicate_tool_call_id={
-            "text": "The messages parameter is illegal. Please check the documentation."
-        },
+        duplicate_tool_call_id={"text": _GLM_1214},
+        no_user_message={"text": _GLM_1214},  # 1.B, GLM-4.5 (anomalyco/opencode#2557)
     ),
 )
 
 MINIMAX = Profile(
     "minimax",
     "MiniMax (api.minimax.io): error code 2013",
-    rules={},
+    rules={"developer-role": True, "system-messages": {"enabled": True, "later": "hoist"}},
     contract=_contract(
         PAIRING,
         # 1.A, MiniMax (Kilo-Org/kilocode#3967)
         unanswered_tool_call={"text": "invalid params, tool call and result not match (2013)"},
         # 1.A, MiniMax (MiniMax-AI/MiniMax-M2#76)
         orphan_tool_result={"text": "invalid params, tool result's tool id({id}) not found (2013)"},
+        multiple_system={},  # 1.B, MiniMax (BigPizzaV3/CodexPlusPlus#267)
     ),
 )
 
 GEMINI_OPENAI = Profile(
     "gemini-openai",
     "Google Gemini's OpenAI-compatible endpoint (generativelanguage.googleapis.com/v1beta/openai)",
-    rules={},
+    rules={
+        "developer-role": True,
+        "leading-user-message": True,
+        "function-names": {"enabled": True, "pattern": "gemini"},
+        "tool-message-name": {"enabled": True, "add_missing": True},
+    },
     contract=_contract(
         PAIRING,
         # 1.A, Gemini (google-gemini/gemini-cli#4217)
@@ -219,35 +307,82 @@ GEMINI_OPENAI = Profile(
             "text": "Please ensure that function response turn comes immediately after a "
             "function call turn"
         },
+        # 1.B, Gemini (google-gemini/gemini-cli#11814)
+        first_not_user={
+            "text": "Please ensure that function call turn comes immediately after a user turn "
+            "or after a function response turn.",
+            "tool_calls_only": True,
+        },
+        # 1.A, Gemini (google-gemini/gemini-cli#7878)
+        function_name_invalid={"pattern": "gemini", "text": ids.GEMINI_NAME_TEXT},
+        tool_message_name={},  # 1.A, Gemini (pydantic/pydantic-ai#1879)
     ),
 )
 
 XAI = Profile(
     "xai",
     "xAI Grok (api.x.ai): every message needs a content element",
-    rules={},
-    contract=PAIRING,
+    rules={
+        "developer-role": True,
+        "text-part-arrays": True,
+        "null-content": True,
+        "tool-call-content": {"enabled": True, "shape": "empty"},
+    },
+    contract=_contract(PAIRING, no_content_element={}),  # 1.C, xAI (langchain-ai/langchain#34140)
 )
 
 OPENAI = Profile(
     "openai",
     "OpenAI (api.openai.com) Chat Completions: `developer` is kept, images only in user messages",
-    rules={"empty-tools": True},
-    contract=_contract(_OPENAI_PAIRING, empty_tools={}),
+    rules={
+        "empty-tools": True,
+        "image-parts": {"enabled": True, "action": "relocate"},
+        "tool-call-ids": {"enabled": True, "format": "max40"},
+        "function-names": {"enabled": True, "pattern": "strict"},
+        "null-content": True,
+    },
+    contract=_contract(
+        _OPENAI_PAIRING,
+        empty_tools={},
+        image_not_user={},  # 1.C, OpenAI (OpenHands/OpenHands#7700)
+        # 1.A, OpenAI (agno-agi/agno#5382)
+        tool_call_id_format={"format": "max40", "text": ids.OPENAI_ID_LENGTH_TEXT},
+        function_name_invalid={"text": ids.OPENAI_NAME_TEXT},  # 1.A (mcp-use/mcp-use#90)
+        content_null={},  # 1.C, OpenAI/Azure (langchain-ai/langchainjs#4153)
+    ),
 )
 
 AZURE = Profile(
     "azure",
     "Azure OpenAI / Azure AI Inference: OpenAI's rules plus a strict field allowlist",
-    rules={**OPENAI.rules},
-    contract=OPENAI.contract,
+    rules={**OPENAI.rules, "unknown-message-fields": True},
+    contract=_contract(
+        OPENAI.contract,
+        unknown_field={"text": fields.AZURE_FIELD_TEXT},  # 1.E (microsoft/azurechat#503)
+    ),
 )
 
 CHAT_TEMPLATE = Profile(
     "chat-template",
     "Self-hosted servers rendering HF chat templates (vLLM, SGLang, TGI, llama.cpp, LM Studio)",
-    rules={},
-    contract=PAIRING,
+    rules={
+        "developer-role": True,
+        "system-messages": {"enabled": True, "later": "hoist"},
+        "consecutive-user-messages": True,
+        "leading-user-message": True,
+        "tool-user-bridge": True,
+        "trailing-assistant": {"enabled": True, "action": "continue", "prefix_allowed": False},
+    },
+    contract=_contract(
+        PAIRING,
+        system_not_first={},  # 1.B, Qwen3.5 templates (vllm-project/vllm#41114)
+        roles_not_alternating={},  # 1.B, HF templates (microsoft/autogen#1037)
+        # 1.B, llama.cpp (ggml-org/llama.cpp#20861)
+        trailing_assistant={
+            "text": "Assistant response prefill is incompatible with enable_thinking.",
+            "prefix_allowed": False,
+        },
+    ),
 )
 
 PASSTHROUGH = Profile(

@@ -532,7 +532,9 @@ def test_clean_transcripts_pass_untouched(clean: list[Any]) -> None:
         f"changes on a clean transcript: {[c.as_dict() for c in result.changes]}"
     )
     assert result.messages == clean
-    for rule in RULES:
+    # Rules on by default only: profile rules reshape valid OpenAI transcripts for a stricter
+    # provider on purpose (tests/rules/test_profiles.py holds them to that provider's contract).
+    for rule in (rule for rule in RULES if rule.default):
         outcome = rule.apply(clean, rule.context())
         assert outcome.changes == (), f"{rule.name} changed a clean transcript"
         assert outcome.messages is clean, f"{rule.name} must return an untouched list itself"
