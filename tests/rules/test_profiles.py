@@ -126,12 +126,12 @@ def test_the_readme_lists_every_profile_with_the_rules_it_adds() -> None:
     for name, profile in PROFILES.items():
         row = rows.get(f"`{name}`")
         assert row is not None, f"README Profiles table lacks {name}"
-        for rule, setting in profile.rules.items():
-            if setting is not False and not RULES_BY_NAME[rule].default:
-                assert f"`{rule}`" in row, (name, rule)
+        for rule_name, setting in profile.rules.items():
+            if setting is not False and not RULES_BY_NAME[rule_name].default:
+                assert f"`{rule_name}`" in row, (name, rule_name)
     for rule in RULES:
         if not rule.default:  # the rules table names the profiles that switch it on
             row = rows[f"`{rule.name}`"]
             for name, profile in PROFILES.items():
-                if profile.rules.get(rule.name) not in (None, False):
+                if profile.rules.get(rule.name, False) is not False:
                     assert name in row.split("|")[4], (rule.name, name)
