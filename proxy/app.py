@@ -57,10 +57,33 @@ def create_app(config: Config) -> web.Application:
     app[CONFIG_KEY] = config
     app[PLANNER_KEY] = config.planner()
     app.cleanup_ctx.append(_upstream_session)
+    # Probes chatmend answers itself, never forwarded, never logged (they come every few
+    # seconds): registered before the catch-all, so they match first.
+    app.router.add_get(HEALTHZ, healthz)
+    app.router.add_get(READYZ, readyz)
     # One catch-all route whose handler observes the request itself: no middleware chain and
     # no response signal to run per request (both measurable on the hot path).
     app.router.add_route("*", "/{tail:.*}", observe_request)
     return app
+
+
+HEALTHZ = "/healthz"
+READYZ = "/readyz"
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness: the process answers HTTP."""
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: the config is loaded and the upstream session is open (it closes on shutdown,
+    so a draining instance stops receiving traffic)."""
+    session = request.app.get(SESSION_KEY)
+    if session is None or session.closed:
+        return web.json_response({"status": "not_ready", "reason": "upstream_session"}, status=503)
+    config = request.app[CONFIG_KEY]
+    return web.json_response({"status": "ready", "profile": config.profile})
 
 
 async def _upstream_session(app: web.Application) -> AsyncIterator[None]:

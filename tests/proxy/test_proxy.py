@@ -453,3 +453,29 @@ async def test_a_repaired_body_logs_no_contract_violation(proxy: Client) -> None
         await proxy.post("/v1/chat/completions", data=chat(BROKEN["split_assistant_turn"]))
     assert [e for e in logs if e["event"] == "contract_violation"] == []
     assert [e for e in logs if e["event"] == "payload_sanitized"]
+
+
+async def test_health_probes_are_answered_by_chatmend_and_never_forwarded(
+    proxy: Client, fake: FakeUpstream
+) -> None:
+    with capture_logs() as logs:
+        live = await proxy.get("/healthz")
+        ready = await proxy.get("/readyz")
+        head = await proxy.head("/healthz")
+    assert (live.status, await live.json()) == (200, {"status": "ok"})
+    assert (ready.status, await ready.json()) == (200, {"status": "ready", "profile": "deepseek"})
+    assert head.status == 200
+    assert fake.received == [], "a probe reached the upstream"
+    assert logs == [], "probes are not logged"
+    # other paths still go upstream, /v1/healthz included
+    with capture_logs() as logs:
+        await proxy.get("/v1/healthz")
+    (done,) = [e for e in logs if e["event"] == "request_done"]
+    assert done["upstream_ms"] is not None
+
+
+async def test_readyz_is_503_once_the_upstream_session_is_closed(proxy: Client) -> None:
+    await proxy.app[SESSION_KEY].close()
+    response = await proxy.get("/readyz")
+    assert response.status == 503
+    assert (await response.json())["status"] == "not_ready"
