@@ -8,7 +8,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import ClientError, ClientSession, web
 
@@ -50,6 +50,10 @@ class RequestState:
     sanitize_ms: float | None = None
     changes: int = 0
     outcome: str | None = None
+    #: Rules that changed the body, and the count of changes report mode only logged.
+    rules: tuple[str, ...] = ()
+    reported: int = 0
+    started: float = field(default_factory=time.perf_counter)
 
 
 def create_app(config: Config) -> web.Application:
@@ -212,7 +216,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
             502, "The upstream could not be reached.", "upstream_unreachable", "upstream_error"
         )
     state.upstream_ms = _ms(started)
-    result = await relay(request, upstream, {REQUEST_ID_HEADER: state.request_id})
+    result = await relay(request, upstream, _chatmend_headers(state))
     state.outcome = result.outcome
     if result.outcome == "upstream_failed":
         log.warning(
@@ -280,6 +284,8 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes, api: str) 
     result: Sanitized = sanitize_body(body, request.app[PLANNER_KEY], api)
     state.sanitize_ms = _ms(started)
     state.changes = len(result.changes)
+    state.rules = tuple(sorted({change.rule for change in result.changes}))
+    state.reported = len(result.reported)
     for failure in result.failures:
         log.error(
             "rule_failed",
@@ -300,6 +306,18 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes, api: str) 
             rules=dict(Counter(change.rule for change in result.changes)),
             changes=[change.as_dict() for change in result.changes],
         )
+    if result.reported:
+        # Report mode: what the rules would have changed; the body went as the rules left it
+        # without them (the original bytes, in global report mode).
+        log.info(
+            "payload_reported",
+            request_id=state.request_id,
+            path=request.path,
+            profile=result.profile,
+            count=len(result.reported),
+            rules=dict(Counter(change.rule for change in result.reported)),
+            changes=[change.as_dict() for change in result.reported],
+        )
     if result.violations:
         # What the provider will still reject: a rule switched off, or a defect no rule repairs.
         log.warning(
@@ -311,6 +329,26 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes, api: str) 
             violations=[v.as_dict() for v in result.violations],
         )
     return result
+
+
+CHANGES_HEADER = "X-Chatmend-Changes"
+OVERHEAD_HEADER = "X-Chatmend-Overhead-Ms"
+
+
+def _chatmend_headers(state: RequestState) -> dict[str, str]:
+    """The request id, what chatmend changed (``2; rules=a,b``, plus ``; reported=N`` in report
+    mode) and its own time until the upstream answered, minus the upstream's (milliseconds)."""
+    changes = str(state.changes)
+    if state.rules:
+        changes += "; rules=" + ",".join(state.rules)
+    if state.reported:
+        changes += f"; reported={state.reported}"
+    overhead = (time.perf_counter() - state.started) * 1000 - (state.upstream_ms or 0.0)
+    return {
+        REQUEST_ID_HEADER: state.request_id,
+        CHANGES_HEADER: changes,
+        OVERHEAD_HEADER: f"{max(overhead, 0.0):.3f}",
+    }
 
 
 def _ms(since: float) -> float:

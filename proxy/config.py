@@ -60,6 +60,8 @@ class RuleSetting:
 
     enabled: bool | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: ``report``: the rule's changes are logged and counted, not applied; ``None``: as ``mode``.
+    mode: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,16 @@ class Config:
     models: tuple[tuple[str, str], ...] = ()
     #: The operator's rule settings, over every profile's (only the rules named in the file).
     rules: Mapping[str, RuleSetting] = field(default_factory=dict)
+    #: ``enforce`` applies the rewrites; ``report`` only logs them and forwards the original.
+    mode: str = "enforce"
+
+    def report_rules(self) -> frozenset[str]:
+        """The rules in report mode: every rule in global report mode, except those set to
+        ``enforce``; else those set to ``report``."""
+        if self.mode == "report":
+            enforced = {n for n, s in self.rules.items() if s.mode == "enforce"}
+            return frozenset(KNOWN_RULES) - enforced
+        return frozenset(n for n, s in self.rules.items() if s.mode == "report")
 
     def rule_settings(self) -> dict[str, dict[str, Any]]:
         """The operator's rule overrides, in the shape ``rules.planner`` takes."""
@@ -95,6 +107,7 @@ class Config:
             self.models,
             self.rule_settings(),
             log_content=self.log_content,
+            report=self.report_rules(),
             direct_openai=URL(self.upstream.url).host == OPENAI_HOST,
         )
 
@@ -108,7 +121,9 @@ _TOP_KEYS = (
     "profile",
     "models",
     "rules",
+    "mode",
 )
+MODES = ("enforce", "report")
 
 
 def load_config(
@@ -186,7 +201,14 @@ def parse_config(data: Mapping[str, Any], *, default_upstream: str = DEFAULT_UPS
         profile=_profile(data.get("profile", DEFAULT_PROFILE), "profile"),
         models=_models(_mapping(data.get("models", {}), "models")),
         rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
+        mode=_mode(data.get("mode", "enforce"), "mode"),
     )
+
+
+def _mode(value: Any, key: str) -> str:
+    if value not in MODES:
+        raise ConfigError(f"{key}: must be enforce or report, got {value!r}")
+    return str(value)
 
 
 def _profile(value: Any, key: str) -> str:
@@ -224,10 +246,13 @@ def _rule_settings(raw: Mapping[str, Any]) -> dict[str, RuleSetting]:
             continue
         given = _mapping(value, key)
         declared = {o.name for o in KNOWN_RULES[name].options}
-        _no_unknown(given, ("enabled", *sorted(declared)), key)
+        _no_unknown(given, ("enabled", "mode", *sorted(declared)), key)
         enabled = _bool(given["enabled"], f"{key}.enabled") if "enabled" in given else None
-        options = {k: v for k, v in given.items() if k != "enabled"}
-        settings[name] = RuleSetting(enabled=enabled, options=_rule_options(name, options))
+        mode = _mode(given["mode"], f"{key}.mode") if "mode" in given else None
+        options = {k: v for k, v in given.items() if k not in ("enabled", "mode")}
+        settings[name] = RuleSetting(
+            enabled=enabled, options=_rule_options(name, options), mode=mode
+        )
     return settings
 
 

@@ -43,6 +43,8 @@ class Sanitized:
     violations: tuple[Violation, ...] = ()
     #: The profile the request ran under (``None`` if the rules did not run).
     profile: str | None = None
+    #: Report mode: what the rules in report mode would have changed (not applied).
+    reported: tuple[Change, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -88,10 +90,11 @@ def sanitize_body(raw: bytes, source: PlanSource, api: str = "chat") -> Sanitize
         listed = items
     else:
         return Sanitized(raw, skipped=f"{field}_missing" if items is None else f"{field}_not_list")
+    reported = _report(raw, plan, field) if plan.report is not None and readable else ()
     # The freshly parsed payload is already a private deep copy: no clone needed.
     result = run_rules(listed, steps, private=True, request=payload)
     if not result.changed and not early:
-        return Sanitized(raw, failures=result.failures, profile=plan.profile)
+        return Sanitized(raw, failures=result.failures, profile=plan.profile, reported=reported)
     if result.request is not None:
         payload = dict(result.request)
     if isinstance(items, list):
@@ -101,7 +104,11 @@ def sanitize_body(raw: bytes, source: PlanSource, api: str = "chat") -> Sanitize
     except TypeError:
         # e.g. a value orjson cannot write back; never forward something half-done.
         return Sanitized(
-            raw, failures=result.failures, skipped="unserializable", profile=plan.profile
+            raw,
+            failures=result.failures,
+            skipped="unserializable",
+            profile=plan.profile,
+            reported=reported,
         )
     changes = (*early, *result.changes)
     try:
@@ -109,8 +116,23 @@ def sanitize_body(raw: bytes, source: PlanSource, api: str = "chat") -> Sanitize
         left = tuple(check(payload, plan.contract))
     except Exception as exc:  # the check is a report: it must never block a repaired body
         failures = (*result.failures, RuleFailure.of("contract", exc))
-        return Sanitized(body, changes, failures, profile=plan.profile)
-    return Sanitized(body, changes, result.failures, violations=left, profile=plan.profile)
+        return Sanitized(body, changes, failures, profile=plan.profile, reported=reported)
+    return Sanitized(
+        body, changes, result.failures, violations=left, profile=plan.profile, reported=reported
+    )
+
+
+def _report(raw: bytes, plan: Plan, field: str) -> tuple[Change, ...]:
+    """What the report-mode rules would change: every step runs on a second parse of the body
+    (the enforced run owns the first), and their changes are kept."""
+    assert plan.report is not None
+    payload = orjson.loads(raw)
+    items = payload.get(field)
+    steps = [step for step in plan.report if step[0].name not in _SURROGATE_RULES]
+    result = run_rules(
+        items if isinstance(items, list) else [], steps, private=True, request=payload
+    )
+    return tuple(change for change in result.changes if change.rule in plan.reported)
 
 
 def plan_for(source: PlanSource, model: Any, api: str = "chat") -> Plan:

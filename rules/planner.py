@@ -16,7 +16,7 @@ upstream: the operator's setting, if any, wins.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -43,6 +43,11 @@ class Plan:
     contract: Contract = field(default_factory=dict)
     #: The API the plan repairs: ``chat`` (``messages``) or ``responses`` (``input``).
     api: str = "chat"
+    #: Report mode: every step (enforced ones included), run on a second copy only to report
+    #: what the rules in ``reported`` would change; ``None`` when every rule is enforced.
+    report: Sequence[Step] | None = None
+    #: The rules whose changes are reported, not applied (every rule in global report mode).
+    reported: frozenset[str] = frozenset()
 
     def plan(self, model: Any) -> Plan:
         """A plan is its own planner: every model gets it (for tests and ``check --profile``)."""
@@ -64,12 +69,26 @@ def merge_settings(*layers: Mapping[str, Setting]) -> dict[str, dict[str, Any]]:
 
 
 def compile_plan(
-    profile: Profile, overrides: Mapping[str, Setting] | None = None, *, log_content: bool = False
+    profile: Profile,
+    overrides: Mapping[str, Setting] | None = None,
+    *,
+    log_content: bool = False,
+    report: frozenset[str] = frozenset(),
 ) -> Plan:
-    """The plan for ``profile`` with the operator's rule ``overrides`` on top."""
+    """The plan for ``profile`` with the operator's rule ``overrides`` on top; the rules named
+    in ``report`` run in report mode (their changes are logged, not applied)."""
     settings = merge_settings(profile.rules, overrides or {})
     steps = default_steps(RULES, settings, log_content=log_content)
-    return Plan(profile.name, steps, profile.contract)
+    return with_report(Plan(profile.name, steps, profile.contract), report)
+
+
+def with_report(plan: Plan, report: frozenset[str]) -> Plan:
+    """``plan`` with the rules in ``report`` moved to report mode (if any of them runs)."""
+    reported = frozenset(rule.name for rule, _ in plan.steps if rule.name in report)
+    if not reported:
+        return plan
+    enforced = [step for step in plan.steps if step[0].name not in reported]
+    return replace(plan, steps=enforced, report=plan.steps, reported=reported)
 
 
 #: The profile name the Responses plan reports.
@@ -103,18 +122,20 @@ class Planner:
         *,
         log_content: bool = False,
         direct_openai: bool = False,
+        report: frozenset[str] = frozenset(),
     ) -> None:
         self.default = default
         #: (lower-cased glob, profile name): the operator's patterns, first match wins.
         self.models = tuple((pattern.lower(), name) for pattern, name in models)
         self.plans: dict[str, Plan] = {
-            name: compile_plan(profile, overrides, log_content=log_content)
+            name: compile_plan(profile, overrides, log_content=log_content, report=report)
             for name, profile in PROFILES.items()
         }
         self._by_model: dict[str, Plan] = {}
         #: Every Responses request's plan, whatever its model.
-        self.responses = compile_responses_plan(
-            overrides, direct_openai=direct_openai, log_content=log_content
+        self.responses = with_report(
+            compile_responses_plan(overrides, direct_openai=direct_openai, log_content=log_content),
+            report,
         )
 
     def plan(self, model: Any) -> Plan:

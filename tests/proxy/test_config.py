@@ -148,6 +148,8 @@ def test_profile_and_models(tmp_path: Path) -> None:
         ),
         ({"models": {"x-*": "nope"}}, "models.x-*: unknown profile 'nope'"),
         ({"models": ["x"]}, "models: must be a mapping"),
+        ({"mode": "dry-run"}, "mode: must be enforce or report"),
+        ({"rules": {"empty-tool-calls": {"mode": "off"}}}, "rules.empty-tool-calls.mode: must be"),
         ({"rules": {"no-such-rule": True}}, "rules.no-such-rule: unknown rule; known rules: "),
         ({"rules": {"empty-tool-calls": {"enabled": "on"}}}, "rules.empty-tool-calls.enabled"),
         ({"rules": {"empty-tool-calls": {"speed": 1}}}, "rules.empty-tool-calls.speed: unknown"),

@@ -479,3 +479,47 @@ async def test_readyz_is_503_once_the_upstream_session_is_closed(proxy: Client) 
     response = await proxy.get("/readyz")
     assert response.status == 503
     assert (await response.json())["status"] == "not_ready"
+
+
+async def test_every_relayed_response_says_what_chatmend_changed_and_its_overhead(
+    proxy: Client, fake: FakeUpstream
+) -> None:
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 200
+    assert response.headers["X-Chatmend-Changes"] == "1; rules=empty-tool-calls"
+    assert float(response.headers["X-Chatmend-Overhead-Ms"]) >= 0
+    clean = await proxy.get("/v1/models")
+    assert clean.headers["X-Chatmend-Changes"] == "0"
+
+
+async def test_global_report_mode_logs_the_rewrites_and_forwards_the_original(
+    make_proxy: ProxyFactory, fake: FakeUpstream
+) -> None:
+    proxy = await make_proxy({"mode": "report"})
+    body = chat(BROKEN["split_assistant_turn"])
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=body)
+    assert response.status == 400  # the strict fake rejects what chatmend only reported
+    assert fake.received[-1].body == body
+    assert not [e for e in logs if e["event"] == "payload_sanitized"]
+    (reported,) = [e for e in logs if e["event"] == "payload_reported"]
+    assert reported["rules"] == {"consecutive-assistant-messages": 1}
+    assert response.headers["X-Chatmend-Changes"] == "0; reported=1"
+
+
+async def test_one_rule_in_report_mode_while_the_others_enforce(
+    make_proxy: ProxyFactory, fake: FakeUpstream
+) -> None:
+    proxy = await make_proxy({"rules": {"empty-tool-calls": {"mode": "report"}}})
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    sent = orjson.loads(fake.received[-1].body)
+    assert sent["messages"][1]["tool_calls"] == []  # reported, not applied
+    (reported,) = [e for e in logs if e["event"] == "payload_reported"]
+    assert reported["changes"][0]["rule"] == "empty-tool-calls"
+    assert response.headers["X-Chatmend-Changes"] == "0; reported=1"
+    # the rest still enforces, and mode: enforce on a rule overrides a global report
+    proxy = await make_proxy({"mode": "report", "rules": {"empty-tool-calls": {"mode": "enforce"}}})
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.headers["X-Chatmend-Changes"] == "1; rules=empty-tool-calls"
+    assert "tool_calls" not in orjson.loads(fake.received[-1].body)["messages"][1]
