@@ -18,6 +18,7 @@ from proxy.log import get_logger
 from proxy.sanitize import Sanitized, sanitize_body
 from proxy.streaming import relay
 from proxy.upstream import create_session, open_upstream, request_headers, upstream_url
+from rules.base import Change
 from rules.planner import Planner
 
 CONFIG_KEY = web.AppKey("config", Config)
@@ -297,27 +298,11 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes, api: str) 
     if result.skipped:
         log.info("payload_not_sanitized", request_id=state.request_id, reason=result.skipped)
     if result.changed:
-        log.info(
-            "payload_sanitized",
-            request_id=state.request_id,
-            path=request.path,
-            profile=result.profile,
-            count=len(result.changes),
-            rules=dict(Counter(change.rule for change in result.changes)),
-            changes=[change.as_dict() for change in result.changes],
-        )
+        _log_changes("payload_sanitized", request, state, result.profile, result.changes)
     if result.reported:
         # Report mode: what the rules would have changed; the body went as the rules left it
         # without them (the original bytes, in global report mode).
-        log.info(
-            "payload_reported",
-            request_id=state.request_id,
-            path=request.path,
-            profile=result.profile,
-            count=len(result.reported),
-            rules=dict(Counter(change.rule for change in result.reported)),
-            changes=[change.as_dict() for change in result.reported],
-        )
+        _log_changes("payload_reported", request, state, result.profile, result.reported)
     if result.violations:
         # What the provider will still reject: a rule switched off, or a defect no rule repairs.
         log.warning(
@@ -329,6 +314,24 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes, api: str) 
             violations=[v.as_dict() for v in result.violations],
         )
     return result
+
+
+def _log_changes(
+    event: str,
+    request: web.Request,
+    state: RequestState,
+    profile: str | None,
+    changes: tuple[Change, ...],
+) -> None:
+    log.info(
+        event,
+        request_id=state.request_id,
+        path=request.path,
+        profile=profile,
+        count=len(changes),
+        rules=dict(Counter(change.rule for change in changes)),
+        changes=[change.as_dict() for change in changes],
+    )
 
 
 CHANGES_HEADER = "X-Chatmend-Changes"
