@@ -15,6 +15,8 @@ from aiohttp import ClientError, ClientSession, web
 from proxy.config import Config
 from proxy.errors import error_response
 from proxy.log import get_logger
+from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from proxy.metrics import Metrics, classify
 from proxy.sanitize import Sanitized, sanitize_body
 from proxy.streaming import relay
 from proxy.upstream import create_session, open_upstream, request_headers, upstream_url
@@ -24,6 +26,7 @@ from rules.planner import Planner
 CONFIG_KEY = web.AppKey("config", Config)
 SESSION_KEY = web.AppKey("session", ClientSession)
 PLANNER_KEY = web.AppKey("planner", Planner)
+METRICS_KEY = web.AppKey("metrics", Metrics)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -55,17 +58,24 @@ class RequestState:
     rules: tuple[str, ...] = ()
     reported: int = 0
     started: float = field(default_factory=time.perf_counter)
+    #: For the metrics: the API repaired (``chat``, ``responses``, else ``other``), the profile
+    #: the body ran under, chatmend's own time up to the upstream's headers.
+    route: str = "other"
+    profile: str = "none"
+    overhead_ms: float | None = None
 
 
 def create_app(config: Config) -> web.Application:
     app = web.Application(client_max_size=config.max_body_bytes, handler_args=PARSER_LIMITS)
     app[CONFIG_KEY] = config
+    app[METRICS_KEY] = Metrics()
     app[PLANNER_KEY] = config.planner()
     app.cleanup_ctx.append(_upstream_session)
     # Probes chatmend answers itself, never forwarded, never logged (they come every few
     # seconds): registered before the catch-all, so they match first.
     app.router.add_get(HEALTHZ, healthz)
     app.router.add_get(READYZ, readyz)
+    app.router.add_get(METRICS, metrics)
     # One catch-all route whose handler observes the request itself: no middleware chain and
     # no response signal to run per request (both measurable on the hot path).
     app.router.add_route("*", "/{tail:.*}", observe_request)
@@ -74,6 +84,13 @@ def create_app(config: Config) -> web.Application:
 
 HEALTHZ = "/healthz"
 READYZ = "/readyz"
+METRICS = "/metrics"
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus exposition of this instance's counters (served here, never forwarded)."""
+    body = request.app[METRICS_KEY].exposition()
+    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -125,6 +142,7 @@ async def observe_request(request: web.Request) -> web.StreamResponse:
         response.headers[REQUEST_ID_HEADER] = state.request_id
         return response
     finally:
+        _count(request.app[METRICS_KEY], state, status)
         log.info(
             "request_done",
             request_id=state.request_id,
@@ -184,6 +202,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
         return _body_timeout(config)
     api = api_of(request) if body is not None else None
     if body is not None and api is not None:
+        state.route = api
         sanitized = _sanitize(request, state, body, api)
         if sanitized.skipped == "json_too_deep":
             state.outcome = "rejected"
@@ -217,7 +236,15 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
             502, "The upstream could not be reached.", "upstream_unreachable", "upstream_error"
         )
     state.upstream_ms = _ms(started)
-    result = await relay(request, upstream, _chatmend_headers(state))
+    meter = request.app[METRICS_KEY]
+    meter.upstream_seconds.observe(state.upstream_ms / 1000)
+    meter.streams.inc()
+    try:
+        result = await relay(request, upstream, _chatmend_headers(state))
+    finally:
+        meter.streams.dec()
+    if 400 <= upstream.status < 500:
+        meter.rejections.labels(str(upstream.status), classify(result.body)).inc()
     state.outcome = result.outcome
     if result.outcome == "upstream_failed":
         log.warning(
@@ -287,6 +314,16 @@ def _sanitize(request: web.Request, state: RequestState, body: bytes, api: str) 
     state.changes = len(result.changes)
     state.rules = tuple(sorted({change.rule for change in result.changes}))
     state.reported = len(result.reported)
+    state.profile = result.profile or "none"
+    meter = request.app[METRICS_KEY]
+    for change in result.changes:
+        meter.rewrites.labels(change.rule, change.action).inc()
+    for change in result.reported:
+        meter.reported.labels(change.rule, change.action).inc()
+    for failure in result.failures:
+        meter.rule_failures.labels(failure.rule).inc()
+    for violation in result.violations:
+        meter.violations.labels(state.profile, violation.code).inc()
     for failure in result.failures:
         log.error(
             "rule_failed",
@@ -347,11 +384,18 @@ def _chatmend_headers(state: RequestState) -> dict[str, str]:
     if state.reported:
         changes += f"; reported={state.reported}"
     overhead = (time.perf_counter() - state.started) * 1000 - (state.upstream_ms or 0.0)
+    state.overhead_ms = max(overhead, 0.0)
     return {
         REQUEST_ID_HEADER: state.request_id,
         CHANGES_HEADER: changes,
         OVERHEAD_HEADER: f"{max(overhead, 0.0):.3f}",
     }
+
+
+def _count(meter: Metrics, state: RequestState, status: int) -> None:
+    meter.requests.labels(state.route, str(status), state.profile).inc()
+    if state.overhead_ms is not None:
+        meter.overhead_seconds.observe(state.overhead_ms / 1000)
 
 
 def _ms(since: float) -> float:

@@ -21,6 +21,8 @@ class RelayResult:
     outcome: str
     bytes_relayed: int
     error: str | None = None
+    #: The body, when it was small enough to be read whole (for classifying rejections).
+    body: bytes | None = None
 
 
 #: A response that announces a Content-Length at most this big (and is not an event stream)
@@ -99,4 +101,4 @@ async def _relay_whole(
     response = web.Response(
         status=upstream.status, reason=upstream.reason, headers=headers, body=body
     )
-    return RelayResult(response, "completed", len(body))
+    return RelayResult(response, "completed", len(body), body=body)

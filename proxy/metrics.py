@@ -1,0 +1,128 @@
+"""Prometheus metrics: what chatmend repaired, what still got rejected, and what it cost.
+
+One registry per app (so tests and several apps in one process never share counters), served at
+``GET /metrics`` by chatmend itself. Upstream rejections are classified by matching the
+provider's error text against the catalogue's texts (every check's, every profile's override):
+``class`` is then the check's code (``empty_tool_calls``), so an operator sees which 400s still
+get through; a text no check knows is ``unclassified``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from rules.contract import CHECKS
+from rules.profiles import PROFILES
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """A check's text template as a regex: the ``{field}`` slots match anything."""
+    pieces = re.split(r"\{[a-z_]*\}", template.replace("{{", "{").replace("}}", "}"))
+    return re.compile(".*?".join(re.escape(piece) for piece in pieces), re.DOTALL)
+
+
+def _catalogue() -> list[tuple[re.Pattern[str], str]]:
+    texts: dict[str, str] = {check.text: check.code for check in CHECKS}
+    for profile in PROFILES.values():
+        for code, overrides in profile.contract.items():
+            if "text" in overrides:
+                texts.setdefault(overrides["text"], code)
+    # longest first: a specific text wins over a generic one it contains
+    return [
+        (_pattern(text), code) for text, code in sorted(texts.items(), key=lambda t: -len(t[0]))
+    ]
+
+
+CATALOGUE = _catalogue()
+
+
+def error_text(body: bytes) -> str | None:
+    """The message of an error body: OpenAI's ``error.message``, Mistral's ``message``, or the
+    first of Gemini's list."""
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error", data)
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else None
+
+
+def classify(body: bytes | None) -> str:
+    """The catalogue code whose text the rejection carries, or ``unclassified``."""
+    text = error_text(body) if body else None
+    if text is None:
+        return "unclassified"
+    for pattern, code in CATALOGUE:
+        if pattern.fullmatch(text) or pattern.search(text):
+            return code
+    return "unclassified"
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "chatmend_requests",
+            "Requests by route, status and profile.",
+            ["route", "status", "profile"],
+            registry=r,
+        )
+        self.rewrites = Counter(
+            "chatmend_rewrites",
+            "Rewrites applied, by rule and action.",
+            ["rule", "action"],
+            registry=r,
+        )
+        self.reported = Counter(
+            "chatmend_reported_rewrites",
+            "Rewrites report mode logged but did not apply.",
+            ["rule", "action"],
+            registry=r,
+        )
+        self.rule_failures = Counter(
+            "chatmend_rule_failures", "Rules that raised and were skipped.", ["rule"], registry=r
+        )
+        self.violations = Counter(
+            "chatmend_contract_violations",
+            "What a profile's contract still rejected after the rules.",
+            ["profile", "code"],
+            registry=r,
+        )
+        self.rejections = Counter(
+            "chatmend_upstream_rejections",
+            "Upstream 4xx answers, classified by error text.",
+            ["status", "class"],
+            registry=r,
+        )
+        self.upstream_seconds = Histogram(
+            "chatmend_upstream_seconds",
+            "Time until the upstream's response headers.",
+            registry=r,
+            buckets=_SECONDS,
+        )
+        self.overhead_seconds = Histogram(
+            "chatmend_overhead_seconds",
+            "chatmend's own time per request, upstream excluded.",
+            registry=r,
+            buckets=_SECONDS,
+        )
+        self.streams = Gauge(
+            "chatmend_streams_in_flight", "Responses being relayed right now.", registry=r
+        )
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
