@@ -64,6 +64,27 @@ class Option:
 
 
 @dataclass(frozen=True, slots=True)
+class TextOption(Option):
+    """A text option that must hold visible text: an empty or blank placeholder message is
+    itself a rejection ("Assistant message must have either content or tool_calls", Mistral;
+    "text content blocks must contain non-whitespace text", Anthropic)."""
+
+    def validate(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return f"must be of type str, got {type(value).__name__}"
+        if not value.strip():
+            return "must be a non-empty text (not only whitespace)"
+        return None
+
+
+def text_option(ctx: RuleContext, name: str, default: str) -> str:
+    """The option ``name`` if it holds visible text, else ``default`` (a library caller may pass
+    options the config loader never validated: an empty placeholder would be a new defect)."""
+    value = ctx.options.get(name, default)
+    return value if isinstance(value, str) and value.strip() else default
+
+
+@dataclass(frozen=True, slots=True)
 class RuleContext:
     """What a rule may know besides the messages: its options, the privacy switch and, for a
     rule that declares ``reads_request``, the request's top-level fields."""

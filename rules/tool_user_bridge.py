@@ -30,36 +30,14 @@ the tool results were received.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.base import Change, Outcome, Rule, RuleContext, TextOption, text_option
 
 NAME = "tool-user-bridge"
 
 #: pi-ai's bridge text (badlogic/pi-mono, ``requiresAssistantAfterToolResult``).
 DEFAULT_CONTENT = "I have processed the tool results."
-
-
-@dataclass(frozen=True, slots=True)
-class TextOption(Option):
-    """A text option that must hold visible text: an empty or blank placeholder message is
-    itself a rejection ("Assistant message must have either content or tool_calls", Mistral;
-    "text content blocks must contain non-whitespace text", Anthropic)."""
-
-    def validate(self, value: Any) -> str | None:
-        if not isinstance(value, str):
-            return f"must be of type str, got {type(value).__name__}"
-        if not value.strip():
-            return "must be a non-empty text (not only whitespace)"
-        return None
-
-
-def text_option(ctx: RuleContext, name: str, default: str) -> str:
-    """The option ``name`` if it holds visible text, else ``default`` (a library caller may pass
-    options the config loader never validated: an empty placeholder would be a new defect)."""
-    value = ctx.options.get(name, default)
-    return value if isinstance(value, str) and value.strip() else default
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:

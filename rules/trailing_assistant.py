@@ -42,8 +42,7 @@ from typing import Any
 
 import orjson
 
-from rules.base import Change, Option, Outcome, Rule, RuleContext
-from rules.tool_user_bridge import TextOption, text_option
+from rules.base import Change, Option, Outcome, Rule, RuleContext, TextOption, text_option
 
 NAME = "trailing-assistant"
 

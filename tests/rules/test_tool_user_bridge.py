@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 
 from rules import RULES, RULES_BY_NAME
-from rules.base import RuleContext
+from rules.base import RuleContext, TextOption
 from rules.contract import CHECKS_BY_CODE
-from rules.tool_user_bridge import DEFAULT_CONTENT, NAME, RULE, TextOption, apply
+from rules.tool_user_bridge import DEFAULT_CONTENT, NAME, RULE, apply
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}

@@ -10,9 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules import RULES_BY_NAME
-from rules.base import RuleContext
+from rules.base import RuleContext, TextOption
 from rules.contract import CHECKS_BY_CODE
-from rules.tool_user_bridge import TextOption
 from rules.trailing_assistant import ACTIONS, DEFAULT_CONTENT, NAME, RULE, apply, is_plain_assistant
 from tests.strategies import arbitrary_messages, clean_transcripts
 
