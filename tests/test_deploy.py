@@ -165,13 +165,6 @@ def package_dirs() -> set[str]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pyproject.toml lists packages = ['proxy', 'rules'] without rules.contract and "
-    "rules.responses, so a non-editable install (the image's `pip install`) cannot import "
-    "rules.planner; fix: [tool.setuptools.packages.find] include = ['proxy*', 'rules*'], "
-    "then drop this marker",
-)
 def test_a_non_editable_install_carries_every_subpackage() -> None:
     assert package_dirs() <= pyproject_packages()
 
