@@ -3,6 +3,7 @@ Qwen, Kimi and every strict OpenAI-compatible provider reject about calls and th
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -11,28 +12,60 @@ import orjson
 from rules.contract.base import Check, Found, role_of
 
 
+def _key(value: Any) -> Any:
+    """A hashable stand-in for an id of any JSON type (a string stands for itself)."""
+    return value if isinstance(value, str) else ("not a string", type(value).__name__, repr(value))
+
+
+class _Pending:
+    """The call ids of one assistant still waiting for a result, as a multiset: each result
+    takes one in O(1), so a block of thousands of calls is checked in linear time."""
+
+    def __init__(self, calls: Any = ()) -> None:
+        self.ids = [c.get("id") for c in calls if isinstance(c, dict)]
+        self.left: Counter[Any] = Counter(_key(i) for i in self.ids)
+        self.waiting = len(self.ids)
+
+    def __bool__(self) -> bool:
+        return self.waiting > 0
+
+    def take(self, value: Any) -> bool:
+        """Consume one call with this id: False if none is waiting."""
+        key = _key(value)
+        if self.left.get(key, 0) <= 0:
+            return False
+        self.left[key] -= 1
+        self.waiting -= 1
+        return True
+
+    def remaining(self) -> str:
+        left = Counter(self.left)
+        out = []
+        for value in self.ids:
+            if left[_key(value)] > 0:
+                left[_key(value)] -= 1
+                out.append(str(value))
+        return ", ".join(out)
+
+
 def _unanswered(messages: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
     """An assistant's calls not all answered by the tool messages right after it."""
-    pending: list[Any] = []
+    pending = _Pending()
     pending_at = 0
     for index, message in enumerate(messages):
         role = role_of(message)
-        if pending and role != "tool":
-            yield Found(pending_at, {"ids": _join(pending)})
-            pending = []
+        if role != "tool" and pending:
+            yield Found(pending_at, {"ids": pending.remaining()})
+            pending = _Pending()
         if role == "assistant":
             calls = message.get("tool_calls")
             if isinstance(calls, list):
-                pending = [c.get("id") for c in calls if isinstance(c, dict)]
+                pending = _Pending(calls)
                 pending_at = index
-        elif role == "tool" and message.get("tool_call_id") in pending:
-            pending.remove(message.get("tool_call_id"))
+        elif role == "tool":
+            pending.take(message.get("tool_call_id"))
     if pending:
-        yield Found(pending_at, {"ids": _join(pending)})
-
-
-def _join(ids: list[Any]) -> str:
-    return ", ".join(str(i) for i in ids)
+        yield Found(pending_at, {"ids": pending.remaining()})
 
 
 def _tool_walk(messages: list[Any]) -> Iterator[tuple[str, Found]]:
@@ -40,16 +73,12 @@ def _tool_walk(messages: list[Any]) -> Iterator[tuple[str, Found]]:
     of the assistant right before its block; ``where`` carries the ``id`` (and the ``first``
     index that used it, for a repeat)."""
     seen: dict[Any, int] = {}
-    pending: list[Any] = []
+    pending = _Pending()
     for index, message in enumerate(messages):
         role = role_of(message)
         if role == "assistant":
             calls = message.get("tool_calls")
-            pending = (
-                [c.get("id") for c in calls if isinstance(c, dict)]
-                if isinstance(calls, list)
-                else []
-            )
+            pending = _Pending(calls if isinstance(calls, list) else ())
         elif role == "tool":
             tool_call_id = message.get("tool_call_id")
             if not isinstance(tool_call_id, str) or not tool_call_id:
@@ -58,12 +87,10 @@ def _tool_walk(messages: list[Any]) -> Iterator[tuple[str, Found]]:
             if tool_call_id in seen:
                 yield "duplicate", Found(index, {"id": tool_call_id, "first": seen[tool_call_id]})
             seen.setdefault(tool_call_id, index)
-            if tool_call_id in pending:
-                pending.remove(tool_call_id)
-            else:
+            if not pending.take(tool_call_id):
                 yield "orphan", Found(index, {"id": tool_call_id})
         else:
-            pending = []
+            pending = _Pending()
 
 
 def _tool_kind(kind: str) -> Any:
