@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import orjson
+
 
 def has_content(message: dict[str, Any]) -> bool:
     """True if the message carries any content a provider counts as "set".
@@ -22,6 +24,19 @@ def has_content(message: dict[str, Any]) -> bool:
 
 def _is_empty_text_part(part: Any) -> bool:
     return isinstance(part, dict) and part.get("type") == "text" and part.get("text") in ("", None)
+
+
+def content_length(content: Any) -> int:
+    """The length of a content for the logs (never the text itself): a string's characters, or
+    the characters of any other JSON value as JSON; 0 for ``None`` or a non-JSON value."""
+    if content is None:
+        return 0
+    if type(content) is str:
+        return len(content)
+    try:
+        return len(orjson.dumps(content).decode())
+    except TypeError:  # not JSON (only possible through the library API)
+        return 0
 
 
 def call_id(call: Any) -> str | None:

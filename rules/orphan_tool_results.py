@@ -22,10 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.blocks import analyse, is_paired, rebuild, rejoin
+from rules.messages import content_length
 
 NAME = "orphan-tool-results"
 
@@ -61,22 +60,11 @@ def _detail(message: dict[str, Any], reason: str, ctx: RuleContext) -> dict[str,
     detail: dict[str, Any] = {
         "tool_call_id": rid if type(rid) is str else None,
         "reason": reason,
-        "content_length": _length(content),
+        "content_length": content_length(content),
     }
     if ctx.log_content:
         detail["content"] = content
     return detail
-
-
-def _length(content: Any) -> int:
-    if content is None:
-        return 0
-    if type(content) is str:
-        return len(content)
-    try:
-        return len(orjson.dumps(content).decode())
-    except TypeError:  # orjson.JSONEncodeError: not JSON (only possible through the library API)
-        return 0
 
 
 RULE = Rule(

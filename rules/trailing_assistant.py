@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from rules.base import Change, Option, Outcome, Rule, RuleContext, TextOption, text_option
+from rules.messages import content_length
 
 NAME = "trailing-assistant"
 
@@ -128,21 +129,13 @@ def _describe(value: Any) -> str:
 
 def _removed(message: dict[str, Any], ctx: RuleContext) -> dict[str, Any]:
     content = message.get("content")
-    detail: dict[str, Any] = {"reason": "trailing_assistant", "content_length": _length(content)}
+    detail: dict[str, Any] = {
+        "reason": "trailing_assistant",
+        "content_length": content_length(content),
+    }
     if ctx.log_content:
         detail["content"] = content
     return detail
-
-
-def _length(content: Any) -> int:
-    if content is None:
-        return 0
-    if type(content) is str:
-        return len(content)
-    try:
-        return len(orjson.dumps(content).decode())
-    except TypeError:  # not JSON (only possible through the library API)
-        return 0
 
 
 RULE = Rule(
