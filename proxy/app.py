@@ -13,19 +13,20 @@ from dataclasses import dataclass, field
 from aiohttp import ClientError, ClientSession, web
 
 from proxy.config import Config
+from proxy.credentials import apply_upstream_credentials, authorized
 from proxy.errors import error_response
 from proxy.log import get_logger
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics, classify
+from proxy.routing import Route, Runtime, RuntimeHolder
 from proxy.sanitize import Sanitized, sanitize_body
 from proxy.streaming import relay
 from proxy.upstream import create_session, open_upstream, request_headers, upstream_url
 from rules.base import Change
 from rules.planner import Planner
 
-CONFIG_KEY = web.AppKey("config", Config)
 SESSION_KEY = web.AppKey("session", ClientSession)
-PLANNER_KEY = web.AppKey("planner", Planner)
+RUNTIME_KEY = web.AppKey("runtime", RuntimeHolder)
 METRICS_KEY = web.AppKey("metrics", Metrics)
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -58,18 +59,21 @@ class RequestState:
     rules: tuple[str, ...] = ()
     reported: int = 0
     started: float = field(default_factory=time.perf_counter)
-    #: For the metrics: the API repaired (``chat``, ``responses``, else ``other``), the profile
-    #: the body ran under, chatmend's own time up to the upstream's headers.
-    route: str = "other"
+    #: For the metrics: the config route, the API repaired (``chat``, ``responses``, else
+    #: ``other``), the profile the body ran under, chatmend's own time up to the upstream's
+    #: headers (``None`` if the upstream was never reached).
+    route: str = "default"
+    api: str = "other"
     profile: str = "none"
     overhead_ms: float | None = None
 
 
 def create_app(config: Config) -> web.Application:
+    """The proxy for ``config``; ``app[RUNTIME_KEY].swap`` replaces its routes and rules later
+    (``max_body_bytes`` and ``listen`` are fixed for the app's lifetime)."""
     app = web.Application(client_max_size=config.max_body_bytes, handler_args=PARSER_LIMITS)
-    app[CONFIG_KEY] = config
+    app[RUNTIME_KEY] = RuntimeHolder(Runtime.compile(config))
     app[METRICS_KEY] = Metrics()
-    app[PLANNER_KEY] = config.planner()
     app.cleanup_ctx.append(_upstream_session)
     # Probes chatmend answers itself, never forwarded, never logged (they come every few
     # seconds): registered before the catch-all, so they match first.
@@ -104,12 +108,25 @@ async def readyz(request: web.Request) -> web.Response:
     session = request.app.get(SESSION_KEY)
     if session is None or session.closed:
         return web.json_response({"status": "not_ready", "reason": "upstream_session"}, status=503)
-    config = request.app[CONFIG_KEY]
-    return web.json_response({"status": "ready", "profile": config.profile})
+    holder = request.app[RUNTIME_KEY]
+    routes = {route.name: route.config.profile for route in holder.current.routes}
+    return web.json_response(
+        {
+            "status": "ready",
+            "profile": routes["default"],
+            "routes": routes,
+            "config_generation": holder.generation,
+        }
+    )
+
+
+def planner_of(app: web.Application, route: str = "default") -> Planner:
+    """The planner a route's requests run under now (tests and tools)."""
+    return next(r.planner for r in app[RUNTIME_KEY].current.routes if r.name == route)
 
 
 async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
-    session = create_session(app[CONFIG_KEY].upstream)
+    session = create_session(app[RUNTIME_KEY].current.config.upstream)
     app[SESSION_KEY] = session
     yield
     await session.close()
@@ -139,7 +156,7 @@ async def observe_request(request: web.Request) -> web.StreamResponse:
         log.error("request_failed", request_id=state.request_id, error=type(exc).__name__)
         status = 500
         response = error_response(500, "chatmend internal error", "proxy_error", "server_error")
-        response.headers[REQUEST_ID_HEADER] = state.request_id
+        response.headers.update(_chatmend_headers(state))
         return response
     finally:
         _count(request.app[METRICS_KEY], state, status)
@@ -178,20 +195,27 @@ def api_of(request: web.Request) -> str | None:
 async def proxy_request(request: web.Request, state: RequestState) -> web.StreamResponse:
     """Forward any request upstream; repair chat-completions and Responses bodies on the way.
 
-    Every response it returns is unprepared or prepared with the request id header set.
+    Every response it returns is unprepared or prepared with chatmend's headers set: chatmend's
+    own answers (errors) carry them too.
     """
     response = await _forward(request, state)
     if not response.prepared:
-        response.headers[REQUEST_ID_HEADER] = state.request_id
+        response.headers.update(_chatmend_headers(state))
     return response
 
 
 async def _forward(request: web.Request, state: RequestState) -> web.StreamResponse:
-    config = request.app[CONFIG_KEY]
+    runtime = request.app[RUNTIME_KEY].current  # read once: a reload does not touch this request
+    config = runtime.config
+    route = runtime.route_for(request.rel_url.raw_path)
+    state.route = route.name
     rejected = _check_request(request, config)
     if rejected is not None:
         state.outcome = "rejected"
         return rejected
+    if not authorized(route.config, request.headers):
+        state.outcome = "unauthorized"
+        return _unauthorized(route)
     try:
         body: bytes | None = await _read_body(request, config) if request.body_exists else None
     except web.HTTPRequestEntityTooLarge:
@@ -202,8 +226,8 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
         return _body_timeout(config)
     api = api_of(request) if body is not None else None
     if body is not None and api is not None:
-        state.route = api
-        sanitized = _sanitize(request, state, body, api)
+        state.api = api
+        sanitized = _sanitize(request, state, body, api, route)
         if sanitized.skipped == "json_too_deep":
             state.outcome = "rejected"
             return error_response(
@@ -214,14 +238,19 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
             )
         body = sanitized.body
 
+    headers = request_headers(request.headers)
+    apply_upstream_credentials(route.config, headers)
     started = time.perf_counter()
     try:
         upstream = await open_upstream(
             request.app[SESSION_KEY],
             request.method,
-            upstream_url(config.upstream.url, request.rel_url.raw_path_qs),
-            request_headers(request.headers),
+            upstream_url(
+                route.config.upstream.url, route.upstream_path(request.rel_url.raw_path_qs)
+            ),
+            headers,
             body,
+            timeout=route.timeout,
         )
     except TimeoutError as exc:
         state.outcome = "upstream_timeout"
@@ -240,7 +269,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     meter.upstream_seconds.observe(state.upstream_ms / 1000)
     meter.streams.inc()
     try:
-        result = await relay(request, upstream, _chatmend_headers(state))
+        result = await relay(request, upstream, _chatmend_headers(state, reached=True))
     finally:
         meter.streams.dec()
     if 400 <= upstream.status < 500:
@@ -286,6 +315,18 @@ async def _read_body(request: web.Request, config: Config) -> bytes:
         return await request.read()
 
 
+def _unauthorized(route: Route) -> web.Response:
+    response = error_response(
+        401,
+        f"This chatmend route ({route.name}) needs one of its client tokens as "
+        "'Authorization: Bearer <token>'; the provider key is held by chatmend.",
+        "invalid_api_key",
+        "invalid_request_error",
+    )
+    response.headers["WWW-Authenticate"] = 'Bearer realm="chatmend"'
+    return response
+
+
 def _too_large(config: Config) -> web.Response:
     return error_response(
         413,
@@ -307,9 +348,11 @@ def _body_timeout(config: Config) -> web.Response:
     return response
 
 
-def _sanitize(request: web.Request, state: RequestState, body: bytes, api: str) -> Sanitized:
+def _sanitize(
+    request: web.Request, state: RequestState, body: bytes, api: str, route: Route
+) -> Sanitized:
     started = time.perf_counter()
-    result: Sanitized = sanitize_body(body, request.app[PLANNER_KEY], api)
+    result: Sanitized = sanitize_body(body, route.planner, api)
     state.sanitize_ms = _ms(started)
     state.changes = len(result.changes)
     state.rules = tuple(sorted({change.rule for change in result.changes}))
@@ -375,25 +418,28 @@ CHANGES_HEADER = "X-Chatmend-Changes"
 OVERHEAD_HEADER = "X-Chatmend-Overhead-Ms"
 
 
-def _chatmend_headers(state: RequestState) -> dict[str, str]:
+def _chatmend_headers(state: RequestState, *, reached: bool = False) -> dict[str, str]:
     """The request id, what chatmend changed (``2; rules=a,b``, plus ``; reported=N`` in report
-    mode) and its own time until the upstream answered, minus the upstream's (milliseconds)."""
+    mode) and its own time: until the upstream answered, minus the upstream's, or until its
+    own answer (milliseconds). Only a request that reached the upstream is observed in the
+    overhead histogram: an early 401 or 413 would drag it toward zero."""
     changes = str(state.changes)
     if state.rules:
         changes += "; rules=" + ",".join(state.rules)
     if state.reported:
         changes += f"; reported={state.reported}"
-    overhead = (time.perf_counter() - state.started) * 1000 - (state.upstream_ms or 0.0)
-    state.overhead_ms = max(overhead, 0.0)
+    overhead = max((time.perf_counter() - state.started) * 1000 - (state.upstream_ms or 0.0), 0.0)
+    if reached:
+        state.overhead_ms = overhead
     return {
         REQUEST_ID_HEADER: state.request_id,
         CHANGES_HEADER: changes,
-        OVERHEAD_HEADER: f"{max(overhead, 0.0):.3f}",
+        OVERHEAD_HEADER: f"{overhead:.3f}",
     }
 
 
 def _count(meter: Metrics, state: RequestState, status: int) -> None:
-    meter.requests.labels(state.route, str(status), state.profile).inc()
+    meter.requests.labels(state.route, state.api, str(status), state.profile).inc()
     if state.overhead_ms is not None:
         meter.overhead_seconds.observe(state.overhead_ms / 1000)
 

@@ -6,6 +6,7 @@ Every validation error is a ``ConfigError`` whose message starts with the dotted
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +25,8 @@ DEFAULT_PORT = 8787
 DEFAULT_UPSTREAM = "https://api.deepseek.com"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_CLIENT_BODY_TIMEOUT = 60.0
+#: Under Kubernetes' default terminationGracePeriodSeconds (30), so a drain ends before SIGKILL.
+DEFAULT_DRAIN_SECONDS = 25.0
 ENV_UPSTREAM = "CHATMEND_UPSTREAM"
 ENV_CONFIG = "CHATMEND_CONFIG"
 #: The host of a direct OpenAI route: there ``context_management`` may reach eligible models.
@@ -44,6 +47,23 @@ class ListenConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class Secret:
+    """A credential read from an environment variable: its repr shows the variable, never the
+    value, so a logged or printed config cannot leak it."""
+
+    env: str
+    value: str = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"Secret(env={self.env!r})"
+
+
+#: How chatmend sends a route's own upstream key: OpenAI-style ``Authorization: Bearer`` or
+#: Azure's ``api-key`` header.
+API_KEY_HEADERS = ("authorization", "api-key")
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     url: str = DEFAULT_UPSTREAM
     #: Seconds to establish the TCP/TLS connection to the upstream.
@@ -51,6 +71,10 @@ class UpstreamConfig:
     #: Seconds the upstream may stay silent between two reads (a stream's idle timeout).
     #: There is deliberately no total timeout: a long stream may run for many minutes.
     read_timeout: float = 300.0
+    #: The upstream key chatmend sends itself (from ``api_key_env``); ``None``: the client's
+    #: ``Authorization`` passes through.
+    api_key: Secret | None = None
+    api_key_header: str = "authorization"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +89,14 @@ class RuleSetting:
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
-    listen: ListenConfig = field(default_factory=ListenConfig)
+class RouteConfig:
+    """One upstream and how its requests are repaired: the default route (the top-level keys,
+    for every path no route prefix matches) or a named one under ``routes:``."""
+
+    name: str = "default"
+    #: The path prefix chatmend strips before forwarding (``/kimi``); ``""`` for the default.
+    prefix: str = ""
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    #: Seconds a client has to send its whole request body once the headers are in (slow
-    #: clients and slow-loris bodies get a 408 rather than holding a connection forever).
-    client_body_timeout: float = DEFAULT_CLIENT_BODY_TIMEOUT
-    #: Opt-in: allow message-derived text (e.g. unrepairable arguments) into the logs.
-    log_content: bool = False
     #: The profile of requests whose model matches no ``models`` pattern.
     profile: str = DEFAULT_PROFILE
     #: (model glob, profile name), first match wins; matched case-insensitively.
@@ -82,6 +105,10 @@ class Config:
     rules: Mapping[str, RuleSetting] = field(default_factory=dict)
     #: ``enforce`` applies the rewrites; ``report`` only logs them and forwards the original.
     mode: str = "enforce"
+    #: Bearer tokens a client must present on this route (required when chatmend holds the
+    #: upstream key); empty: no check.
+    client_tokens: tuple[Secret, ...] = ()
+    log_content: bool = False
 
     def report_rules(self) -> frozenset[str]:
         """The rules in report mode: every rule in global report mode, except those set to
@@ -112,6 +139,58 @@ class Config:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Config:
+    listen: ListenConfig = field(default_factory=ListenConfig)
+    upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Seconds a client has to send its whole request body once the headers are in (slow
+    #: clients and slow-loris bodies get a 408 rather than holding a connection forever).
+    client_body_timeout: float = DEFAULT_CLIENT_BODY_TIMEOUT
+    #: Opt-in: allow message-derived text (e.g. unrepairable arguments) into the logs.
+    log_content: bool = False
+    #: The profile of requests whose model matches no ``models`` pattern.
+    profile: str = DEFAULT_PROFILE
+    #: (model glob, profile name), first match wins; matched case-insensitively.
+    models: tuple[tuple[str, str], ...] = ()
+    #: The operator's rule settings, over every profile's (only the rules named in the file).
+    rules: Mapping[str, RuleSetting] = field(default_factory=dict)
+    #: ``enforce`` applies the rewrites; ``report`` only logs them and forwards the original.
+    mode: str = "enforce"
+    #: Bearer tokens clients must present on the default route (see ``RouteConfig``).
+    client_tokens: tuple[Secret, ...] = ()
+    #: The named routes, by path prefix; every other path takes the default route.
+    routes: tuple[RouteConfig, ...] = ()
+    #: Seconds a SIGTERM leaves in-flight requests (streams included) to finish before exit.
+    drain_seconds: float = DEFAULT_DRAIN_SECONDS
+
+    def default_route(self) -> RouteConfig:
+        """The route the top-level keys describe."""
+        return RouteConfig(
+            upstream=self.upstream,
+            profile=self.profile,
+            models=self.models,
+            rules=self.rules,
+            mode=self.mode,
+            client_tokens=self.client_tokens,
+            log_content=self.log_content,
+        )
+
+    def all_routes(self) -> tuple[RouteConfig, ...]:
+        """The named routes, then the default one."""
+        return (*self.routes, self.default_route())
+
+    def report_rules(self) -> frozenset[str]:
+        return self.default_route().report_rules()
+
+    def rule_settings(self) -> dict[str, dict[str, Any]]:
+        return self.default_route().rule_settings()
+
+    def planner(self) -> Planner:
+        """The default route's planner (what ``chatmend check`` uses)."""
+        return self.default_route().planner()
+
+
 _TOP_KEYS = (
     "listen",
     "upstream",
@@ -122,7 +201,17 @@ _TOP_KEYS = (
     "models",
     "rules",
     "mode",
+    "client_tokens_env",
+    "routes",
+    "drain_seconds",
 )
+_UPSTREAM_KEYS = ("url", "connect_timeout", "read_timeout", "api_key_env", "api_key_header")
+#: What a named route may set; the others come from the top level.
+_ROUTE_KEYS = ("prefix", "upstream", "profile", "models", "rules", "mode", "client_tokens_env")
+#: Paths chatmend answers itself: no route prefix may shadow them.
+RESERVED_PATHS = ("/healthz", "/readyz", "/metrics")
+_ROUTE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_PREFIX = re.compile(r"(?:/[A-Za-z0-9._~-]+)+")
 MODES = ("enforce", "report")
 
 
@@ -143,7 +232,7 @@ def load_config(
         data = _read_yaml(Path(path))
     # env sits under the YAML: it only fills what the file leaves unset.
     env_upstream = env.get(ENV_UPSTREAM)
-    config = parse_config(data, default_upstream=env_upstream or DEFAULT_UPSTREAM)
+    config = parse_config(data, default_upstream=env_upstream or DEFAULT_UPSTREAM, env=env)
     # flags sit over everything.
     if upstream is not None:
         config = replace(
@@ -174,23 +263,32 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def parse_config(data: Mapping[str, Any], *, default_upstream: str = DEFAULT_UPSTREAM) -> Config:
-    """Validate a YAML-shaped mapping into a ``Config``."""
+def parse_config(
+    data: Mapping[str, Any],
+    *,
+    default_upstream: str = DEFAULT_UPSTREAM,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Validate a YAML-shaped mapping into a ``Config``. ``env`` holds the variables that
+    ``api_key_env`` and ``client_tokens_env`` name (default: the process environment)."""
+    env = os.environ if env is None else env
     _no_unknown(data, _TOP_KEYS, "")
     listen = _mapping(data.get("listen", {}), "listen")
     _no_unknown(listen, ("host", "port"), "listen")
-    up = _mapping(data.get("upstream", {}), "upstream")
-    _no_unknown(up, ("url", "connect_timeout", "read_timeout"), "upstream")
-    return Config(
+    upstream = _upstream(
+        _mapping(data.get("upstream", {}), "upstream"),
+        "upstream",
+        env,
+        UpstreamConfig(default_upstream),
+    )
+    client_tokens = _tokens(data.get("client_tokens_env"), "client_tokens_env", env)
+    _needs_tokens(upstream, client_tokens, "client_tokens_env")
+    config = Config(
         listen=ListenConfig(
             host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
             port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
         ),
-        upstream=UpstreamConfig(
-            url=_url(up.get("url", default_upstream), "upstream.url"),
-            connect_timeout=_seconds(up.get("connect_timeout", 10.0), "upstream.connect_timeout"),
-            read_timeout=_seconds(up.get("read_timeout", 300.0), "upstream.read_timeout"),
-        ),
+        upstream=upstream,
         max_body_bytes=_positive_int(
             data.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES), "max_body_bytes"
         ),
@@ -202,7 +300,117 @@ def parse_config(data: Mapping[str, Any], *, default_upstream: str = DEFAULT_UPS
         models=_models(_mapping(data.get("models", {}), "models")),
         rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
         mode=_mode(data.get("mode", "enforce"), "mode"),
+        client_tokens=client_tokens,
+        drain_seconds=_seconds(data.get("drain_seconds", DEFAULT_DRAIN_SECONDS), "drain_seconds"),
     )
+    routes = _mapping(data.get("routes", {}), "routes")
+    return replace(config, routes=_routes(routes, config, env))
+
+
+def _upstream(
+    up: Mapping[str, Any], key: str, env: Mapping[str, str], base: UpstreamConfig
+) -> UpstreamConfig:
+    """An ``upstream`` mapping over ``base`` (a route's timeouts default to the top level's)."""
+    _no_unknown(up, _UPSTREAM_KEYS, key)
+    header = up.get("api_key_header", "authorization")
+    if not isinstance(header, str) or header.lower() not in API_KEY_HEADERS:
+        raise ConfigError(
+            f"{key}.api_key_header: must be one of {', '.join(API_KEY_HEADERS)}, got {header!r}"
+        )
+    key_env = up.get("api_key_env")
+    return UpstreamConfig(
+        url=_url(up.get("url", base.url), f"{key}.url"),
+        connect_timeout=_seconds(
+            up.get("connect_timeout", base.connect_timeout), f"{key}.connect_timeout"
+        ),
+        read_timeout=_seconds(up.get("read_timeout", base.read_timeout), f"{key}.read_timeout"),
+        api_key=None if key_env is None else _secret(key_env, f"{key}.api_key_env", env),
+        api_key_header=header.lower(),
+    )
+
+
+def _secret(name: Any, key: str, env: Mapping[str, str]) -> Secret:
+    """The value of the environment variable ``name`` (the YAML holds the name, never the key)."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{key}: must name an environment variable, got {name!r}")
+    value = env.get(name, "").strip()
+    if not value:
+        raise ConfigError(f"{key}: environment variable {name} is not set or empty")
+    return Secret(name, value)
+
+
+def _tokens(name: Any, key: str, env: Mapping[str, str]) -> tuple[Secret, ...]:
+    """The comma-separated bearer tokens in the variable ``name`` (several, to rotate them)."""
+    if name is None:
+        return ()
+    joined = _secret(name, key, env)
+    tokens = [token.strip() for token in joined.value.split(",") if token.strip()]
+    if any(len(token) < 16 for token in tokens):
+        raise ConfigError(f"{key}: every token in {joined.env} must be at least 16 characters")
+    return tuple(Secret(joined.env, token) for token in tokens)
+
+
+def _needs_tokens(upstream: UpstreamConfig, tokens: tuple[Secret, ...], key: str) -> None:
+    if upstream.api_key is not None and not tokens:
+        raise ConfigError(
+            f"{key}: required when upstream.api_key_env is set (chatmend then holds the "
+            "upstream key, and must not lend it to anyone who can reach it)"
+        )
+
+
+def _routes(raw: Mapping[str, Any], top: Config, env: Mapping[str, str]) -> tuple[RouteConfig, ...]:
+    """The named routes, longest prefix first. Each inherits the top level's profile, models,
+    mode and upstream timeouts; its ``rules`` apply over the top level's, rule by rule."""
+    routes: list[RouteConfig] = []
+    prefixes: dict[str, str] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _ROUTE_NAME.fullmatch(name) or name == "default":
+            raise ConfigError(
+                f"routes: a route name must be letters, digits, '-' or '_' (and not 'default'), "
+                f"got {name!r}"
+            )
+        key = f"routes.{name}"
+        given = _mapping(value, key)
+        _no_unknown(given, _ROUTE_KEYS, key)
+        prefix = given.get("prefix", f"/{name}")
+        if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix.rstrip("/") or "/"):
+            raise ConfigError(
+                f"{key}.prefix: must be a path such as /{name} (letters, digits, '.', '_', '~', "
+                f"'-' between slashes), got {prefix!r}"
+            )
+        prefix = prefix.rstrip("/")
+        if any(p == prefix or p.startswith(prefix + "/") for p in RESERVED_PATHS):
+            raise ConfigError(f"{key}.prefix: {prefix} would shadow chatmend's own {prefix} path")
+        if prefix in prefixes:
+            raise ConfigError(f"{key}.prefix: {prefix} is already routes.{prefixes[prefix]}'s")
+        prefixes[prefix] = name
+        if "upstream" not in given or "url" not in _mapping(given["upstream"], f"{key}.upstream"):
+            raise ConfigError(f"{key}.upstream.url: required for a route")
+        base = replace(top.upstream, api_key=None)
+        upstream = _upstream(
+            _mapping(given["upstream"], f"{key}.upstream"), f"{key}.upstream", env, base
+        )
+        tokens = _tokens(given.get("client_tokens_env"), f"{key}.client_tokens_env", env)
+        _needs_tokens(upstream, tokens, f"{key}.client_tokens_env")
+        own_rules = _rule_settings(_mapping(given.get("rules", {}), f"{key}.rules"), f"{key}.rules")
+        routes.append(
+            RouteConfig(
+                name=name,
+                prefix=prefix,
+                upstream=upstream,
+                profile=_profile(given.get("profile", top.profile), f"{key}.profile"),
+                models=(
+                    _models(_mapping(given["models"], f"{key}.models"), f"{key}.models")
+                    if "models" in given
+                    else top.models
+                ),
+                rules={**top.rules, **own_rules},
+                mode=_mode(given.get("mode", top.mode), f"{key}.mode"),
+                client_tokens=tokens,
+                log_content=top.log_content,
+            )
+        )
+    return tuple(sorted(routes, key=lambda route: -len(route.prefix)))
 
 
 def _mode(value: Any, key: str) -> str:
@@ -219,26 +427,26 @@ def _profile(value: Any, key: str) -> str:
     return str(value)
 
 
-def _models(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+def _models(raw: Mapping[str, Any], where: str = "models") -> tuple[tuple[str, str], ...]:
     models: list[tuple[str, str]] = []
     for pattern, profile in raw.items():
         if not isinstance(pattern, str) or not pattern:
             raise ConfigError(
-                f"models: a model pattern must be a non-empty string, got {pattern!r}"
+                f"{where}: a model pattern must be a non-empty string, got {pattern!r}"
             )
-        models.append((pattern, _profile(profile, f"models.{pattern}")))
+        models.append((pattern, _profile(profile, f"{where}.{pattern}")))
     return tuple(models)
 
 
-def _rule_settings(raw: Mapping[str, Any]) -> dict[str, RuleSetting]:
+def _rule_settings(raw: Mapping[str, Any], where: str = "rules") -> dict[str, RuleSetting]:
     """The operator's settings, validated: ``true``/``false``, or a mapping with ``enabled``
     (optional: the profile decides) and declared options. ``null`` means "as the profile"."""
     settings: dict[str, RuleSetting] = {}
     for name, value in raw.items():
         if name not in KNOWN_RULES:
             known = ", ".join(KNOWN_RULES)
-            raise ConfigError(f"rules.{name}: unknown rule; known rules: {known}")
-        key = f"rules.{name}"
+            raise ConfigError(f"{where}.{name}: unknown rule; known rules: {known}")
+        key = f"{where}.{name}"
         if value is None:
             continue
         if isinstance(value, bool):
@@ -251,18 +459,18 @@ def _rule_settings(raw: Mapping[str, Any]) -> dict[str, RuleSetting]:
         mode = _mode(given["mode"], f"{key}.mode") if "mode" in given else None
         options = {k: v for k, v in given.items() if k not in ("enabled", "mode")}
         settings[name] = RuleSetting(
-            enabled=enabled, options=_rule_options(name, options), mode=mode
+            enabled=enabled, options=_rule_options(name, options, key), mode=mode
         )
     return settings
 
 
-def _rule_options(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+def _rule_options(name: str, given: Mapping[str, Any], key: str) -> dict[str, Any]:
     """Validate the given options (the others come from the profile, then the rule)."""
     for option in KNOWN_RULES[name].options:
         if option.name in given:
             error = option.validate(given[option.name])
             if error:
-                raise ConfigError(f"rules.{name}.{option.name}: {error}")
+                raise ConfigError(f"{key}.{option.name}: {error}")
     return dict(given)
 
 

@@ -77,8 +77,8 @@ class Metrics:
         r = self.registry
         self.requests = Counter(
             "chatmend_requests",
-            "Requests by route, status and profile.",
-            ["route", "status", "profile"],
+            "Requests by config route, API (chat, responses, other), status and profile.",
+            ["route", "api", "status", "profile"],
             registry=r,
         )
         self.rewrites = Counter(

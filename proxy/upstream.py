@@ -94,6 +94,13 @@ async def open_upstream(
     url: URL,
     headers: CIMultiDict[str],
     body: bytes | None,
+    *,
+    timeout: ClientTimeout | None = None,
 ) -> ClientResponse:
-    """Send the request; the response body is left unread for the relay."""
-    return await session.request(method, url, headers=headers, data=body, allow_redirects=False)
+    """Send the request (under the route's ``timeout``, else the session's); the response body
+    is left unread for the relay."""
+    if timeout is None:
+        return await session.request(method, url, headers=headers, data=body, allow_redirects=False)
+    return await session.request(
+        method, url, headers=headers, data=body, allow_redirects=False, timeout=timeout
+    )

@@ -8,7 +8,7 @@ import orjson
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.app import PLANNER_KEY
+from proxy.app import planner_of
 from proxy.metrics import classify
 from rules import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
@@ -47,7 +47,7 @@ async def test_counters_after_repaired_clean_rejected_and_failed_requests(
 ) -> None:
     proxy = await make_proxy({"rules": {"consecutive-assistant-messages": False}})
     boom = Rule("exploding", "t", "t", "t", "safe", True, _boom)
-    steps = cast(list[Any], proxy.app[PLANNER_KEY].plans["deepseek"].steps)
+    steps = cast(list[Any], planner_of(proxy.app).plans["deepseek"].steps)
     steps.insert(0, (boom, boom.context()))
 
     repaired = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
@@ -59,9 +59,9 @@ async def test_counters_after_repaired_clean_rejected_and_failed_requests(
 
     m = await scrape(proxy)
     requests = "chatmend_requests_total"
-    assert value(m, requests, profile="deepseek", route="chat", status="200") == 2
-    assert value(m, requests, profile="deepseek", route="chat", status="400") == 1
-    assert value(m, requests, profile="none", route="other", status="200") == 1
+    assert value(m, requests, profile="deepseek", api="chat", status="200", route="default") == 2
+    assert value(m, requests, profile="deepseek", api="chat", status="400", route="default") == 1
+    assert value(m, requests, profile="none", api="other", status="200", route="default") == 1
     rewrites = "chatmend_rewrites_total"
     assert value(m, rewrites, action="dropped_key", rule="empty-tool-calls") == 1
     assert value(m, "chatmend_rule_failures_total", rule="exploding") == 3

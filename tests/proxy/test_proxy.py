@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import CONFIG_KEY, PLANNER_KEY, SESSION_KEY
+from proxy.app import RUNTIME_KEY, SESSION_KEY, planner_of
 from proxy.streaming import BUFFER_MAX_BYTES
 from rules import RULES, Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
@@ -287,7 +287,7 @@ def _exploding(messages: list[Any], ctx: RuleContext) -> Outcome:
 
 async def test_a_crashing_rule_is_skipped_and_logged(proxy: Client, fake: FakeUpstream) -> None:
     boom = Rule("exploding", "test", "test", "test", "safe", True, _exploding)
-    steps = cast(list[Any], proxy.app[PLANNER_KEY].plans["deepseek"].steps)
+    steps = cast(list[Any], planner_of(proxy.app).plans["deepseek"].steps)
     steps.insert(0, (boom, boom.context()))
     with capture_logs() as logs:
         response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
@@ -348,7 +348,9 @@ async def test_head_passes_through(proxy: Client, fake: FakeUpstream) -> None:
     response = await proxy.head("/v1/models")
     assert response.status == 200
     assert fake.received[-1].method == "HEAD"
-    direct = await proxy.app[SESSION_KEY].head(f"{proxy.app[CONFIG_KEY].upstream.url}/v1/models")
+    direct = await proxy.app[SESSION_KEY].head(
+        f"{proxy.app[RUNTIME_KEY].current.config.upstream.url}/v1/models"
+    )
     # The upstream's Content-Length describes the body a GET would get; HEAD relays it as is.
     assert response.headers["Content-Length"] == direct.headers["Content-Length"] != "0"
 
@@ -463,7 +465,15 @@ async def test_health_probes_are_answered_by_chatmend_and_never_forwarded(
         ready = await proxy.get("/readyz")
         head = await proxy.head("/healthz")
     assert (live.status, await live.json()) == (200, {"status": "ok"})
-    assert (ready.status, await ready.json()) == (200, {"status": "ready", "profile": "deepseek"})
+    assert (ready.status, await ready.json()) == (
+        200,
+        {
+            "status": "ready",
+            "profile": "deepseek",
+            "routes": {"default": "deepseek"},
+            "config_generation": 0,
+        },
+    )
     assert head.status == 200
     assert fake.received == [], "a probe reached the upstream"
     assert logs == [], "probes are not logged"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from yarl import URL
 
-from proxy.app import MAX_HEADER_BYTES, PLANNER_KEY
+from proxy.app import MAX_HEADER_BYTES, planner_of
 from proxy.config import DEFAULT_HOST, Config, parse_config
 from proxy.upstream import upstream_url
 from rules import Outcome, Rule, RuleContext
@@ -306,9 +306,7 @@ async def test_no_credential_or_message_text_in_logs_or_error_bodies(
 ) -> None:
     proxy = await make_proxy({"max_body_bytes": 64 * 1024}, url=upstream.url)
     boom = Rule("exploding", "test", "test", "test", "safe", True, _exploding)
-    cast(list[Any], proxy.app[PLANNER_KEY].plans["deepseek"].steps).insert(
-        0, (boom, boom.context())
-    )
+    cast(list[Any], planner_of(proxy.app).plans["deepseek"].steps).insert(0, (boom, boom.context()))
     with capture_logs() as logs:
         probe = await run_probe(proxy)
     statuses = sorted({exchange.status for exchange in probe.results})

@@ -1,0 +1,50 @@
+"""Credentials on a route: the client's token checked, the upstream key chatmend holds sent.
+
+By default a route passes the client's ``Authorization`` through untouched. A route that
+holds the upstream key itself (``upstream.api_key_env``) requires one of its own bearer tokens
+(``client_tokens_env``) from the client, drops every credential header the client sent and
+sets the key; a route with tokens but no key (a local upstream that needs none) drops the
+client's token too, so it never travels on. Neither the tokens nor the key are ever logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from proxy.config import RouteConfig
+
+#: Request headers that carry a credential: none of the client's may reach an upstream whose
+#: key chatmend holds.
+CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
+
+
+def authorized(route: RouteConfig, headers: CIMultiDictProxy[str]) -> bool:
+    """Whether the client may use the route: it needs no token, or the request carries one of
+    its tokens as ``Authorization: Bearer`` (compared in constant time, every token tried)."""
+    if not route.client_tokens:
+        return True
+    scheme, _, given = headers.get("Authorization", "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return False
+    presented = given.strip().encode()
+    matched = False
+    for token in route.client_tokens:
+        matched |= hmac.compare_digest(presented, token.value.encode())
+    return matched
+
+
+def apply_upstream_credentials(route: RouteConfig, headers: CIMultiDict[str]) -> None:
+    """Set the route's credential on ``headers`` (chatmend's own copy of the client's)."""
+    key = route.upstream.api_key
+    if key is None and not route.client_tokens:
+        return  # the client's credential passes through
+    for name in CREDENTIAL_HEADERS:
+        headers.popall(name, None)
+    if key is None:
+        return
+    if route.upstream.api_key_header == "api-key":
+        headers["api-key"] = key.value
+    else:
+        headers["Authorization"] = f"Bearer {key.value}"

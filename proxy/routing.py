@@ -1,0 +1,90 @@
+"""Routes compiled from a config, and the holder that lets SIGHUP swap them atomically.
+
+A ``Runtime`` is everything a request needs from the config: the routes (each with its
+planner, compiled once) and the request limits. The app keeps one ``RuntimeHolder``; a
+request reads ``holder.current`` once when it starts and keeps that runtime to the end, so a
+reload never changes the rules under a request in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import ClientTimeout
+
+from proxy.config import Config, RouteConfig
+from rules.planner import Planner
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    config: RouteConfig
+    planner: Planner
+    timeout: ClientTimeout
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def prefix(self) -> str:
+        return self.config.prefix
+
+    @classmethod
+    def compile(cls, config: RouteConfig) -> Route:
+        upstream = config.upstream
+        timeout = ClientTimeout(
+            total=None,  # a stream may last many minutes
+            connect=upstream.connect_timeout,
+            sock_read=upstream.read_timeout,  # idle time between two reads
+        )
+        return cls(config, config.planner(), timeout)
+
+    def matches(self, raw_path: str) -> bool:
+        """The path is the prefix or under it (segment by segment: ``/kimi`` does not take
+        ``/kimi2``); the default route (empty prefix) takes everything."""
+        prefix = self.config.prefix
+        return not prefix or raw_path == prefix or raw_path.startswith(prefix + "/")
+
+    def upstream_path(self, raw_path_qs: str) -> str:
+        """The path and query to send upstream: the request's, minus the route prefix."""
+        rest = raw_path_qs[len(self.config.prefix) :]
+        return rest if rest.startswith("/") else "/" + rest
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    config: Config
+    #: Named routes, longest prefix first, then the default route.
+    routes: tuple[Route, ...]
+
+    @classmethod
+    def compile(cls, config: Config) -> Runtime:
+        """Compile every route's planner (raises nothing a validated config can cause)."""
+        return cls(config, tuple(Route.compile(route) for route in config.all_routes()))
+
+    @property
+    def default(self) -> Route:
+        return self.routes[-1]
+
+    def route_for(self, raw_path: str) -> Route:
+        for route in self.routes:
+            if route.matches(raw_path):
+                return route
+        return self.routes[-1]  # unreachable: the default route matches every path
+
+
+class RuntimeHolder:
+    """The current runtime; ``swap`` replaces it in one assignment (requests already running
+    keep the one they read)."""
+
+    __slots__ = ("current", "generation")
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.current = runtime
+        #: How many times the config was swapped (0: the one the process started with).
+        self.generation = 0
+
+    def swap(self, runtime: Runtime) -> None:
+        self.current = runtime
+        self.generation += 1
