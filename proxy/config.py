@@ -373,7 +373,11 @@ def _routes(raw: Mapping[str, Any], top: Config, env: Mapping[str, str]) -> tupl
         given = _mapping(value, key)
         _no_unknown(given, _ROUTE_KEYS, key)
         prefix = given.get("prefix", f"/{name}")
-        if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix.rstrip("/") or "/"):
+        if (
+            not isinstance(prefix, str)
+            or not _PREFIX.fullmatch(prefix.rstrip("/") or "/")
+            or any(segment in (".", "..") for segment in prefix.split("/"))
+        ):
             raise ConfigError(
                 f"{key}.prefix: must be a path such as /{name} (letters, digits, '.', '_', '~', "
                 f"'-' between slashes), got {prefix!r}"

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+
+def chat(messages: list[Any], **extra: Any) -> bytes:
+    """A chat-completions body for ``deepseek-chat`` (``extra`` adds or overrides fields)."""
+    return orjson.dumps({"model": "deepseek-chat", "messages": messages, **extra})
+
 
 def call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

@@ -10,20 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
 from proxy.emulate import create_emulator
 from rules.contract import violations
 from tests.proxy.test_cli import free_port, wait_listening
-from tests.transcripts import BROKEN, CLEAN_BODY
+from tests.transcripts import BROKEN, CLEAN_BODY, chat
 
 CHATMEND = Path(sys.executable).parent / "chatmend"
-
-
-def chat(messages: list[Any], **extra: Any) -> bytes:
-    return orjson.dumps({"model": "deepseek-chat", "messages": messages, **extra})
 
 
 @pytest.fixture

@@ -19,13 +19,9 @@ from proxy.streaming import BUFFER_MAX_BYTES
 from rules import RULES, Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream, strict_errors
-from tests.transcripts import BROKEN, CLEAN_BODY, REJECTED_WITH
+from tests.transcripts import BROKEN, CLEAN_BODY, REJECTED_WITH, chat
 
 Client = TestClient[Any, Any]
-
-
-def chat(messages: list[Any], **extra: Any) -> bytes:
-    return orjson.dumps({"model": "deepseek-chat", "messages": messages, **extra})
 
 
 async def test_clean_payload_reaches_upstream_byte_identical(
