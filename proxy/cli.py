@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 
+import structlog
 from aiohttp import web
 
 from proxy.app import create_app
 from proxy.check import open_source, run_check
-from proxy.config import ConfigError, load_config
+from proxy.config import Config, ConfigError, load_config
 from proxy.emulate import create_emulator
 from proxy.log import configure_logging, get_logger
+from proxy.reload import reload_config
+from proxy.workers import bind, run_workers
 from rules.profiles import PROFILES
 
 
@@ -41,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LOOPS,
         default="auto",
         help="event loop: uvloop if installed (auto, the default), or asyncio's own",
+    )
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        metavar="N",
+        help="server processes sharing the port (default 1; one per core to use them all)",
     )
     check = commands.add_parser(
         "check",
@@ -95,15 +108,24 @@ def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.new_event_loop
 
 
+def _workers(value: str) -> int:
+    count = int(value)
+    if not 1 <= count <= 256:
+        raise argparse.ArgumentTypeError(f"must be 1-256, got {count}")
+    return count
+
+
 def serve(args: argparse.Namespace) -> int:
+    load = partial(
+        load_config,
+        args.config,
+        upstream=args.upstream,
+        host=args.host,
+        port=args.port,
+        profile=args.profile,
+    )
     try:
-        config = load_config(
-            args.config,
-            upstream=args.upstream,
-            host=args.host,
-            port=args.port,
-            profile=args.profile,
-        )
+        config = load()
     except ConfigError as exc:
         print(f"chatmend: config error: {exc}", file=sys.stderr)
         return 2
@@ -113,27 +135,82 @@ def serve(args: argparse.Namespace) -> int:
         print("chatmend: --loop uvloop: uvloop is not installed", file=sys.stderr)
         return 2
     configure_logging()
+    if args.workers == 1:
+        return _serve_one(config, load, new_loop)
+    try:
+        sock = bind(config.listen.host, config.listen.port)
+    except OSError as exc:
+        print(f"chatmend: cannot listen on {_listen(config)}: {exc.strerror}", file=sys.stderr)
+        return 2
+
+    def validate() -> bool:
+        try:
+            load()
+        except ConfigError as exc:
+            get_logger().error("config_reload_failed", error=str(exc), where="supervisor")
+            return False
+        return True
+
+    def serve_worker(shared: socket.socket, index: int) -> int:
+        return _serve_one(config, load, new_loop, sock=shared, worker=index)
+
+    return run_workers(args.workers, sock, serve_worker, validate)
+
+
+def _serve_one(
+    config: Config,
+    load: Callable[[], Config],
+    new_loop: Callable[[], asyncio.AbstractEventLoop],
+    *,
+    sock: socket.socket | None = None,
+    worker: int | None = None,
+) -> int:
+    """Run one server process until SIGTERM or SIGINT (then drain); SIGHUP reloads ``load()``."""
+    if worker is not None:
+        structlog.contextvars.bind_contextvars(worker=worker)  # on every line it logs
     app = create_app(config)
+
+    async def on_startup(app: web.Application) -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_config, app, load)
+
+    async def on_shutdown(app: web.Application) -> None:
+        # The listener is closed: in-flight requests (streams included) get drain_seconds.
+        get_logger().info("shutdown_draining", drain_seconds=config.drain_seconds)
+
+    app.on_startup.append(on_startup)
+    app.on_shutdown.append(on_shutdown)
+    planner = config.planner()
     get_logger().info(
         "proxy_started",
-        listen=f"{config.listen.host}:{config.listen.port}",
+        listen=_listen(config),
         upstream=config.upstream.url,
         profile=config.profile,
+        routes={route.name: route.prefix for route in config.routes},
         models=dict(config.models),
-        rules=[rule.name for rule, _ in config.planner().plans[config.profile].steps],
+        rules=[rule.name for rule, _ in planner.plans[config.profile].steps],
         log_content=config.log_content,
         loop=new_loop.__module__.split(".")[0],
     )
+    where = (
+        {"sock": sock}
+        if sock is not None
+        else {"host": config.listen.host, "port": config.listen.port}
+    )
     web.run_app(
         app,
-        host=config.listen.host,
-        port=config.listen.port,
+        **where,
         access_log=None,  # request_done is the access log
         print=None,
         handler_cancellation=True,  # a client that leaves cancels its upstream request
+        shutdown_timeout=config.drain_seconds,
         loop=new_loop(),
     )
+    get_logger().info("proxy_stopped")
     return 0
+
+
+def _listen(config: Config) -> str:
+    return f"{config.listen.host}:{config.listen.port}"
 
 
 def check(args: argparse.Namespace) -> int:

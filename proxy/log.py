@@ -20,6 +20,7 @@ def configure_logging(level: int = logging.INFO) -> None:
     """One JSON object per line on stdout: timestamp, level, event, then the event's fields."""
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,  # ``worker`` under --workers
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.JSONRenderer(serializer=orjson.dumps),

@@ -9,12 +9,14 @@ get through; a text no check knows is ``unclassified``.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from rules.contract import CHECKS
 from rules.profiles import PROFILES
@@ -120,9 +122,25 @@ class Metrics:
             registry=r,
             buckets=_SECONDS,
         )
+        self.reloads = Counter(
+            "chatmend_config_reloads",
+            "Config reloads (SIGHUP), by result: ok or failed.",
+            ["result"],
+            registry=r,
+        )
         self.streams = Gauge(
-            "chatmend_streams_in_flight", "Responses being relayed right now.", registry=r
+            "chatmend_streams_in_flight",
+            "Responses being relayed right now.",
+            registry=r,
+            multiprocess_mode="livesum",  # with --workers: the sum over the live workers
         )
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        """This app's samples; with ``--workers`` (prometheus-client's multiprocess mode, see
+        ``proxy.workers``) every worker's, summed."""
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if directory is None:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)

@@ -1,0 +1,51 @@
+"""Hot reload: a new config is validated and compiled, then swapped in one assignment.
+
+An invalid config is rejected with a logged ``config_reload_failed`` (the dotted key at fault)
+and the running one keeps serving. Requests already in flight keep the runtime they read when
+they started (``proxy.routing.RuntimeHolder``). ``listen`` and ``max_body_bytes`` are bound
+when the server starts: a change to them is logged as ``restart_needed``, the rest applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from proxy.app import METRICS_KEY, RUNTIME_KEY
+from proxy.config import Config, ConfigError
+from proxy.log import get_logger
+from proxy.routing import Runtime
+
+#: Config fields bound at start-up (the listening socket, the body size limit of the parser).
+RESTART_ONLY = ("listen", "max_body_bytes")
+
+log = get_logger()
+
+
+def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
+    """Load, validate and compile a config, then swap it in; ``False`` if it was rejected."""
+    holder = app[RUNTIME_KEY]
+    meter = app[METRICS_KEY]
+    try:
+        config = load()
+        runtime = Runtime.compile(config)
+    except ConfigError as exc:
+        meter.reloads.labels("failed").inc()
+        log.error("config_reload_failed", error=str(exc), generation=holder.generation)
+        return False
+    except Exception as exc:  # a reload must never take the serving process down
+        meter.reloads.labels("failed").inc()
+        log.error("config_reload_failed", error=type(exc).__name__, generation=holder.generation)
+        return False
+    old = holder.current.config
+    holder.swap(runtime)
+    meter.reloads.labels("ok").inc()
+    log.info(
+        "config_reloaded",
+        generation=holder.generation,
+        routes={route.name: route.config.profile for route in runtime.routes},
+        mode=config.mode,
+        restart_needed=[key for key in RESTART_ONLY if getattr(config, key) != getattr(old, key)],
+    )
+    return True
