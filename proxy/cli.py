@@ -154,7 +154,7 @@ def serve(args: argparse.Namespace) -> int:
     def serve_worker(shared: socket.socket, index: int) -> int:
         return _serve_one(config, load, new_loop, sock=shared, worker=index)
 
-    return run_workers(args.workers, sock, serve_worker, validate)
+    return run_workers(args.workers, sock, serve_worker, validate, config.drain_seconds)
 
 
 def _serve_one(

@@ -22,11 +22,14 @@ CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
 
 def authorized(route: RouteConfig, headers: CIMultiDictProxy[str]) -> bool:
     """Whether the client may use the route: it needs no token, or the request carries one of
-    its tokens as ``Authorization: Bearer`` (compared in constant time, every token tried)."""
+    its tokens as ``Authorization: Bearer <token>`` or, from Azure clients, ``api-key: <token>``
+    (compared in constant time, every token tried)."""
     if not route.client_tokens:
         return True
     scheme, _, given = headers.get("Authorization", "").strip().partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
+        given = headers.get("api-key", "")
+    if not given.strip():
         return False
     presented = given.strip().encode()
     matched = False

@@ -2,13 +2,15 @@
 
 An invalid config is rejected with a logged ``config_reload_failed`` (the dotted key at fault)
 and the running one keeps serving. Requests already in flight keep the runtime they read when
-they started (``proxy.routing.RuntimeHolder``). ``listen`` and ``max_body_bytes`` are bound
-when the server starts: a change to them is logged as ``restart_needed``, the rest applies.
+they started (``proxy.routing.RuntimeHolder``). ``listen``, ``max_body_bytes`` and
+``drain_seconds`` are bound when the server starts: a change to them is logged as
+``restart_needed`` and the running values stay; the rest applies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -17,8 +19,9 @@ from proxy.config import Config, ConfigError
 from proxy.log import get_logger
 from proxy.routing import Runtime
 
-#: Config fields bound at start-up (the listening socket, the body size limit of the parser).
-RESTART_ONLY = ("listen", "max_body_bytes")
+#: Config fields bound at start-up (the listening socket, the parser's body size limit, the
+#: drain deadline given to the server).
+RESTART_ONLY = ("listen", "max_body_bytes", "drain_seconds")
 
 log = get_logger()
 
@@ -27,8 +30,11 @@ def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
     """Load, validate and compile a config, then swap it in; ``False`` if it was rejected."""
     holder = app[RUNTIME_KEY]
     meter = app[METRICS_KEY]
+    old = holder.current.config
     try:
-        config = load()
+        loaded = load()
+        # What is bound at start-up stays as it is running, so the runtime says what is in effect.
+        config = replace(loaded, **{key: getattr(old, key) for key in RESTART_ONLY})
         runtime = Runtime.compile(config)
     except ConfigError as exc:
         meter.reloads.labels("failed").inc()
@@ -38,7 +44,6 @@ def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
         meter.reloads.labels("failed").inc()
         log.error("config_reload_failed", error=type(exc).__name__, generation=holder.generation)
         return False
-    old = holder.current.config
     holder.swap(runtime)
     meter.reloads.labels("ok").inc()
     log.info(
@@ -46,6 +51,6 @@ def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
         generation=holder.generation,
         routes={route.name: route.config.profile for route in runtime.routes},
         mode=config.mode,
-        restart_needed=[key for key in RESTART_ONLY if getattr(config, key) != getattr(old, key)],
+        restart_needed=[key for key in RESTART_ONLY if getattr(loaded, key) != getattr(old, key)],
     )
     return True

@@ -6,7 +6,8 @@ inherited socket; the kernel hands each new connection to one of them) and super
 * SIGHUP: the parent validates the config once (an invalid one is logged and goes no further)
   and passes the signal on; each worker reloads it.
 * SIGTERM or SIGINT: passed on; each worker stops accepting, drains for up to
-  ``drain_seconds``, and exits; the parent exits when all have.
+  ``drain_seconds``, and exits; the parent exits when all have (a worker still running
+  ``KILL_AFTER_DRAIN`` seconds past the deadline is killed).
 * A worker that dies otherwise is replaced (at most ``MAX_RESPAWNS`` within a minute, then the
   parent stops the rest and exits 1: something is wrong that restarting will not fix).
 
@@ -34,6 +35,7 @@ from proxy.log import get_logger
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MAX_RESPAWNS = 10
+KILL_AFTER_DRAIN = 5.0
 _FORWARDED = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
 
 log = get_logger()
@@ -65,6 +67,7 @@ def run_workers(
     sock: socket.socket,
     serve_one: Callable[[socket.socket, int], int],
     validate: Callable[[], bool],
+    drain_seconds: float,
 ) -> int:
     """Fork ``count`` workers running ``serve_one(sock, index)``; supervise until they exit."""
     created = enable_multiprocess_metrics()
@@ -81,6 +84,8 @@ def run_workers(
                     signal.signal(signum, signal.SIG_DFL)
                 signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until its loop handles it
                 code = serve_one(sock, index)
+            except Exception as exc:
+                log.error("worker_failed", worker=index, error=type(exc).__name__)
             finally:
                 os._exit(code)
         children[pid] = index
@@ -89,14 +94,22 @@ def run_workers(
         nonlocal stopping
         if signum == signal.SIGHUP and not validate():
             return  # logged by validate; the workers keep their config
-        if signum != signal.SIGHUP:
+        if signum != signal.SIGHUP and not stopping:
             stopping = True
+            signal.setitimer(signal.ITIMER_REAL, drain_seconds + KILL_AFTER_DRAIN)
         for pid in list(children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM if signum == signal.SIGINT else signum)
 
+    def kill_stragglers(signum: int, frame: FrameType | None) -> None:
+        for pid in list(children):
+            log.error("worker_killed", pid=pid, worker=children[pid], reason="drain_overrun")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
     for signum in _FORWARDED:
         signal.signal(signum, forward)
+    signal.signal(signal.SIGALRM, kill_stragglers)
     for index in range(count):
         spawn(index)
     log.info("workers_started", workers=count, pids=sorted(children))
@@ -124,6 +137,7 @@ def run_workers(
                 continue
             spawn(index)
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         sock.close()
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)

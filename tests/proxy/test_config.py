@@ -191,3 +191,27 @@ def test_the_readme_documents_every_rule_and_option() -> None:
         assert f"| `{rule.name}` |" in readme, f"README rules table lacks {rule.name}"
         for option in rule.options:
             assert f"`{option.name}: {option.default}`" in readme, option.name
+
+
+def test_the_example_routes_and_credentials_are_valid_once_uncommented() -> None:
+    """The commented ``routes:`` example and the credential lines parse as the README says."""
+    text = EXAMPLE.read_text()
+    block = text.split("\nroutes: {}\n", 1)[1].split("\n\n", 1)[0]
+    routes = yaml.safe_load("\n".join(line.removeprefix("#") for line in block.splitlines()))
+    upstream = {"api_key_env": "DEEPSEEK_API_KEY", "api_key_header": "authorization"}
+    for line in ("# api_key_env: DEEPSEEK_API_KEY", "# api_key_header: authorization"):
+        assert line in text
+    assert "# client_tokens_env: CHATMEND_CLIENT_TOKENS" in text
+    env = {
+        "MOONSHOT_API_KEY": "sk-moonshot",
+        "DEEPSEEK_API_KEY": "sk-deepseek",
+        "CHATMEND_CLIENT_TOKENS": "token-0123456789abcdef",
+    }
+    config = parse_config(
+        {"upstream": upstream, "client_tokens_env": "CHATMEND_CLIENT_TOKENS", "routes": routes},
+        env=env,
+    )
+    assert [(r.name, r.prefix, r.profile) for r in config.routes] == [
+        ("mistral", "/mistral", "mistral"),
+        ("kimi", "/kimi", "kimi"),
+    ]

@@ -184,6 +184,10 @@ async def test_a_route_holding_the_key_requires_a_client_token(
         assert allowed.status == 200
         second = {"Authorization": "Bearer second-token-0123456789"}
         assert (await proxy.post(path, data=CLEAN_BODY, headers=second)).status == 200
+        azure_client = {"api-key": TOKEN}
+        assert (await proxy.post(path, data=CLEAN_BODY, headers=azure_client)).status == 200
+        assert fake.received[-1].headers["Authorization"] == f"Bearer {KEY}"
+        assert "api-key" not in {k.lower() for k in fake.received[-1].headers}
     received = {k.lower(): v for k, v in fake.received[0].headers.items()}
     assert received["authorization"] == f"Bearer {KEY}"
     assert "api-key" not in received and "x-api-key" not in received
