@@ -36,10 +36,15 @@ def base_url(server: TestServer) -> str:
 async def make_proxy(
     fake_server: TestServer, aiohttp_client: Callable[..., Awaitable[TestClient[Any, Any]]]
 ) -> ProxyFactory:
-    """Start a proxy whose upstream is the fake; ``yaml`` is a config mapping to apply."""
+    """Start a proxy whose upstream is the fake; ``yaml`` is a config mapping to apply, ``env``
+    the environment its ``*_env`` keys read."""
 
-    async def start(yaml: dict[str, Any] | None = None, **upstream: Any) -> TestClient[Any, Any]:
-        config: Config = parse_config(yaml or {}, default_upstream=base_url(fake_server))
+    async def start(
+        yaml: dict[str, Any] | None = None, *, env: dict[str, str] | None = None, **upstream: Any
+    ) -> TestClient[Any, Any]:
+        config: Config = parse_config(
+            yaml or {}, default_upstream=base_url(fake_server), env=env or {}
+        )
         if upstream:
             config = replace(config, upstream=replace(config.upstream, **upstream))
         return await aiohttp_client(create_app(config))

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from yarl import URL
 
-from proxy.app import MAX_HEADER_BYTES, planner_of
+from proxy.app import MAX_HEADER_BYTES, RUNTIME_KEY, planner_of
 from proxy.config import DEFAULT_HOST, Config, parse_config
+from proxy.reload import reload_config
 from proxy.upstream import upstream_url
 from rules import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
@@ -497,3 +498,30 @@ async def test_nesting_within_the_limit_is_forwarded(
     response = await proxy.post("/v1/chat/completions", data=body)
     assert response.status == 200
     assert upstream.requests[-1].body == body
+
+
+async def test_a_route_held_key_and_client_tokens_never_reach_logs_or_bodies(
+    make_proxy: ProxyFactory, upstream: FaultyUpstream
+) -> None:
+    key, token = f"sk-held-{CANARY}", f"token-{CANARY}-0123456789"
+    env = {"HELD_KEY": key, "HELD_TOKENS": token}
+    yaml = {
+        "routes": {
+            "held": {
+                "upstream": {"url": upstream.url, "api_key_env": "HELD_KEY"},
+                "client_tokens_env": "HELD_TOKENS",
+            }
+        }
+    }
+    proxy = await make_proxy(yaml, env=env)
+    config = proxy.app[RUNTIME_KEY].current.config
+    probe = Probe(proxy)
+    with capture_logs() as logs:
+        for headers in ({"Authorization": f"Bearer {token}"}, {"Authorization": "Bearer nope"}):
+            await probe.send("POST", "/held/v1/chat/completions", chat(CANARY_MESSAGES), headers)
+        ok = reload_config(proxy.app, lambda: parse_config(yaml, env={"HELD_TOKENS": token}))
+    assert not ok  # HELD_KEY is gone: rejected, naming the variable only
+    assert [exchange.status for exchange in probe.results] == [200, 401]
+    assert_no_canary(logs, probe)
+    assert CANARY not in repr(config) and CANARY not in str(config)
+    assert upstream.requests[-1].headers["authorization"] == f"Bearer {key}"
