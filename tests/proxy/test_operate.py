@@ -152,6 +152,16 @@ async def _upstream(aiohttp_server: Server, chunk_delay: float = 0.0) -> str:
     return base_url(await aiohttp_server(app))
 
 
+async def _streaming_config(
+    tmp_path: Path, aiohttp_server: Server, *, chunk_delay: float, drain: float
+) -> Path:
+    """A config in front of a 10-chunk stream ``chunk_delay`` apart, with ``drain_seconds``."""
+    config = tmp_path / "chatmend.yaml"
+    upstream = await _upstream(aiohttp_server, chunk_delay=chunk_delay)
+    config.write_text(f"upstream: {{url: '{upstream}'}}\ndrain_seconds: {drain}\n")
+    return config
+
+
 async def test_sighup_switches_report_to_enforce_and_keeps_serving_on_a_bad_file(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
@@ -176,9 +186,7 @@ async def test_sighup_switches_report_to_enforce_and_keeps_serving_on_a_bad_file
 async def test_sigterm_drains_a_stream_in_flight_then_exits(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
-    config = tmp_path / "chatmend.yaml"
-    upstream = await _upstream(aiohttp_server, chunk_delay=0.1)  # a 1-second stream
-    config.write_text(f"upstream: {{url: '{upstream}'}}\ndrain_seconds: 5\n")
+    config = await _streaming_config(tmp_path, aiohttp_server, chunk_delay=0.1, drain=5)
     async with serving(config) as proxy, aiohttp.ClientSession() as http:
         async with http.post(f"{proxy.url}/v1/chat/completions", data=BROKEN_BODY) as stream:
             first = await stream.content.readline()
@@ -201,9 +209,7 @@ async def test_sigterm_drains_a_stream_in_flight_then_exits(
 async def test_the_drain_deadline_cuts_a_stream_that_runs_past_it(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
-    config = tmp_path / "chatmend.yaml"
-    upstream = await _upstream(aiohttp_server, chunk_delay=1.0)  # a 10-second stream
-    config.write_text(f"upstream: {{url: '{upstream}'}}\ndrain_seconds: 0.5\n")
+    config = await _streaming_config(tmp_path, aiohttp_server, chunk_delay=1.0, drain=0.5)
     async with serving(config) as proxy, aiohttp.ClientSession() as http:
         async with http.post(f"{proxy.url}/v1/chat/completions", data=BROKEN_BODY) as stream:
             await stream.content.readline()
