@@ -229,14 +229,19 @@ def start_floor(fleet: Fleet, kind: str, upstream: str, loop: str | None = None)
 
 
 def start_chatmend(
-    fleet: Fleet, upstream: str, name: str = "chatmend", loop: str | None = None
+    fleet: Fleet,
+    upstream: str,
+    name: str = "chatmend",
+    loop: str | None = None,
+    extra: Sequence[str] = (),
 ) -> str:
-    """``chatmend serve`` with its default config (JSON logs to /dev/null)."""
+    """``chatmend serve`` with its default config (JSON logs to /dev/null); ``extra`` flags
+    are appended (e.g. ``--workers 2``)."""
     port = free_port()
     command = [venv_bin("chatmend"), "serve", "--upstream", upstream, "--port", str(port)]
     if loop is not None:
         command += ["--loop", loop]
-    return fleet.start(name, command, port)
+    return fleet.start(name, [*command, *extra], port)
 
 
 if __name__ == "__main__":
