@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint typecheck pytest bench soak fuzz clean
+.PHONY: run test lint typecheck pytest redis-server bench soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,13 @@ lint: $(VENV)/.test-installed
 typecheck: $(VENV)/.test-installed
 	$(BIN)/mypy
 
-pytest: $(VENV)/.test-installed
+pytest: $(VENV)/.test-installed redis-server
 	$(BIN)/pytest
+
+## The reasoning stash's Redis backend is tested against a real redis-server on loopback
+## (each test starts its own on a free port, no persistence): installed here if missing.
+redis-server:
+	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
 
 ## Benchmarks (not part of `make test`): writes bench/results/latest.md and latest.png.
 ## `make bench PEERS=litellm` adds LiteLLM (own venv in bench/.venvs/); ARGS=--quick for a smoke run.

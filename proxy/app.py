@@ -20,6 +20,8 @@ from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics, classify
 from proxy.routing import Route, Runtime, RuntimeHolder
 from proxy.sanitize import Sanitized, sanitize_body
+from proxy.stash import build_stash
+from proxy.stash.hooks import ReasoningHooks, RequestReasoning
 from proxy.streaming import relay
 from proxy.upstream import create_session, open_upstream, request_headers, upstream_url
 from rules.base import Change
@@ -28,6 +30,7 @@ from rules.planner import Planner
 SESSION_KEY = web.AppKey("session", ClientSession)
 RUNTIME_KEY = web.AppKey("runtime", RuntimeHolder)
 METRICS_KEY = web.AppKey("metrics", Metrics)
+REASONING_KEY = web.AppKey("reasoning", ReasoningHooks)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -75,6 +78,10 @@ def create_app(config: Config) -> web.Application:
     app[RUNTIME_KEY] = RuntimeHolder(Runtime.compile(config))
     app[METRICS_KEY] = Metrics()
     app.cleanup_ctx.append(_upstream_session)
+    # issue 4: the reasoning stash (none for `reasoning.store: off`), see proxy/stash.
+    stash = build_stash(config.reasoning, app[METRICS_KEY])
+    app[REASONING_KEY] = ReasoningHooks(stash, app[METRICS_KEY])
+    app.on_cleanup.append(_close_stash)
     # Probes chatmend answers itself, never forwarded, never logged (they come every few
     # seconds): registered before the catch-all, so they match first.
     app.router.add_get(HEALTHZ, healthz)
@@ -130,6 +137,12 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
     app[SESSION_KEY] = session
     yield
     await session.close()
+
+
+async def _close_stash(app: web.Application) -> None:
+    stash = app[REASONING_KEY].stash
+    if stash is not None:
+        await stash.close()
 
 
 def _request_id(request: web.Request) -> str:
@@ -225,9 +238,15 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
         state.outcome = "client_timeout"
         return _body_timeout(config)
     api = api_of(request) if body is not None else None
+    reasoning: RequestReasoning | None = None
+    sanitized: Sanitized | None = None
     if body is not None and api is not None:
         state.api = api
-        sanitized = _sanitize(request, state, body, api, route)
+        if api == "chat":  # issue 4: one stash lookup before the rules (scope: the route)
+            reasoning = await request.app[REASONING_KEY].before_rules(
+                route.planner, body, route.config.upstream.url, request.headers
+            )
+        sanitized = _sanitize(request, state, body, api, route, reasoning=reasoning)
         if sanitized.skipped == "json_too_deep":
             state.outcome = "rejected"
             return error_response(
@@ -268,8 +287,12 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     meter = request.app[METRICS_KEY]
     meter.upstream_seconds.observe(state.upstream_ms / 1000)
     meter.streams.inc()
+    hooks = request.app[REASONING_KEY]
+    profile = None if sanitized is None else sanitized.profile
+    observer = hooks.observer(route.planner, profile, reasoning, upstream)
     try:
-        result = await relay(request, upstream, _chatmend_headers(state, reached=True))
+        result = await relay(request, upstream, _chatmend_headers(state, reached=True), observer)
+        await hooks.after_relay(observer)
     finally:
         meter.streams.dec()
     if 400 <= upstream.status < 500:
@@ -349,10 +372,26 @@ def _body_timeout(config: Config) -> web.Response:
 
 
 def _sanitize(
-    request: web.Request, state: RequestState, body: bytes, api: str, route: Route
+    request: web.Request,
+    state: RequestState,
+    body: bytes,
+    api: str,
+    route: Route,
+    *,
+    reasoning: RequestReasoning | None = None,
 ) -> Sanitized:
     started = time.perf_counter()
-    result: Sanitized = sanitize_body(body, route.planner, api)
+    if reasoning is None:
+        result: Sanitized = sanitize_body(body, route.planner, api)
+    else:
+        result = sanitize_body(
+            body,
+            route.planner,
+            api,
+            parsed=reasoning.payload,
+            scope=reasoning.scope,
+            recalled=reasoning.recalled,
+        )
     state.sanitize_ms = _ms(started)
     state.changes = len(result.changes)
     state.rules = tuple(sorted({change.rule for change in result.changes}))
@@ -361,6 +400,7 @@ def _sanitize(
     meter = request.app[METRICS_KEY]
     for change in result.changes:
         meter.rewrites.labels(change.rule, change.action).inc()
+    request.app[REASONING_KEY].report(state.request_id, result.changes)
     for change in result.reported:
         meter.reported.labels(change.rule, change.action).inc()
     for failure in result.failures:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from yarl import URL
 
+from proxy.stash.settings import ReasoningConfig, ReasoningConfigError, parse_reasoning
 from rules import RULES_BY_NAME
 from rules.planner import Planner
 from rules.profiles import DEFAULT_PROFILE, PROFILES
@@ -163,6 +164,8 @@ class Config:
     routes: tuple[RouteConfig, ...] = ()
     #: Seconds a SIGTERM leaves in-flight requests (streams included) to finish before exit.
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
+    #: The reasoning stash (proxy/stash): which store, how big, how long (all routes).
+    reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
 
     def default_route(self) -> RouteConfig:
         """The route the top-level keys describe."""
@@ -204,6 +207,7 @@ _TOP_KEYS = (
     "client_tokens_env",
     "routes",
     "drain_seconds",
+    "reasoning",
 )
 _UPSTREAM_KEYS = ("url", "connect_timeout", "read_timeout", "api_key_env", "api_key_header")
 #: What a named route may set; the others come from the top level.
@@ -302,6 +306,7 @@ def parse_config(
         mode=_mode(data.get("mode", "enforce"), "mode"),
         client_tokens=client_tokens,
         drain_seconds=_seconds(data.get("drain_seconds", DEFAULT_DRAIN_SECONDS), "drain_seconds"),
+        reasoning=_reasoning(data.get("reasoning")),
     )
     routes = _mapping(data.get("routes", {}), "routes")
     return replace(config, routes=_routes(routes, config, env))
@@ -415,6 +420,13 @@ def _routes(raw: Mapping[str, Any], top: Config, env: Mapping[str, str]) -> tupl
             )
         )
     return tuple(sorted(routes, key=lambda route: -len(route.prefix)))
+
+
+def _reasoning(value: Any) -> ReasoningConfig:
+    try:
+        return parse_reasoning(value)
+    except ReasoningConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _mode(value: Any, key: str) -> str:

@@ -128,6 +128,20 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        # The reasoning stash (proxy/stash): turns stored from responses, reasoning restored
+        # into requests or replaced by a placeholder, and store failures (each a miss).
+        self.reasoning = Counter(
+            "chatmend_reasoning",
+            "Reasoning stash events: stored, restored, placeholder.",
+            ["outcome"],
+            registry=r,
+        )
+        self.reasoning_store_errors = Counter(
+            "chatmend_reasoning_store_errors",
+            "Reasoning store failures (treated as misses), by store and operation.",
+            ["store", "operation"],
+            registry=r,
+        )
         self.streams = Gauge(
             "chatmend_streams_in_flight",
             "Responses being relayed right now.",

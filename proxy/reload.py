@@ -2,9 +2,9 @@
 
 An invalid config is rejected with a logged ``config_reload_failed`` (the dotted key at fault)
 and the running one keeps serving. Requests already in flight keep the runtime they read when
-they started (``proxy.routing.RuntimeHolder``). ``listen``, ``max_body_bytes`` and
-``drain_seconds`` are bound when the server starts: a change to them is logged as
-``restart_needed`` and the running values stay; the rest applies.
+they started (``proxy.routing.RuntimeHolder``). ``listen``, ``max_body_bytes``,
+``drain_seconds`` and ``reasoning`` (the stash) are bound when the server starts: a change to
+them is logged as ``restart_needed`` and the running values stay; the rest applies.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from proxy.log import get_logger
 from proxy.routing import Runtime
 
 #: Config fields bound at start-up (the listening socket, the parser's body size limit, the
-#: drain deadline given to the server).
-RESTART_ONLY = ("listen", "max_body_bytes", "drain_seconds")
+#: drain deadline given to the server, the reasoning stash and its store connection).
+RESTART_ONLY = ("listen", "max_body_bytes", "drain_seconds", "reasoning")
 
 log = get_logger()
 

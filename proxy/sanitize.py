@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
-from rules import Change, Rule, RuleContext, RuleFailure, lone_surrogates, run_rules
+from rules import (
+    Change,
+    Rule,
+    RuleContext,
+    RuleFailure,
+    lone_surrogates,
+    reasoning_content,
+    run_rules,
+)
 from rules.contract import DEFAULT_CONTRACT, Violation, violations
 from rules.contract import responses as responses_contract
 from rules.planner import Plan, Planner, compile_responses_plan
@@ -51,10 +59,22 @@ class Sanitized:
         return bool(self.changes)
 
 
-def sanitize_body(raw: bytes, source: PlanSource, api: str = "chat") -> Sanitized:
+def sanitize_body(
+    raw: bytes,
+    source: PlanSource,
+    api: str = "chat",
+    *,
+    parsed: dict[str, Any] | None = None,
+    scope: str = "",
+    recalled: Mapping[str, str] | None = None,
+) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
     ``input``; a string ``input`` is left as it is, the request-level rules still run).
+
+    ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (the proxy, to look up
+    the stashed reasoning): it is used instead of a second parse, and is the caller's no more.
+    ``scope`` and ``recalled`` go to the ``reasoning-content`` rule (see proxy/stash).
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
@@ -62,7 +82,7 @@ def sanitize_body(raw: bytes, source: PlanSource, api: str = "chat") -> Sanitize
     early: tuple[Change, ...] = ()  # what was repaired before the rules ran
     readable = True  # orjson read it: no string can hold a lone surrogate
     try:
-        payload = orjson.loads(raw)
+        payload = orjson.loads(raw) if parsed is None else parsed
     except orjson.JSONDecodeError as exc:
         # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
         if exc.msg.startswith("depth limit"):
@@ -74,6 +94,8 @@ def sanitize_body(raw: bytes, source: PlanSource, api: str = "chat") -> Sanitize
     if not isinstance(payload, dict):
         return Sanitized(raw, skipped="body_not_object")
     plan = plan_for(source, payload.get("model"), api)
+    if recalled:
+        plan = _with_recalled(plan, scope, recalled)
     field = FIELDS[api]
     steps = plan.steps
     if readable:
@@ -120,6 +142,21 @@ def sanitize_body(raw: bytes, source: PlanSource, api: str = "chat") -> Sanitize
     return Sanitized(
         body, changes, result.failures, violations=left, profile=plan.profile, reported=reported
     )
+
+
+def _with_recalled(plan: Plan, scope: str, recalled: Mapping[str, str]) -> Plan:
+    """``plan`` with the recalled reasoning in the ``reasoning-content`` step's context."""
+
+    def give(steps: Sequence[tuple[Rule, RuleContext]]) -> list[tuple[Rule, RuleContext]]:
+        return [
+            (rule, replace(ctx, scope=scope, recalled=recalled))
+            if rule.name == reasoning_content.NAME
+            else (rule, ctx)
+            for rule, ctx in steps
+        ]
+
+    report = None if plan.report is None else give(plan.report)
+    return replace(plan, steps=give(plan.steps), report=report)
 
 
 def _report(raw: bytes, plan: Plan, field: str) -> tuple[Change, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import ClientError, ClientResponse, web
 from multidict import CIMultiDict
@@ -31,8 +32,20 @@ class RelayResult:
 BUFFER_MAX_BYTES = 256 * 1024
 
 
+class Observer(Protocol):
+    """Watches the relayed body (proxy/stash/observer.py): ``feed`` gets each chunk after it
+    was written, ``finish`` is called once the body ended cleanly. Neither may raise."""
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    def finish(self) -> None: ...
+
+
 async def relay(
-    request: web.Request, upstream: ClientResponse, extra_headers: Mapping[str, str]
+    request: web.Request,
+    upstream: ClientResponse,
+    extra_headers: Mapping[str, str],
+    observer: Observer | None = None,
 ) -> RelayResult:
     """Copy status, headers and body; stream the body chunk by chunk unless small and sized.
 
@@ -43,7 +56,11 @@ async def relay(
     headers = response_headers(upstream.headers)
     headers.update(extra_headers)
     if _small_and_whole(request, upstream):
-        return await _relay_whole(request, upstream, headers)
+        result = await _relay_whole(request, upstream, headers)
+        if observer is not None and result.outcome == "completed" and result.body is not None:
+            observer.feed(result.body)
+            observer.finish()
+        return result
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     if upstream.content_length is not None:
         response.content_length = upstream.content_length
@@ -51,9 +68,16 @@ async def relay(
     finished = False
     try:
         await response.prepare(request)
-        async for chunk in upstream.content.iter_any():
-            await response.write(chunk)
-            relayed += len(chunk)
+        if observer is None:
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+                relayed += len(chunk)
+        else:
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+                relayed += len(chunk)
+                observer.feed(chunk)
+            observer.finish()
         finished = True
         return RelayResult(response, "completed", relayed)
     except ConnectionResetError:  # the client went away; aiohttp's reset error subclasses this

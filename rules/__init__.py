@@ -21,6 +21,7 @@ from rules import (
     missing_tool_call_ids,
     null_content,
     orphan_tool_results,
+    reasoning_content,
     replayed_history,
     system_messages,
     text_part_arrays,
@@ -52,6 +53,10 @@ RULES: tuple[Rule, ...] = (
     #    refuses (`timestamp`, `reasoning_content`, hermes E16).
     developer_role.RULE,
     unknown_message_fields.RULE,
+    # Reasoning back on the tool-call turns as the client sent them, before any rule merges
+    #    turns, renames ids or repairs arguments: the stash's keys are the calls the model
+    #    produced (a merge then keeps the first non-empty reasoning, hermes R9).
+    reasoning_content.RULE,
     # 1. Merge split assistant turns first: the union of their tool calls must be known
     #    before ids are checked, or the second half's results look orphaned (hermes E1).
     consecutive_assistant_messages.RULE,

@@ -96,6 +96,10 @@ class RuleContext:
     #: given only to rules with ``reads_request``; read-only. Its ``messages`` key may be stale:
     #: the rule's ``messages`` argument is the current list.
     request: Mapping[str, Any] = field(default_factory=dict)
+    #: For ``reasoning-content``: the route's scope and the reasoning texts the proxy recalled
+    #: for this request, keyed by ``rules.reasoning_content.turn_key`` (empty outside the proxy).
+    scope: str = ""
+    recalled: Mapping[str, str] = field(default_factory=dict)
 
 
 Apply = Callable[[list[Any], RuleContext], Outcome]

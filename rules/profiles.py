@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules import RULES
-from rules.contract import DEFAULT_CONTRACT, Contract, fields, ids
+from rules.contract import DEFAULT_CONTRACT, Contract, fields, ids, reasoning
 
 Settings = Mapping[str, bool | Mapping[str, Any]]
 
@@ -85,7 +85,12 @@ _DEEPSEEK_SHAPE: Settings = {
 DEEPSEEK = Profile(
     "deepseek",
     "DeepSeek (api.deepseek.com, deepseek-chat and V3.2/V4 models); the default",
-    rules={**_DEEPSEEK_SHAPE, "empty-tools": True, "thinking-tool-choice": True},
+    rules={
+        **_DEEPSEEK_SHAPE,
+        "empty-tools": True,
+        "thinking-tool-choice": True,
+        "reasoning-content": True,
+    },
     contract=_contract(
         DEFAULT_CONTRACT,
         empty_tools={},
@@ -95,6 +100,7 @@ DEEPSEEK = Profile(
         content_missing={},  # 1.C, DeepSeek (pig-mesh/deepseek4j#40)
         content_not_string={},  # 1.C, DeepSeek (moeru-ai/airi#1222)
         content_object={},  # 1.C, DashScope-style (felinics/Memoh#744)
+        reasoning_content_missing={},  # 1.D row 170, DeepSeek V4 (anomalyco/opencode#24083)
     ),
     variants=(("deepseek-reasoner*", "deepseek-reasoner"),),
 )
@@ -118,8 +124,14 @@ DEEPSEEK_REASONER = Profile(
             "assistant message with prefix mode on (refer to "
             "https://api-docs.deepseek.com/guides/chat_prefix_completion)."
         },
+        # 1.D row 169, deepseek-reasoner / V3.2 with thinking (hotovo/aider-desk#529)
+        reasoning_content_missing={"text": reasoning.DEEPSEEK_TEXT},
     ),
 )
+
+#: Kimi models that think (K2.5/K2.6 unless ``thinking.type: disabled``, K2-thinking), also
+#: under a router's prefix (``moonshotai/kimi-k2.5``): provider-errors.md row 174.
+KIMI_THINKING_MODELS = ["*kimi-k2.5*", "*kimi-k2.6*", "*kimi-k2-thinking*"]
 
 KIMI = Profile(
     "kimi",
@@ -128,9 +140,17 @@ KIMI = Profile(
         "developer-role": True,
         "text-part-arrays": True,
         "tool-call-content": {"enabled": True, "shape": "omit"},
+        # row 174: "tool call" is the placeholder cc-switch sends Kimi (farion1231/cc-switch#2365)
+        "reasoning-content": {
+            "enabled": True,
+            "placeholder": "tool call",
+            "models": KIMI_THINKING_MODELS,
+        },
     },
     contract=_contract(
         PAIRING,
+        # 1.D row 174, Kimi K2.5/K2.6 thinking (iOfficeAI/AionUi#2746)
+        reasoning_content_missing={"text": reasoning.KIMI_TEXT, "models": KIMI_THINKING_MODELS},
         # 1.A, Moonshot / Kimi (MoonshotAI/kimi-cli#1977)
         unanswered_tool_call={
             "text": "an assistant message with 'tool_calls' must be followed by tool messages "

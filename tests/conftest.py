@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from proxy.app import create_app
 from proxy.config import Config, UpstreamConfig, parse_config
 from tests.fake_upstream import FakeUpstream, create_fake_upstream
+from tests.redis_server import RedisServer
 
 ProxyFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
 
@@ -55,6 +57,15 @@ async def make_proxy(
 @pytest.fixture
 async def proxy(make_proxy: ProxyFactory) -> TestClient[Any, Any]:
     return await make_proxy()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real redis-server on a free loopback port, stopped after the test."""
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
 
 
 __all__ = ["ProxyFactory", "UpstreamConfig", "base_url"]

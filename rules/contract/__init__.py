@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.contract import content, fields, ids, order, pairing, request, sequence
+from rules.contract import content, fields, ids, order, pairing, reasoning, request, sequence
 from rules.contract.base import Check, Found, Violation
 
 #: Every check chatmend knows, by family.
@@ -26,6 +26,7 @@ CHECKS: tuple[Check, ...] = (
     *order.CHECKS,
     *content.CHECKS,
     *fields.CHECKS,
+    *reasoning.CHECKS,
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 

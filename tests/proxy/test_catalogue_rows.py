@@ -96,6 +96,10 @@ CASES: dict[str, dict[str, Any]] = {
     "orphan_tool_result": {
         "messages": [USER, result("zzzZZZ999"), {"role": "assistant", "content": "?"}, AFTER]
     },
+    "reasoning_content_missing": {
+        "thinking": {"type": "enabled"},
+        "messages": [USER, turn(call()), result(), AFTER],
+    },
     "roles_not_alternating": {"messages": [USER, {"role": "user", "content": "Also the tests."}]},
     "successive_assistant": {
         "messages": [

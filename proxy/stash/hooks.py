@@ -1,0 +1,135 @@
+"""Where the proxy calls into the stash: before the rules (one lookup) and around the relay.
+
+``ReasoningHooks`` is built once per app. Per request it costs nothing unless the request runs
+under a profile whose plan has ``reasoning-content``: then a body holding ``"tool_calls"`` is
+parsed here once (``sanitize_body`` reuses that parse), the keys of the tool-call turns lacking
+reasoning go to the store in one ``get_many``, and a 200 response gets an observer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import ClientResponse
+
+from proxy.log import get_logger
+from proxy.metrics import Metrics
+from proxy.stash import Stash
+from proxy.stash.keys import request_scope
+from proxy.stash.observer import ResponseObserver
+from rules.base import Change, RuleContext
+from rules.planner import Plan, Planner
+from rules.reasoning_content import NAME, wanted_keys
+
+log = get_logger()
+
+
+@dataclass(slots=True)
+class RequestReasoning:
+    """What the request side hands to the rules and to the response side."""
+
+    scope: str
+    #: The body parsed for the lookup, for ``sanitize_body`` to reuse (``None``: not parsed).
+    payload: dict[str, Any] | None = None
+    recalled: Mapping[str, str] = field(default_factory=dict)
+
+
+def reasoning_step(plan: Plan) -> tuple[Any, RuleContext] | None:
+    """The plan's ``reasoning-content`` step (enforced or reported), or ``None``."""
+    for step in (*plan.steps, *(plan.report or ())):
+        if step[0].name == NAME:
+            return step
+    return None
+
+
+class ReasoningHooks:
+    def __init__(self, stash: Stash | None, metrics: Metrics) -> None:
+        self.stash = stash
+        self.metrics = metrics
+        self._planner: Planner | None = None
+        self._profiles: frozenset[str] = frozenset()
+
+    def profiles(self, planner: Planner) -> frozenset[str]:
+        """The profiles whose plan has the rule (recomputed when the planner is replaced)."""
+        if planner is not self._planner:
+            self._profiles = frozenset(
+                name for name, plan in planner.plans.items() if reasoning_step(plan)
+            )
+            self._planner = planner
+        return self._profiles
+
+    async def before_rules(
+        self, planner: Planner, body: bytes, upstream: str, headers: Mapping[str, str]
+    ) -> RequestReasoning | None:
+        """The recalled reasoning for a chat request, or ``None`` when nothing is stashed."""
+        if self.stash is None or not self.profiles(planner):
+            return None
+        reasoning = RequestReasoning(request_scope(upstream, headers))
+        if b'"tool_calls"' not in body:
+            return reasoning  # a first turn: nothing to look up, the response may be observed
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return reasoning  # sanitize_body reads it its own way (lone surrogates, errors)
+        if type(payload) is not dict:
+            return reasoning
+        reasoning.payload = payload
+        step = reasoning_step(planner.plan(payload.get("model")))
+        if step is not None:
+            keys = wanted_keys(payload.get("messages"), payload, step[1].options, reasoning.scope)
+            if keys:
+                reasoning.recalled = await self.stash.recall(keys)
+        return reasoning
+
+    def observer(
+        self,
+        planner: Planner,
+        profile: str | None,
+        reasoning: RequestReasoning | None,
+        upstream: ClientResponse,
+    ) -> ResponseObserver | None:
+        """An observer for a 200 response to a request whose profile has the rule."""
+        if (
+            self.stash is None
+            or reasoning is None
+            or upstream.status != 200
+            or profile not in self.profiles(planner)
+        ):
+            return None
+        encoding = upstream.headers.get("Content-Encoding", "").strip().lower()
+        return self.stash.observer_for(reasoning.scope, upstream.content_type, encoding)
+
+    async def after_relay(self, observer: ResponseObserver | None) -> None:
+        """Wait for the observer's writes: the response ends only once they are stored."""
+        if observer is not None and observer.pending and self.stash is not None:
+            await self.stash.settle(observer.pending)
+
+    def report(self, request_id: str, changes: Sequence[Change]) -> None:
+        """Count the rule's restores and placeholders; log ``reasoning_placeholder`` (message
+        indices and counts only, never text)."""
+        actions: Counter[str] = Counter()
+        placed: list[int] = []
+        for change in changes:
+            if change.rule == NAME:
+                actions[change.action] += 1
+                if change.action == "inserted_placeholder":
+                    placed.append(change.index)
+        if not actions:
+            return
+        restored = actions["restored_reasoning"]
+        if restored:
+            self.metrics.reasoning.labels("restored").inc(restored)
+        if placed:
+            self.metrics.reasoning.labels("placeholder").inc(len(placed))
+            log.info(
+                "reasoning_placeholder",
+                request_id=request_id,
+                count=len(placed),
+                indices=placed,
+                restored=restored,
+                store=None if self.stash is None else self.stash.store.name,
+            )

@@ -1,0 +1,257 @@
+"""Watch a chat-completions response go by and keep each tool-call turn's reasoning.
+
+The relay hands every chunk it has written to ``feed`` and calls ``finish`` at the end; the
+observer never holds the relay back and never raises into it. An SSE stream is parsed
+incrementally (lines across chunk boundaries, ``data:`` fields only, ``[DONE]`` skipped, each
+event's JSON parsed once); per choice it accumulates ``delta.reasoning_content`` (or
+``delta.reasoning``, as some routes name it) and the tool calls' ids, names and arguments by
+their ``index``. A JSON body is parsed once at the end. A choice is complete at its
+``finish_reason`` (or at the end of the body): if it made tool calls and reasoned, ``on_turn``
+gets the turn's key and the text at once, before the client can send its next turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from proxy.log import get_logger
+from rules.reasoning_content import turn_key
+
+log = get_logger()
+
+#: The most reasoning (characters) or JSON body (bytes) kept for one response: past it the
+#: observer gives up on that choice or body (nothing is stored, the relay is unaffected).
+MAX_OBSERVED = 8 * 1024 * 1024
+#: A line of an event stream longer than this is not one chatmend can use.
+MAX_LINE = MAX_OBSERVED
+
+#: ``on_turn(key, text)``: store a completed turn; it may return the write still in flight.
+OnTurn = Callable[[str, str], "asyncio.Task[None] | None"]
+
+
+@dataclass(slots=True)
+class _Choice:
+    reasoning: list[str] = field(default_factory=list)
+    size: int = 0
+    #: tool-call index -> [id, name, argument pieces]
+    calls: dict[int, list[Any]] = field(default_factory=dict)
+    done: bool = False
+
+
+class ResponseObserver:
+    """One response's observer. ``stream`` says SSE (else one JSON body); ``encoding`` is the
+    response's Content-Encoding (``gzip``/``deflate`` are inflated, anything else is refused by
+    ``observer_for``)."""
+
+    __slots__ = (
+        "_buffer",
+        "_choices",
+        "_data",
+        "_inflate",
+        "_off",
+        "_size",
+        "_tail",
+        "on_turn",
+        "pending",
+        "scope",
+        "stream",
+    )
+
+    def __init__(self, on_turn: OnTurn, scope: str, *, stream: bool, encoding: str = "") -> None:
+        self.on_turn = on_turn
+        self.scope = scope
+        self.stream = stream
+        #: The writes ``on_turn`` left in flight, for the proxy to await before it answers.
+        self.pending: list[asyncio.Task[None]] = []
+        self._off = False
+        self._tail = b""
+        self._data: list[bytes] = []
+        self._buffer: list[bytes] = []
+        self._size = 0
+        self._choices: dict[int, _Choice] = {}
+        self._inflate = zlib.decompressobj(47) if encoding in ("gzip", "deflate") else None
+
+    def feed(self, chunk: bytes) -> None:
+        """Take the next relayed chunk; never raises."""
+        if self._off:
+            return
+        try:
+            if self._inflate is not None:
+                chunk = self._inflate.decompress(chunk, MAX_LINE)
+                if self._inflate.unconsumed_tail:
+                    raise ValueError("inflated chunk too large")
+            if self.stream:
+                self._feed_stream(chunk)
+            else:
+                self._buffer.append(chunk)
+                self._size += len(chunk)
+                if self._size > MAX_OBSERVED:
+                    self._off = True  # too big to parse at the end: not ours to store
+                    self._buffer = []
+        except Exception as exc:  # an observer must never break the relay
+            self._fail(exc)
+
+    def finish(self) -> None:
+        """The body ended cleanly: complete what is still open; never raises."""
+        if self._off:
+            return
+        try:
+            if self.stream:
+                if self._tail:
+                    self._line(self._tail)
+                    self._tail = b""
+                self._dispatch()
+                for index in list(self._choices):
+                    self._complete(index)
+            else:
+                self._whole(b"".join(self._buffer))
+        except Exception as exc:
+            self._fail(exc)
+        finally:
+            self._off = True
+            self._buffer = []
+
+    def _fail(self, exc: Exception) -> None:
+        self._off = True
+        self._buffer = []
+        log.warning("reasoning_observer_failed", error=type(exc).__name__)
+
+    # --- SSE ------------------------------------------------------------------------------------
+
+    def _feed_stream(self, chunk: bytes) -> None:
+        if b"\n" not in chunk:
+            self._tail += chunk
+            if len(self._tail) > MAX_LINE:
+                raise ValueError("event-stream line too long")
+            return
+        lines = (self._tail + chunk if self._tail else chunk).split(b"\n")
+        self._tail = lines.pop()
+        for line in lines:
+            self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            self._dispatch()
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+
+    def _dispatch(self) -> None:
+        """The end of an event (a blank line): its data lines, joined, are one JSON object."""
+        if not self._data:
+            return
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        self._data = []
+        if data == b"[DONE]":
+            return
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return  # a comment-like or broken event: not ours
+        choices = event.get("choices") if type(event) is dict else None
+        if type(choices) is not list:
+            return
+        for choice in choices:
+            if type(choice) is dict:
+                self._delta(choice)
+
+    def _delta(self, choice: dict[str, Any]) -> None:
+        index = choice.get("index", 0)
+        if type(index) is not int:
+            return
+        state = self._choices.get(index)
+        if state is None:
+            state = self._choices[index] = _Choice()
+        if state.done:
+            return
+        delta = choice.get("delta")
+        if type(delta) is dict:
+            text = delta.get("reasoning_content")
+            if text is None:
+                text = delta.get("reasoning")
+            if type(text) is str and text:
+                state.reasoning.append(text)
+                state.size += len(text)
+                if state.size > MAX_OBSERVED:
+                    state.done = True  # too long to keep: this turn goes unremembered
+                    state.reasoning = []
+                    return
+            calls = delta.get("tool_calls")
+            if type(calls) is list:
+                for position, call in enumerate(calls):
+                    if type(call) is dict:
+                        _call_delta(state, position, call)
+        if choice.get("finish_reason"):
+            self._complete(index)
+
+    def _complete(self, index: int) -> None:
+        state = self._choices[index]
+        if state.done:
+            return
+        state.done = True
+        if not state.calls or not state.reasoning:
+            return
+        calls = [
+            {"id": cid, "function": {"name": name, "arguments": "".join(pieces)}}
+            for cid, name, pieces in (state.calls[i] for i in sorted(state.calls))
+        ]
+        self._remember(calls, "".join(state.reasoning))
+        state.reasoning = []
+        state.calls = {}
+
+    # --- a JSON body ----------------------------------------------------------------------------
+
+    def _whole(self, body: bytes) -> None:
+        if self._inflate is not None:
+            body += self._inflate.flush()
+        data = orjson.loads(body)
+        choices = data.get("choices") if type(data) is dict else None
+        if type(choices) is not list:
+            return
+        for choice in choices:
+            message = choice.get("message") if type(choice) is dict else None
+            if type(message) is not dict:
+                continue
+            text = message.get("reasoning_content")
+            if text is None:
+                text = message.get("reasoning")
+            calls = message.get("tool_calls")
+            if type(text) is str and type(calls) is list and calls:
+                self._remember(calls, text)
+
+    def _remember(self, calls: list[Any], text: str) -> None:
+        if not text.strip():
+            return
+        key = turn_key(self.scope, calls)
+        if key is not None:
+            task = self.on_turn(key, text)
+            if task is not None:
+                self.pending.append(task)
+
+
+def _call_delta(state: _Choice, position: int, call: dict[str, Any]) -> None:
+    index = call.get("index", position)
+    if type(index) is not int:
+        return
+    entry = state.calls.get(index)
+    if entry is None:
+        entry = state.calls[index] = [None, "", []]
+    cid = call.get("id")
+    if type(cid) is str and cid and entry[0] is None:
+        entry[0] = cid
+    function = call.get("function")
+    if type(function) is dict:
+        name = function.get("name")
+        if type(name) is str and name and not entry[1]:
+            entry[1] = name
+        arguments = function.get("arguments")
+        if type(arguments) is str:
+            entry[2].append(arguments)

@@ -1,0 +1,255 @@
+"""The reasoning stash end to end, through the real app: turn 1's response carries reasoning and
+tool calls; turn 2, sent without them, reaches a strict thinking-mode upstream (``chatmend
+emulate``'s deepseek contract, provider-errors.md rows 169/170) with the exact text restored.
+On one instance (memory store), across two sharing one real redis-server, and with that Redis
+stopped mid-run (a placeholder, never an error). The reasoning text never reaches the logs."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from structlog.testing import capture_logs
+
+from proxy.app import METRICS_KEY, REASONING_KEY, create_app
+from proxy.config import parse_config
+from tests.fake_thinking import (
+    ThinkingUpstream,
+    create_thinking_upstream,
+    turn_one,
+    turn_two,
+)
+from tests.redis_server import RedisServer
+
+Client = TestClient[Any, Any]
+Start = Callable[..., Awaitable[Client]]
+URL = "/v1/chat/completions"
+
+
+@pytest.fixture
+def upstream() -> ThinkingUpstream:
+    return ThinkingUpstream()
+
+
+@pytest.fixture
+async def start(
+    upstream: ThinkingUpstream,
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    aiohttp_client: Callable[..., Awaitable[Client]],
+) -> Start:
+    server = await aiohttp_server(create_thinking_upstream(upstream))
+    url = str(server.make_url("")).rstrip("/")
+
+    async def start(yaml: dict[str, Any] | None = None) -> Client:
+        return await aiohttp_client(create_app(parse_config(yaml or {}, default_upstream=url)))
+
+    return start
+
+
+async def first_turn(client: Client, *, stream: bool) -> dict[str, Any]:
+    """Send turn 1 and rebuild the assistant message the client got, as an SDK would."""
+    response = await client.post(URL, data=turn_one(stream=stream))
+    assert response.status == 200, await response.text()
+    if not stream:
+        message: dict[str, Any] = (await response.json())["choices"][0]["message"]
+        return message
+    calls: dict[int, dict[str, Any]] = {}
+    reasoning = ""
+    for line in (await response.read()).split(b"\n"):
+        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+            continue
+        delta = orjson.loads(line[6:])["choices"][0]["delta"]
+        reasoning += delta.get("reasoning_content") or ""
+        for piece in delta.get("tool_calls") or []:
+            call = calls.setdefault(
+                piece["index"], {"type": "function", "function": {"name": "", "arguments": ""}}
+            )
+            if "id" in piece:
+                call["id"] = piece["id"]
+            function = piece.get("function", {})
+            call["function"]["name"] += function.get("name") or ""
+            call["function"]["arguments"] += function.get("arguments") or ""
+    return {"role": "assistant", "reasoning_content": reasoning, "tool_calls": list(calls.values())}
+
+
+def sent_reasoning(upstream: ThinkingUpstream) -> Any:
+    """The reasoning_content of the tool-call turn in the last request the upstream got."""
+    return upstream.received[-1]["messages"][1].get("reasoning_content")
+
+
+def counter(client: Client, name: str, **labels: str) -> float:
+    registry = client.app[METRICS_KEY].registry
+    value = registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def logged(logs: Any) -> str:
+    return orjson.dumps(logs, default=str).decode()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_turn_two_gets_the_exact_reasoning_back(
+    start: Start, upstream: ThinkingUpstream, stream: bool
+) -> None:
+    proxy = await start()
+    with capture_logs() as logs:
+        message = await first_turn(proxy, stream=stream)
+        assert message["reasoning_content"] == upstream.reasonings[0]
+        response = await proxy.post(URL, data=turn_two(message, stream=False))
+        assert response.status == 200, await response.text()
+    assert sent_reasoning(upstream) == upstream.reasonings[0]
+    assert upstream.rejected == 0
+    assert counter(proxy, "chatmend_reasoning_total", outcome="stored") == 1
+    assert counter(proxy, "chatmend_reasoning_total", outcome="restored") == 1
+    assert "reasoning_placeholder" not in [entry["event"] for entry in logs]
+    sanitized = [e for e in logs if e["event"] == "payload_sanitized"]
+    assert sanitized[0]["changes"][0]["action"] == "restored_reasoning"
+    assert sanitized[0]["changes"][0]["length"] == len(upstream.reasonings[0])
+    # privacy: neither the text nor a piece of it is in any log line
+    assert "PRIVATE-THOUGHT" not in logged(logs)
+
+
+async def test_without_the_stash_the_strict_upstream_rejects_turn_two(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    """The premise: the emulated thinking-mode upstream refuses what the client sends."""
+    proxy = await start({"profile": "passthrough"})
+    message = await first_turn(proxy, stream=False)
+    response = await proxy.post(URL, data=turn_two(message))
+    assert response.status == 400
+    text = (await response.json())["error"]["message"]
+    assert text == "The `reasoning_content` in the thinking mode must be passed back to the API."
+
+
+async def test_a_miss_sends_the_placeholder_and_logs_it(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    proxy = await start()
+    unknown = {
+        "tool_calls": [
+            {
+                "id": "call_never_seen",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": "{}"},
+            }
+        ]
+    }
+    with capture_logs() as logs:
+        response = await proxy.post(URL, data=turn_two(unknown))
+    assert response.status == 200, await response.text()
+    assert sent_reasoning(upstream) == " "
+    placed = [e for e in logs if e["event"] == "reasoning_placeholder"]
+    assert placed and placed[0]["count"] == 1 and placed[0]["indices"] == [1]
+    assert counter(proxy, "chatmend_reasoning_total", outcome="placeholder") == 1
+
+
+async def test_another_client_key_does_not_get_the_reasoning(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    """The scope holds a digest of the client's credential: same ids, other tenant, no text."""
+    proxy = await start()
+    response = await proxy.post(
+        URL, data=turn_one(), headers={"Authorization": "Bearer sk-tenant-a"}
+    )
+    message = (await response.json())["choices"][0]["message"]
+    body = turn_two(message)
+    await proxy.post(URL, data=body, headers={"Authorization": "Bearer sk-tenant-b"})
+    assert sent_reasoning(upstream) == " "
+    await proxy.post(URL, data=body, headers={"Authorization": "Bearer sk-tenant-a"})
+    assert sent_reasoning(upstream) == upstream.reasonings[0]
+
+
+async def test_store_off_keeps_only_the_placeholder(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    proxy = await start({"reasoning": {"store": "off"}})
+    assert proxy.app[REASONING_KEY].stash is None
+    message = await first_turn(proxy, stream=True)
+    response = await proxy.post(URL, data=turn_two(message))
+    assert response.status == 200
+    assert sent_reasoning(upstream) == " "
+
+
+async def test_a_non_thinking_request_is_neither_looked_up_nor_changed(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    proxy = await start()
+    message = await first_turn(proxy, stream=False)
+    body = turn_two(message, model="deepseek-chat")
+    response = await proxy.post(URL, data=body)
+    assert response.status == 200
+    assert "reasoning_content" not in upstream.received[-1]["messages"][1]
+
+
+async def test_two_instances_sharing_redis_restore_each_others_turns(
+    start: Start, upstream: ThinkingUpstream, redis_server: RedisServer
+) -> None:
+    config = {"reasoning": {"store": "redis", "redis": {"url": redis_server.url}}}
+    first, second = await start(config), await start(config)
+    with capture_logs() as logs:
+        for stream in (False, True):
+            message = await first_turn(first, stream=stream)
+            response = await second.post(URL, data=turn_two(message))
+            assert response.status == 200, await response.text()
+            assert sent_reasoning(upstream) == message["reasoning_content"]
+            # and the other way round
+            message = await first_turn(second, stream=stream)
+            response = await first.post(URL, data=turn_two(message))
+            assert response.status == 200, await response.text()
+            assert sent_reasoning(upstream) == message["reasoning_content"]
+    assert upstream.rejected == 0
+    assert "PRIVATE-THOUGHT" not in logged(logs)
+    # Redis holds hashes as keys (under the prefix), the text only as values.
+    stash = first.app[REASONING_KEY].stash
+    assert stash is not None
+    keys = await stash.store.client.keys("*")
+    assert len(keys) == 4
+    for key in keys:
+        assert key.startswith(b"chatmend:reasoning:")
+        assert len(key) == len("chatmend:reasoning:") + 64
+
+
+async def test_redis_stopped_mid_run_degrades_to_the_placeholder_then_recovers(
+    start: Start, upstream: ThinkingUpstream, redis_server: RedisServer
+) -> None:
+    config = {
+        "reasoning": {
+            "store": "redis",
+            "redis": {"url": redis_server.url, "timeout_seconds": 0.2},
+        }
+    }
+    proxy = await start(config)
+    stash = proxy.app[REASONING_KEY].stash
+    assert stash is not None
+    stash.retry_seconds = 0.0  # try Redis again on every request (the default waits 1 s)
+    message = await first_turn(proxy, stream=True)
+    redis_server.stop()
+    with capture_logs() as logs:
+        response = await proxy.post(URL, data=turn_two(message))
+        assert response.status == 200, await response.text()
+        assert sent_reasoning(upstream) == " "
+        # a turn 1 while Redis is down: relayed whole, the write fails quietly
+        lost = await first_turn(proxy, stream=True)
+        assert lost["reasoning_content"] == upstream.reasonings[-1]
+        response = await proxy.post(URL, data=turn_two(lost))
+        assert response.status == 200
+    events = [e["event"] for e in logs]
+    assert events.count("reasoning_store_unavailable") == 1
+    assert "reasoning_placeholder" in events
+    errors = counter(proxy, "chatmend_reasoning_store_errors_total", store="redis", operation="get")
+    assert errors >= 2
+    assert counter(proxy, "chatmend_reasoning_store_errors_total", store="redis", operation="put")
+    unavailable = next(e for e in logs if e["event"] == "reasoning_store_unavailable")
+    assert unavailable["url"] == redis_server.url
+
+    # Redis back on the same port: the next turns are stored and restored again.
+    redis_server.start()
+    with capture_logs() as logs:
+        message = await first_turn(proxy, stream=False)
+        response = await proxy.post(URL, data=turn_two(message))
+        assert response.status == 200
+    assert sent_reasoning(upstream) == message["reasoning_content"]
+    assert "reasoning_store_recovered" in [e["event"] for e in logs]
