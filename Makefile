@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint typecheck pytest redis-server bench soak fuzz clean
+.PHONY: run test lint typecheck pytest redis-server bench bench-observe soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk unavailable: HTTP benchmark skipped"
 	$(BIN)/python -m bench.run $(if $(PEERS),--peers $(PEERS)) $(ARGS)
+
+## The reasoning stash's relay overhead (not part of `make test`): one long SSE stream relayed
+## with and without response observation, same run. `make bench-observe ARGS="--chunks 20000"`.
+bench-observe: $(VENV)/.test-installed
+	$(BIN)/python -m bench.observe $(ARGS)
 
 ## Load test (not part of `make test`): a fake upstream and `chatmend serve` as real processes,
 ## 300 clients for 3 minutes; every upstream body verified. `make soak ARGS="--minutes 1 --clients 200"`.

@@ -55,6 +55,7 @@ class ResponseObserver:
         "_data",
         "_inflate",
         "_off",
+        "_open",
         "_size",
         "_tail",
         "on_turn",
@@ -74,6 +75,8 @@ class ResponseObserver:
         self._data: list[bytes] = []
         self._buffer: list[bytes] = []
         self._size = 0
+        #: Choices seen and not yet settled.
+        self._open = 0
         self._choices: dict[int, _Choice] = {}
         self._inflate = zlib.decompressobj(47) if encoding in ("gzip", "deflate") else None
 
@@ -104,9 +107,9 @@ class ResponseObserver:
         try:
             if self.stream:
                 if self._tail:
-                    self._line(self._tail)
-                    self._tail = b""
-                self._dispatch()
+                    self._feed_stream(b"\n\n")  # the last line, then the end of its event
+                if self._data:
+                    self._dispatch()
                 for index in list(self._choices):
                     self._complete(index)
             else:
@@ -125,6 +128,10 @@ class ResponseObserver:
     # --- SSE ------------------------------------------------------------------------------------
 
     def _feed_stream(self, chunk: bytes) -> None:
+        # One tight loop per chunk (this runs for every event of every observed stream): split
+        # into lines, keep the unfinished last one, collect ``data:`` fields, and at each blank
+        # line parse the event's data once. Other fields (``event:``, ``id:``, comments) are
+        # not ours.
         if b"\n" not in chunk:
             self._tail += chunk
             if len(self._tail) > MAX_LINE:
@@ -132,22 +139,19 @@ class ResponseObserver:
             return
         lines = (self._tail + chunk if self._tail else chunk).split(b"\n")
         self._tail = lines.pop()
+        data = self._data
         for line in lines:
-            self._line(line)
-
-    def _line(self, line: bytes) -> None:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line:
-            self._dispatch()
-        elif line.startswith(b"data:"):
-            value = line[5:]
-            self._data.append(value[1:] if value.startswith(b" ") else value)
+            if line[:5] == b"data:":
+                value = line[:-1] if line[-1:] == b"\r" else line
+                data.append(value[6:] if value[5:6] == b" " else value[5:])
+            elif data and (not line or line == b"\r"):
+                self._dispatch()
+                data = self._data
+                if self._off:
+                    return
 
     def _dispatch(self) -> None:
         """The end of an event (a blank line): its data lines, joined, are one JSON object."""
-        if not self._data:
-            return
         data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         self._data = []
         if data == b"[DONE]":
@@ -162,6 +166,8 @@ class ResponseObserver:
         for choice in choices:
             if type(choice) is dict:
                 self._delta(choice)
+        if not self._open and self._choices:
+            self._off = True  # every choice settled: the rest of the stream is not read
 
     def _delta(self, choice: dict[str, Any]) -> None:
         index = choice.get("index", 0)
@@ -170,21 +176,26 @@ class ResponseObserver:
         state = self._choices.get(index)
         if state is None:
             state = self._choices[index] = _Choice()
-        if state.done:
+            self._open += 1
+        elif state.done:
             return
         delta = choice.get("delta")
         if type(delta) is dict:
             text = delta.get("reasoning_content")
             if text is None:
                 text = delta.get("reasoning")
+            calls = delta.get("tool_calls")
             if type(text) is str and text:
                 state.reasoning.append(text)
                 state.size += len(text)
                 if state.size > MAX_OBSERVED:
-                    state.done = True  # too long to keep: this turn goes unremembered
-                    state.reasoning = []
+                    self._settle(state)  # too long to keep: this turn goes unremembered
                     return
-            calls = delta.get("tool_calls")
+            elif not state.reasoning and (calls or delta.get("content")):
+                # A thinking model reasons before it answers: a choice that answers first has
+                # nothing to remember, and a stream of such choices is not read further.
+                self._settle(state)
+                return
             if type(calls) is list:
                 for position, call in enumerate(calls):
                     if type(call) is dict:
@@ -196,16 +207,19 @@ class ResponseObserver:
         state = self._choices[index]
         if state.done:
             return
+        if state.calls and state.reasoning:
+            calls = [
+                {"id": cid, "function": {"name": name, "arguments": "".join(pieces)}}
+                for cid, name, pieces in (state.calls[i] for i in sorted(state.calls))
+            ]
+            self._remember(calls, "".join(state.reasoning))
+        self._settle(state)
+
+    def _settle(self, state: _Choice) -> None:
         state.done = True
-        if not state.calls or not state.reasoning:
-            return
-        calls = [
-            {"id": cid, "function": {"name": name, "arguments": "".join(pieces)}}
-            for cid, name, pieces in (state.calls[i] for i in sorted(state.calls))
-        ]
-        self._remember(calls, "".join(state.reasoning))
         state.reasoning = []
         state.calls = {}
+        self._open -= 1
 
     # --- a JSON body ----------------------------------------------------------------------------
 

@@ -155,7 +155,7 @@ def test_garbage_events_are_skipped() -> None:
         b"id: 7",
         b"retry: 100",
         b"data:",
-        b'data: {"choices":[{"index":0,"delta":{"tool_calls":[7, {"index": "x"}]}}]}',
+        b'data: {"choices":[{"index":3,"delta":{"tool_calls":[7, {"index": "x"}]}}]}',
     ]
     body = b"".join(line + b"\n\n" for line in junk) + stream()
     assert observe([body]).stored == {KEY: REASONING}
