@@ -27,6 +27,8 @@ class ThinkingUpstream:
     reasonings: list[str] = field(default_factory=list)
     call_ids: list[str] = field(default_factory=list)
     rejected: int = 0
+    #: The profile whose provider contract judges every request (``chatmend emulate``'s).
+    profile: str = "deepseek"
 
     def reasoning(self, number: int) -> str:
         return f"PRIVATE-THOUGHT-{number}: the user wants a.txt, so I call read_file on it."
@@ -51,6 +53,7 @@ def turn_two(turn_one: dict[str, Any], *, model: str = MODEL, stream: bool = Fal
 
 
 def turn_one(*, model: str = MODEL, stream: bool = False) -> bytes:
+    """The client's first request: a question the model answers with a tool call."""
     return orjson.dumps(
         {"model": model, "stream": stream, "messages": [{"role": "user", "content": "Read a.txt"}]}
     )
@@ -72,7 +75,7 @@ def create_thinking_upstream(state: ThinkingUpstream) -> web.Application:
         body = await request.read()
         payload = orjson.loads(body)
         state.received.append(payload)
-        rejected = rejection(body, "deepseek")
+        rejected = rejection(body, state.profile)
         if rejected is not None:
             state.rejected += 1
             return rejected

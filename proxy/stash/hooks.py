@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import orjson
 from aiohttp import ClientResponse
@@ -50,17 +51,16 @@ class ReasoningHooks:
     def __init__(self, stash: Stash | None, metrics: Metrics) -> None:
         self.stash = stash
         self.metrics = metrics
-        self._planner: Planner | None = None
-        self._profiles: frozenset[str] = frozenset()
+        #: Per planner (one per route, replaced on reload): the profiles whose plan has the rule.
+        self._profiles: WeakKeyDictionary[Planner, frozenset[str]] = WeakKeyDictionary()
 
     def profiles(self, planner: Planner) -> frozenset[str]:
-        """The profiles whose plan has the rule (recomputed when the planner is replaced)."""
-        if planner is not self._planner:
-            self._profiles = frozenset(
-                name for name, plan in planner.plans.items() if reasoning_step(plan)
-            )
-            self._planner = planner
-        return self._profiles
+        """The profiles whose plan has the rule, computed once per planner."""
+        found = self._profiles.get(planner)
+        if found is None:
+            found = frozenset(name for name, plan in planner.plans.items() if reasoning_step(plan))
+            self._profiles[planner] = found
+        return found
 
     async def before_rules(
         self, planner: Planner, body: bytes, upstream: str, headers: Mapping[str, str]

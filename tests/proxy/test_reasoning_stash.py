@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import METRICS_KEY, REASONING_KEY, create_app
+from proxy.app import METRICS_KEY, REASONING_KEY, RUNTIME_KEY, create_app
 from proxy.config import parse_config
 from tests.fake_thinking import (
     ThinkingUpstream,
@@ -49,9 +49,11 @@ async def start(
     return start
 
 
-async def first_turn(client: Client, *, stream: bool) -> dict[str, Any]:
+async def first_turn(
+    client: Client, *, stream: bool, model: str = "deepseek-v4-pro", path: str = URL
+) -> dict[str, Any]:
     """Send turn 1 and rebuild the assistant message the client got, as an SDK would."""
-    response = await client.post(URL, data=turn_one(stream=stream))
+    response = await client.post(path, data=turn_one(stream=stream, model=model))
     assert response.status == 200, await response.text()
     if not stream:
         message: dict[str, Any] = (await response.json())["choices"][0]["message"]
@@ -253,3 +255,41 @@ async def test_redis_stopped_mid_run_degrades_to_the_placeholder_then_recovers(
         assert response.status == 200
     assert sent_reasoning(upstream) == message["reasoning_content"]
     assert "reasoning_store_recovered" in [e["event"] for e in logs]
+
+
+async def test_kimi_thinking_models_under_the_kimi_profile(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    """provider-errors.md row 174: Kimi K2.5 rejects a tool-call turn without its reasoning."""
+    upstream.profile = "kimi"
+    proxy = await start({"profile": "kimi"})
+    model = "moonshotai/kimi-k2.5"
+    turn = await first_turn(proxy, stream=True, model=model)
+    response = await proxy.post(URL, data=turn_two(turn, model=model))
+    assert response.status == 200, await response.text()
+    assert sent_reasoning(upstream) == upstream.reasonings[-1]
+    # a turn chatmend never saw gets Kimi's placeholder, which the emulated Kimi accepts
+    turn["tool_calls"][0]["id"] = "functions.read_file:0"
+    response = await proxy.post(URL, data=turn_two(turn, model=model))
+    assert response.status == 200, await response.text()
+    assert sent_reasoning(upstream) == "tool call"
+    # and without chatmend's rule the emulated Kimi rejects it in its own words
+    direct = await start({"profile": "passthrough"})
+    response = await direct.post(URL, data=turn_two(turn, model=model))
+    assert response.status == 400
+    assert (await response.json())["error"]["message"] == (
+        "thinking is enabled but reasoning_content is missing in assistant tool call message "
+        "at index 1"
+    )
+
+
+async def test_a_named_route_restores_its_own_turns(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    proxy = await start()
+    url = proxy.app[RUNTIME_KEY].current.config.upstream.url
+    routed = await start({"routes": {"ds": {"upstream": {"url": url}}}})
+    message = await first_turn(routed, stream=True, path="/ds" + URL)
+    response = await routed.post("/ds" + URL, data=turn_two(message))
+    assert response.status == 200
+    assert sent_reasoning(upstream) == upstream.reasonings[-1]
