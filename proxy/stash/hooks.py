@@ -78,11 +78,15 @@ class ReasoningHooks:
         if type(payload) is not dict:
             return reasoning
         reasoning.payload = payload
-        step = reasoning_step(planner.plan(payload.get("model")))
-        if step is not None:
-            keys = wanted_keys(payload.get("messages"), payload, step[1].options, reasoning.scope)
-            if keys:
-                reasoning.recalled = await self.stash.recall(keys)
+        try:
+            step = reasoning_step(planner.plan(payload.get("model")))
+            if step is not None:
+                messages = payload.get("messages")
+                keys = wanted_keys(messages, payload, step[1].options, reasoning.scope)
+                if keys:
+                    reasoning.recalled = await self.stash.recall(keys)
+        except Exception as exc:  # fail-open, like the rules: the request goes on without it
+            log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning
 
     def observer(

@@ -293,3 +293,23 @@ async def test_a_named_route_restores_its_own_turns(
     response = await routed.post("/ds" + URL, data=turn_two(message))
     assert response.status == 200
     assert sent_reasoning(upstream) == upstream.reasonings[-1]
+
+
+async def test_a_failing_lookup_fails_open(
+    start: Start, upstream: ThinkingUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug on the lookup path costs the restore, never the request (rules are fail-open)."""
+    proxy = await start()
+    message = await first_turn(proxy, stream=False)
+
+    def broken(*args: Any) -> list[str]:
+        raise RuntimeError("PRIVATE-THOUGHT in an exception text")
+
+    monkeypatch.setattr("proxy.stash.hooks.wanted_keys", broken)
+    with capture_logs() as logs:
+        response = await proxy.post(URL, data=turn_two(message))
+    assert response.status == 200
+    assert sent_reasoning(upstream) == " "
+    failed = [e for e in logs if e["event"] == "reasoning_recall_failed"]
+    assert failed and failed[0]["error"] == "RuntimeError"
+    assert "PRIVATE-THOUGHT" not in logged(logs)
