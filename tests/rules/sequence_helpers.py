@@ -34,7 +34,9 @@ def found(code: str, messages: list[Any], **overrides: Any) -> list[Any]:
 
 
 def texts(value: Any) -> Iterator[str]:
-    """Every non-empty string inside a content (strings, text parts, nested junk)."""
+    """Every non-empty string inside a content (strings, text parts, nested junk), except a
+    part's ``type``: it names the structure (``"text"``), which folding text parts into one
+    string rightly removes."""
     if isinstance(value, str):
         if value:
             yield value
@@ -42,5 +44,6 @@ def texts(value: Any) -> Iterator[str]:
         for item in value:
             yield from texts(item)
     elif isinstance(value, dict):
-        for item in value.values():
-            yield from texts(item)
+        for key, item in value.items():
+            if key != "type":
+                yield from texts(item)
