@@ -7,6 +7,9 @@ whitespace normalized, tool calls (id, name, arguments as canonical JSON), tool 
 sidecar fields agents stamp on a message (``api_content``, ``timestamp``, ``reasoning``,
 ``reasoning_content``, ``finish_reason``) are ignored. The pass repeats until no replay is left,
 so a history doubled at every turn (6 -> 13 -> 27 -> 55 messages) comes back to its true length.
+A removed message's ``reasoning_content`` is not lost: a kept twin that has none (or a blank
+one where the removed one has text) takes it, since thinking-mode providers need it back on
+tool-call turns.
 Why: agents that chain turns store their history twice after an in-place reshaping of a prefix
 message: N messages become 2N+1 at every turn (one deployment stored 403 messages for a
 59-message conversation; issue 5). The replay repeats every tool-call id, so a strict provider
@@ -53,6 +56,8 @@ ESTIMATE = "serialized characters / 4"
 
 Key = Callable[[Any], bytes]
 Anchors = Callable[[Any], Iterable[str]]
+#: What a kept item takes from its removed twin: the kept item, updated or as it is.
+Carry = Callable[[Any, Any], Any]
 
 
 def canonical(value: Any) -> bytes:
@@ -145,14 +150,20 @@ def message_anchors(message: Any) -> list[str]:
 
 
 def collapse_replays(
-    items: list[Any], name: str, key: Key, anchors: Anchors, ctx: RuleContext
+    items: list[Any],
+    name: str,
+    key: Key,
+    anchors: Anchors,
+    ctx: RuleContext,
+    carry: Carry | None = None,
 ) -> Outcome:
     """Remove every block of ``items`` that is replayed right after itself, keeping the replay.
 
     A block [s, s+d) is a replay candidate only around two positions with equal keys that share
     an anchor id (``anchors``), d apart; it is collapsed when every item of [s, s+d) has the key
     of the item d later. Repeated until none is left; one Change per collapsed block, its index
-    in ``items`` as the rule received them.
+    in ``items`` as the rule received them. ``carry(kept, removed)`` gives each kept item what
+    its removed twin had and it lacks (a new item, or ``kept`` itself).
     """
     # Fast path: no anchor id occurs twice, so nothing can be a replay.
     seen: set[str] = set()
@@ -187,6 +198,16 @@ def collapse_replays(
             "est_tokens_saved": chars // 4,
             "estimate": ESTIMATE,
         }
+        carried = 0
+        if carry is not None:
+            for offset, twin in enumerate(removed):
+                kept = current[start + length + offset]
+                updated = carry(kept, twin)
+                if updated is not kept:
+                    current[start + length + offset] = updated
+                    carried += 1
+        if carried:
+            detail["carried_reasoning"] = carried
         changes.append(Change(name, origin[start], "collapsed_replay", detail))
         del current[start : start + length], keys[start : start + length]
         del origin[start : start + length]
@@ -228,8 +249,21 @@ def _find_square(items: list[Any], keys: list[bytes], anchors: Anchors) -> tuple
     return None
 
 
+def carry_reasoning(kept: Any, removed: Any) -> Any:
+    """``kept`` with the removed twin's ``reasoning_content`` when that one says more: kept has
+    none (or not a string, or ``""``), or a blank one where the twin's has text."""
+    if type(kept) is not dict or type(removed) is not dict:
+        return kept
+    theirs, mine = removed.get("reasoning_content"), kept.get("reasoning_content")
+    if not isinstance(theirs, str) or not theirs:
+        return kept
+    if isinstance(mine, str) and mine and (mine.strip() or not theirs.strip()):
+        return kept
+    return {**kept, "reasoning_content": theirs}
+
+
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    return collapse_replays(messages, NAME, message_key, message_anchors, ctx)
+    return collapse_replays(messages, NAME, message_key, message_anchors, ctx, carry_reasoning)
 
 
 RULE = Rule(
