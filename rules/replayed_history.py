@@ -155,6 +155,7 @@ def collapse_replays(
     key: Key,
     anchors: Anchors,
     ctx: RuleContext,
+    *,
     carry: Carry | None = None,
 ) -> Outcome:
     """Remove every block of ``items`` that is replayed right after itself, keeping the replay.
@@ -263,7 +264,9 @@ def carry_reasoning(kept: Any, removed: Any) -> Any:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    return collapse_replays(messages, NAME, message_key, message_anchors, ctx, carry_reasoning)
+    return collapse_replays(
+        messages, NAME, message_key, message_anchors, ctx, carry=carry_reasoning
+    )
 
 
 RULE = Rule(
