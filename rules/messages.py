@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from rules.base import RuleContext
+
 
 def has_content(message: dict[str, Any]) -> bool:
     """True if the message carries any content a provider counts as "set".
@@ -37,6 +39,15 @@ def content_length(content: Any) -> int:
         return len(orjson.dumps(content).decode())
     except TypeError:  # not JSON (only possible through the library API)
         return 0
+
+
+def dropped_content(content: Any, ctx: RuleContext) -> dict[str, Any]:
+    """What a Change says of a content a rule dropped: its length, and the content itself only
+    when the operator opted in (``log_content``), so nothing is lost for good."""
+    detail: dict[str, Any] = {"content_length": content_length(content)}
+    if ctx.log_content:
+        detail["content"] = content
+    return detail
 
 
 def call_id(call: Any) -> str | None:

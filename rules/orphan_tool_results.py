@@ -24,7 +24,7 @@ from typing import Any
 
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.blocks import analyse, is_paired, rebuild, rejoin
-from rules.messages import content_length
+from rules.messages import dropped_content
 
 NAME = "orphan-tool-results"
 
@@ -56,15 +56,11 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 
 def _detail(message: dict[str, Any], reason: str, ctx: RuleContext) -> dict[str, Any]:
     rid = message.get("tool_call_id")
-    content = message.get("content")
-    detail: dict[str, Any] = {
+    return {
         "tool_call_id": rid if type(rid) is str else None,
         "reason": reason,
-        "content_length": content_length(content),
+        **dropped_content(message.get("content"), ctx),
     }
-    if ctx.log_content:
-        detail["content"] = content
-    return detail
 
 
 RULE = Rule(

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from rules.base import Change, Option, Outcome, Rule, RuleContext, TextOption, text_option
-from rules.messages import content_length
+from rules.messages import dropped_content
 
 NAME = "trailing-assistant"
 
@@ -128,14 +128,7 @@ def _describe(value: Any) -> str:
 
 
 def _removed(message: dict[str, Any], ctx: RuleContext) -> dict[str, Any]:
-    content = message.get("content")
-    detail: dict[str, Any] = {
-        "reason": "trailing_assistant",
-        "content_length": content_length(content),
-    }
-    if ctx.log_content:
-        detail["content"] = content
-    return detail
+    return {"reason": "trailing_assistant", **dropped_content(message.get("content"), ctx)}
 
 
 RULE = Rule(
