@@ -16,7 +16,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from proxy.config import RouteConfig
 
 #: Request headers that carry a credential: none of the client's may reach an upstream whose
-#: key chatmend holds.
+#: key chatmend holds (and the reasoning stash scopes its keys by the first one present).
 CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-#: The request headers that identify a client to an OpenAI-compatible upstream.
-CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
+from proxy.credentials import CREDENTIAL_HEADERS
 
 
 def request_scope(upstream: str, headers: Mapping[str, str]) -> str:
