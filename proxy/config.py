@@ -183,9 +183,6 @@ class Config:
         """The named routes, then the default one."""
         return (*self.routes, self.default_route())
 
-    def report_rules(self) -> frozenset[str]:
-        return self.default_route().report_rules()
-
     def rule_settings(self) -> dict[str, dict[str, Any]]:
         return self.default_route().rule_settings()
 
