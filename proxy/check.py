@@ -84,6 +84,9 @@ def render_text(report: Report) -> str:
     if report.before:
         lines.append(f"{len(report.before)} rejection(s) the provider would return:")
         lines += [f"  {_where(v.index, report.api)} {v.code}: {v.message}" for v in report.before]
+    elif report.result.changes:
+        # A rule acted where the contract found nothing: never call that "accepted as sent".
+        lines.append("no rejection found, yet the rules rewrote it (a rule beyond its contract)")
     else:
         lines.append("accepted as sent: no rejection found")
     if report.result.skipped:

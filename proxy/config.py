@@ -110,6 +110,8 @@ class RouteConfig:
     #: upstream key); empty: no check.
     client_tokens: tuple[Secret, ...] = ()
     log_content: bool = False
+    #: Check every rewritten body against the profile's contract at run time.
+    verify: bool = False
 
     def report_rules(self) -> frozenset[str]:
         """The rules in report mode: every rule in global report mode, except those set to
@@ -137,6 +139,7 @@ class RouteConfig:
             log_content=self.log_content,
             report=self.report_rules(),
             direct_openai=URL(self.upstream.url).host == OPENAI_HOST,
+            verify=self.verify,
         )
 
 
@@ -150,6 +153,9 @@ class Config:
     client_body_timeout: float = DEFAULT_CLIENT_BODY_TIMEOUT
     #: Opt-in: allow message-derived text (e.g. unrepairable arguments) into the logs.
     log_content: bool = False
+    #: Opt-in: check every rewritten body against the profile's contract at run time, logging
+    #: and counting what is left (``contract_violation``).
+    verify: bool = False
     #: The profile of requests whose model matches no ``models`` pattern.
     profile: str = DEFAULT_PROFILE
     #: (model glob, profile name), first match wins; matched case-insensitively.
@@ -177,6 +183,7 @@ class Config:
             mode=self.mode,
             client_tokens=self.client_tokens,
             log_content=self.log_content,
+            verify=self.verify,
         )
 
     def all_routes(self) -> tuple[RouteConfig, ...]:
@@ -197,6 +204,7 @@ _TOP_KEYS = (
     "max_body_bytes",
     "client_body_timeout",
     "log_content",
+    "verify",
     "profile",
     "models",
     "rules",
@@ -297,6 +305,7 @@ def parse_config(
             data.get("client_body_timeout", DEFAULT_CLIENT_BODY_TIMEOUT), "client_body_timeout"
         ),
         log_content=_bool(data.get("log_content", False), "log_content"),
+        verify=_bool(data.get("verify", False), "verify"),
         profile=_profile(data.get("profile", DEFAULT_PROFILE), "profile"),
         models=_models(_mapping(data.get("models", {}), "models")),
         rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
@@ -414,6 +423,7 @@ def _routes(raw: Mapping[str, Any], top: Config, env: Mapping[str, str]) -> tupl
                 mode=_mode(given.get("mode", top.mode), f"{key}.mode"),
                 client_tokens=tokens,
                 log_content=top.log_content,
+                verify=top.verify,
             )
         )
     return tuple(sorted(routes, key=lambda route: -len(route.prefix)))

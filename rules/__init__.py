@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules import (
+    bookkeeping_keys,
     consecutive_assistant_messages,
     consecutive_user_messages,
     developer_role,
@@ -53,6 +54,10 @@ RULES: tuple[Rule, ...] = (
     #    refuses (`timestamp`, `reasoning_content`, hermes E16).
     developer_role.RULE,
     unknown_message_fields.RULE,
+    # An agent's bookkeeping keys (`timestamp`, `_…`, `call_id` on calls) go with the other
+    #    keys no provider reads; after the allowlist (which, where on, already dropped most) and
+    #    before any rule copies or merges a message that carries one.
+    bookkeeping_keys.RULE,
     # Reasoning back on the tool-call turns as the client sent them, before any rule merges
     #    turns, renames ids or repairs arguments: the stash's keys are the calls the model
     #    produced (a merge then keeps the first non-empty reasoning, hermes R9).

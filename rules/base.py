@@ -100,6 +100,9 @@ class RuleContext:
     #: for this request, keyed by ``rules.reasoning_content.turn_key`` (empty outside the proxy).
     scope: str = ""
     recalled: Mapping[str, str] = field(default_factory=dict)
+    #: The ``rules.scan`` signals that can wake this step (``Rule.wakes`` of its options), or
+    #: ``None``: the step always runs.
+    wakes: frozenset[str] | None = None
 
 
 Apply = Callable[[list[Any], RuleContext], Outcome]
@@ -122,6 +125,10 @@ class Rule:
     #: the pipeline then passes the request in ``RuleContext.request`` and takes back
     #: ``Outcome.request``.
     reads_request: bool = False
+    #: The ``rules.scan`` signals under which ``apply`` may change anything, given the rule's
+    #: options: the pipeline skips the rule when a clean walk set none of them. ``None``: the
+    #: rule always runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
+    wakes: Callable[[Mapping[str, Any]], frozenset[str]] | None = None
 
     def context(
         self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False
@@ -130,7 +137,8 @@ class Rule:
         opts = {o.name: o.default for o in self.options}
         if overrides:
             opts.update(overrides)
-        return RuleContext(options=opts, log_content=log_content)
+        wakes = None if self.wakes is None else self.wakes(opts)
+        return RuleContext(options=opts, log_content=log_content, wakes=wakes)
 
 
 def is_message(value: Any, role: str) -> bool:

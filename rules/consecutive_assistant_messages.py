@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.messages import has_content
 
@@ -176,4 +177,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.ADJACENT_ASSISTANTS}),
 )

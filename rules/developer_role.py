@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.messages import rewrite_at
 
@@ -50,4 +51,5 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    wakes=lambda options: frozenset({scan.ROLE + "developer"}),
 )

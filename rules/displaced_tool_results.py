@@ -26,6 +26,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.blocks import analyse, is_paired, rebuild, rejoin
 
@@ -92,4 +93,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.UNPAIRED}),
 )

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 import orjson
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.blocks import is_assistant, rejoin
 from rules.messages import function_name
@@ -310,4 +311,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.DUP_CALL_ID, scan.UNPAIRED}),
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.messages import has_content, rewrite_at
 
@@ -87,4 +88,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.EMPTY_ASSISTANT}),
 )

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from rules import scan
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.messages import rewrite_at
 
@@ -148,6 +149,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    wakes=lambda options: frozenset({scan.LIST_CONTENT, scan.DICT_CONTENT}),
     options=(
         Option(
             "action",

@@ -33,6 +33,7 @@ from typing import Any, Final
 
 import orjson
 
+from rules import scan
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.json_repair_passes import (
     LOSSY_FIXES,
@@ -211,5 +212,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.BAD_ARGUMENTS}),
     options=(TRUNCATED,),
 )

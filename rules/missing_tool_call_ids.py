@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.blocks import Block, analyse, is_paired
 from rules.messages import rewrite_at
@@ -146,4 +147,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.UNPAIRED}),
 )

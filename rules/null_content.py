@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.messages import rewrite_at
 from rules.tool_call_content import has_calls
@@ -78,6 +79,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    wakes=lambda options: frozenset(scan.NULL + role for role in role_set(options.get("roles"))),
     options=(
         Option("content", "", "the content a message with null or no content gets"),
         Option(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.blocks import analyse, is_paired, rebuild, rejoin
 from rules.messages import dropped_content
@@ -72,4 +73,5 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.UNPAIRED}),
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 from rules import memo
 from rules.base import Change, Rule, RuleContext
+from rules.scan import scan
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +82,22 @@ def run_rules(
     new_fields: dict[str, Any] | None = None
     changes: list[Change] = []
     failures: list[RuleFailure] = []
+    # One walk says which steps may have work (rules/scan.py); it holds until a rule changes
+    # the list, and then every later rule runs its own prescan.
+    signals = _signals(current) if any(ctx.wakes is not None for _, ctx in steps) else None
     try:
         for rule, step_ctx in steps:
+            wakes = step_ctx.wakes
+            if signals is not None and wakes is not None and wakes.isdisjoint(signals):
+                continue
             ctx = replace(step_ctx, request=fields) if rule.reads_request else step_ctx
             try:
                 outcome = rule.apply(current, ctx)
             except Exception as exc:  # fail-open: one broken rule must not block the request
                 failures.append(RuleFailure.of(rule.name, exc))
                 continue
+            if outcome.messages is not current:
+                signals = None
             current = outcome.messages
             changes.extend(outcome.changes)
             if outcome.request is not None and rule.reads_request:
@@ -96,6 +105,13 @@ def run_rules(
     finally:
         memo.clear()  # shared prescans are per run: keep no payload past its request
     return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
+
+
+def _signals(messages: list[Any]) -> frozenset[str] | None:
+    try:
+        return scan(messages)
+    except Exception:  # fail-open: a walk that trips means every rule runs in full
+        return None
 
 
 def default_steps(

@@ -48,6 +48,9 @@ class Plan:
     report: Sequence[Step] | None = None
     #: The rules whose changes are reported, not applied (every rule in global report mode).
     reported: frozenset[str] = frozenset()
+    #: Check every rewritten body against ``contract`` at run time (``verify`` in the config):
+    #: off by default, since the tests prove the rules leave nothing for it to find.
+    verify: bool = False
 
     def plan(self, model: Any) -> Plan:
         """A plan is its own planner: every model gets it (for tests and ``check --profile``)."""
@@ -74,12 +77,13 @@ def compile_plan(
     *,
     log_content: bool = False,
     report: frozenset[str] = frozenset(),
+    verify: bool = False,
 ) -> Plan:
     """The plan for ``profile`` with the operator's rule ``overrides`` on top; the rules named
     in ``report`` run in report mode (their changes are logged, not applied)."""
     settings = merge_settings(profile.rules, overrides or {})
     steps = default_steps(RULES, settings, log_content=log_content)
-    return with_report(Plan(profile.name, steps, profile.contract), report)
+    return with_report(Plan(profile.name, steps, profile.contract, verify=verify), report)
 
 
 def with_report(plan: Plan, report: frozenset[str]) -> Plan:
@@ -100,6 +104,7 @@ def compile_responses_plan(
     *,
     direct_openai: bool = False,
     log_content: bool = False,
+    verify: bool = False,
 ) -> Plan:
     """The Responses plan: every Responses rule with the operator's ``overrides`` over the
     upstream-derived ``direct_openai``, and the Responses contract agreeing with them."""
@@ -108,7 +113,7 @@ def compile_responses_plan(
     options = {o.name: o.default for o in cm.RULE.options}
     options.update({k: v for k, v in settings[cm.NAME].items() if k != "enabled"})
     contract = {**RESPONSES_CONTRACT, "responses_context_management": options}
-    return Plan(RESPONSES, steps, contract, api="responses")
+    return Plan(RESPONSES, steps, contract, api="responses", verify=verify)
 
 
 class Planner:
@@ -123,18 +128,23 @@ class Planner:
         log_content: bool = False,
         direct_openai: bool = False,
         report: frozenset[str] = frozenset(),
+        verify: bool = False,
     ) -> None:
         self.default = default
         #: (lower-cased glob, profile name): the operator's patterns, first match wins.
         self.models = tuple((pattern.lower(), name) for pattern, name in models)
         self.plans: dict[str, Plan] = {
-            name: compile_plan(profile, overrides, log_content=log_content, report=report)
+            name: compile_plan(
+                profile, overrides, log_content=log_content, report=report, verify=verify
+            )
             for name, profile in PROFILES.items()
         }
         self._by_model: dict[str, Plan] = {}
         #: Every Responses request's plan, whatever its model.
         self.responses = with_report(
-            compile_responses_plan(overrides, direct_openai=direct_openai, log_content=log_content),
+            compile_responses_plan(
+                overrides, direct_openai=direct_openai, log_content=log_content, verify=verify
+            ),
             report,
         )
 

@@ -47,6 +47,10 @@ def _without(base: Contract, *codes: str) -> Contract:
 
 _QWEN_ROLES = ("system", "assistant", "user", "tool", "function")
 _GLM_1214 = "The messages parameter is illegal. Please check the documentation."
+_DEEPSEEK_NULL = (
+    "Failed to deserialize the JSON body into the target type: messages[{index}]: content "
+    "should be a string or a list"
+)
 
 # --- The pairing core: every strict provider applies it, in its own words (1.A) -------------------
 
@@ -74,12 +78,18 @@ _OPENAI_PAIRING = _contract(
 )
 
 #: Messages in DeepSeek's serde shape: roles it knows, no images, string contents (1.B, 1.C).
+#: A tool-call assistant's ``""`` and ``null`` are accepted (§3 item 6, ranxianglei/billion-
+#: context#719's live table): only a list there is refused, so only lists are reshaped.
 _DEEPSEEK_SHAPE: Settings = {
     "developer-role": True,
     "image-parts": {"enabled": True, "action": "strip"},
     "text-part-arrays": True,
     "null-content": True,
-    "tool-call-content": {"enabled": True, "shape": "null"},
+    "tool-call-content": {
+        "enabled": True,
+        "shape": "null",
+        "kinds": ["empty_list", "empty_parts"],
+    },
 }
 
 DEEPSEEK = Profile(
@@ -100,6 +110,9 @@ DEEPSEEK = Profile(
         content_missing={},  # 1.C, DeepSeek (pig-mesh/deepseek4j#40)
         content_not_string={},  # 1.C, DeepSeek (moeru-ai/airi#1222)
         content_object={},  # 1.C, DashScope-style (felinics/Memoh#744)
+        # 1.C, DeepSeek V4: null content on a system, user or tool message is a 400
+        # (BigPizzaV3/CodexPlusPlus#1731's text, HKUDS/nanobot#3869)
+        content_null={"roles": ["system", "developer", "user", "tool"], "text": _DEEPSEEK_NULL},
         reasoning_content_missing={},  # 1.D row 170, DeepSeek V4 (anomalyco/opencode#24083)
     ),
     variants=(("deepseek-reasoner*", "deepseek-reasoner"),),
@@ -138,8 +151,15 @@ KIMI = Profile(
     "Moonshot / Kimi (api.moonshot.ai, api.moonshot.cn, kimi-code); tool ids are preserved",
     rules={
         "developer-role": True,
-        "text-part-arrays": True,
-        "tool-call-content": {"enabled": True, "shape": "omit"},
+        # Kimi takes part lists; only a bare part object is refused (1.C, LnYo-Cly/ai4j#62).
+        "text-part-arrays": {"enabled": True, "lists": False},
+        # ``""`` and an empty text part are refused next to tool calls (1.C, kimi-cli#2621,
+        # #2035); no report shows ``null`` refused, so it is left.
+        "tool-call-content": {
+            "enabled": True,
+            "shape": "omit",
+            "kinds": ["empty_string", "empty_parts"],
+        },
         # row 174: "tool call" is the placeholder cc-switch sends Kimi (farion1231/cc-switch#2365)
         "reasoning-content": {
             "enabled": True,
@@ -162,7 +182,8 @@ KIMI = Profile(
             "text": "Invalid request: the message at position {index} with role 'assistant' "
             "must not be empty"
         },
-        tool_call_content_empty={},  # 1.C, Kimi (MoonshotAI/kimi-cli#2621)
+        # 1.C, Kimi (MoonshotAI/kimi-cli#2621, #2035)
+        tool_call_content_empty={"kinds": ["empty_string", "empty_parts"]},
         # 1.C, Moonshot (LnYo-Cly/ai4j#62)
         content_object={
             "text": "Invalid request: the `messages.content` field in the request (expected "
@@ -203,6 +224,13 @@ MISTRAL = Profile(
         # 1.D/1.E, Mistral 422 extra_forbidden (charmbracelet/crush#1590, mistral-go#2)
         unknown_field={"text": fields.MISTRAL_FIELD_TEXT, "status": 422, "deny": ["name"]},
         tool_call_id_format={},  # 1.A, Mistral (langchain-ai/langchain#24668)
+        # 1.B, mistral-common: its messages are system, user, assistant and tool only (the
+        # validator's role-order table); pydantic's wording for another tag (inferred)
+        unknown_role={
+            "text": "Input tag '{role}' found using 'role' does not match any of the expected "
+            "tags: 'system', 'user', 'assistant', 'tool'",
+            "status": 422,
+        },
         function_name_invalid={},  # 1.A, mistral-common
         unexpected_role_order={},  # 1.B, Mistral (datapizza-labs/datapizza-ai#98)
         conversation_start={},  # 1.B, mistral-common validator.py
@@ -215,7 +243,6 @@ GROQ = Profile(
     "groq",
     "Groq (api.groq.com/openai): strict per-role field allowlist",
     rules={
-        "developer-role": True,
         "unknown-message-fields": True,
         "text-part-arrays": {"enabled": True, "roles": ["system"]},
     },
@@ -239,7 +266,7 @@ GROQ = Profile(
 CEREBRAS = Profile(
     "cerebras",
     "Cerebras (api.cerebras.ai): strict fields, strict JSON",
-    rules={"developer-role": True, "unknown-message-fields": True},
+    rules={"unknown-message-fields": True},
     contract=_contract(
         PAIRING,
         unknown_field={"text": fields.CEREBRAS_FIELD_TEXT},  # 1.D (Kilo-Org/kilocode#10375)
@@ -251,7 +278,8 @@ QWEN = Profile(
     "Qwen / DashScope (Bailian, Qwen Portal) and Qwen3.5+ chat templates",
     rules={
         "developer-role": True,
-        "text-part-arrays": True,
+        # DashScope takes part lists; only a bare part object is refused (1.C, Memoh#744).
+        "text-part-arrays": {"enabled": True, "lists": False},
         "system-messages": {"enabled": True, "later": "hoist"},
         "leading-user-message": True,
         "empty-tools": True,
@@ -283,9 +311,15 @@ QWEN = Profile(
 GLM = Profile(
     "glm",
     "Zhipu GLM (open.bigmodel.cn, api.z.ai): one generic 1214 error for many causes",
-    rules={"developer-role": True, "text-part-arrays": True, "leading-user-message": True},
+    rules={"text-part-arrays": True, "leading-user-message": True},
     contract=_contract(
         PAIRING,
+        # 1.C, GLM-5.1 via a platform (BigPizzaV3/CodexPlusPlus#329)
+        content_not_string={
+            "text": "request param validation error, Value error, "
+            "message[{index}].content[{position}] has invalid field(s): text",
+            "text_only": True,
+        },
         # 1.A, Zhipu GLM (MetaGLM/zhipuai-sdk-python-v4#14): the generic 1214
         duplicate_tool_call_id={"text": _GLM_1214},
         no_user_message={"text": _GLM_1214},  # 1.B, GLM-4.5 (anomalyco/opencode#2557)
@@ -295,7 +329,7 @@ GLM = Profile(
 MINIMAX = Profile(
     "minimax",
     "MiniMax (api.minimax.io): error code 2013",
-    rules={"developer-role": True, "system-messages": {"enabled": True, "later": "hoist"}},
+    rules={"system-messages": {"enabled": True, "later": "hoist"}},
     contract=_contract(
         PAIRING,
         # 1.A, MiniMax (Kilo-Org/kilocode#3967)
@@ -310,10 +344,11 @@ GEMINI_OPENAI = Profile(
     "gemini-openai",
     "Google Gemini's OpenAI-compatible endpoint (generativelanguage.googleapis.com/v1beta/openai)",
     rules={
-        "developer-role": True,
         "leading-user-message": True,
         "function-names": {"enabled": True, "pattern": "gemini"},
         "tool-message-name": {"enabled": True, "add_missing": True},
+        # Gemini 3 needs its thought signatures back on the calls (1.D, Gitlawb/openclaude#76)
+        "bookkeeping-keys": {"keep": ["extra_content"]},
     },
     contract=_contract(
         PAIRING,
@@ -336,6 +371,7 @@ GEMINI_OPENAI = Profile(
         # 1.A, Gemini (google-gemini/gemini-cli#7878)
         function_name_invalid={"pattern": "gemini", "text": ids.GEMINI_NAME_TEXT},
         tool_message_name={},  # 1.A, Gemini (pydantic/pydantic-ai#1879)
+        bookkeeping_field={"keep": ["extra_content"]},
     ),
 )
 
@@ -343,12 +379,22 @@ XAI = Profile(
     "xai",
     "xAI Grok (api.x.ai): every message needs a content element",
     rules={
-        "developer-role": True,
-        "text-part-arrays": True,
+        # more than one text element is refused, one is not (1.C, nocmt/LLMSearchPlus#2)
+        "text-part-arrays": {"enabled": True, "min_parts": 2},
         "null-content": True,
-        "tool-call-content": {"enabled": True, "shape": "empty"},
+        # null, absent and [] are refused next to tool calls, "" is the workaround (1.C,
+        # langchain-ai/langchain#34140, AstrBotDevs/AstrBot#6447)
+        "tool-call-content": {
+            "enabled": True,
+            "shape": "empty",
+            "kinds": ["absent", "null", "empty_list"],
+        },
     },
-    contract=_contract(PAIRING, no_content_element={}),  # 1.C, xAI (langchain-ai/langchain#34140)
+    contract=_contract(
+        PAIRING,
+        no_content_element={},  # 1.C, xAI (langchain-ai/langchain#34140)
+        multiple_text_elements={},  # 1.C, xAI (nocmt/LLMSearchPlus#2)
+    ),
 )
 
 OPENAI = Profile(
@@ -386,6 +432,8 @@ CHAT_TEMPLATE = Profile(
     "chat-template",
     "Self-hosted servers rendering HF chat templates (vLLM, SGLang, TGI, llama.cpp, LM Studio)",
     rules={
+        # HF templates know system, user, assistant and tool: a `developer` turn breaks their
+        # alternation check (1.B, microsoft/autogen#1037)
         "developer-role": True,
         "system-messages": {"enabled": True, "later": "hoist"},
         "consecutive-user-messages": True,

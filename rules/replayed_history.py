@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 
 NAME = "replayed-history"
@@ -279,4 +280,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.DUP_CALL_ID}),
 )

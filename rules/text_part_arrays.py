@@ -5,7 +5,10 @@ text part (``{"type": "text", "text": <string>}``) becomes the parts' texts join
 ``separator`` (default ``""``); a content that is one bare text part (an object, not a list)
 becomes its text. Other keys of those parts (``cache_control``) are dropped and named in the
 Change. An empty list becomes ``null`` on an assistant with tool calls and ``""`` elsewhere. A
-list holding any other part (an image, a ``thinking`` part, junk) is left as it is.
+list holding any other part (an image, a ``thinking`` part, junk) is left as it is. Option
+``lists: false`` collapses only the bare part object (for providers that accept part lists but
+not an object); option ``min_parts`` leaves text-only lists shorter than it (xAI refuses more than
+one text element, not one).
 Why: providers that want a string refuse the array: DeepSeek "Failed to deserialize the JSON
 body into the target type: messages[19]: invalid type: sequence, expected a string" (all roles,
 and ``content: []`` next to tool calls; provider-errors.md 1.C, moeru-ai/airi#1222,
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.messages import rewrite_at
 from rules.null_content import ROLES, role_set
@@ -54,10 +58,13 @@ def text_of(part: Any) -> str | None:
     return None
 
 
-def collapsible(content: Any) -> bool:
+def collapsible(content: Any, *, lists: bool = True, min_parts: int = 1) -> bool:
     """True if ``content`` is what this rule turns into a string (or ``null``): a list of text
-    parts only (``[]`` included), or one bare text part."""
+    parts only (``[]``, or at least ``min_parts`` of them; none if not ``lists``), or one bare
+    text part."""
     if type(content) is list:
+        if not lists or 0 < len(content) < min_parts:
+            return False
         for part in content:  # noqa: SIM110 - a plain loop: no generator per message
             if text_of(part) is None:
                 return False
@@ -67,6 +74,9 @@ def collapsible(content: Any) -> bool:
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     roles = role_set(ctx.options.get("roles", list(ROLES)))
+    lists = ctx.options.get("lists", True) is not False
+    min_parts = ctx.options.get("min_parts", 1)
+    min_parts = min_parts if type(min_parts) is int else 1
     suspects = [
         index
         for index, message in enumerate(messages)
@@ -74,7 +84,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         and type(message.get("content")) in (list, dict)
         and type(message.get("role")) is str
         and message["role"] in roles
-        and collapsible(message["content"])
+        and collapsible(message["content"], lists=lists, min_parts=min_parts)
     ]
     if not suspects:
         return Outcome(messages)
@@ -118,8 +128,21 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    wakes=lambda options: frozenset({scan.LIST_CONTENT, scan.DICT_CONTENT}),
     options=(
         Option("separator", "", 'what joins the texts of the parts ("": back to back)'),
         Option("roles", list(ROLES), "the roles whose content is collapsed"),
+        Option(
+            "lists",
+            True,
+            "collapse part lists (false: only a bare part object, for Kimi and DashScope, "
+            "which accept lists)",
+        ),
+        Option(
+            "min_parts",
+            1,
+            "leave text-only lists with fewer parts than this (xAI: 2, it refuses more than one "
+            "text element); `[]` is always replaced",
+        ),
     ),
 )

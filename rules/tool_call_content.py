@@ -4,16 +4,24 @@ What: an assistant with tool calls (a ``tool_calls`` list holding at least one o
 content is empty (absent, ``null``, ``""``, ``[]``, or a part list whose text parts are all
 empty) gets the one empty shape its provider accepts, by option ``shape``:
 ``null`` (``"content": null``), ``empty`` (``"content": ""``) or ``omit`` (no ``content`` key).
-Non-empty content is never touched; assistants without tool calls are null-content's.
+Option ``kinds`` names the empty shapes rewritten (``absent``, ``null``, ``empty_string``,
+``empty_list``, ``empty_parts``; default all of them): a profile lists only the shapes its
+provider refuses, so an accepted shape reaches it as sent (DeepSeek accepts ``""`` and ``null``
+there and refuses only lists). Non-empty content is never touched; assistants without tool calls
+are null-content's.
 Why: there is no universal value (provider-errors.md §3 item 6):
 - ``null``: OpenAI accepts ``null`` only next to tool calls (1.C, langchain-ai/langchainjs#4153);
   DeepSeek refuses ``content: []`` there ("invalid type: sequence, expected a string", 1.C,
-  BerriAI/litellm#9905) and accepts ``null`` or ``""`` (§3.6, req_llm#966 withdrawn).
+  BerriAI/litellm#9905) and accepts ``null`` or ``""`` (§3.6, req_llm#966 withdrawn; a live
+  table in ranxianglei/billion-context#719: ``null`` with ``tool_calls`` is a 200), so the
+  deepseek profile rewrites only ``empty_list`` and ``empty_parts``.
 - ``empty``: xAI rejects a tool-call assistant with ``null`` or no content ("Each message must
   have at least one content element.", 1.C, langchain-ai/langchain#34140, whose workaround is
   ``content: ""``; AstrBotDevs/AstrBot#6447 for ``[]``).
 - ``omit``: Moonshot/Kimi reject an empty text next to tool calls ("text content is empty",
-  1.C, MoonshotAI/kimi-cli#2621); kimi-cli's fix deletes the ``content`` key.
+  1.C, MoonshotAI/kimi-cli#2621 for ``""``, MoonshotAI/kimi-cli#2035 for
+  ``[{"type": "text", "text": ""}]``); kimi-cli's fix deletes the ``content`` key. No report
+  shows Kimi refusing ``null`` there, so the kimi profile leaves it.
 Safety: safe. Only an empty content is rewritten, into another empty shape.
 """
 
@@ -21,12 +29,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.messages import has_content, rewrite_at
 
 NAME = "tool-call-content"
 
 SHAPES = ("null", "empty", "omit")
+#: How an empty content can look (``empty_kind``), the values of option ``kinds``.
+KINDS = ("absent", "null", "empty_string", "empty_list", "empty_parts")
 
 
 def has_calls(message: dict[str, Any]) -> bool:
@@ -54,8 +65,16 @@ def empty_kind(message: dict[str, Any]) -> str:
     return "empty_list" if content == [] else "empty_parts"
 
 
+def kind_set(value: Any) -> frozenset[str]:
+    """The empty kinds of a ``kinds`` option (anything else in it is ignored)."""
+    if not isinstance(value, list | tuple):
+        return frozenset(KINDS)
+    return frozenset(kind for kind in value if kind in KINDS)
+
+
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     shape = ctx.options.get("shape", "null")
+    kinds = kind_set(ctx.options.get("kinds", list(KINDS)))
     suspects = [
         index
         for index, message in enumerate(messages)
@@ -64,6 +83,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         and not _in_shape(message, shape)
         and has_calls(message)
         and not has_content(message)
+        and empty_kind(message) in kinds
     ]
     if not suspects:
         return Outcome(messages)
@@ -100,10 +120,12 @@ RULE = Rule(
     'Kimi "text content is empty" (`""`), xAI "Each message must have at least one content '
     'element." (`null`, absent, `[]`), DeepSeek "invalid type: sequence" (`[]`)',
     repair='option `shape`: `null` (content null), `empty` (content `""`) or `omit` (no '
-    "content key); non-empty content is never touched",
+    "content key), for the empty shapes option `kinds` names (the provider's refusals); "
+    "non-empty content is never touched",
     safety="safe",
     default=False,
     apply=apply,
+    wakes=lambda options: frozenset(scan.CALL_EMPTY + k for k in kind_set(options.get("kinds"))),
     options=(
         Option(
             "shape",
@@ -111,6 +133,12 @@ RULE = Rule(
             "the empty content of an assistant with tool calls: null (OpenAI, DeepSeek), "
             'empty ("", xAI) or omit (no key, Kimi)',
             SHAPES,
+        ),
+        Option(
+            "kinds",
+            list(KINDS),
+            "the empty shapes rewritten (absent, null, empty_string, empty_list, empty_parts): "
+            "only those the provider refuses",
         ),
     ),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import scan
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.messages import call_id, rewrite_at
 
@@ -67,4 +68,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.CALL_TYPE}),
 )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from rules import scan
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.blocks import analyse, is_paired, rebuild
 
@@ -70,5 +71,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    wakes=lambda options: frozenset({scan.UNPAIRED}),
     options=OPTIONS,
 )

@@ -35,7 +35,10 @@ CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 Contract = Mapping[str, Mapping[str, Any]]
 
 #: The strict DeepSeek-style contract of the default profile: every pairing and shape check.
-DEFAULT_CONTRACT: Contract = {check.code: {} for check in pairing.CHECKS}
+DEFAULT_CONTRACT: Contract = {
+    **{check.code: {} for check in pairing.CHECKS},
+    "bookkeeping_field": {},  # Moonshot/Kimi, Fireworks (NousResearch/hermes-agent#47868)
+}
 
 NOT_CHAT = "Failed to deserialize the JSON body into the target type"
 

@@ -14,7 +14,8 @@ from typing import Any
 from rules.contract.base import Check, Found, role_of
 from rules.messages import has_content
 from rules.null_content import ROLES, role_set
-from rules.tool_call_content import has_calls
+from rules.text_part_arrays import collapsible
+from rules.tool_call_content import KINDS, empty_kind, has_calls, kind_set
 
 #: The roles whose messages DeepSeek deserializes with a required ``content`` (an assistant's is
 #: optional: one with neither content nor calls gets "content or tool_calls must be set").
@@ -35,11 +36,13 @@ def _in_roles(
 def _content_not_string(
     messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Iterator[Found]:
-    """A content that is a list (a "sequence" to serde), images included. ``position`` is the
-    first part carrying a ``text`` field (0 if none), for GLM's "content[N] ... text"."""
+    """A content that is a list (a "sequence" to serde), images included unless option
+    ``text_only`` (then only lists of text parts). ``position`` is the first part carrying a
+    ``text`` field (0 if none), for GLM's "content[N] ... text"."""
+    text_only = options.get("text_only") is True
     for index, role, message in _in_roles(messages, options):
         content = message.get("content")
-        if type(content) is list:
+        if type(content) is list and not (text_only and not collapsible(content)):
             position = next(
                 (k for k, part in enumerate(content) if type(part) is dict and "text" in part), 0
             )
@@ -68,13 +71,16 @@ def _content_missing(
 def _tool_call_content_empty(
     messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Iterator[Found]:
-    """An assistant with tool calls that sends a ``content`` key with nothing in it."""
+    """An assistant with tool calls that sends a ``content`` key with nothing in it, in one of
+    the empty shapes option ``kinds`` names."""
+    kinds = kind_set(options.get("kinds", list(KINDS)))
     for index, role, message in _in_roles(messages, options, ("assistant",)):
         if (
             role == "assistant"
             and "content" in message
             and has_calls(message)
             and not has_content(message)
+            and empty_kind(message) in kinds
         ):
             yield Found(index, {"role": role})
 
@@ -87,6 +93,17 @@ def _no_content_element(
         content = message.get("content")
         if content is None or content == []:
             yield Found(index, {"role": role})
+
+
+def _multiple_text_elements(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """A content list of more than one part, all of them text (the report shows text-only
+    lists; a list with an image is left to the image rules)."""
+    for index, role, message in _in_roles(messages, options):
+        content = message.get("content")
+        if type(content) is list and len(content) > 1 and collapsible(content):
+            yield Found(index, {"role": role, "parts": len(content)})
 
 
 def _content_object(
@@ -125,7 +142,7 @@ CHECKS: tuple[Check, ...] = (
         # column N", which a re-serialized body cannot tell.
         "Failed to deserialize the JSON body into the target type: messages[{index}]: invalid "
         "type: sequence, expected a string",
-        options={"roles": list(ROLES)},
+        options={"roles": list(ROLES), "text_only": False},
     ),
     Check(
         "content_object",
@@ -147,11 +164,20 @@ CHECKS: tuple[Check, ...] = (
         options={"roles": list(ROLES)},
     ),
     Check(
+        "multiple_text_elements",
+        "a text-only content list holds one part at most",
+        _multiple_text_elements,
+        # 1.C, xAI 2025-02 (nocmt/LLMSearchPlus#2), the body as xAI returns it
+        '{{"code":"Client specified an invalid argument","error":"The model expects a single '
+        '`text` element per message."}}',
+        options={"roles": list(ROLES)},
+    ),
+    Check(
         "tool_call_content_empty",
         "an assistant with tool calls sends no empty content",
         _tool_call_content_empty,
-        # 1.C, Moonshot / Kimi (MoonshotAI/kimi-cli#2621)
+        # 1.C, Moonshot / Kimi (MoonshotAI/kimi-cli#2621, #2035)
         "text content is empty",
-        options={"roles": ["assistant"]},
+        options={"roles": ["assistant"], "kinds": list(KINDS)},
     ),
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from rules.bookkeeping_keys import bookkeeping_fields
 from rules.contract.base import Check, Found, role_of
 from rules.image_parts import DEFAULT_TYPES, NOT_USER
 from rules.unknown_message_fields import ALLOWED, CALL_KEYS, FUNCTION_KEYS
@@ -46,6 +47,23 @@ def _unknown_roles(
         role = role_of(message)
         if role is not None and role not in roles:
             yield Found(index, {"role": role})
+
+
+# --- bookkeeping_field ----------------------------------------------------------------------------
+
+#: Moonshot/Kimi and Fireworks, for an agent's ``tool_name`` or ``timestamp``
+#: (NousResearch/hermes-agent#47868).
+BOOKKEEPING_TEXT: Final = "Extra inputs are not permitted, field: 'messages[{index}].{field}'"
+
+
+def _bookkeeping_fields(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """A message or tool call carrying an agent's bookkeeping key (option ``keep`` allows)."""
+    keep = _strings(options.get("keep"))
+    for index, message in enumerate(messages):
+        for field in bookkeeping_fields(message, keep):
+            yield Found(index, {"field": field})
 
 
 # --- unknown_field --------------------------------------------------------------------------------
@@ -190,6 +208,13 @@ CHECKS: tuple[Check, ...] = (
         _unknown_roles,
         DEEPSEEK_ROLE_TEXT,
         options={"roles": list(DEEPSEEK_ROLES)},
+    ),
+    Check(
+        "bookkeeping_field",
+        "no message or tool call carries an agent's bookkeeping key",
+        _bookkeeping_fields,
+        BOOKKEEPING_TEXT,
+        options={"keep": []},
     ),
     Check(
         "unknown_field",

@@ -92,6 +92,17 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "multiple_system": {"messages": [SYSTEM, {"role": "system", "content": "Be terse."}, USER]},
     "no_content_element": {"messages": [USER, turn(call(), content=None), result(), AFTER]},
+    "multiple_text_elements": {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!"}],
+            }
+        ]
+    },
+    "bookkeeping_field": {
+        "messages": [USER, turn(call()), {**result(), "tool_name": "read_file"}, AFTER]
+    },
     "no_user_message": {"messages": [SYSTEM, {"role": "assistant", "content": "Hello."}]},
     "orphan_tool_result": {
         "messages": [USER, result("zzzZZZ999"), {"role": "assistant", "content": "?"}, AFTER]

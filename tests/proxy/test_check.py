@@ -13,7 +13,8 @@ import pytest
 
 from proxy.check import CLEAN, INVALID, REPAIRED, check_body, run_check
 from rules import RULES, default_steps
-from rules.planner import Planner
+from rules.contract import DEFAULT_CONTRACT
+from rules.planner import Plan, Planner
 from tests.fake_upstream import strict_errors
 from tests.transcripts import BROKEN, CLEAN_BODY
 
@@ -123,7 +124,8 @@ def test_a_crashing_contract_check_never_blocks_the_repair(monkeypatch: pytest.M
         raise RuntimeError("boom")
 
     monkeypatch.setattr(proxy.sanitize, "violations", explode)
-    result = proxy.sanitize.sanitize_body(body(BROKEN["empty_tool_calls"]), STEPS)
+    plan = Plan("custom", STEPS, DEFAULT_CONTRACT, verify=True)
+    result = proxy.sanitize.sanitize_body(body(BROKEN["empty_tool_calls"]), plan)
     assert result.changed
     assert strict_errors(orjson.loads(result.body)) == []
     assert [f.rule for f in result.failures] == ["contract"]
@@ -162,3 +164,27 @@ def test_real_command_with_a_profile(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert b"invalid choice: 'nope'" in done.stderr
+
+
+def test_accepted_as_sent_is_never_printed_beside_rewrites() -> None:
+    """A rule acting where the contract finds nothing is named as such, not "accepted"."""
+    # `tool-call-content` asked to reshape `""` while the default contract accepts it.
+    steps = default_steps(RULES, {"tool-call-content": {"enabled": True, "shape": "null"}})
+    raw = body(
+        [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        ]
+    )
+    out, err = io.BytesIO(), io.StringIO()
+    run_check(io.BytesIO(raw), steps, fix=False, fmt="text", out=out, err=err)
+    text = out.getvalue().decode()
+    assert "rewrite(s)" in text and "accepted as sent" not in text
+    assert "beyond its contract" in text

@@ -76,7 +76,7 @@ async def test_counters_after_repaired_clean_rejected_and_failed_requests(
 
 
 async def test_contract_violations_are_counted(make_proxy: ProxyFactory) -> None:
-    proxy = await make_proxy({"rules": {"empty-tool-calls": False}})
+    proxy = await make_proxy({"verify": True, "rules": {"empty-tool-calls": False}})
     # an empty tool_calls another rule touched: the rewritten body is checked and still rejected
     body = chat(
         [

@@ -430,7 +430,7 @@ async def test_large_sized_response_is_relayed_intact(
 async def test_what_the_rules_leave_rejected_is_logged_as_contract_violation(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:
-    proxy = await make_proxy({"rules": {"empty-tool-calls": False}})
+    proxy = await make_proxy({"verify": True, "rules": {"empty-tool-calls": False}})
     messages = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "", "tool_calls": []},
@@ -529,3 +529,20 @@ async def test_one_rule_in_report_mode_while_the_others_enforce(
     response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
     assert response.headers["X-Chatmend-Changes"] == "1; rules=empty-tool-calls"
     assert "tool_calls" not in orjson.loads(fake.received[-1].body)["messages"][1]
+
+
+async def test_the_contract_is_not_checked_at_run_time_unless_verify(
+    make_proxy: ProxyFactory, fake: FakeUpstream
+) -> None:
+    """`verify` is opt-in: the property tests hold the rules to the contract, so the proxy does
+    not re-read every rewritten body."""
+    proxy = await make_proxy({"rules": {"empty-tool-calls": False}})
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": []},
+        {"role": "assistant", "content": "second half of a split turn"},
+    ]
+    with capture_logs() as logs:
+        await proxy.post("/v1/chat/completions", data=chat(messages))
+    assert [e for e in logs if e["event"] == "payload_sanitized"]
+    assert [e for e in logs if e["event"] == "contract_violation"] == []

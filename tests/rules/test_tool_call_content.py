@@ -14,7 +14,7 @@ from rules.contract import CHECKS_BY_CODE, violations
 from rules.messages import has_content
 from rules.pipeline import default_steps
 from rules.text_part_arrays import collapsible
-from rules.tool_call_content import NAME, RULE, SHAPES, apply, has_calls
+from rules.tool_call_content import KINDS, NAME, RULE, SHAPES, apply, has_calls
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -53,9 +53,31 @@ def test_rule_record() -> None:
     assert RULE.name == NAME == "tool-call-content"
     assert RULE.default is False and RULE.safety == "safe"
     assert RULE in RULES
-    (shape,) = RULE.options
+    shape, kinds = RULE.options
     assert shape.choices == SHAPES and shape.default == "null"
     assert shape.validate("omit") is None and shape.validate("none") is not None
+    assert kinds.default == list(KINDS)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_only_the_kinds_named_are_rewritten(kind: str) -> None:
+    """A profile names the empty shapes its provider refuses: every other one stays as sent."""
+    by_kind = {
+        "absent": with_calls(absent=True),
+        "null": with_calls(None),
+        "empty_string": with_calls(""),
+        "empty_list": with_calls([]),
+        "empty_parts": with_calls([{"type": "text", "text": ""}]),
+    }
+    messages = list(by_kind.values())
+    ctx = RULE.context({"shape": "omit", "kinds": [kind]})
+    outcome = apply(messages, ctx)
+    changed = [
+        i for i, (a, b) in enumerate(zip(messages, outcome.messages, strict=True)) if a is not b
+    ]
+    expected = [] if kind == "absent" else [list(by_kind).index(kind)]
+    assert changed == expected
+    assert [c.detail["was"] for c in outcome.changes] == [kind] * len(expected)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

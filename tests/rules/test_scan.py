@@ -1,0 +1,85 @@
+"""The one walk of the clean path (rules/scan.py): it never lets a rule with work be skipped.
+
+For every profile, over clean, broken and arbitrary message lists: a step whose ``wakes`` the
+walk did not set changes nothing when it runs anyway, and the whole pipeline gives the same list
+and the same changes with the walk as without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rules import run_rules, scan
+from rules.planner import Planner
+from rules.profiles import PROFILES
+from tests.client_shapes import SESSIONS
+from tests.requests import broken_requests
+from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
+
+PLANNER = Planner()
+EXAMPLES = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+MESSAGES = st.one_of(
+    clean_transcripts(),
+    broken_transcripts().map(lambda broken: broken.messages),
+    broken_requests().map(lambda request: request.payload["messages"]),
+    arbitrary_messages(),
+)
+
+
+def steps_of(name: str) -> list[Any]:
+    plan = PLANNER.plans[name]
+    return list(plan.steps)
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+@EXAMPLES
+@given(messages=MESSAGES)
+def test_a_step_the_walk_leaves_asleep_has_nothing_to_do(name: str, messages: list[Any]) -> None:
+    signals = scan.scan(messages)
+    if signals is None:
+        return  # every rule runs in full
+    for rule, ctx in steps_of(name):
+        if ctx.wakes is None or not ctx.wakes.isdisjoint(signals) or rule.reads_request:
+            continue
+        outcome = rule.apply(messages, ctx)
+        assert outcome.messages is messages and outcome.changes == (), (rule.name, signals)
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+@EXAMPLES
+@given(messages=MESSAGES)
+def test_the_pipeline_gives_the_same_result_with_the_walk(name: str, messages: list[Any]) -> None:
+    steps = steps_of(name)
+    awake = [(rule, replace(ctx, wakes=None)) for rule, ctx in steps]
+    fast = run_rules(messages, steps)
+    full = run_rules(messages, awake)
+    assert fast.messages == full.messages
+    assert fast.changes == full.changes
+    assert fast.failures == full.failures == ()
+
+
+def test_client_shaped_sessions_set_no_signal_the_default_profile_acts_on() -> None:
+    """The clean path: standard sessions wake no step of the default profile."""
+    wakes = [ctx.wakes for _, ctx in PLANNER.plans["deepseek"].steps if ctx.wakes is not None]
+    assert len(wakes) >= 14
+    for label in ("openai_sdk_null", "langchain_empty_string", "kimi_ids", "agent_100_null"):
+        signals = scan.scan(SESSIONS[label])
+        assert signals is not None, label
+        assert all(w.isdisjoint(signals) for w in wakes), (label, signals)
+
+
+def test_anything_the_walk_does_not_model_runs_every_rule() -> None:
+    assert scan.scan([{"role": "user", "content": "x"}, None]) is None
+    assert scan.scan([{"role": 3, "content": "x"}]) is None
+    assert scan.scan([{"role": "assistant", "content": None, "tool_calls": []}]) is None
+    assert scan.scan([{"role": "assistant", "content": None, "tool_calls": ["x"]}]) is None
+    assert scan.scan([{"role": "user", "content": 5}]) is None
