@@ -43,14 +43,41 @@ def test_embedded_defaults() -> None:
     ]
 
 
-def test_precedence_flags_over_yaml_over_env(tmp_path: Path) -> None:
+def test_precedence_flags_over_env_over_yaml(tmp_path: Path) -> None:
+    """The container convention: flags > environment > file > defaults, each source logged."""
     env = {"CHATMEND_UPSTREAM": "http://env.example"}
     assert load_config(env=env).upstream.url == "http://env.example"
     path = write(tmp_path, {"upstream": {"url": "http://yaml.example"}, "listen": {"port": 9000}})
-    assert load_config(path, env=env).upstream.url == "http://yaml.example"
+    assert load_config(path, env={}).upstream.url == "http://yaml.example"
+    from_env = load_config(path, env=env)
+    assert from_env.upstream.url == "http://env.example"  # the environment beats the file
+    assert from_env.listen.port == 9000
+    assert from_env.sources["upstream.url"] == "env CHATMEND_UPSTREAM"
+    assert from_env.sources["listen"] == "file"
+    assert from_env.sources["max_body_bytes"] == "default"
     flagged = load_config(path, env=env, upstream="http://flag.example/", port=9100, host="0.0.0.0")
     assert flagged.upstream.url == "http://flag.example"
     assert (flagged.listen.host, flagged.listen.port) == ("0.0.0.0", 9100)
+    assert flagged.sources["upstream.url"] == "flag --upstream"
+    assert flagged.sources["listen.port"] == "flag --port"
+    assert flagged.sources["listen.host"] == "flag --host"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "env", "message"),
+    [
+        ({"upstream": "ftp://x"}, {}, "--upstream: must be an absolute http"),
+        ({}, {"CHATMEND_UPSTREAM": "nope"}, "CHATMEND_UPSTREAM: must be an absolute http"),
+        ({"port": 70000}, {}, "--port: must be a port number"),
+        ({"profile": "nope"}, {}, "--profile: unknown profile"),
+    ],
+)
+def test_flag_and_env_errors_name_their_source(
+    kwargs: dict[str, Any], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(env=env, **kwargs)
+    assert str(info.value).startswith(message), str(info.value)
 
 
 def test_config_path_from_env(tmp_path: Path) -> None:
