@@ -11,13 +11,15 @@ import yaml
 
 from proxy.config import (
     DEFAULT_MAX_BODY_BYTES,
+    KNOWN_RULES,
     Config,
     ConfigError,
     load_config,
     parse_config,
 )
-from rules import RULES, RULES_BY_NAME
+from rules import RULES
 from rules.profiles import PROFILES
+from rules.responses import RESPONSES_RULES_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config.example.yaml"
@@ -89,29 +91,88 @@ def test_the_example_file_is_the_defaults() -> None:
     assert load_config(EXAMPLE, env={}) == Config()
 
 
-#: A commented-out rule setting in the example's rules section: ``  # name: value``.
-_COMMENTED_SETTING = re.compile(r"^  # ([a-z][a-z0-9-]*): (.+)$", re.MULTILINE)
+#: A commented-out rule in the example's rules section (``  # name:  # rule default: on``) and
+#: one of its options (``  #   option: value``), one per line.
+_COMMENTED_RULE = re.compile(r"^  # ([a-z][a-z0-9-]*):  # rule default: (on|off)$")
+_COMMENTED_OPTION = re.compile(r"^  #   ([a-z_]+): (.+)$")
+#: Options the planner fills from the route (``direct_openai`` from the upstream's host): shown
+#: in the example, they would override that when uncommented, so the prose documents them.
+_ROUTE_FILLED = {("responses-context-management", "direct_openai")}
 
 
 def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
     section = EXAMPLE.read_text().split("\nrules:\n", 1)[1]
-    found = {
-        name: yaml.safe_load(value)
-        for name, value in _COMMENTED_SETTING.findall(section)
-        if name in RULES_BY_NAME  # not prose that happens to start with "word: "
-    }
-    assert list(found) == [rule.name for rule in RULES]
-    for rule in RULES:
-        value = found[rule.name]
-        if rule.options:
-            assert isinstance(value, dict), f"{rule.name}: document its options"
-            assert set(value) == {"enabled"} | {o.name for o in rule.options}
-            for option in rule.options:
-                assert value[option.name] == option.default, option.name
-            assert value["enabled"] == rule.default
-        else:
-            assert value == rule.default
-        parse_config({"rules": {rule.name: value}})  # each line is valid once uncommented
+    found: dict[str, dict[str, Any]] = {}
+    current = None
+    for line in section.splitlines():
+        rule, option = _COMMENTED_RULE.match(line), _COMMENTED_OPTION.match(line)
+        if rule and rule.group(1) in KNOWN_RULES:
+            current = rule.group(1)
+            found[current] = {}
+            assert (rule.group(2) == "on") is KNOWN_RULES[current].default, current
+        elif option and current is not None:
+            found[current][option.group(1)] = yaml.safe_load(option.group(2))
+        elif not line.startswith("  # ") or line.startswith("  #   "):
+            current = None  # a line that belongs to no rule's block
+    assert list(found) == [rule.name for rule in RULES] + list(RESPONSES_RULES_BY_NAME)
+    for name, options in found.items():
+        declared = {o.name: o.default for o in KNOWN_RULES[name].options}
+        shown = {k: v for k, v in declared.items() if (name, k) not in _ROUTE_FILLED}
+        assert options == shown, f"{name}: document each option with its default"
+        parse_config({"rules": {name: options or None}})  # valid once uncommented
+
+
+def test_the_example_file_is_safe_to_uncomment_line_by_line() -> None:
+    """Each commented line of config.example.yaml, uncommented on its own: either not valid
+    (YAML, or a config error at start-up: loud), or a config that keeps every profile's switch
+    of every rule. The issue: `reasoning-content: {enabled: false, ...}` uncommented to change
+    the placeholder switched the rule off under deepseek and kimi."""
+    lines = EXAMPLE.read_text().splitlines()
+    baseline = _switches(load_config(EXAMPLE, env={}))
+    loaded = 0
+    rule_lines = 0
+    for number, line in enumerate(lines):
+        stripped = line.lstrip()
+        if not stripped.startswith("#"):
+            continue
+        indent = line[: len(line) - len(stripped)]
+        uncommented = [
+            *lines[:number],
+            indent + stripped[1:].removeprefix(" "),
+            *lines[number + 1 :],
+        ]
+        try:
+            data = yaml.safe_load("\n".join(uncommented))
+            config = parse_config(data if isinstance(data, dict) else {}, env={})
+        except (yaml.YAMLError, ConfigError):
+            continue
+        loaded += 1
+        rule_lines += bool(_COMMENTED_RULE.match(line))
+        assert _switches(config) == baseline, f"line {number + 1}: {line.strip()}"
+    assert rule_lines == len(KNOWN_RULES)  # every rule's line was tried and loaded
+    assert loaded > len(KNOWN_RULES)
+
+
+def test_a_rule_line_and_one_option_under_it_change_that_option_only() -> None:
+    """Uncommenting `reasoning-content:` and its `placeholder:` line: the option applies, and the
+    rule stays on exactly where the profiles switch it on."""
+    text = EXAMPLE.read_text()
+    for line in ("  # reasoning-content:  # rule default: off", '  #   placeholder: " "'):
+        assert line in text
+        text = text.replace(line, "  " + line.removeprefix("  # "), 1)
+    text = text.replace('  placeholder: " "', '  placeholder: "(thinking)"')
+    config = parse_config(yaml.safe_load(text), env={})
+    assert _switches(config) == _switches(load_config(EXAMPLE, env={}))
+    for name, plan in config.planner().plans.items():
+        for rule, ctx in plan.steps:
+            if rule.name == "reasoning-content":
+                assert ctx.options["placeholder"] == "(thinking)", name
+
+
+def _switches(config: Config) -> dict[str, list[str]]:
+    """Every profile's enforced rules, in order: what an example line must never change."""
+    plans = config.planner().plans
+    return {name: [rule.name for rule, _ in plan.steps] for name, plan in plans.items()}
 
 
 def test_rule_toggles_and_options(tmp_path: Path) -> None:
