@@ -17,7 +17,7 @@ from proxy.credentials import apply_upstream_credentials, authorized
 from proxy.errors import error_response
 from proxy.log import get_logger
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from proxy.metrics import Metrics, classify, error_text
+from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
 from proxy.routing import Route, Runtime, RuntimeHolder
 from proxy.sanitize import FIELDS, Sanitized, sanitize_body
@@ -325,7 +325,8 @@ def _explain_rejection(
     cites an index of the list chatmend sent, the client's index for it (also in the
     ``X-Chatmend-Client-Index`` header of a response not yet sent). The body stays as it is."""
     field = FIELDS[api]
-    text = error_text(result.body) if result.body else None
+    # The whole body: the index may be in the message or in a field beside it (``param``).
+    text = result.body.decode("utf-8", "replace") if result.body else None
     mapped = explain(original, sent, field, text)
     client = None if mapped is None or mapped[1] is None else f"{field}[{mapped[1]}]"
     log.warning(

@@ -21,8 +21,10 @@ from typing import Any
 
 import orjson
 
-#: ``messages[2]``, ``messages.2`` (pydantic-style locations), ``input[2]``: the list and index.
-_CITED = re.compile(r"\b(messages|input)(?:\[(\d{1,7})\]|\.(\d{1,7})\b)")
+#: How providers cite a message: ``messages[2]`` (OpenAI), ``messages.[8]`` (OpenAI's
+#: ``param``), ``messages.2`` (pydantic locations: Mistral, vLLM, Anthropic-style), ``message[4]``
+#: (DeepSeek); ``input[2]`` / ``input.2`` for the Responses API.
+_CITED = re.compile(r"\b(messages?|input)(?:\[(\d{1,7})\]|\.\[(\d{1,7})\]|\.(\d{1,7})\b)")
 
 
 def cited_index(text: str | None, field: str) -> int | None:
@@ -30,8 +32,8 @@ def cited_index(text: str | None, field: str) -> int | None:
     if not text:
         return None
     for match in _CITED.finditer(text):
-        if match.group(1) == field:
-            return int(match.group(2) or match.group(3))
+        if match.group(1).rstrip("s") == field.rstrip("s"):
+            return int(match.group(2) or match.group(3) or match.group(4))
     return None
 
 

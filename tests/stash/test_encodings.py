@@ -51,7 +51,9 @@ class ZstdUpstream(ThinkingUpstream):
 
 def create_zstd_upstream(state: ZstdUpstream) -> web.Application:
     @web.middleware
-    async def compress(request: web.Request, handler: Any) -> web.StreamResponse:
+    async def compress(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         offered = request.headers.get("Accept-Encoding", "")
         state.accept_encodings.append(offered)
         response = await handler(request)
