@@ -97,10 +97,12 @@ _COMMENTED_RULE = re.compile(r"^  # ([a-z][a-z0-9-]*):  # rule default: (on|off)
 _COMMENTED_OPTION = re.compile(r"^  #   ([a-z_]+): (.+)$")
 #: Options the planner fills from the route (``direct_openai`` from the upstream's host): shown
 #: in the example, they would override that when uncommented, so the prose documents them.
-_ROUTE_FILLED = {("responses-context-management", "direct_openai")}
+ROUTE_FILLED = {("responses-context-management", "direct_openai")}
 
 
-def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
+def example_rules() -> dict[str, dict[str, Any]]:
+    """The rules config.example.yaml lists, in order, each with the options shown under it
+    (checking each rule's ``rule default`` comment on the way)."""
     section = EXAMPLE.read_text().split("\nrules:\n", 1)[1]
     found: dict[str, dict[str, Any]] = {}
     current = None
@@ -114,10 +116,15 @@ def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
             found[current][option.group(1)] = yaml.safe_load(option.group(2))
         elif not line.startswith("  # ") or line.startswith("  #   "):
             current = None  # a line that belongs to no rule's block
+    return found
+
+
+def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
+    found = example_rules()
     assert list(found) == [rule.name for rule in RULES] + list(RESPONSES_RULES_BY_NAME)
     for name, options in found.items():
         declared = {o.name: o.default for o in KNOWN_RULES[name].options}
-        shown = {k: v for k, v in declared.items() if (name, k) not in _ROUTE_FILLED}
+        shown = {k: v for k, v in declared.items() if (name, k) not in ROUTE_FILLED}
         assert options == shown, f"{name}: document each option with its default"
         parse_config({"rules": {name: options or None}})  # valid once uncommented
 
