@@ -153,6 +153,17 @@ def serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"chatmend: cannot listen on {_listen(config)}: {_reason(exc)}", file=sys.stderr)
         return 2
+    with sock:  # closed however serving ends, a failure to start included
+        return _serve(args, config, load, new_loop, sock)
+
+
+def _serve(
+    args: argparse.Namespace,
+    config: Config,
+    load: Callable[[], Config],
+    new_loop: Callable[[], asyncio.AbstractEventLoop],
+    sock: socket.socket,
+) -> int:
     configure_logging()
     if args.workers == 1:
         return _serve_one(config, load, new_loop, sock=sock)
@@ -285,10 +296,11 @@ def emulate(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"chatmend: cannot listen on {listen}: {_reason(exc)}", file=sys.stderr)
         return 2
-    configure_logging()
-    get_logger().info("emulate_started", listen=listen, profile=args.profile)
-    app = create_emulator(chunks=args.stream_chunks, profile=args.profile)
-    web.run_app(app, sock=sock, access_log=None, print=None)
+    with sock:
+        configure_logging()
+        get_logger().info("emulate_started", listen=listen, profile=args.profile)
+        app = create_emulator(chunks=args.stream_chunks, profile=args.profile)
+        web.run_app(app, sock=sock, access_log=None, print=None)
     return 0
 
 
@@ -304,7 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # Anything else that stops chatmend (at start-up: the known causes above have their
         # own messages) is one line naming it, never a traceback.
-        print(f"chatmend {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        cause = " ".join(str(exc).split())  # one line, whatever the exception's text holds
+        print(f"chatmend {args.command}: {type(exc).__name__}: {cause}", file=sys.stderr)
         return 1
     raise AssertionError(args.command)  # argparse rejects unknown commands first
 

@@ -230,3 +230,19 @@ async def test_proxy_started_names_the_profile_the_upstream_implies() -> None:
     assert warned["event"] == "upstream_url_ends_in_v1"
     assert warned["route"] == "default"
     assert err == b""
+
+
+def test_any_other_start_up_failure_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failure with no message of its own (here the app cannot be built) still ends in one
+    line naming it and exit 1, not a traceback."""
+
+    def broken(config: object) -> None:
+        raise RuntimeError("cannot build\nthe app")
+
+    monkeypatch.setattr("proxy.cli.create_app", broken)
+    monkeypatch.setattr("proxy.cli.configure_logging", lambda: None)  # pytest owns stdout
+    assert main(["serve", "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err == "chatmend serve: RuntimeError: cannot build the app\n"
