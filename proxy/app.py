@@ -18,11 +18,12 @@ from proxy.errors import error_response
 from proxy.log import get_logger
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics, classify
+from proxy.provenance import explain
 from proxy.routing import Route, Runtime, RuntimeHolder
-from proxy.sanitize import Sanitized, sanitize_body
+from proxy.sanitize import FIELDS, Sanitized, sanitize_body
 from proxy.stash import build_stash
 from proxy.stash.hooks import ReasoningHooks, RequestReasoning
-from proxy.streaming import relay
+from proxy.streaming import RelayResult, relay
 from proxy.upstream import create_session, open_upstream, request_headers, upstream_url
 from rules.base import Change
 from rules.planner import Planner
@@ -238,6 +239,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
         state.outcome = "client_timeout"
         return _body_timeout(config)
     api = api_of(request) if body is not None else None
+    original = body  # the client's bytes, to explain a rejection of the rewritten ones
     reasoning: RequestReasoning | None = None
     sanitized: Sanitized | None = None
     if body is not None and api is not None:
@@ -259,6 +261,10 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
 
     headers = request_headers(request.headers)
     apply_upstream_credentials(route.config, headers)
+    hooks = request.app[REASONING_KEY]
+    profile = None if sanitized is None else sanitized.profile
+    if hooks.observes(route.planner, profile, reasoning):
+        hooks.offer_readable_encodings(headers)
     started = time.perf_counter()
     try:
         upstream = await open_upstream(
@@ -287,9 +293,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     meter = request.app[METRICS_KEY]
     meter.upstream_seconds.observe(state.upstream_ms / 1000)
     meter.streams.inc()
-    hooks = request.app[REASONING_KEY]
-    profile = None if sanitized is None else sanitized.profile
-    observer = hooks.observer(route.planner, profile, reasoning, upstream)
+    observer = hooks.observer(route.planner, profile, reasoning, upstream, state.request_id)
     try:
         result = await relay(request, upstream, _chatmend_headers(state, reached=True), observer)
         await hooks.after_relay(observer)
@@ -297,6 +301,8 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
         meter.streams.dec()
     if 400 <= upstream.status < 500:
         meter.rejections.labels(str(upstream.status), classify(result.body)).inc()
+        if sanitized is not None and sanitized.changed and original is not None and api:
+            _explain_rejection(state, original, sanitized.body, api, result)
     state.outcome = result.outcome
     if result.outcome == "upstream_failed":
         log.warning(
@@ -306,6 +312,37 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
             bytes_relayed=result.bytes_relayed,
         )
     return result.response
+
+
+def _explain_rejection(
+    state: RequestState,
+    original: bytes,
+    sent: bytes,
+    api: str,
+    result: RelayResult,
+) -> None:
+    """A rewritten body was still rejected: log what was applied and, when the provider's text
+    cites an index of the list chatmend sent, the client's index for it (also in the
+    ``X-Chatmend-Client-Index`` header of a response not yet sent). The body stays as it is."""
+    field = FIELDS[api]
+    # The whole body: the index may be in the message or in a field beside it (``param``).
+    text = result.body.decode("utf-8", "replace") if result.body else None
+    mapped = explain(original, sent, field, text)
+    client = None if mapped is None or mapped[1] is None else f"{field}[{mapped[1]}]"
+    log.warning(
+        "upstream_rejected_rewritten",
+        request_id=state.request_id,
+        status=result.response.status,
+        error_class=classify(result.body),
+        rules=list(state.rules),
+        changes=state.changes,
+        cited=None if mapped is None else f"{field}[{mapped[0]}]",
+        client_index=None if mapped is None else mapped[1],
+        inserted_by_chatmend=mapped is not None and mapped[1] is None,
+    )
+    if mapped is not None and not result.response.prepared:
+        value = f"{field}[{mapped[0]}]={client or 'inserted'}; rules={','.join(state.rules)}"
+        result.response.headers[CLIENT_INDEX_HEADER] = value
 
 
 def _check_request(request: web.Request, config: Config) -> web.Response | None:
@@ -455,6 +492,9 @@ def _log_changes(
 
 
 CHANGES_HEADER = "X-Chatmend-Changes"
+#: On a 4xx to a rewritten body whose error text cites an index: ``messages[2]=messages[3];
+#: rules=a,b`` (the index chatmend sent = the client's; ``inserted`` for a message it added).
+CLIENT_INDEX_HEADER = "X-Chatmend-Client-Index"
 OVERHEAD_HEADER = "X-Chatmend-Overhead-Ms"
 
 

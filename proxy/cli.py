@@ -9,6 +9,8 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
+from importlib import metadata
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -19,6 +21,7 @@ from proxy.config import Config, ConfigError, load_config
 from proxy.emulate import create_emulator
 from proxy.log import configure_logging, get_logger
 from proxy.reload import reload_config
+from proxy.routing import ends_in_v1
 from proxy.workers import bind, run_workers
 from rules.profiles import PROFILES
 
@@ -28,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="chatmend",
         description="Reverse proxy that repairs chat payloads before strict providers reject them.",
     )
+    parser.add_argument("--version", action="version", version=f"chatmend {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the proxy")
     serve.add_argument(
@@ -94,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
 LOOPS = ("auto", "asyncio", "uvloop")
 
 
+def version() -> str:
+    """The installed package's version (a source tree never installed says so)."""
+    try:
+        return metadata.version("chatmend")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
     """The loop to serve on. uvloop is a core dependency, so ``auto`` picks it where it
     installs; asyncio's loop remains the fallback (and ``--loop asyncio`` forces it)."""
@@ -134,14 +146,27 @@ def serve(args: argparse.Namespace) -> int:
     except ImportError:
         print("chatmend: --loop uvloop: uvloop is not installed", file=sys.stderr)
         return 2
-    configure_logging()
-    if args.workers == 1:
-        return _serve_one(config, load, new_loop)
     try:
+        # Bound here, before anything starts: a port in use or a host that does not resolve is
+        # one line on stderr, whatever the number of workers.
         sock = bind(config.listen.host, config.listen.port)
     except OSError as exc:
-        print(f"chatmend: cannot listen on {_listen(config)}: {exc.strerror}", file=sys.stderr)
+        print(f"chatmend: cannot listen on {_listen(config)}: {_reason(exc)}", file=sys.stderr)
         return 2
+    with sock:  # closed however serving ends, a failure to start included
+        return _serve(args, config, load, new_loop, sock)
+
+
+def _serve(
+    args: argparse.Namespace,
+    config: Config,
+    load: Callable[[], Config],
+    new_loop: Callable[[], asyncio.AbstractEventLoop],
+    sock: socket.socket,
+) -> int:
+    configure_logging()
+    if args.workers == 1:
+        return _serve_one(config, load, new_loop, sock=sock)
 
     def validate() -> bool:
         try:
@@ -162,7 +187,7 @@ def _serve_one(
     load: Callable[[], Config],
     new_loop: Callable[[], asyncio.AbstractEventLoop],
     *,
-    sock: socket.socket | None = None,
+    sock: socket.socket,
     worker: int | None = None,
 ) -> int:
     """Run one server process until SIGTERM or SIGINT (then drain); SIGHUP reloads ``load()``."""
@@ -179,26 +204,11 @@ def _serve_one(
 
     app.on_startup.append(on_startup)
     app.on_shutdown.append(on_shutdown)
-    planner = config.planner()
-    get_logger().info(
-        "proxy_started",
-        listen=_listen(config),
-        upstream=config.upstream.url,
-        profile=config.profile,
-        routes={route.name: route.prefix for route in config.routes},
-        models=dict(config.models),
-        rules=[rule.name for rule, _ in planner.plans[config.profile].steps],
-        log_content=config.log_content,
-        loop=new_loop.__module__.split(".")[0],
-    )
-    where = (
-        {"sock": sock}
-        if sock is not None
-        else {"host": config.listen.host, "port": config.listen.port}
-    )
+    host, port = sock.getsockname()[:2]
+    log_started(config, listen=f"{host}:{port}", loop=new_loop.__module__.split(".")[0])
     web.run_app(
         app,
-        **where,
+        sock=sock,
         access_log=None,  # request_done is the access log
         print=None,
         handler_cancellation=True,  # a client that leaves cancels its upstream request
@@ -209,8 +219,50 @@ def _serve_one(
     return 0
 
 
+def log_started(config: Config, **extra: Any) -> None:
+    """The ``proxy_started`` line: what serves, under which profile and why, and which source
+    set each top-level value; then a warning per upstream URL that ends in ``/v1``."""
+    planner = config.planner()
+    log = get_logger()
+    log.info(
+        "proxy_started",
+        **extra,
+        upstream=config.upstream.url,
+        profile=config.profile,
+        profile_reason=config.profile_reason,
+        routes={
+            route.name: {
+                "prefix": route.prefix,
+                "upstream": route.upstream.url,
+                "profile": route.profile,
+                "profile_reason": route.profile_reason,
+            }
+            for route in config.routes
+        },
+        models=dict(config.models),
+        rules=[rule.name for rule, _ in planner.plans[config.profile].steps],
+        log_content=config.log_content,
+        sources=dict(config.sources),
+    )
+    for route in config.all_routes():
+        if ends_in_v1(route.upstream.url):
+            log.warning(
+                "upstream_url_ends_in_v1",
+                route=route.name,
+                upstream=route.upstream.url,
+                note="client paths starting with /v1 are forwarded without it (no /v1/v1/...)",
+            )
+
+
 def _listen(config: Config) -> str:
     return f"{config.listen.host}:{config.listen.port}"
+
+
+def _reason(exc: OSError) -> str:
+    """An OSError's cause in words, without the address ``socket.create_server`` appends
+    (the message names it already)."""
+    text = exc.strerror or str(exc) or type(exc).__name__
+    return text.split(" (while attempting to bind", 1)[0]
 
 
 def check(args: argparse.Namespace) -> int:
@@ -238,21 +290,35 @@ def check(args: argparse.Namespace) -> int:
 
 
 def emulate(args: argparse.Namespace) -> int:
-    configure_logging()
-    get_logger().info("emulate_started", listen=f"{args.host}:{args.port}", profile=args.profile)
-    app = create_emulator(chunks=args.stream_chunks, profile=args.profile)
-    web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)
+    listen = f"{args.host}:{args.port}"
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        print(f"chatmend: cannot listen on {listen}: {_reason(exc)}", file=sys.stderr)
+        return 2
+    with sock:
+        configure_logging()
+        get_logger().info("emulate_started", listen=listen, profile=args.profile)
+        app = create_emulator(chunks=args.stream_chunks, profile=args.profile)
+        web.run_app(app, sock=sock, access_log=None, print=None)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        return serve(args)
-    if args.command == "check":
-        return check(args)
-    if args.command == "emulate":
-        return emulate(args)
+    try:
+        if args.command == "serve":
+            return serve(args)
+        if args.command == "check":
+            return check(args)
+        if args.command == "emulate":
+            return emulate(args)
+    except Exception as exc:
+        # Anything else that stops chatmend (at start-up: the known causes above have their
+        # own messages) is one line naming it, never a traceback.
+        cause = " ".join(str(exc).split())  # one line, whatever the exception's text holds
+        print(f"chatmend {args.command}: {type(exc).__name__}: {cause}", file=sys.stderr)
+        return 1
     raise AssertionError(args.command)  # argparse rejects unknown commands first
 
 

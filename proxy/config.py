@@ -1,6 +1,9 @@
-"""Configuration: embedded defaults < env < YAML < CLI flags, into frozen dataclasses.
+"""Configuration: embedded defaults < YAML < env < CLI flags, into frozen dataclasses.
 
-Every validation error is a ``ConfigError`` whose message starts with the dotted key at fault.
+The container convention: a flag beats the environment, which beats the file, which beats the
+embedded defaults; ``Config.sources`` says which one set each top-level value (logged in
+``proxy_started``). Every validation error is a ``ConfigError`` whose message starts with the
+dotted key at fault.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import yaml
 from yarl import URL
 
+from proxy.provider_hosts import profile_for_upstream
 from proxy.stash.settings import ReasoningConfig, ReasoningConfigError, parse_reasoning
 from rules import RULES_BY_NAME
 from rules.planner import Planner
@@ -100,6 +104,8 @@ class RouteConfig:
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     #: The profile of requests whose model matches no ``models`` pattern.
     profile: str = DEFAULT_PROFILE
+    #: Why ``profile`` (set by the operator, or implied by the upstream's host).
+    profile_reason: str = field(default="default", compare=False)
     #: (model glob, profile name), first match wins; matched case-insensitively.
     models: tuple[tuple[str, str], ...] = ()
     #: The operator's rule settings, over every profile's (only the rules named in the file).
@@ -158,6 +164,8 @@ class Config:
     verify: bool = False
     #: The profile of requests whose model matches no ``models`` pattern.
     profile: str = DEFAULT_PROFILE
+    #: Why ``profile`` (set by the operator, or implied by the upstream's host).
+    profile_reason: str = field(default="default", compare=False)
     #: (model glob, profile name), first match wins; matched case-insensitively.
     models: tuple[tuple[str, str], ...] = ()
     #: The operator's rule settings, over every profile's (only the rules named in the file).
@@ -172,12 +180,16 @@ class Config:
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
     #: The reasoning stash (proxy/stash): which store, how big, how long (all routes).
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    #: Which source set each top-level value (and each value a flag or the environment set):
+    #: ``default``, ``file``, ``env CHATMEND_UPSTREAM``, ``flag --port``, ...
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def default_route(self) -> RouteConfig:
         """The route the top-level keys describe."""
         return RouteConfig(
             upstream=self.upstream,
             profile=self.profile,
+            profile_reason=self.profile_reason,
             models=self.models,
             rules=self.rules,
             mode=self.mode,
@@ -233,27 +245,45 @@ def load_config(
     port: int | None = None,
     profile: str | None = None,
 ) -> Config:
-    """Build the effective config. ``path`` falls back to ``$CHATMEND_CONFIG``."""
+    """Build the effective config: flags > environment > file > embedded defaults. ``path``
+    falls back to ``$CHATMEND_CONFIG``."""
     env = os.environ if env is None else env
     path = path or env.get(ENV_CONFIG) or None
     data: dict[str, Any] = {}
     if path is not None:
         data = _read_yaml(Path(path))
-    # env sits under the YAML: it only fills what the file leaves unset.
-    env_upstream = env.get(ENV_UPSTREAM)
-    config = parse_config(data, default_upstream=env_upstream or DEFAULT_UPSTREAM, env=env)
-    # flags sit over everything.
+    sources = {key: "file" if key in data else "default" for key in _TOP_KEYS}
+    # Each layer is validated under its own name, then set into the data the file gave.
+    overrides: list[tuple[str, str, Any]] = []
+    env_upstream = env.get(ENV_UPSTREAM, "").strip()
+    if env_upstream:
+        overrides.append(("upstream.url", f"env {ENV_UPSTREAM}", _url(env_upstream, ENV_UPSTREAM)))
     if upstream is not None:
-        config = replace(
-            config, upstream=replace(config.upstream, url=_url(upstream, "--upstream"))
-        )
+        overrides.append(("upstream.url", "flag --upstream", _url(upstream, "--upstream")))
     if host is not None:
-        config = replace(config, listen=replace(config.listen, host=_host(host, "--host")))
+        overrides.append(("listen.host", "flag --host", _host(host, "--host")))
     if port is not None:
-        config = replace(config, listen=replace(config.listen, port=_port(port, "--port")))
+        overrides.append(("listen.port", "flag --port", _port(port, "--port")))
     if profile is not None:
-        config = replace(config, profile=_profile(profile, "--profile"))
-    return config
+        overrides.append(("profile", "flag --profile", _profile(profile, "--profile")))
+    for dotted, source, value in overrides:
+        data = _set(data, dotted, value)
+        sources[dotted] = source
+    return parse_config(data, env=env, sources=sources)
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """``data`` with ``dotted`` (``key`` or ``section.key``) set to ``value``; a section the
+    file gave as something else than a mapping is left for ``parse_config`` to report."""
+    key, _, sub = dotted.partition(".")
+    if not sub:
+        return {**data, key: value}
+    section = data.get(key)
+    if section is None:
+        section = {}
+    if not isinstance(section, dict):
+        return data
+    return {**data, key: {**section, sub: value}}
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -277,10 +307,16 @@ def parse_config(
     *,
     default_upstream: str = DEFAULT_UPSTREAM,
     env: Mapping[str, str] | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> Config:
     """Validate a YAML-shaped mapping into a ``Config``. ``env`` holds the variables that
-    ``api_key_env`` and ``client_tokens_env`` name (default: the process environment)."""
+    ``api_key_env`` and ``client_tokens_env`` name (default: the process environment);
+    ``sources`` says where each value came from (``load_config``'s layers; default: the file).
+
+    Without a ``profile``, the profile follows the upstream's host (``proxy.provider_hosts``),
+    route by route."""
     env = os.environ if env is None else env
+    sources = dict(sources or {key: "file" if key in data else "default" for key in _TOP_KEYS})
     _no_unknown(data, _TOP_KEYS, "")
     listen = _mapping(data.get("listen", {}), "listen")
     _no_unknown(listen, ("host", "port"), "listen")
@@ -292,6 +328,12 @@ def parse_config(
     )
     client_tokens = _tokens(data.get("client_tokens_env"), "client_tokens_env", env)
     _needs_tokens(upstream, client_tokens, "client_tokens_env")
+    if "profile" in data:
+        profile = _profile(data["profile"], "profile")
+        reason = f"profile set by {sources.get('profile', 'file')}"
+    else:
+        profile, reason = profile_for_upstream(upstream.url)
+        sources["profile"] = "upstream host"
     config = Config(
         listen=ListenConfig(
             host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
@@ -306,16 +348,18 @@ def parse_config(
         ),
         log_content=_bool(data.get("log_content", False), "log_content"),
         verify=_bool(data.get("verify", False), "verify"),
-        profile=_profile(data.get("profile", DEFAULT_PROFILE), "profile"),
+        profile=profile,
+        profile_reason=reason,
         models=_models(_mapping(data.get("models", {}), "models")),
         rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
         mode=_mode(data.get("mode", "enforce"), "mode"),
         client_tokens=client_tokens,
         drain_seconds=_seconds(data.get("drain_seconds", DEFAULT_DRAIN_SECONDS), "drain_seconds"),
         reasoning=_reasoning(data.get("reasoning")),
+        sources=sources,
     )
     routes = _mapping(data.get("routes", {}), "routes")
-    return replace(config, routes=_routes(routes, config, env))
+    return replace(config, routes=_routes(routes, config, env, inherit_profile="profile" in data))
 
 
 def _upstream(
@@ -369,9 +413,12 @@ def _needs_tokens(upstream: UpstreamConfig, tokens: tuple[Secret, ...], key: str
         )
 
 
-def _routes(raw: Mapping[str, Any], top: Config, env: Mapping[str, str]) -> tuple[RouteConfig, ...]:
-    """The named routes, longest prefix first. Each inherits the top level's profile, models,
-    mode and upstream timeouts; its ``rules`` apply over the top level's, rule by rule."""
+def _routes(
+    raw: Mapping[str, Any], top: Config, env: Mapping[str, str], *, inherit_profile: bool
+) -> tuple[RouteConfig, ...]:
+    """The named routes, longest prefix first. Each inherits the top level's models, mode and
+    upstream timeouts; its ``rules`` apply over the top level's, rule by rule. Its profile: its
+    own, else the top level's if the operator set one, else its upstream host's."""
     routes: list[RouteConfig] = []
     prefixes: dict[str, str] = {}
     for name, value in raw.items():
@@ -408,12 +455,19 @@ def _routes(raw: Mapping[str, Any], top: Config, env: Mapping[str, str]) -> tupl
         tokens = _tokens(given.get("client_tokens_env"), f"{key}.client_tokens_env", env)
         _needs_tokens(upstream, tokens, f"{key}.client_tokens_env")
         own_rules = _rule_settings(_mapping(given.get("rules", {}), f"{key}.rules"), f"{key}.rules")
+        if "profile" in given:
+            profile, reason = _profile(given["profile"], f"{key}.profile"), f"{key}.profile"
+        elif inherit_profile:
+            profile, reason = top.profile, top.profile_reason
+        else:
+            profile, reason = profile_for_upstream(upstream.url)
         routes.append(
             RouteConfig(
                 name=name,
                 prefix=prefix,
                 upstream=upstream,
-                profile=_profile(given.get("profile", top.profile), f"{key}.profile"),
+                profile=profile,
+                profile_reason=reason,
                 models=(
                     _models(_mapping(given["models"], f"{key}.models"), f"{key}.models")
                     if "models" in given

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aiohttp import ClientTimeout
+from yarl import URL
 
 from proxy.config import Config, RouteConfig
 from rules.planner import Planner
@@ -21,6 +22,9 @@ class Route:
     config: RouteConfig
     planner: Planner
     timeout: ClientTimeout
+    #: The upstream URL ends in ``/v1`` (``https://api.moonshot.ai/v1``): a client path that
+    #: starts with ``/v1`` too is sent without its own, not to ``/v1/v1/...``.
+    v1_base: bool = False
 
     @property
     def name(self) -> str:
@@ -38,7 +42,8 @@ class Route:
             connect=upstream.connect_timeout,
             sock_read=upstream.read_timeout,  # idle time between two reads
         )
-        return cls(config, config.planner(), timeout)
+        v1_base = ends_in_v1(upstream.url)
+        return cls(config, config.planner(), timeout, v1_base)
 
     def matches(self, raw_path: str) -> bool:
         """The path is the prefix or under it (segment by segment: ``/kimi`` does not take
@@ -49,7 +54,14 @@ class Route:
     def upstream_path(self, raw_path_qs: str) -> str:
         """The path and query to send upstream: the request's, minus the route prefix."""
         rest = raw_path_qs[len(self.config.prefix) :]
+        if self.v1_base and rest[:3] == "/v1" and rest[3:4] in ("", "/", "?"):
+            rest = rest[3:]  # the client's /v1 is the upstream URL's own
         return rest if rest.startswith("/") else "/" + rest
+
+
+def ends_in_v1(url: str) -> bool:
+    """The upstream URL's path ends in ``/v1`` (clients add their own)."""
+    return URL(url).path.rstrip("/").endswith("/v1")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash.memory import MemoryStore
-from proxy.stash.observer import ResponseObserver
+from proxy.stash.observer import READABLE_ENCODINGS, ResponseObserver
 from proxy.stash.redis_store import RedisStore
 from proxy.stash.settings import ReasoningConfig
 
@@ -81,7 +81,7 @@ class Stash:
     def observer_for(self, scope: str, content_type: str, encoding: str) -> ResponseObserver | None:
         """An observer for a 200 chat-completions response, or ``None`` for a body it cannot
         read (a compression other than gzip or deflate)."""
-        if encoding not in ("", "identity", "gzip", "deflate"):
+        if encoding not in READABLE_ENCODINGS:
             return None
         stream = content_type == "text/event-stream"
         return ResponseObserver(self.record, scope, stream=stream, encoding=encoding)

@@ -16,12 +16,13 @@ from weakref import WeakKeyDictionary
 
 import orjson
 from aiohttp import ClientResponse
+from multidict import CIMultiDict
 
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.keys import request_scope
-from proxy.stash.observer import ResponseObserver
+from proxy.stash.observer import READABLE_ENCODINGS, ResponseObserver, readable_accept_encoding
 from rules.base import Change, RuleContext
 from rules.planner import Plan, Planner
 from rules.reasoning_content import NAME, wanted_keys
@@ -89,12 +90,32 @@ class ReasoningHooks:
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning
 
+    def observes(
+        self, planner: Planner, profile: str | None, reasoning: RequestReasoning | None
+    ) -> bool:
+        """The response to this request will be observed if it is a 200."""
+        return (
+            self.stash is not None and reasoning is not None and profile in self.profiles(planner)
+        )
+
+    def offer_readable_encodings(self, headers: CIMultiDict[str]) -> None:
+        """Narrow the upstream request's ``Accept-Encoding`` to what the observer reads (on an
+        observed request only): a client offering ``zstd`` or ``br`` would otherwise get a body
+        chatmend cannot read, and its reasoning would never be stored."""
+        offered = headers.getall("Accept-Encoding", ())
+        if offered:
+            joined = ", ".join(offered)
+            narrowed = readable_accept_encoding(joined)
+            if narrowed != joined:
+                headers["Accept-Encoding"] = narrowed
+
     def observer(
         self,
         planner: Planner,
         profile: str | None,
         reasoning: RequestReasoning | None,
         upstream: ClientResponse,
+        request_id: str = "",
     ) -> ResponseObserver | None:
         """An observer for a 200 response to a request whose profile has the rule."""
         if (
@@ -105,6 +126,15 @@ class ReasoningHooks:
         ):
             return None
         encoding = upstream.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in READABLE_ENCODINGS:
+            # The upstream compressed it anyway (chatmend offered it only what it reads).
+            log.warning(
+                "reasoning_not_observed",
+                request_id=request_id,
+                reason="unreadable_content_encoding",
+                encoding=encoding[:32],
+            )
+            return None
         return self.stash.observer_for(reasoning.scope, upstream.content_type, encoding)
 
     async def after_relay(self, observer: ResponseObserver | None) -> None:

@@ -31,6 +31,10 @@ MAX_OBSERVED = 8 * 1024 * 1024
 #: A line of an event stream longer than this is not one chatmend can use.
 MAX_LINE = MAX_OBSERVED
 
+#: The Content-Encodings the observer reads: zlib's (zstd and br are not in Python 3.11's
+#: standard library, and chatmend adds no dependency to read them).
+READABLE_ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
+
 #: ``on_turn(key, text)``: store a completed turn; it may return the write still in flight.
 OnTurn = Callable[[str, str], "asyncio.Task[None] | None"]
 
@@ -78,7 +82,9 @@ class ResponseObserver:
         #: Choices seen and not yet settled.
         self._open = 0
         self._choices: dict[int, _Choice] = {}
-        self._inflate = zlib.decompressobj(47) if encoding in ("gzip", "deflate") else None
+        self._inflate = (
+            zlib.decompressobj(47) if encoding in READABLE_ENCODINGS - {"", "identity"} else None
+        )
 
     def feed(self, chunk: bytes) -> None:
         """Take the next relayed chunk; never raises."""
@@ -249,6 +255,22 @@ class ResponseObserver:
             task = self.on_turn(key, text)
             if task is not None:
                 self.pending.append(task)
+
+
+def readable_accept_encoding(value: str) -> str:
+    """A request's ``Accept-Encoding`` narrowed to what the observer reads: ``gzip, deflate,
+    zstd, br`` becomes ``gzip, deflate``; with nothing readable left, ``identity``."""
+    kept = []
+    for item in value.split(","):
+        coding, _, params = item.strip().partition(";")
+        coding = coding.strip().lower()
+        if (
+            coding
+            and coding in READABLE_ENCODINGS
+            and params.replace(" ", "") not in ("q=0", "q=0.0")
+        ):
+            kept.append(item.strip())
+    return ", ".join(kept) or "identity"
 
 
 def _call_delta(state: _Choice, position: int, call: dict[str, Any]) -> None:

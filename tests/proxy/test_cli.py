@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -143,3 +144,105 @@ def test_serve_flags() -> None:
         "0.0.0.0",
         1,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Start-up failures: one line on stderr naming the cause, a non-zero exit, no traceback
+# ---------------------------------------------------------------------------------------------
+
+
+async def run_cli(*args: str, timeout: float = 20) -> tuple[int, str, str]:
+    """Run the real ``chatmend`` in a subprocess; its exit code, stdout and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        str(CHATMEND),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"chatmend {' '.join(args)} did not exit") from None
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize(
+    ("args", "cause"),
+    [
+        (("serve",), "Address already in use"),
+        (("serve", "--workers", "2"), "Address already in use"),
+        (("emulate",), "Address already in use"),
+        (("serve", "--host", "no-such-host.invalid"), "cannot listen on no-such-host.invalid"),
+        (("emulate", "--host", "no-such-host.invalid"), "cannot listen on no-such-host.invalid"),
+        (("serve", "--upstream", "ftp://x"), "config error: --upstream: must be"),
+        (("serve", "--config", "/nonexistent/chatmend.yaml"), "cannot read"),
+    ],
+)
+async def test_start_up_failures_are_one_line(args: tuple[str, ...], cause: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        if "--host" not in args:
+            args = (*args, "--port", port)
+        code, _, err = await run_cli(*args)
+    assert code != 0
+    assert cause in err, err
+    assert err.count("\n") == 1 and err.startswith("chatmend"), err
+    assert "Traceback" not in err
+
+
+async def test_version() -> None:
+    code, out, err = await run_cli("--version")
+    assert (code, err) == (0, "")
+    assert re.fullmatch(r"chatmend \d+\.\d+\.\d+\S*\n", out), out
+
+
+async def test_proxy_started_names_the_profile_the_upstream_implies() -> None:
+    """The README's own example, ``--upstream https://api.moonshot.ai``, runs under kimi, and
+    the start-up line says why; an upstream URL ending in /v1 is warned about once."""
+    process = await asyncio.create_subprocess_exec(
+        str(CHATMEND),
+        "serve",
+        "--upstream",
+        "https://api.moonshot.ai/v1",
+        "--port",
+        "0",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    try:
+        lines = [await asyncio.wait_for(process.stdout.readline(), 20) for _ in range(2)]
+    finally:
+        process.terminate()
+        _, err = await process.communicate()
+    started, warned = (orjson.loads(line) for line in lines)
+    assert started["event"] == "proxy_started"
+    assert started["profile"] == "kimi"
+    assert "api.moonshot.ai" in started["profile_reason"]
+    assert started["sources"]["upstream.url"] == "flag --upstream"
+    assert started["sources"]["profile"] == "upstream host"
+    assert "reasoning-content" in started["rules"]
+    assert warned["event"] == "upstream_url_ends_in_v1"
+    assert warned["route"] == "default"
+    assert err == b""
+
+
+def test_any_other_start_up_failure_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failure with no message of its own (here the app cannot be built) still ends in one
+    line naming it and exit 1, not a traceback."""
+
+    def broken(config: object) -> None:
+        raise RuntimeError("cannot build\nthe app")
+
+    monkeypatch.setattr("proxy.cli.create_app", broken)
+    monkeypatch.setattr("proxy.cli.configure_logging", lambda: None)  # pytest owns stdout
+    assert main(["serve", "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err == "chatmend serve: RuntimeError: cannot build the app\n"

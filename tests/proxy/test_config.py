@@ -11,13 +11,15 @@ import yaml
 
 from proxy.config import (
     DEFAULT_MAX_BODY_BYTES,
+    KNOWN_RULES,
     Config,
     ConfigError,
     load_config,
     parse_config,
 )
-from rules import RULES, RULES_BY_NAME
+from rules import RULES
 from rules.profiles import PROFILES
+from rules.responses import RESPONSES_RULES_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config.example.yaml"
@@ -43,14 +45,41 @@ def test_embedded_defaults() -> None:
     ]
 
 
-def test_precedence_flags_over_yaml_over_env(tmp_path: Path) -> None:
+def test_precedence_flags_over_env_over_yaml(tmp_path: Path) -> None:
+    """The container convention: flags > environment > file > defaults, each source logged."""
     env = {"CHATMEND_UPSTREAM": "http://env.example"}
     assert load_config(env=env).upstream.url == "http://env.example"
     path = write(tmp_path, {"upstream": {"url": "http://yaml.example"}, "listen": {"port": 9000}})
-    assert load_config(path, env=env).upstream.url == "http://yaml.example"
+    assert load_config(path, env={}).upstream.url == "http://yaml.example"
+    from_env = load_config(path, env=env)
+    assert from_env.upstream.url == "http://env.example"  # the environment beats the file
+    assert from_env.listen.port == 9000
+    assert from_env.sources["upstream.url"] == "env CHATMEND_UPSTREAM"
+    assert from_env.sources["listen"] == "file"
+    assert from_env.sources["max_body_bytes"] == "default"
     flagged = load_config(path, env=env, upstream="http://flag.example/", port=9100, host="0.0.0.0")
     assert flagged.upstream.url == "http://flag.example"
     assert (flagged.listen.host, flagged.listen.port) == ("0.0.0.0", 9100)
+    assert flagged.sources["upstream.url"] == "flag --upstream"
+    assert flagged.sources["listen.port"] == "flag --port"
+    assert flagged.sources["listen.host"] == "flag --host"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "env", "message"),
+    [
+        ({"upstream": "ftp://x"}, {}, "--upstream: must be an absolute http"),
+        ({}, {"CHATMEND_UPSTREAM": "nope"}, "CHATMEND_UPSTREAM: must be an absolute http"),
+        ({"port": 70000}, {}, "--port: must be a port number"),
+        ({"profile": "nope"}, {}, "--profile: unknown profile"),
+    ],
+)
+def test_flag_and_env_errors_name_their_source(
+    kwargs: dict[str, Any], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(env=env, **kwargs)
+    assert str(info.value).startswith(message), str(info.value)
 
 
 def test_config_path_from_env(tmp_path: Path) -> None:
@@ -62,29 +91,95 @@ def test_the_example_file_is_the_defaults() -> None:
     assert load_config(EXAMPLE, env={}) == Config()
 
 
-#: A commented-out rule setting in the example's rules section: ``  # name: value``.
-_COMMENTED_SETTING = re.compile(r"^  # ([a-z][a-z0-9-]*): (.+)$", re.MULTILINE)
+#: A commented-out rule in the example's rules section (``  # name:  # rule default: on``) and
+#: one of its options (``  #   option: value``), one per line.
+_COMMENTED_RULE = re.compile(r"^  # ([a-z][a-z0-9-]*):  # rule default: (on|off)$")
+_COMMENTED_OPTION = re.compile(r"^  #   ([a-z_]+): (.+)$")
+#: Options the planner fills from the route (``direct_openai`` from the upstream's host): shown
+#: in the example, they would override that when uncommented, so the prose documents them.
+ROUTE_FILLED = {("responses-context-management", "direct_openai")}
+
+
+def example_rules() -> dict[str, dict[str, Any]]:
+    """The rules config.example.yaml lists, in order, each with the options shown under it
+    (checking each rule's ``rule default`` comment on the way)."""
+    section = EXAMPLE.read_text().split("\nrules:\n", 1)[1]
+    found: dict[str, dict[str, Any]] = {}
+    current = None
+    for line in section.splitlines():
+        rule, option = _COMMENTED_RULE.match(line), _COMMENTED_OPTION.match(line)
+        if rule and rule.group(1) in KNOWN_RULES:
+            current = rule.group(1)
+            found[current] = {}
+            assert (rule.group(2) == "on") is KNOWN_RULES[current].default, current
+        elif option and current is not None:
+            found[current][option.group(1)] = yaml.safe_load(option.group(2))
+        elif not line.startswith("  # ") or line.startswith("  #   "):
+            current = None  # a line that belongs to no rule's block
+    return found
 
 
 def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
-    section = EXAMPLE.read_text().split("\nrules:\n", 1)[1]
-    found = {
-        name: yaml.safe_load(value)
-        for name, value in _COMMENTED_SETTING.findall(section)
-        if name in RULES_BY_NAME  # not prose that happens to start with "word: "
-    }
-    assert list(found) == [rule.name for rule in RULES]
-    for rule in RULES:
-        value = found[rule.name]
-        if rule.options:
-            assert isinstance(value, dict), f"{rule.name}: document its options"
-            assert set(value) == {"enabled"} | {o.name for o in rule.options}
-            for option in rule.options:
-                assert value[option.name] == option.default, option.name
-            assert value["enabled"] == rule.default
-        else:
-            assert value == rule.default
-        parse_config({"rules": {rule.name: value}})  # each line is valid once uncommented
+    found = example_rules()
+    assert list(found) == [rule.name for rule in RULES] + list(RESPONSES_RULES_BY_NAME)
+    for name, options in found.items():
+        declared = {o.name: o.default for o in KNOWN_RULES[name].options}
+        shown = {k: v for k, v in declared.items() if (name, k) not in ROUTE_FILLED}
+        assert options == shown, f"{name}: document each option with its default"
+        parse_config({"rules": {name: options or None}})  # valid once uncommented
+
+
+def test_the_example_file_is_safe_to_uncomment_line_by_line() -> None:
+    """Each commented line of config.example.yaml, uncommented on its own: either not valid
+    (YAML, or a config error at start-up: loud), or a config that keeps every profile's switch
+    of every rule. The issue: `reasoning-content: {enabled: false, ...}` uncommented to change
+    the placeholder switched the rule off under deepseek and kimi."""
+    lines = EXAMPLE.read_text().splitlines()
+    baseline = _switches(load_config(EXAMPLE, env={}))
+    loaded = 0
+    rule_lines = 0
+    for number, line in enumerate(lines):
+        stripped = line.lstrip()
+        if not stripped.startswith("#"):
+            continue
+        indent = line[: len(line) - len(stripped)]
+        uncommented = [
+            *lines[:number],
+            indent + stripped[1:].removeprefix(" "),
+            *lines[number + 1 :],
+        ]
+        try:
+            data = yaml.safe_load("\n".join(uncommented))
+            config = parse_config(data if isinstance(data, dict) else {}, env={})
+        except (yaml.YAMLError, ConfigError):
+            continue
+        loaded += 1
+        rule_lines += bool(_COMMENTED_RULE.match(line))
+        assert _switches(config) == baseline, f"line {number + 1}: {line.strip()}"
+    assert rule_lines == len(KNOWN_RULES)  # every rule's line was tried and loaded
+    assert loaded > len(KNOWN_RULES)
+
+
+def test_a_rule_line_and_one_option_under_it_change_that_option_only() -> None:
+    """Uncommenting `reasoning-content:` and its `placeholder:` line: the option applies, and the
+    rule stays on exactly where the profiles switch it on."""
+    text = EXAMPLE.read_text()
+    for line in ("  # reasoning-content:  # rule default: off", '  #   placeholder: " "'):
+        assert line in text
+        text = text.replace(line, "  " + line.removeprefix("  # "), 1)
+    text = text.replace('  placeholder: " "', '  placeholder: "(thinking)"')
+    config = parse_config(yaml.safe_load(text), env={})
+    assert _switches(config) == _switches(load_config(EXAMPLE, env={}))
+    for name, plan in config.planner().plans.items():
+        for rule, ctx in plan.steps:
+            if rule.name == "reasoning-content":
+                assert ctx.options["placeholder"] == "(thinking)", name
+
+
+def _switches(config: Config) -> dict[str, list[str]]:
+    """Every profile's enforced rules, in order: what an example line must never change."""
+    plans = config.planner().plans
+    return {name: [rule.name for rule, _ in plan.steps] for name, plan in plans.items()}
 
 
 def test_rule_toggles_and_options(tmp_path: Path) -> None:

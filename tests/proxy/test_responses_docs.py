@@ -3,38 +3,28 @@ Responses body."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import orjson
-import yaml
 
 from proxy.check import REPAIRED, check_body, render_text
 from proxy.config import parse_config
 from rules.responses import RESPONSES_RULES
+from tests.proxy.test_config import ROUTE_FILLED, example_rules
+
+NAMES = {rule.name for rule in RESPONSES_RULES}
 
 ROOT = Path(__file__).resolve().parents[2]
-_COMMENTED_SETTING = re.compile(r"^  # ([a-z][a-z0-9-]*): (.+)$", re.MULTILINE)
 
 
 def test_the_example_file_lists_every_responses_rule_and_option_in_order() -> None:
-    section = (ROOT / "config.example.yaml").read_text().split("\nrules:\n", 1)[1]
-    names = {rule.name for rule in RESPONSES_RULES}
-    found = {
-        name: yaml.safe_load(value)
-        for name, value in _COMMENTED_SETTING.findall(section)
-        if name in names
-    }
+    found = {name: options for name, options in example_rules().items() if name in NAMES}
     assert list(found) == [rule.name for rule in RESPONSES_RULES]
     for rule in RESPONSES_RULES:
-        value = found[rule.name]
-        if rule.options:
-            assert set(value) == {"enabled"} | {o.name for o in rule.options}
-            assert all(value[o.name] == o.default for o in rule.options)
-            assert value["enabled"] == rule.default
-        else:
-            assert value == rule.default
-        parse_config({"rules": {rule.name: value}})
+        shown = {o.name for o in rule.options if (rule.name, o.name) not in ROUTE_FILLED}
+        assert set(found[rule.name]) == shown
+        assert all(found[rule.name][o.name] == o.default for o in rule.options if o.name in shown)
+        parse_config({"rules": {rule.name: found[rule.name] or None}})
 
 
 def test_the_readme_documents_every_responses_rule_and_option() -> None:

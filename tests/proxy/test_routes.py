@@ -320,3 +320,37 @@ def test_routes_inherit_the_top_level_and_sort_longest_prefix_first() -> None:
     assert ab.rules["empty-tool-calls"].enabled is False
     assert ab.rules["tool-call-type"].enabled is True
     assert orjson.dumps(config.default_route().name) == b'"default"'
+
+
+async def test_an_upstream_url_ending_in_v1_gets_the_path_the_client_meant(
+    aiohttp_server: Server, aiohttp_client: Client
+) -> None:
+    """``upstream.url: https://api.moonshot.ai/v1`` and a client at ``.../v1``: the request goes
+    to ``/v1/chat/completions``, not ``/v1/v1/chat/completions``; a client whose base URL has
+    no /v1 reaches the same path; on routes as on the default one."""
+    (default, default_url), (kimi, kimi_url) = (
+        await _recorder(aiohttp_server),
+        await _recorder(aiohttp_server),
+    )
+    config = parse_config(
+        {
+            "upstream": {"url": default_url + "/v1"},
+            "routes": {"kimi": {"upstream": {"url": kimi_url + "/api/v1/"}}},
+        }
+    )
+    proxy = await aiohttp_client(create_app(config))
+    for path in ("/v1/chat/completions", "/chat/completions", "/v1/models?limit=2", "/v1x/a"):
+        assert (await proxy.post(path, data=CLEAN_BODY)).status == 200
+    assert default == [
+        "/v1/chat/completions",
+        "/v1/chat/completions",
+        "/v1/models?limit=2",
+        "/v1/v1x/a",  # not the /v1 segment: appended as it came
+    ]
+    assert (await proxy.post("/kimi/v1/chat/completions", data=CLEAN_BODY)).status == 200
+    assert kimi == ["/api/v1/chat/completions"]
+    # an upstream without /v1 keeps the client's path as it is
+    plain = parse_config({"upstream": {"url": default_url}})
+    proxy = await aiohttp_client(create_app(plain))
+    assert (await proxy.get("/v1/models")).status == 200
+    assert default[-1] == "/v1/models"

@@ -1,0 +1,121 @@
+"""The profile follows the upstream host unless the operator names one (proxy/provider_hosts.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from proxy.cli import log_started
+from proxy.config import load_config, parse_config
+from proxy.provider_hosts import HOST_PROFILES, profile_for_upstream
+from rules.profiles import DEFAULT_PROFILE, PROFILES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: One real upstream URL per row of the table (as the providers document their base URLs).
+EXAMPLES = {
+    "api.deepseek.com": "https://api.deepseek.com",
+    "api.moonshot.ai": "https://api.moonshot.ai/v1",
+    "api.moonshot.cn": "https://api.moonshot.cn",
+    "api.mistral.ai": "https://api.mistral.ai",
+    "api.groq.com": "https://api.groq.com/openai",
+    "api.openai.com": "https://api.openai.com",
+    "*.openai.azure.com": "https://my-resource.openai.azure.com/openai",
+    "generativelanguage.googleapis.com": "https://generativelanguage.googleapis.com/v1beta/openai",
+    "api.x.ai": "https://api.x.ai",
+    "dashscope*.aliyuncs.com": "https://dashscope-intl.aliyuncs.com/compatible-mode",
+    "open.bigmodel.cn": "https://open.bigmodel.cn/api/paas/v4",
+    "api.z.ai": "https://api.z.ai/api/paas/v4",
+    "api.minimax*": "https://api.minimax.io",
+    "api.cerebras.ai": "https://api.cerebras.ai",
+}
+
+
+def started(data: dict[str, Any] | None = None, upstream: str | None = None) -> dict[str, Any]:
+    """The ``proxy_started`` event for a config (as ``chatmend serve --upstream`` logs it)."""
+    config = load_config(env={}, upstream=upstream) if data is None else parse_config(data)
+    with capture_logs() as logs:
+        log_started(config, listen="127.0.0.1:0")
+    return dict(next(event for event in logs if event["event"] == "proxy_started"))
+
+
+@pytest.mark.parametrize(("pattern", "profile"), HOST_PROFILES)
+def test_every_host_in_the_table_picks_its_profile(pattern: str, profile: str) -> None:
+    assert profile in PROFILES
+    url = EXAMPLES[pattern]
+    event = started(upstream=url)
+    assert event["profile"] == profile
+    assert pattern in event["profile_reason"]
+    assert event["sources"]["profile"] == "upstream host"
+    # the rules logged are the ones the chosen profile runs
+    config = load_config(env={}, upstream=url)
+    assert event["rules"] == [rule.name for rule, _ in config.planner().plans[profile].steps]
+
+
+def test_the_table_covers_every_example_and_the_readme_lists_it() -> None:
+    assert set(EXAMPLES) == {pattern for pattern, _ in HOST_PROFILES}
+    readme = (ROOT / "README.md").read_text()
+    for pattern, profile in HOST_PROFILES:
+        assert f"| `{pattern}` | `{profile}` |" in readme, pattern
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:8788", "https://llm.internal.example/v1", "https://API.x.ai.evil.example"],
+)
+def test_an_unknown_host_gets_the_documented_default(url: str) -> None:
+    profile, reason = profile_for_upstream(url)
+    assert profile == DEFAULT_PROFILE == "deepseek"
+    assert "not a known provider" in reason
+
+
+def test_host_matching_is_case_insensitive() -> None:
+    assert profile_for_upstream("https://API.Mistral.AI")[0] == "mistral"
+
+
+def test_an_explicit_profile_always_wins(tmp_path: Path) -> None:
+    moonshot = "https://api.moonshot.ai"
+    assert load_config(env={}, upstream=moonshot).profile == "kimi"
+    flagged = load_config(env={}, upstream=moonshot, profile="passthrough")
+    assert (flagged.profile, flagged.sources["profile"]) == ("passthrough", "flag --profile")
+    assert flagged.profile_reason == "profile set by flag --profile"
+    path = tmp_path / "c.yaml"
+    path.write_text("profile: mistral\n")
+    filed = load_config(path, env={}, upstream=moonshot)
+    assert (filed.profile, filed.profile_reason) == ("mistral", "profile set by file")
+    # the environment's upstream implies the profile as a flag's would
+    assert load_config(env={"CHATMEND_UPSTREAM": moonshot}).profile == "kimi"
+
+
+def test_routes_pick_their_own_profile_from_their_upstream() -> None:
+    data = {
+        "upstream": {"url": "https://api.deepseek.com"},
+        "routes": {
+            "kimi": {"upstream": {"url": "https://api.moonshot.ai"}},
+            "mistral": {"upstream": {"url": "https://api.mistral.ai"}, "profile": "passthrough"},
+            "local": {"upstream": {"url": "http://127.0.0.1:8000"}},
+        },
+    }
+    config = parse_config(data)
+    profiles = {route.name: route.profile for route in config.all_routes()}
+    assert profiles == {
+        "kimi": "kimi",
+        "mistral": "passthrough",  # its own profile: wins
+        "local": "deepseek",  # no known host: the default
+        "default": "deepseek",
+    }
+    event = started(data)
+    assert event["routes"]["kimi"]["profile"] == "kimi"
+    assert "api.moonshot.ai" in event["routes"]["kimi"]["profile_reason"]
+    assert event["routes"]["mistral"]["profile_reason"] == "routes.mistral.profile"
+    # a top-level profile the operator set is inherited by every route without its own
+    inherited = parse_config({**data, "profile": "groq"})
+    assert {r.name: r.profile for r in inherited.all_routes()} == {
+        "kimi": "groq",
+        "mistral": "passthrough",
+        "local": "groq",
+        "default": "groq",
+    }
