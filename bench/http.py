@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import peers as peer_mod
-from bench.payloads import SIZES, build
+from bench.payloads import SIZES, VARIANTS, build_variant
 from bench.procs import fleet, handle_sigterm, uvloop_available
 from bench.servers import API_KEY, default_loop, start_chatmend, start_fake, start_floor
 
@@ -183,13 +183,15 @@ class HttpRow:
         return self.measured.ratio("chatmend", "floor-json")
 
 
-def write_payloads(tmp: Path, sizes: Sequence[int]) -> dict[tuple[int, bool], Path]:
+def write_payloads(
+    tmp: Path, sizes: Sequence[int], variants: Sequence[str] = VARIANTS
+) -> dict[tuple[int, str], Path]:
     """Payload files for wrk's Lua script, one per size and variant."""
-    paths: dict[tuple[int, bool], Path] = {}
+    paths: dict[tuple[int, str], Path] = {}
     for size in sizes:
-        for broken in (False, True):
-            paths[size, broken] = tmp / f"{size}-{'broken' if broken else 'clean'}.json"
-            paths[size, broken].write_bytes(build(size, broken=broken))
+        for variant in variants:
+            paths[size, variant] = tmp / f"{size}-{variant}.json"
+            paths[size, variant].write_bytes(build_variant(size, variant))
     return paths
 
 
@@ -213,6 +215,7 @@ def run(
     rounds: int = 3,
     seconds: float = 2.0,
     peers: Sequence[str] = (),
+    variants: Sequence[str] = VARIANTS,
 ) -> HttpRun:
     """Measure every payload x concurrency, targets interleaved in each round."""
     out = HttpRun()
@@ -229,14 +232,14 @@ def run(
             out.notes.append(peer_mod.describe(peer))
         urls = dict(servers.urls)
         script = write_script(tmp)
-        refused: set[tuple[str, int, bool]] = set()
-        payloads = write_payloads(tmp, sizes)
-        for (size, broken), payload in payloads.items():
+        refused: set[tuple[str, int, str]] = set()
+        payloads = write_payloads(tmp, sizes, variants)
+        for (size, variant), payload in payloads.items():
             for conc in concurrency:
                 measured = measure(urls, script, payload, conc, rounds=rounds, seconds=seconds)
-                row = HttpRow(size, "broken" if broken else "clean", conc, measured)
+                row = HttpRow(size, variant, conc, measured)
                 out.rows.append(row)
-                refused.update((p, size, broken) for p in peers if measured.median(p).non2xx)
+                refused.update((p, size, variant) for p in peers if measured.median(p).non2xx)
                 added = measured.added("chatmend")
                 extra = "".join(
                     f", chatmend/{p} {measured.ratio('chatmend', p):.1f}" for p in peers
@@ -246,11 +249,11 @@ def run(
                     f"added p50 {added[0]:+.2f} ms p99 {added[1]:+.2f} ms{extra}",
                     file=sys.stderr,
                 )
-        for peer, size, broken in sorted(refused):
-            status, text = peer_mod.probe(urls[peer], payloads[size, broken].read_bytes())
+        for peer, size, variant in sorted(refused):
+            status, text = peer_mod.probe(urls[peer], payloads[size, variant].read_bytes())
             out.notes.append(
                 f"`{peer}` answered non-2xx to the {size}-message "
-                f"{'broken' if broken else 'clean'} payload; one probe: HTTP {status}, "
+                f"{variant} payload; one probe: HTTP {status}, "
                 f"`{' '.join(text.split())[:200]}`"
             )
     return out

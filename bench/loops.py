@@ -64,9 +64,9 @@ def run(
         upstream = start_fake(servers)
         urls = {loop: start_chatmend(servers, upstream, name=loop, loop=loop) for loop in LOOPS}
         script = write_script(tmp)
-        for (size, broken), payload in write_payloads(tmp, sizes).items():
+        for (size, variant), payload in write_payloads(tmp, sizes, ("clean", "broken")).items():
             measured = measure(urls, script, payload, concurrency, rounds=rounds, seconds=seconds)
-            rows.append(LoopRow(size, "broken" if broken else "clean", concurrency, measured))
+            rows.append(LoopRow(size, variant, concurrency, measured))
             print(
                 f"  loops {size} {rows[-1].variant} c={concurrency}: "
                 f"uvloop/asyncio {rows[-1].ratio:.2f}",

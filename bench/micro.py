@@ -3,10 +3,10 @@
 For each payload size, clean and broken, one run measures interleaved round by round:
 
 - ``baseline``: ``orjson.dumps(orjson.loads(body))``, the least any JSON-aware proxy pays;
-- ``pipeline``: ``proxy.sanitize.sanitize_body(body, steps)`` with the default steps (parse,
-  the rules, serialize only if something changed);
-- each rule alone: ``rule.apply(messages, ctx)`` on the already parsed messages (rules never
-  mutate their input, so one parsed list serves every call).
+- ``pipeline``: ``proxy.sanitize.sanitize_body(body, plan)`` under the default profile's plan
+  (parse, the one walk, the rules it wakes, serialize only if something changed);
+- ``parse`` (``orjson.loads`` alone) and ``walk`` (``rules.scan.scan`` on the parsed messages):
+  what a clean request costs.
 
 Each subject is timed with ``time.perf_counter_ns`` over a loop calibrated to ~``target_ms``;
 a round times every subject once; the figures are medians over the rounds, and the ratio
@@ -27,9 +27,10 @@ from typing import Any
 
 import orjson
 
-from bench.payloads import SIZES, build
+from bench.payloads import SIZES, VARIANTS, build_variant
 from proxy.sanitize import sanitize_body
-from rules import RULES, Rule, RuleContext, default_steps, lone_surrogates, memo
+from rules import scan
+from rules.planner import Plan, Planner
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,8 @@ class MicroRow:
     pipeline_us: float
     #: Median of the per-round ratios pipeline / baseline.
     ratio: float
-    #: Rule name -> median µs per call of that rule alone.
+    #: ``parse`` and ``walk``: median µs of the body's parse alone and of the one walk of
+    #: rules/scan.py over its messages (the clean path's two costs).
     rule_us: dict[str, float]
 
     @property
@@ -73,32 +75,21 @@ def _calibrate(fn: Callable[[], object], target_ns: float) -> int:
 
 def measure(
     body: bytes,
-    steps: Sequence[tuple[Rule, RuleContext]],
+    plan: Plan,
     *,
     rounds: int = 9,
     target_ms: float = 15.0,
 ) -> tuple[float, float, float, dict[str, float]]:
-    """(baseline µs, pipeline µs, paired ratio, {rule: µs}) for one body."""
+    """(baseline µs, pipeline µs, paired ratio, {part: µs}) for one body: the parts are the
+    parse alone and the one walk of rules/scan.py on the parsed messages."""
     messages: list[Any] = orjson.loads(body)["messages"]
 
-    def baseline() -> object:
-        return orjson.dumps(orjson.loads(body))
-
-    def pipeline() -> object:
-        return sanitize_body(body, steps)
-
-    def rule_alone(rule: Rule, ctx: RuleContext) -> Callable[[], object]:
-        def once() -> object:
-            memo.clear()  # each rule alone pays for its prescan, shared ones included
-            return rule.apply(messages, ctx)
-
-        return once
-
-    subjects: dict[str, Callable[[], object]] = {"baseline": baseline, "pipeline": pipeline}
-    for rule, ctx in steps:
-        if rule.name == lone_surrogates.NAME:
-            continue  # sanitize_body skips it for bodies orjson reads: they cannot hold one
-        subjects[rule.name] = rule_alone(rule, ctx)
+    subjects: dict[str, Callable[[], object]] = {
+        "baseline": lambda: orjson.dumps(orjson.loads(body)),
+        "pipeline": lambda: sanitize_body(body, plan),
+        "parse": lambda: orjson.loads(body),
+        "walk": lambda: scan.scan(messages),
+    }
     loops = {name: _calibrate(fn, target_ms * 1e6) for name, fn in subjects.items()}
     samples: dict[str, list[float]] = {name: [] for name in subjects}
     ratios: list[float] = []
@@ -108,54 +99,39 @@ def measure(
             samples[name].append(_loop_ns(fn, loops[name]) / 1000)
         ratios.append(samples["pipeline"][-1] / samples["baseline"][-1])
     median = {name: statistics.median(values) for name, values in samples.items()}
-    rule_us = {rule.name: median[rule.name] for rule, _ in steps if rule.name in median}
-    return median["baseline"], median["pipeline"], statistics.median(ratios), rule_us
+    parts = {"parse": median["parse"], "walk": median["walk"]}
+    return median["baseline"], median["pipeline"], statistics.median(ratios), parts
 
 
 def run(
     sizes: Sequence[int] = SIZES, *, rounds: int = 9, target_ms: float = 15.0
 ) -> list[MicroRow]:
-    steps = default_steps(RULES)
+    """Every size and variant under the default profile's plan (what ``make run`` serves)."""
+    plan = Planner().plan("deepseek-chat")
     rows: list[MicroRow] = []
     for size in sizes:
-        for broken in (False, True):
-            body = build(size, broken=broken)
-            changes = len(sanitize_body(body, steps).changes)
-            base, pipe, ratio, rule_us = measure(body, steps, rounds=rounds, target_ms=target_ms)
-            variant = "broken" if broken else "clean"
-            rows.append(MicroRow(size, variant, len(body), changes, base, pipe, ratio, rule_us))
+        for variant in VARIANTS:
+            body = build_variant(size, variant)
+            changes = len(sanitize_body(body, plan).changes)
+            base, pipe, ratio, parts = measure(body, plan, rounds=rounds, target_ms=target_ms)
+            rows.append(MicroRow(size, variant, len(body), changes, base, pipe, ratio, parts))
     return rows
 
 
 def table(rows: Sequence[MicroRow]) -> str:
-    """Two markdown tables: the pipeline against the baseline, and µs/message per rule."""
+    """The pipeline against the baseline, with what the clean path spends: parse and walk."""
     lines = [
         "| messages | payload | KB | changes | orjson µs | sanitize µs | ratio | "
-        "orjson MB/s | sanitize MB/s | sanitize µs/msg |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "parse µs | walk µs | sanitize µs/msg | walk µs/msg |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines.extend(
         f"| {r.messages} | {r.variant} | {r.size_bytes / 1024:.1f} | {r.changes} "
         f"| {r.baseline_us:,.0f} | {r.pipeline_us:,.0f} | **{r.ratio:.2f}** "
-        f"| {r.baseline_mb_s:.0f} | {r.pipeline_mb_s:.0f} "
-        f"| {r.per_message(r.pipeline_us):.2f} |"
+        f"| {r.rule_us['parse']:,.0f} | {r.rule_us['walk']:,.0f} "
+        f"| {r.per_message(r.pipeline_us):.2f} | {r.per_message(r.rule_us['walk']):.2f} |"
         for r in rows
     )
-    names = list(rows[0].rule_us) if rows else []
-    lines += [
-        "",
-        "Each rule alone on the parsed messages, µs per message (median). Alone, each rule pays"
-        " its own prescan; in the pipeline the four pairing rules share one (rules/memo.py), so"
-        " the sum overstates the pipeline's cost. `lone-surrogates` is not listed: the proxy"
-        " skips it for bodies orjson reads, which cannot hold a lone surrogate.",
-        "",
-        "| messages | payload | " + " | ".join(f"`{n}`" for n in names) + " | sum of rules |",
-        "|---:|---|" + "---:|" * (len(names) + 1),
-    ]
-    for r in rows:
-        cells = " | ".join(f"{r.per_message(r.rule_us[n]):.3f}" for n in names)
-        total = r.per_message(sum(r.rule_us.values()))
-        lines.append(f"| {r.messages} | {r.variant} | {cells} | {total:.3f} |")
     return "\n".join(lines)
 
 

@@ -5,10 +5,14 @@
 results, and short assistant answers. Sizes are those of real coding-agent transcripts
 (500 messages ~ 270 KB).
 
-The *clean* variant is accepted by a strict provider as it stands (chatmend changes nothing).
-The *broken* variant is the same walk with a defect in roughly 5-10 % of the turns: split
-assistant turns, ``tool_calls: []``, Kimi-style ids reused by later turns (``functions.bash:0``)
-and truncated or trailing-comma ``arguments``.
+The *clean* variants are accepted by a strict provider as they stand (chatmend changes nothing),
+in the shapes real agents send (``VARIANTS``): ``clean`` (tool-call turns with ``null`` content
+or a short thought), ``clean-empty`` (``"content": ""`` on every tool-call turn, as LangChain and
+many agents send it) and ``clean-kimi`` (``""`` and Kimi's ``functions.<name>:<n>`` ids, numbered
+through the session). The *broken* variant is the same walk with a defect in roughly 5-10 % of
+the turns: split assistant turns, ``tool_calls: []``, Kimi-style ids reused by later turns
+(``functions.bash:0``), truncated or trailing-comma ``arguments``, and an agent's bookkeeping
+keys (``timestamp`` on messages, a Responses ``call_id`` on calls).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Any
 import orjson
 
 SIZES: tuple[int, ...] = (10, 100, 500, 2000)
+#: The payload variants every benchmark measures, clean ones first.
+VARIANTS: tuple[str, ...] = ("clean", "clean-empty", "clean-kimi", "broken")
 SEED = 7
 
 _TOOLS = ("bash", "read_file", "write_file", "grep", "list_dir")
@@ -31,7 +37,7 @@ _PROSE = (
 _WORDS = tuple(_PROSE.split())
 _DEFECT_RATE = 0.08
 _TURN_DEFECTS = ("split", "reused_id", "truncated", "trailing_comma")
-_DEFECTS = (*_TURN_DEFECTS, "empty_tool_calls")
+_DEFECTS = (*_TURN_DEFECTS, "empty_tool_calls", "bookkeeping")
 
 
 def _text(rng: random.Random, lo: int, hi: int) -> str:
@@ -79,9 +85,11 @@ def _arguments(rng: random.Random, tool: str) -> dict[str, Any]:
 
 
 class _Builder:
-    def __init__(self, n: int, broken: bool, seed: int) -> None:
+    def __init__(self, n: int, broken: bool, seed: int, shape: str = "clean") -> None:
         self.n = n
         self.broken = broken
+        #: ``clean``, ``clean-empty`` or ``clean-kimi`` (see ``VARIANTS``).
+        self.shape = shape
         self.rng = random.Random(seed * 1_000_003 + n)
         self.messages: list[dict[str, Any]] = []
         self.next_id = 0
@@ -106,7 +114,11 @@ class _Builder:
         return self.rng.choice(_TURN_DEFECTS)
 
     def user(self) -> None:
-        self.messages.append({"role": "user", "content": _text(self.rng, 80, 400)})
+        message = {"role": "user", "content": _text(self.rng, 80, 400)}
+        if self.broken and self.rng.random() < 0.2:
+            message["timestamp"] = f"2026-11-30T10:{self.rng.randint(0, 59):02d}:00Z"
+            self.defects["bookkeeping"] += 1
+        self.messages.append(message)
 
     def answer(self) -> None:
         message: dict[str, Any] = {"role": "assistant", "content": _text(self.rng, 60, 300)}
@@ -127,6 +139,9 @@ class _Builder:
             if defect == "reused_id":
                 # Kimi numbers calls per turn, not per session: later turns reuse the ids
                 call_id = f"functions.{tool}:{len(tool_calls)}"
+            elif self.shape == "clean-kimi":
+                call_id = f"functions.{tool}:{self.next_id}"
+                self.next_id += 1
             else:
                 call_id = f"call_{self.next_id:06d}_{rng.getrandbits(40):010x}"
                 self.next_id += 1
@@ -147,6 +162,8 @@ class _Builder:
         if defect is not None:
             self.defects[defect] += 1
         thought = _text(rng, 40, 200) if rng.random() < 0.5 else None
+        if self.shape != "clean":
+            thought = ""
         if defect == "split":
             self.messages.append({"role": "assistant", "content": thought or _text(rng, 40, 200)})
             self.messages.append({"role": "assistant", "content": None, "tool_calls": tool_calls})
@@ -154,6 +171,10 @@ class _Builder:
             self.messages.append(
                 {"role": "assistant", "content": thought, "tool_calls": tool_calls}
             )
+        if self.broken and rng.random() < 0.1:
+            # an agent's bookkeeping: a Responses call_id kept on the chat call
+            tool_calls[0]["call_id"] = f"fc_{self.next_id:06d}"
+            self.defects["bookkeeping"] += 1
         for tool_call in tool_calls:
             self.messages.append(
                 {
@@ -178,16 +199,27 @@ class _Builder:
         return self.messages[: self.n]
 
 
-def build_messages(n: int, *, broken: bool = False, seed: int = SEED) -> list[dict[str, Any]]:
+def build_messages(
+    n: int, *, broken: bool = False, seed: int = SEED, shape: str = "clean"
+) -> list[dict[str, Any]]:
     """Exactly ``n`` messages of an agent transcript (``n`` >= 2)."""
-    return _Builder(n, broken, seed).build()
+    return _Builder(n, broken, seed, shape).build()
 
 
-def build(n: int, *, broken: bool = False, seed: int = SEED) -> bytes:
+def build_variant(n: int, variant: str, *, seed: int = SEED) -> bytes:
+    """The body of ``n`` messages of one of ``VARIANTS``."""
+    if variant == "broken":
+        return build(n, broken=True, seed=seed)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}")
+    return build(n, seed=seed, shape=variant)
+
+
+def build(n: int, *, broken: bool = False, seed: int = SEED, shape: str = "clean") -> bytes:
     """A chat-completions request body with ``n`` messages."""
     payload = {
         "model": "deepseek-chat",
-        "messages": build_messages(n, broken=broken, seed=seed),
+        "messages": build_messages(n, broken=broken, seed=seed, shape=shape),
         "tools": [
             {
                 "type": "function",
@@ -214,7 +246,6 @@ def defect_counts(n: int, *, seed: int = SEED) -> dict[str, int]:
 
 if __name__ == "__main__":
     for size in SIZES:
-        for is_broken in (False, True):
-            body = build(size, broken=is_broken)
-            label = "broken" if is_broken else "clean"
-            print(f"{size:5d} {label:6s} {len(body) / 1024:8.1f} KB")
+        for variant in VARIANTS:
+            body = build_variant(size, variant)
+            print(f"{size:5d} {variant:11s} {len(body) / 1024:8.1f} KB")

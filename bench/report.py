@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import http, loops, micro, streams
+from bench.payloads import VARIANTS
 
-CLEAN_TARGET = 0.95
+CLEAN_TARGET = 1.0
 BROKEN_TARGET = 0.80
 SANITIZER_TARGET = 1.5
 LITELLM_TARGET = 10.0
@@ -46,7 +47,7 @@ def _where(row: http.HttpRow) -> str:
 
 
 def _min_ratio(rows: Sequence[http.HttpRow], variant: str, limit: float, name: str) -> Target:
-    chosen = [r for r in rows if r.variant == variant and not math.isnan(r.ratio)]
+    chosen = [r for r in rows if r.variant.startswith(variant) and not math.isnan(r.ratio)]
     if not chosen:
         return Target(name, "not measured", None)
     worst = min(chosen, key=lambda r: r.ratio)
@@ -170,7 +171,7 @@ def plot(res: Results, path: Path) -> bool:
     panels = 3 if rows else 1
     fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.8), squeeze=False)
     ax = axes[0][0]
-    for variant in ("clean", "broken"):
+    for variant in VARIANTS:
         mrows = [r for r in res.micro_rows if r.variant == variant]
         ax.plot([r.messages for r in mrows], [r.ratio for r in mrows], marker="o", label=variant)
     ax.axhline(SANITIZER_TARGET, color="grey", linestyle="--", label="target (broken) 1.5x")
@@ -183,14 +184,14 @@ def plot(res: Results, path: Path) -> bool:
     ax.legend()
     if rows:
         ax = axes[0][1]
-        for variant in ("clean", "broken"):
+        for variant in VARIANTS:
             for conc in sorted({r.concurrency for r in rows}):
                 sel = [r for r in rows if r.variant == variant and r.concurrency == conc]
                 ax.plot(
                     [r.messages for r in sel],
                     [r.ratio for r in sel],
                     marker="o",
-                    linestyle="-" if variant == "clean" else ":",
+                    linestyle=":" if variant == "broken" else "-",
                     label=f"{variant}, c={conc}",
                 )
         ax.axhline(CLEAN_TARGET, color="grey", linestyle="--", label=f"target clean {CLEAN_TARGET}")

@@ -78,9 +78,9 @@ def run(
         env = {"BENCH_UPSTREAM_KEY": "sk-held-by-chatmend", "BENCH_CLIENT_TOKENS": API_KEY}
         urls["routes"] = servers.start("routes", [*command, "--port", str(port)], port, env=env)
         script = write_script(tmp)
-        for (size, broken), payload in write_payloads(tmp, sizes).items():
+        for (size, variant), payload in write_payloads(tmp, sizes, ("clean", "broken")).items():
             measured = measure(urls, script, payload, concurrency, rounds=rounds, seconds=seconds)
-            rows.append(WorkersRow(size, "broken" if broken else "clean", concurrency, measured))
+            rows.append(WorkersRow(size, variant, concurrency, measured))
             print(
                 f"  workers {size} {rows[-1].variant} c={concurrency}: "
                 f"two/one {measured.ratio('two', 'one'):.2f}, "

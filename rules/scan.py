@@ -43,6 +43,8 @@ CALL_TYPE: Final = "call_type"
 #: A content that is a list, or a bare object.
 LIST_CONTENT: Final = "list_content"
 DICT_CONTENT: Final = "dict_content"
+#: ``tool_calls`` null or ``[]``.
+EMPTY_TOOL_CALLS: Final = "empty_tool_calls"
 #: An assistant without calls and without content.
 EMPTY_ASSISTANT: Final = "empty_assistant"
 #: ``null:<role>``: a message of that role (not an assistant with calls) with null or no content.
@@ -96,7 +98,13 @@ def scan(messages: list[Any]) -> frozenset[str] | None:
                 found.add(ADJACENT_ASSISTANTS)
             after_assistant = True
             listed = message.get("tool_calls", _ABSENT)
-            if listed is _ABSENT:
+            if listed is _ABSENT or listed is None or listed == []:
+                # no calls (`tool_calls` null or [] is a defect of its own, and then the
+                # message reads as one without calls to every content rule)
+                if listed is not _ABSENT:
+                    found.add(EMPTY_TOOL_CALLS)
+                if type(listed) is list:
+                    calls, n = listed, 0  # a block of no call: a tool message after it is stray
                 if not (type(content) is str and content) and not (
                     content is not _ABSENT and has_content(message)
                 ):
@@ -104,8 +112,8 @@ def scan(messages: list[Any]) -> frozenset[str] | None:
                 if type(content) is not str and _content(found, content, role) is None:
                     return None
                 continue
-            if type(listed) is not list or not listed:
-                return None  # null or [] changes what every content rule reads: run them all
+            if type(listed) is not list:
+                return None
             for call in listed:
                 if type(call) is not dict:
                     return None

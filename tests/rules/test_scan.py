@@ -80,6 +80,6 @@ def test_client_shaped_sessions_set_no_signal_the_default_profile_acts_on() -> N
 def test_anything_the_walk_does_not_model_runs_every_rule() -> None:
     assert scan.scan([{"role": "user", "content": "x"}, None]) is None
     assert scan.scan([{"role": 3, "content": "x"}]) is None
-    assert scan.scan([{"role": "assistant", "content": None, "tool_calls": []}]) is None
+    assert scan.scan([{"role": "assistant", "content": None, "tool_calls": "x"}]) is None
     assert scan.scan([{"role": "assistant", "content": None, "tool_calls": ["x"]}]) is None
     assert scan.scan([{"role": "user", "content": 5}]) is None
