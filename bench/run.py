@@ -6,7 +6,7 @@ Sections, in order: the in-process sanitizer micro-benchmark (``bench.micro``), 
 servers; Ctrl-C or SIGTERM stops them too.
 
 Run: ``.venv/bin/python -m bench.run [--quick] [--peers litellm] [--no-http] [--no-streams]
-[--no-loops] [--rounds N] [--seconds S] [--out DIR]`` (``make bench PEERS=litellm ARGS=--quick``).
+[--no-loops] [--rounds N] [--seconds S] [--sizes 100,500] [--concurrency 1,16,64] [--out DIR]`` (``make bench PEERS=litellm ARGS=--quick``).
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--out", type=Path, default=RESULTS, help="directory for latest.md and latest.png"
     )
+    parser.add_argument("--sizes", default="", help="comma-separated HTTP payload sizes")
+    parser.add_argument("--concurrency", default="", help="comma-separated HTTP concurrencies")
     args = parser.parse_args(argv)
     handle_sigterm()
     peer_names = peers.parse(args.peers)
@@ -78,9 +80,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         res.http_skipped = res.loops_skipped = "`wrk` is not installed"
     else:
         print("HTTP benchmark (wrk) ...")
+        sizes = http.QUICK_SIZES if args.quick else SIZES
+        concurrency = http.QUICK_CONCURRENCY if args.quick else http.CONCURRENCY
         res.http = http.run(
-            sizes=http.QUICK_SIZES if args.quick else SIZES,
-            concurrency=http.QUICK_CONCURRENCY if args.quick else http.CONCURRENCY,
+            sizes=tuple(int(n) for n in args.sizes.split(",")) if args.sizes else sizes,
+            concurrency=(
+                tuple(int(n) for n in args.concurrency.split(","))
+                if args.concurrency
+                else concurrency
+            ),
             rounds=rounds,
             seconds=seconds,
             peers=peer_names,
