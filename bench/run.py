@@ -6,7 +6,8 @@ Sections, in order: the in-process sanitizer micro-benchmark (``bench.micro``), 
 servers; Ctrl-C or SIGTERM stops them too.
 
 Run: ``.venv/bin/python -m bench.run [--quick] [--peers litellm] [--no-http] [--no-streams]
-[--no-loops] [--rounds N] [--seconds S] [--sizes 100,500] [--concurrency 1,16,64] [--out DIR]`` (``make bench PEERS=litellm ARGS=--quick``).
+[--no-loops] [--rounds N] [--seconds S] [--sizes 100,500] [--concurrency 1,16,64] [--out DIR]``
+(``make bench PEERS=litellm ARGS=--quick``).
 """
 
 from __future__ import annotations
