@@ -8,7 +8,9 @@ import openai
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient
+from structlog.testing import capture_logs
 
+from tests.client_shapes import SESSIONS
 from tests.fake_upstream import FakeUpstream, strict_errors
 from tests.transcripts import BROKEN, DROPPED
 
@@ -65,3 +67,23 @@ async def test_sdk_sees_the_upstream_error_unchanged(proxy: Client, fake: FakeUp
         with pytest.raises(openai.BadRequestError) as info:
             await client.chat.completions.create(model="deepseek-chat", messages=cast(Any, broken))
     assert "must be followed by tool messages responding to each 'tool_call_id'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "session", ["openai_sdk_null", "langchain_empty_string", "content_absent", "kimi_ids"]
+)
+async def test_a_standard_transcript_reaches_the_upstream_as_the_sdk_wrote_it(
+    session: str, proxy: Client, fake: FakeUpstream
+) -> None:
+    """Minimal intervention, as users run it: the default profile logs no rewrite and the
+    upstream gets the SDK's own bytes for `""`, `null` or no content next to tool calls."""
+    async with sdk(proxy) as client:
+        with capture_logs() as logs:
+            raw = await client.chat.completions.with_raw_response.create(
+                model="deepseek-chat", messages=cast(Any, SESSIONS[session])
+            )
+    assert raw.headers["X-Chatmend-Changes"] == "0"
+    assert [e for e in logs if e["event"] in ("payload_sanitized", "payload_reported")] == []
+    sent = fake.received[-1].body
+    assert orjson.loads(sent)["messages"] == SESSIONS[session]
+    assert strict_errors(orjson.loads(sent)) == []
