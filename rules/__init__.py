@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules import (
+    codex_call_ids,
     consecutive_assistant_messages,
     consecutive_user_messages,
     developer_role,
@@ -48,6 +49,11 @@ RULES: tuple[Rule, ...] = (
     #    as the agent stored it (a merge across its seam would hide the replay), and the replay
     #    repeats every tool-call id, which the id rules below would otherwise rename and keep.
     replayed_history.RULE,
+    # Codex call ids right after: every later rule pairs a result with its call by `id` (the
+    #    merge, the id renames, displaced/missing/orphan/unanswered), and the aliases must be read
+    #    before the key rules strip `call_id` from the calls; after replayed-history, so a doubled
+    #    transcript is collapsed first and each alias is declared by the one copy that stays.
+    codex_call_ids.RULE,
     # Roles and keys in the upstream's schema before any rule reads them: `developer` is a
     #    system message to the system rules below, and no merge carries a key the upstream
     #    refuses (`timestamp`, `reasoning_content`, hermes E16).
