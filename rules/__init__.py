@@ -35,6 +35,7 @@ from rules import (
     trailing_assistant,
     unanswered_tool_calls,
     unknown_message_fields,
+    unknown_roles,
 )
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.pipeline import PipelineResult, RuleFailure, clone, default_steps, run_rules
@@ -58,6 +59,11 @@ RULES: tuple[Rule, ...] = (
     #    system message to the system rules below, and no merge carries a key the upstream
     #    refuses (`timestamp`, `reasoning_content`, hermes E16).
     developer_role.RULE,
+    # Messages with a role the provider does not know go before any rule reads roles (the
+    #    merges, the pairing blocks, the sequence rules) and after `developer` became `system`
+    #    where only that is known; an assistant pair or a tool block the removed record stood
+    #    between is then adjacent for the rules below to merge or pair.
+    unknown_roles.RULE,
     unknown_message_fields.RULE,
     # Reasoning back on the tool-call turns as the client sent them, before any rule merges
     #    turns, renames ids or repairs arguments: the stash's keys are the calls the model

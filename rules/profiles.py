@@ -15,6 +15,7 @@ from typing import Any
 
 from rules import RULES
 from rules.contract import DEFAULT_CONTRACT, Contract, fields, ids, reasoning
+from rules.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
 
 Settings = Mapping[str, bool | Mapping[str, Any]]
 
@@ -45,13 +46,17 @@ def _without(base: Contract, *codes: str) -> Contract:
     return {code: opts for code, opts in base.items() if code not in codes}
 
 
-_QWEN_ROLES = ("system", "assistant", "user", "tool", "function")
 _GLM_1214 = "The messages parameter is illegal. Please check the documentation."
 
 # --- The pairing core: every strict provider applies it, in its own words (1.A) -------------------
 
-#: The DeepSeek-style core (the default contract) without deepseek-reasoner's alternation check.
-PAIRING: Contract = _without(DEFAULT_CONTRACT, "successive_assistant")
+#: The DeepSeek-style core (the default contract) without deepseek-reasoner's alternation check,
+#: plus OpenAI's role list (a provider that copies OpenAI's schema refuses any other role; a
+#: profile whose provider knows fewer overrides ``roles`` and its rule option alike).
+PAIRING: Contract = _contract(
+    _without(DEFAULT_CONTRACT, "successive_assistant"),
+    unknown_role={"text": fields.OPENAI_UNKNOWN_ROLE_TEXT, "roles": list(OPENAI_ROLES)},
+)
 
 _OPENAI_PAIRING = _contract(
     PAIRING,
@@ -76,6 +81,7 @@ _OPENAI_PAIRING = _contract(
 #: Messages in DeepSeek's serde shape: roles it knows, no images, string contents (1.B, 1.C).
 _DEEPSEEK_SHAPE: Settings = {
     "developer-role": True,
+    "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
     "image-parts": {"enabled": True, "action": "strip"},
     "text-part-arrays": True,
     "null-content": True,
@@ -138,6 +144,7 @@ KIMI = Profile(
     "Moonshot / Kimi (api.moonshot.ai, api.moonshot.cn, kimi-code); tool ids are preserved",
     rules={
         "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
         "text-part-arrays": True,
         "tool-call-content": {"enabled": True, "shape": "omit"},
         # row 174: "tool call" is the placeholder cc-switch sends Kimi (farion1231/cc-switch#2365)
@@ -169,7 +176,7 @@ KIMI = Profile(
             "type []object) is illegal, and object is not acceptable"
         },
         # 1.B, Kimi and Qwen via OpenRouter (can1357/oh-my-pi#843)
-        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(_QWEN_ROLES)},
+        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
     ),
 )
 
@@ -178,6 +185,7 @@ MISTRAL = Profile(
     "Mistral (api.mistral.ai; vLLM --tokenizer-mode mistral, NVIDIA NIM)",
     rules={
         "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
         "unknown-message-fields": {"enabled": True, "deny": ["name"]},
         "tool-call-ids": {"enabled": True, "format": "mistral9"},
         "function-names": {"enabled": True, "pattern": "strict"},
@@ -207,6 +215,12 @@ MISTRAL = Profile(
         unexpected_role_order={},  # 1.B, Mistral (datapizza-labs/datapizza-ai#98)
         conversation_start={},  # 1.B, mistral-common validator.py
         trailing_assistant={},  # 1.B, Mistral (NEKOparapa/AiNiee#641)
+        # mistral-common's four roles (inferred wording, see fields.MISTRAL_ROLE_TEXT)
+        unknown_role={
+            "text": fields.MISTRAL_ROLE_TEXT,
+            "status": 422,
+            "roles": list(DEEPSEEK_ROLES),
+        },
     ),
     envelope="mistral",
 )
@@ -251,6 +265,7 @@ QWEN = Profile(
     "Qwen / DashScope (Bailian, Qwen Portal) and Qwen3.5+ chat templates",
     rules={
         "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
         "text-part-arrays": True,
         "system-messages": {"enabled": True, "later": "hoist"},
         "leading-user-message": True,
@@ -275,7 +290,7 @@ QWEN = Profile(
         no_user_message={},  # 1.B, DashScope (agentscope-ai/agentscope-java#613)
         content_object={},  # 1.C, DashScope (felinics/Memoh#744)
         # 1.B, Qwen (earendil-works/pi#5117)
-        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(_QWEN_ROLES)},
+        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
         empty_tools={},
     ),
 )
