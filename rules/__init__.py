@@ -26,6 +26,7 @@ from rules import (
     replayed_history,
     system_messages,
     text_part_arrays,
+    thinking_parts,
     thinking_tool_choice,
     tool_call_content,
     tool_call_ids,
@@ -64,6 +65,12 @@ RULES: tuple[Rule, ...] = (
     #    where only that is known; an assistant pair or a tool block the removed record stood
     #    between is then adjacent for the rules below to merge or pair.
     unknown_roles.RULE,
+    # Anthropic thinking parts out of assistant content before the key allowlist (which then
+    #    judges the `reasoning_content` they may become, so no later rule adds a key the upstream
+    #    refuses), before reasoning-content (a moved text is that turn's reasoning, not a
+    #    placeholder's place), and before text-part-arrays and empty-tool-calls, which collapse
+    #    the text parts left behind and remove a turn left with nothing.
+    thinking_parts.RULE,
     unknown_message_fields.RULE,
     # Reasoning back on the tool-call turns as the client sent them, before any rule merges
     #    turns, renames ids or repairs arguments: the stash's keys are the calls the model

@@ -77,7 +77,9 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         return Outcome(messages)  # the common case: no call carries an alias
     changes: list[Change] = []
     # 1. A call with an alias and no usable id takes the alias as its id.
-    fixed = rewrite_at(messages, suspects, lambda index, message: _fill_ids(index, message, changes))
+    fixed = rewrite_at(
+        messages, suspects, lambda index, message: _fill_ids(index, message, changes)
+    )
     # 2. Every id a call carries (after 1): an alias equal to one of them is ambiguous.
     ids: set[str] = set()
     for message in fixed:
@@ -175,7 +177,7 @@ RULE = Rule(
     summary="Pair tool results that answer a call's Codex call_id with the call's id.",
     defect="a tool result naming its call's Codex `call_id` (or `response_item_id`) instead of "
     "its `id`, or a call with only a `call_id`: the result is dropped as an orphan and its call "
-    "stubbed (hermes-agent #58168, #55626), or the call left unanswered: \"An assistant message "
+    'stubbed (hermes-agent #58168, #55626), or the call left unanswered: "An assistant message '
     "with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'\"",
     repair="the result's `tool_call_id` becomes the call's `id` (the latest call carrying that "
     "alias; the k-th result of a turn answers its k-th call carrying it); a call without a usable "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules import RULES
-from rules.contract import DEFAULT_CONTRACT, Contract, fields, ids, reasoning
+from rules.contract import DEFAULT_CONTRACT, Contract, content, fields, ids, reasoning
 from rules.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
 
 Settings = Mapping[str, bool | Mapping[str, Any]]
@@ -82,6 +82,8 @@ _OPENAI_PAIRING = _contract(
 _DEEPSEEK_SHAPE: Settings = {
     "developer-role": True,
     "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
+    # 1.C content as array and 1.D rows 169/170: DeepSeek reads the thinking as reasoning_content
+    "thinking-parts": {"enabled": True, "action": "reasoning_content"},
     "image-parts": {"enabled": True, "action": "strip"},
     "text-part-arrays": True,
     "null-content": True,
@@ -95,7 +97,8 @@ DEEPSEEK = Profile(
         **_DEEPSEEK_SHAPE,
         "empty-tools": True,
         "thinking-tool-choice": True,
-        "reasoning-content": True,
+        # docs/providers.md, DeepSeek: plain turns of a tool loop need the field too
+        "reasoning-content": {"enabled": True, "plain_turns": True},
     },
     contract=_contract(
         DEFAULT_CONTRACT,
@@ -106,7 +109,9 @@ DEEPSEEK = Profile(
         content_missing={},  # 1.C, DeepSeek (pig-mesh/deepseek4j#40)
         content_not_string={},  # 1.C, DeepSeek (moeru-ai/airi#1222)
         content_object={},  # 1.C, DashScope-style (felinics/Memoh#744)
-        reasoning_content_missing={},  # 1.D row 170, DeepSeek V4 (anomalyco/opencode#24083)
+        # 1.D row 170, DeepSeek V4 (anomalyco/opencode#24083); plain turns of a tool loop too
+        # (hermes-agent PR #14941, docs/providers.md)
+        reasoning_content_missing={"plain_turns": True},
     ),
     variants=(("deepseek-reasoner*", "deepseek-reasoner"),),
 )
@@ -145,6 +150,7 @@ KIMI = Profile(
     rules={
         "developer-role": True,
         "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
+        "thinking-parts": {"enabled": True, "action": "reasoning_content"},  # 1.D row 174
         "text-part-arrays": True,
         "tool-call-content": {"enabled": True, "shape": "omit"},
         # row 174: "tool call" is the placeholder cc-switch sends Kimi (farion1231/cc-switch#2365)
@@ -359,11 +365,16 @@ XAI = Profile(
     "xAI Grok (api.x.ai): every message needs a content element",
     rules={
         "developer-role": True,
+        "thinking-parts": True,
         "text-part-arrays": True,
         "null-content": True,
         "tool-call-content": {"enabled": True, "shape": "empty"},
     },
-    contract=_contract(PAIRING, no_content_element={}),  # 1.C, xAI (langchain-ai/langchain#34140)
+    contract=_contract(
+        PAIRING,
+        no_content_element={},  # 1.C, xAI (langchain-ai/langchain#34140)
+        thinking_part={"text": content.XAI_SINGLE_TEXT},  # 1.C, xAI (nocmt/LLMSearchPlus#2)
+    ),
 )
 
 OPENAI = Profile(
@@ -371,6 +382,7 @@ OPENAI = Profile(
     "OpenAI (api.openai.com) Chat Completions: `developer` is kept, images only in user messages",
     rules={
         "empty-tools": True,
+        "thinking-parts": True,
         "image-parts": {"enabled": True, "action": "relocate"},
         "tool-call-ids": {"enabled": True, "format": "max40"},
         "function-names": {"enabled": True, "pattern": "strict"},
@@ -384,6 +396,7 @@ OPENAI = Profile(
         tool_call_id_format={"format": "max40", "text": ids.OPENAI_ID_LENGTH_TEXT},
         function_name_invalid={"text": ids.OPENAI_NAME_TEXT},  # 1.A (mcp-use/mcp-use#90)
         content_null={},  # 1.C, OpenAI/Azure (langchain-ai/langchainjs#4153)
+        thinking_part={},  # 1.C, OpenAI unknown part type (aallam/openai-kotlin#320)
     ),
 )
 

@@ -76,7 +76,7 @@ RULE = Rule(
     name=NAME,
     summary="Remove messages whose role the provider does not know.",
     defect="a message with a role outside the provider's enum (an agent's `session_meta` "
-    "record): DeepSeek \"unknown variant `session_meta`, expected one of `system`, `user`, "
+    'record): DeepSeek "unknown variant `session_meta`, expected one of `system`, `user`, '
     "`assistant`, `tool`\", Qwen/Kimi \"is not one of ['system', 'assistant', 'user', 'tool', "
     "'function']\", OpenAI \"Invalid value: '...'. Supported values are: ...\"",
     repair="remove it, logging its role, index and content length (the text with "

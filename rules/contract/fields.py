@@ -17,7 +17,7 @@ from typing import Any, Final
 from rules.contract.base import Check, Found, role_of
 from rules.image_parts import DEFAULT_TYPES, NOT_USER
 from rules.unknown_message_fields import ALLOWED, CALL_KEYS, FUNCTION_KEYS
-from rules.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
+from rules.unknown_roles import DEEPSEEK_ROLES
 
 # --- unknown_role ---------------------------------------------------------------------------------
 
@@ -27,7 +27,7 @@ DEEPSEEK_ROLE_TEXT: Final = (
     "variant `{role}`, expected one of `system`, `user`, `assistant`, `tool`"
 )
 #: 1.B, Qwen (DashScope), and Kimi and others via OpenRouter or Kilo (earendil-works/pi#5117,
-#: can1357/oh-my-pi#843); goes with ``roles: QWEN_ROLES``.
+#: can1357/oh-my-pi#843); goes with ``roles: rules.unknown_roles.QWEN_ROLES``.
 QWEN_ROLE_TEXT: Final = "{role} is not one of ['system', 'assistant', 'user', 'tool', 'function']"
 #: OpenAI's invalid_value at ``messages[N].role`` for a role outside its list; goes with
 #: ``roles: OPENAI_ROLES`` (rules.unknown_roles), for the providers that copy OpenAI's schema.
