@@ -6,8 +6,8 @@ answer the ``call_id``. For every tool message whose ``tool_call_id`` is such an
 and no call's ``id``, the ``tool_call_id`` becomes that call's ``id``: the call the alias names
 is the one the latest assistant declaring that alias made (a reused ``call_id`` names the latest
 call that carries it); among the calls of one assistant sharing an alias, a result goes to the
-first one not yet answered (under either name), and one more than there are calls is left as it
-is (a second answer, for the pairing rules). A
+first one not yet answered (under either name), and one more than there are calls names the last
+of them (a second answer, which ``duplicate-tool-call-ids`` drops as it drops any). A
 call with an alias and no usable ``id`` gets ``id`` = its ``call_id`` (else its
 ``response_item_id``), so its results, which name that alias, already match. The aliases stay
 on the calls (removing them is ``bookkeeping-keys``' job).
@@ -91,7 +91,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
                         ids.add(call["id"])
     # 3. One walk: each assistant declaring aliases sets where they point; results follow them.
     targets: dict[str, list[str]] = {}  # alias -> ids of the latest calls carrying it
-    answered: set[str] = set()  # ids answered since the assistant that declared them
+    #: per id of a declaring assistant: [its calls with that id, results naming it so far]
+    slots: dict[str, list[int]] = {}
     renames: dict[int, tuple[str, str]] = {}
     suspect_set = set(suspects)
     for index, message in enumerate(fixed):
@@ -99,18 +100,23 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
             continue
         role = message.get("role")
         if role == "assistant" and index in suspect_set:
-            _declare(message["tool_calls"], ids, targets, answered)
+            _declare(message["tool_calls"], ids, targets, slots)
         elif role == "tool":
             old = message.get("tool_call_id")
             if not _usable(old):
                 continue
-            if old in ids:
-                answered.add(old)  # a result naming the id itself: that call is answered
+            if old in ids:  # a result naming the id itself fills one of that id's calls
+                if old in slots:
+                    slots[old][1] += 1
                 continue
-            new = next((cid for cid in targets.get(old, ()) if cid not in answered), None)
-            if new is not None:
-                renames[index] = (old, new)
-                answered.add(new)
+            named = targets.get(old)
+            if named is None:
+                continue
+            # The first of its calls still waiting; with none, a second answer to the last one,
+            # under the id duplicate-tool-call-ids judges second answers by.
+            new = next((cid for cid in named if _open(slots[cid])), named[-1])
+            renames[index] = (old, new)
+            slots[new][1] += 1
     if renames:
 
         def rename(index: int, message: Any) -> Any:
@@ -124,19 +130,25 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(fixed, tuple(sorted(changes, key=lambda change: change.index)))
 
 
+def _open(slot: list[int]) -> bool:
+    """Whether the calls with one id still wait for a result."""
+    return slot[1] < slot[0]
+
+
 def _declare(
-    calls: list[Any], ids: set[str], targets: dict[str, list[str]], answered: set[str]
+    calls: list[Any], ids: set[str], targets: dict[str, list[str]], slots: dict[str, list[int]]
 ) -> None:
     """Point each alias of ``calls`` at the calls that carry it (replacing an earlier turn's),
-    and count those calls as not yet answered."""
+    and count this turn's calls per id as not yet answered."""
     declared: dict[str, list[str]] = {}
+    counted: dict[str, int] = {}
     for call in calls:
         if type(call) is not dict:
             continue
         cid = call.get("id")
         if not _usable(cid):
             continue
-        answered.discard(cid)
+        counted[cid] = counted.get(cid, 0) + 1
         seen: set[str] = set()
         for key in ALIAS_KEYS:
             alias = call.get(key)
@@ -144,6 +156,8 @@ def _declare(
                 continue
             seen.add(alias)
             declared.setdefault(alias, []).append(cid)
+    for cid, count in counted.items():
+        slots[cid] = [count, 0]
     targets.update(declared)
 
 
