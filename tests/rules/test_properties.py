@@ -424,9 +424,10 @@ def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
     )
     missing_reasoning = wanted_reasoning - have_reasoning
     # Assistants that a dropped (or moved home) result left side by side are merged too
-    # (blocks.rejoin, first reasoning wins). Which results duplicate-tool-call-ids and orphan-tool-results drop is
-    # not modelled above (a result whose id lost its exact form is an orphan too), so each
-    # assistant such a merge folded away may account for one reasoning, and no more.
+    # (blocks.rejoin, first reasoning wins). Which results duplicate-tool-call-ids and
+    # orphan-tool-results drop is not modelled above (a result whose id lost its exact form is
+    # an orphan too), so each assistant such a merge folded away may account for one
+    # reasoning, and no more.
     folded = sum(
         change.detail["merged"] - change.detail["into"]
         for change in result.changes
