@@ -28,7 +28,7 @@ result's content and position are kept; a Change names the old and new id.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from rules.base import Change, Outcome, Rule, RuleContext
 from rules.messages import rewrite_at
@@ -40,7 +40,7 @@ NAME = "codex-call-ids"
 ALIAS_KEYS: Final = ("call_id", "response_item_id")
 
 
-def _usable(value: Any) -> bool:
+def _usable(value: Any) -> TypeGuard[str]:
     return type(value) is str and value != ""
 
 

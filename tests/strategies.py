@@ -879,7 +879,7 @@ def _thinking_parts(draw: st.DrawFn, msgs: list[Any]) -> str | None:
     if draw(st.integers(0, 3)) == 0:
         blocks.append({"type": "redacted_thinking", "data": "RW5jcnlwdGVk"})
     targets = [i for i, m in enumerate(msgs) if _is_assistant(m)]
-    if targets and draw(st.booleans()):
+    if targets and bool(draw(st.booleans())):
         message = msgs[draw(st.sampled_from(targets))]
         content = message.get("content")
         if isinstance(content, str) and content:
