@@ -65,7 +65,12 @@ def _suspects(messages: list[Any]) -> list[int]:
         calls = message.get("tool_calls")
         if type(calls) is list:
             for call in calls:
-                if _has_alias(call):
+                # A key test first: most calls carry neither alias, and this is the clean path.
+                if (
+                    type(call) is dict
+                    and ("call_id" in call or "response_item_id" in call)
+                    and _has_alias(call)
+                ):
                     found.append(index)
                     break
     return found

@@ -59,8 +59,9 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         index
         for index, message in enumerate(messages)
         if type(message) is dict
+        and type(message.get("content")) is list
         and message.get("role") == "assistant"
-        and has_thinking(message.get("content"))
+        and has_thinking(message["content"])
     ]
     if not suspects:
         return Outcome(messages)  # the common case: no Anthropic block in chat content

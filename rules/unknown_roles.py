@@ -52,7 +52,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         index
         for index, message in enumerate(messages)
         if type(message) is dict
-        and type(message.get("role")) is str
+        and type(message.get("role")) is str  # a junk role may be unhashable
         and message["role"] not in accepted
     ]
     if not suspects:
