@@ -5,7 +5,11 @@ What: in thinking mode (``thinking.type: enabled``, or a model that thinks by de
 string or ``""`` gets the reasoning the model produced for that turn back, if the proxy recalled
 it (``RuleContext.recalled``, keyed by ``turn_key`` over the route's scope and the turn's calls);
 failing that, the option ``placeholder``. A turn that already carries a non-empty string keeps
-it, except a blank one (an earlier placeholder) when the real text was recalled.
+it, except a blank one (an earlier placeholder) when the real text was recalled. With option
+``plain_turns``, an assistant without tool calls that sits between two user messages together
+with a tool-call turn gets the placeholder too when it has no ``reasoning_content`` (absent, not a
+string or ``""``): DeepSeek counts it in the tool loop (docs/providers.md, DeepSeek: hermes-agent
+PR #14941, #15770, openclaw/openclaw#73417, and DeepSeek's thinking-mode guide).
 Why: DeepSeek in thinking mode answers 400 "Missing `reasoning_content` field in the assistant
 message at message index N" (provider-errors.md row 169) and V4 "The `reasoning_content` in the
 thinking mode must be passed back to the API." (row 170); Kimi K2.5/K2.6 "thinking is enabled but
@@ -208,7 +212,8 @@ RULE = Rule(
     '"thinking is enabled but reasoning_content is missing"',
     repair="restore the reasoning the model produced for that turn (recalled by the proxy from "
     "its responses, keyed by the turn's tool calls), else the option `placeholder` "
-    '(`" "`; Kimi: `"tool call"`)',
+    '(`" "`; Kimi: `"tool call"`); option `plain_turns` also fills a plain turn of a tool loop '
+    "(DeepSeek)",
     safety="safe",
     default=False,
     apply=apply,
