@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
-from rules.contract import violations
+from rules.contract import CHECKS_BY_CODE, violations
 from rules.planner import Planner
 from rules.profiles import PROFILES
 from rules.unanswered_tool_calls import DEFAULT_CONTENT as STUB
@@ -259,3 +259,34 @@ def test_c_no_unknown_role_reaches_a_provider_that_refuses_it(profile: str, brok
     ]
     removed = [c["role"] for c in changes if c["rule"] == "unknown-roles"]
     assert sorted(removed) == sorted(refused)
+
+
+# --- The contract agrees with the rules ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", PROVIDERS)
+def test_each_profiles_role_list_is_its_contracts(profile: str) -> None:
+    """The rule removes exactly what the profile's unknown_role check refuses."""
+    plan = PLANNER.plans[profile]
+    options = next(ctx.options for rule, ctx in plan.steps if rule.name == "unknown-roles")
+    check = {**CHECKS_BY_CODE["unknown_role"].options, **plan.contract["unknown_role"]}
+    assert sorted(options["roles"]) == sorted(check["roles"])
+
+
+def test_the_deepseek_contract_refuses_a_bare_plain_turn_of_a_tool_loop() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    loop = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": "r"},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {"role": "assistant", "content": "Found it."},
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": "You're welcome."},
+    ]
+    contract = PROFILES["deepseek"].contract
+    found = violations({"model": "deepseek-v4-flash", "messages": loop}, contract)
+    assert [(v.code, v.index) for v in found] == [("reasoning_content_missing", 3)]
+    off = {"model": "deepseek-v4-flash", "thinking": {"type": "disabled"}, "messages": loop}
+    assert violations(off, contract) == []
+    kimi = violations({"model": "kimi-k2.6", "messages": loop}, PROFILES["kimi"].contract)
+    assert "reasoning_content_missing" not in {v.code for v in kimi}  # tool-call turns only
