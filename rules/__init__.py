@@ -7,6 +7,7 @@ from typing import Any
 
 from rules import (
     bookkeeping_keys,
+    codex_call_ids,
     consecutive_assistant_messages,
     consecutive_user_messages,
     developer_role,
@@ -26,6 +27,7 @@ from rules import (
     replayed_history,
     system_messages,
     text_part_arrays,
+    thinking_parts,
     thinking_tool_choice,
     tool_call_content,
     tool_call_ids,
@@ -35,6 +37,7 @@ from rules import (
     trailing_assistant,
     unanswered_tool_calls,
     unknown_message_fields,
+    unknown_roles,
 )
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.pipeline import PipelineResult, RuleFailure, clone, default_steps, run_rules
@@ -49,10 +52,26 @@ RULES: tuple[Rule, ...] = (
     #    as the agent stored it (a merge across its seam would hide the replay), and the replay
     #    repeats every tool-call id, which the id rules below would otherwise rename and keep.
     replayed_history.RULE,
+    # Codex call ids right after: every later rule pairs a result with its call by `id` (the
+    #    merge, the id renames, displaced/missing/orphan/unanswered), and the aliases must be read
+    #    before the key rules strip `call_id` from the calls; after replayed-history, so a doubled
+    #    transcript is collapsed first and each alias is declared by the one copy that stays.
+    codex_call_ids.RULE,
     # Roles and keys in the upstream's schema before any rule reads them: `developer` is a
     #    system message to the system rules below, and no merge carries a key the upstream
     #    refuses (`timestamp`, `reasoning_content`, hermes E16).
     developer_role.RULE,
+    # Messages with a role the provider does not know go before any rule reads roles (the
+    #    merges, the pairing blocks, the sequence rules) and after `developer` became `system`
+    #    where only that is known; an assistant pair or a tool block the removed record stood
+    #    between is then adjacent for the rules below to merge or pair.
+    unknown_roles.RULE,
+    # Anthropic thinking parts out of assistant content before the key allowlist (which then
+    #    judges the `reasoning_content` they may become, so no later rule adds a key the upstream
+    #    refuses), before reasoning-content (a moved text is that turn's reasoning, not a
+    #    placeholder's place), and before text-part-arrays and empty-tool-calls, which collapse
+    #    the text parts left behind and remove a turn left with nothing.
+    thinking_parts.RULE,
     unknown_message_fields.RULE,
     # An agent's bookkeeping keys (`timestamp`, `_…`, `call_id` on calls) go with the other
     #    keys no provider reads; after the allowlist (which, where on, already dropped most) and

@@ -128,7 +128,7 @@ class Rule:
     #: The ``rules.scan`` signals under which ``apply`` may change anything, given the rule's
     #: options: the pipeline skips the rule when a clean walk set none of them. ``None``: the
     #: rule always runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
-    wakes: Callable[[Mapping[str, Any]], frozenset[str]] | None = None
+    wakes: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None
 
     def context(
         self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False

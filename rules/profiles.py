@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules import RULES
-from rules.contract import DEFAULT_CONTRACT, Contract, fields, ids, reasoning
+from rules.contract import DEFAULT_CONTRACT, Contract, content, fields, ids, reasoning
+from rules.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
 
 Settings = Mapping[str, bool | Mapping[str, Any]]
 
@@ -45,7 +46,6 @@ def _without(base: Contract, *codes: str) -> Contract:
     return {code: opts for code, opts in base.items() if code not in codes}
 
 
-_QWEN_ROLES = ("system", "assistant", "user", "tool", "function")
 _GLM_1214 = "The messages parameter is illegal. Please check the documentation."
 _DEEPSEEK_NULL = (
     "Failed to deserialize the JSON body into the target type: messages[{index}]: content "
@@ -54,8 +54,13 @@ _DEEPSEEK_NULL = (
 
 # --- The pairing core: every strict provider applies it, in its own words (1.A) -------------------
 
-#: The DeepSeek-style core (the default contract) without deepseek-reasoner's alternation check.
-PAIRING: Contract = _without(DEFAULT_CONTRACT, "successive_assistant")
+#: The DeepSeek-style core (the default contract) without deepseek-reasoner's alternation check,
+#: plus OpenAI's role list (a provider that copies OpenAI's schema refuses any other role; a
+#: profile whose provider knows fewer overrides ``roles`` and its rule option alike).
+PAIRING: Contract = _contract(
+    _without(DEFAULT_CONTRACT, "successive_assistant"),
+    unknown_role={"text": fields.OPENAI_UNKNOWN_ROLE_TEXT, "roles": list(OPENAI_ROLES)},
+)
 
 _OPENAI_PAIRING = _contract(
     PAIRING,
@@ -82,6 +87,9 @@ _OPENAI_PAIRING = _contract(
 #: context#719's live table): only a list there is refused, so only lists are reshaped.
 _DEEPSEEK_SHAPE: Settings = {
     "developer-role": True,
+    "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
+    # 1.C content as array and 1.D rows 169/170: DeepSeek reads the thinking as reasoning_content
+    "thinking-parts": {"enabled": True, "action": "reasoning_content"},
     "image-parts": {"enabled": True, "action": "strip"},
     "text-part-arrays": True,
     "null-content": True,
@@ -99,7 +107,8 @@ DEEPSEEK = Profile(
         **_DEEPSEEK_SHAPE,
         "empty-tools": True,
         "thinking-tool-choice": True,
-        "reasoning-content": True,
+        # docs/providers.md, DeepSeek: plain turns of a tool loop need the field too
+        "reasoning-content": {"enabled": True, "plain_turns": True},
     },
     contract=_contract(
         DEFAULT_CONTRACT,
@@ -113,7 +122,9 @@ DEEPSEEK = Profile(
         # 1.C, DeepSeek V4: null content on a system, user or tool message is a 400
         # (BigPizzaV3/CodexPlusPlus#1731's text, HKUDS/nanobot#3869)
         content_null={"roles": ["system", "developer", "user", "tool"], "text": _DEEPSEEK_NULL},
-        reasoning_content_missing={},  # 1.D row 170, DeepSeek V4 (anomalyco/opencode#24083)
+        # 1.D row 170, DeepSeek V4 (anomalyco/opencode#24083); plain turns of a tool loop too
+        # (hermes-agent PR #14941, docs/providers.md)
+        reasoning_content_missing={"plain_turns": True},
     ),
     variants=(("deepseek-reasoner*", "deepseek-reasoner"),),
 )
@@ -151,6 +162,8 @@ KIMI = Profile(
     "Moonshot / Kimi (api.moonshot.ai, api.moonshot.cn, kimi-code); tool ids are preserved",
     rules={
         "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
+        "thinking-parts": {"enabled": True, "action": "reasoning_content"},  # 1.D row 174
         # Kimi takes part lists; only a bare part object is refused (1.C, LnYo-Cly/ai4j#62).
         "text-part-arrays": {"enabled": True, "lists": False},
         # ``""`` and an empty text part are refused next to tool calls (1.C, kimi-cli#2621,
@@ -190,7 +203,7 @@ KIMI = Profile(
             "type []object) is illegal, and object is not acceptable"
         },
         # 1.B, Kimi and Qwen via OpenRouter (can1357/oh-my-pi#843)
-        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(_QWEN_ROLES)},
+        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
     ),
 )
 
@@ -199,6 +212,7 @@ MISTRAL = Profile(
     "Mistral (api.mistral.ai; vLLM --tokenizer-mode mistral, NVIDIA NIM)",
     rules={
         "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
         "unknown-message-fields": {"enabled": True, "deny": ["name"]},
         "tool-call-ids": {"enabled": True, "format": "mistral9"},
         "function-names": {"enabled": True, "pattern": "strict"},
@@ -224,17 +238,16 @@ MISTRAL = Profile(
         # 1.D/1.E, Mistral 422 extra_forbidden (charmbracelet/crush#1590, mistral-go#2)
         unknown_field={"text": fields.MISTRAL_FIELD_TEXT, "status": 422, "deny": ["name"]},
         tool_call_id_format={},  # 1.A, Mistral (langchain-ai/langchain#24668)
-        # 1.B, mistral-common: its messages are system, user, assistant and tool only (the
-        # validator's role-order table); pydantic's wording for another tag (inferred)
-        unknown_role={
-            "text": "Input tag '{role}' found using 'role' does not match any of the expected "
-            "tags: 'system', 'user', 'assistant', 'tool'",
-            "status": 422,
-        },
         function_name_invalid={},  # 1.A, mistral-common
         unexpected_role_order={},  # 1.B, Mistral (datapizza-labs/datapizza-ai#98)
         conversation_start={},  # 1.B, mistral-common validator.py
         trailing_assistant={},  # 1.B, Mistral (NEKOparapa/AiNiee#641)
+        # mistral-common's four roles (inferred wording, see fields.MISTRAL_ROLE_TEXT)
+        unknown_role={
+            "text": fields.MISTRAL_ROLE_TEXT,
+            "status": 422,
+            "roles": list(DEEPSEEK_ROLES),
+        },
     ),
     envelope="mistral",
 )
@@ -278,6 +291,7 @@ QWEN = Profile(
     "Qwen / DashScope (Bailian, Qwen Portal) and Qwen3.5+ chat templates",
     rules={
         "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
         # DashScope takes part lists; only a bare part object is refused (1.C, Memoh#744).
         "text-part-arrays": {"enabled": True, "lists": False},
         "system-messages": {"enabled": True, "later": "hoist"},
@@ -303,7 +317,7 @@ QWEN = Profile(
         no_user_message={},  # 1.B, DashScope (agentscope-ai/agentscope-java#613)
         content_object={},  # 1.C, DashScope (felinics/Memoh#744)
         # 1.B, Qwen (earendil-works/pi#5117)
-        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(_QWEN_ROLES)},
+        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
         empty_tools={},
     ),
 )
@@ -379,6 +393,7 @@ XAI = Profile(
     "xai",
     "xAI Grok (api.x.ai): every message needs a content element",
     rules={
+        "thinking-parts": True,
         # more than one text element is refused, one is not (1.C, nocmt/LLMSearchPlus#2)
         "text-part-arrays": {"enabled": True, "min_parts": 2},
         "null-content": True,
@@ -394,6 +409,7 @@ XAI = Profile(
         PAIRING,
         no_content_element={},  # 1.C, xAI (langchain-ai/langchain#34140)
         multiple_text_elements={},  # 1.C, xAI (nocmt/LLMSearchPlus#2)
+        thinking_part={"text": content.XAI_SINGLE_TEXT},  # 1.C, xAI (nocmt/LLMSearchPlus#2)
     ),
 )
 
@@ -402,6 +418,7 @@ OPENAI = Profile(
     "OpenAI (api.openai.com) Chat Completions: `developer` is kept, images only in user messages",
     rules={
         "empty-tools": True,
+        "thinking-parts": True,
         "image-parts": {"enabled": True, "action": "relocate"},
         "tool-call-ids": {"enabled": True, "format": "max40"},
         "function-names": {"enabled": True, "pattern": "strict"},
@@ -415,6 +432,7 @@ OPENAI = Profile(
         tool_call_id_format={"format": "max40", "text": ids.OPENAI_ID_LENGTH_TEXT},
         function_name_invalid={"text": ids.OPENAI_NAME_TEXT},  # 1.A (mcp-use/mcp-use#90)
         content_null={},  # 1.C, OpenAI/Azure (langchain-ai/langchainjs#4153)
+        thinking_part={},  # 1.C, OpenAI unknown part type (aallam/openai-kotlin#320)
     ),
 )
 

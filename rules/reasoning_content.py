@@ -5,7 +5,11 @@ What: in thinking mode (``thinking.type: enabled``, or a model that thinks by de
 string or ``""`` gets the reasoning the model produced for that turn back, if the proxy recalled
 it (``RuleContext.recalled``, keyed by ``turn_key`` over the route's scope and the turn's calls);
 failing that, the option ``placeholder``. A turn that already carries a non-empty string keeps
-it, except a blank one (an earlier placeholder) when the real text was recalled.
+it, except a blank one (an earlier placeholder) when the real text was recalled. With option
+``plain_turns``, an assistant without tool calls that sits between two user messages together
+with a tool-call turn gets the placeholder too when it has no ``reasoning_content`` (absent, not a
+string or ``""``): DeepSeek counts it in the tool loop (docs/providers.md, DeepSeek: hermes-agent
+PR #14941, #15770, openclaw/openclaw#73417, and DeepSeek's thinking-mode guide).
 Why: DeepSeek in thinking mode answers 400 "Missing `reasoning_content` field in the assistant
 message at message index N" (provider-errors.md row 169) and V4 "The `reasoning_content` in the
 thinking mode must be passed back to the API." (row 170); Kimi K2.5/K2.6 "thinking is enabled but
@@ -55,6 +59,32 @@ def lacks_reasoning(message: Any) -> bool:
         return False
     value = message.get(FIELD)
     return not (isinstance(value, str) and value.strip())
+
+
+def plain_turns_in_tool_spans(messages: list[Any]) -> list[int]:
+    """Indices of the assistant messages without tool calls that sit between two user messages
+    (or after the last one) together with a tool-call turn: DeepSeek's thinking mode counts
+    every assistant of such a span as part of the tool loop (docs/providers.md, DeepSeek)."""
+    found: list[int] = []
+    plain: list[int] = []  # the current span's plain assistants
+    calls = False  # whether the current span holds a tool-call turn
+    for index, message in enumerate(messages):
+        if type(message) is not dict:
+            continue
+        role = message.get("role")
+        if role == "user":
+            if calls:
+                found.extend(plain)
+            plain, calls = [], False
+        elif role == "assistant":
+            if tool_call_turn(message):
+                calls = True
+            else:
+                plain.append(index)
+    if calls:
+        found.extend(plain)
+    found.sort()
+    return found
 
 
 def turn_key(scope: str, calls: Sequence[Any]) -> str | None:
@@ -118,12 +148,18 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if not thinking_enabled(ctx.request, ctx.options["models"]):
         return Outcome(messages)
     found = [index for index, message in enumerate(messages) if lacks_reasoning(message)]
+    if ctx.options.get("plain_turns") is True:
+        plain = [i for i in plain_turns_in_tool_spans(messages) if _no_reasoning(messages[i])]
+        found = sorted(found + plain) if plain else found
     if not found:
         return Outcome(messages)  # the common case: every turn carries its reasoning
     placeholder = _placeholder(ctx)
     changes: list[Change] = []
 
     def fix(index: int, message: dict[str, Any]) -> dict[str, Any]:
+        if not tool_call_turn(message):  # a plain turn of a tool loop: no stash key, no calls
+            changes.append(Change(NAME, index, "inserted_placeholder", {"tool_call_ids": []}))
+            return {**message, FIELD: placeholder}
         calls = message["tool_calls"]
         ids = [call.get("id") if type(call) is dict else None for call in calls]
         key = turn_key(ctx.scope, calls) if ctx.recalled else None
@@ -143,6 +179,12 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 
     out = rewrite_at(messages, found, fix)
     return Outcome(out, tuple(changes))
+
+
+def _no_reasoning(message: dict[str, Any]) -> bool:
+    """``reasoning_content`` absent, not a string or ``""`` (a blank one is accepted)."""
+    value = message.get(FIELD)
+    return not (isinstance(value, str) and value)
 
 
 def _placeholder(ctx: RuleContext) -> str:
@@ -170,7 +212,8 @@ RULE = Rule(
     '"thinking is enabled but reasoning_content is missing"',
     repair="restore the reasoning the model produced for that turn (recalled by the proxy from "
     "its responses, keyed by the turn's tool calls), else the option `placeholder` "
-    '(`" "`; Kimi: `"tool call"`)',
+    '(`" "`; Kimi: `"tool call"`); option `plain_turns` also fills a plain turn of a tool loop '
+    "(DeepSeek)",
     safety="safe",
     default=False,
     apply=apply,
@@ -184,6 +227,12 @@ RULE = Rule(
             "models",
             list(THINKING_MODELS),
             "Model-name patterns that think unless the request sets thinking.type: disabled.",
+        ),
+        Option(
+            "plain_turns",
+            False,
+            "Also give the placeholder to an assistant without tool calls that sits between two "
+            "user messages with a tool-call turn (DeepSeek, docs/providers.md).",
         ),
     ),
     reads_request=True,

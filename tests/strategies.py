@@ -256,12 +256,15 @@ DEFECTS: Final[tuple[str, ...]] = (
     "displaced_result",  # a result moved past the next non-tool message (user, assistant, ...)
     "missing_tool_call_id",  # results whose tool_call_id is absent, null, "", a number, padded
     "orphan_result",  # a tool message answering no call: unknown id, no id, a stale copy
+    "codex_call_ids",  # calls carry a Codex call_id its results answer, or only a call_id
     "malformed_arguments",  # truncated, trailing comma, dict, python literal, fenced, ...
     "junk_keys",  # extra keys on messages and calls (refusal, annotations, name, index, ...)
     "junk_call_entries",  # non-object entries inside a tool_calls list
     "bad_tool_calls",  # tool_calls: [] / null / non-list on an assistant without calls
+    "thinking_parts",  # Anthropic thinking / redacted_thinking parts in assistant content
     "split_assistant",  # one assistant split into two adjacent ones
     "empty_assistant",  # an assistant with neither content nor tool calls (maybe reasoning)
+    "unknown_role",  # an agent's record with a role no provider knows (session_meta)
 )
 
 MALFORMATIONS: Final[tuple[str, ...]] = (
@@ -284,6 +287,10 @@ LOSSLESS_MALFORMATIONS: Final = frozenset(
 
 #: Content prefix of every injected orphan result: the pipeline may drop these by design.
 ORPHAN_MARK: Final = "[orphan result "
+#: Prefix of every injected thinking text, so a property can find it again.
+THINKING_MARK: Final = "[thinking "
+#: Roles no provider knows, as agents persist them (hermes-agent #4715) or miscase them.
+UNKNOWN_ROLES: Final[tuple[str, ...]] = ("session_meta", "memory", "Tool", "event")
 
 
 @dataclass(frozen=True)
@@ -811,6 +818,96 @@ def _empty_assistant(draw: st.DrawFn, msgs: list[Any]) -> str | None:
     return "empty_assistant"
 
 
+def _codex_call_ids(draw: st.DrawFn, msgs: list[Any]) -> str | None:
+    """Calls of one round carry a Codex-style alias (hermes-agent #58168): ``call_id`` (or
+    ``response_item_id``) that every result of the call names instead of its ``id``, or a
+    ``call_id`` and no ``id`` at all. Only calls whose id no other call shares: with a shared id,
+    which call an alias result answers is the rule's ambiguity, not this property's."""
+    counts = Counter(c.get("id") for i, _ in _rounds(msgs) for c in _calls(msgs[i]) or [])
+    rounds = [
+        (i, [k for k, c in enumerate(msgs[i]["tool_calls"]) if _unique_call(c, counts)])
+        for i, _ in _rounds(msgs)
+    ]
+    rounds = [(i, ks) for i, ks in rounds if ks]
+    if not rounds:
+        return None
+    index, positions = draw(st.sampled_from(rounds))
+    chosen = draw(st.lists(st.sampled_from(positions), min_size=1, unique=True))
+    variant = draw(st.sampled_from(("call_id", "response_item_id", "only_call_id")))
+    taken = _taken_ids(msgs)
+    for k in chosen:
+        call = msgs[index]["tool_calls"][k]
+        old = call["id"]
+        if variant == "only_call_id":
+            del call["id"]
+            call["call_id"] = old
+            continue
+        alias = next(
+            f"call_cx{n}" for n in itertools.count(len(taken)) if f"call_cx{n}" not in taken
+        )
+        taken.add(alias)
+        call[variant] = alias
+        for message in msgs:
+            if _is_tool(message) and message.get("tool_call_id") == old:
+                message["tool_call_id"] = alias
+    return f"codex_call_ids:{variant}"
+
+
+def _unique_call(call: Any, counts: Counter[Any]) -> bool:
+    """A call whose id no other call shares, and that carries no alias yet."""
+    if not isinstance(call, dict) or "call_id" in call or "response_item_id" in call:
+        return False
+    cid = call.get("id")
+    return isinstance(cid, str) and bool(cid) and counts[cid] == 1
+
+
+def _thinking_part(text: str, signed: bool) -> Message:
+    part: Message = {"type": "thinking", "thinking": text}
+    if signed:
+        part["signature"] = "EqQBCgIYAhIM"
+    return part
+
+
+def _thinking_parts(draw: st.DrawFn, msgs: list[Any]) -> str | None:
+    """A history carried over from a Claude session: an assistant's content becomes Anthropic
+    blocks, a thinking part (sometimes with a redacted one) before its text; or a thinking-only
+    turn is added (hermes R23)."""
+    n = sum(1 for m in msgs if _is_assistant(m))
+    text = f"{THINKING_MARK}{n}] " + draw(texts(20))
+    signed = draw(st.booleans())
+    blocks = [_thinking_part(text, signed)]
+    if draw(st.integers(0, 3)) == 0:
+        blocks.append({"type": "redacted_thinking", "data": "RW5jcnlwdGVk"})
+    targets = [i for i, m in enumerate(msgs) if _is_assistant(m)]
+    if targets and bool(draw(st.booleans())):
+        message = msgs[draw(st.sampled_from(targets))]
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            rest: list[Any] = [{"type": "text", "text": content}]
+        elif isinstance(content, list):
+            rest = content
+        else:
+            rest = []
+        message["content"] = [*blocks, *rest]
+        return "thinking_parts:" + ("with_text" if rest else "bare")
+    slots = [
+        i
+        for i in range(len(msgs) + 1)
+        if not (0 < i < len(msgs) and _is_tool(msgs[i - 1]) and _is_tool(msgs[i]))
+    ]
+    msgs.insert(draw(st.sampled_from(slots)), {"role": "assistant", "content": blocks})
+    return "thinking_parts:thinking_only"
+
+
+def _unknown_role(draw: st.DrawFn, msgs: list[Any]) -> str | None:
+    """An agent's own record (hermes-agent #4715 ``session_meta``) anywhere in the list."""
+    role = draw(st.sampled_from(UNKNOWN_ROLES))
+    record: Message = {"role": role}
+    _put(record, "content", draw(st.sampled_from([ABSENT, None, "note", {"session": "s1"}])))
+    msgs.insert(draw(st.integers(0, len(msgs))), record)
+    return f"unknown_role:{role}"
+
+
 _INJECTORS: Final[dict[str, Callable[[st.DrawFn, list[Any]], Any]]] = {
     "kimi_ids": _kimi_ids,
     "reused_id": _reused_id,
@@ -822,12 +919,15 @@ _INJECTORS: Final[dict[str, Callable[[st.DrawFn, list[Any]], Any]]] = {
     "displaced_result": _displaced_result,
     "missing_tool_call_id": _missing_tool_call_id,
     "orphan_result": _orphan_result,
+    "codex_call_ids": _codex_call_ids,
     "malformed_arguments": _malformed_arguments,
     "junk_keys": _junk_keys,
     "junk_call_entries": _junk_call_entries,
     "bad_tool_calls": _bad_tool_calls,
+    "thinking_parts": _thinking_parts,
     "split_assistant": _split_assistant,
     "empty_assistant": _empty_assistant,
+    "unknown_role": _unknown_role,
 }
 
 
@@ -988,6 +1088,8 @@ __all__ = [
     "LOSSLESS_MALFORMATIONS",
     "MALFORMATIONS",
     "ORPHAN_MARK",
+    "THINKING_MARK",
+    "UNKNOWN_ROLES",
     "Broken",
     "arbitrary_messages",
     "argument_objects",

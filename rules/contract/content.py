@@ -15,7 +15,16 @@ from rules.contract.base import Check, Found, role_of
 from rules.messages import has_content
 from rules.null_content import ROLES, role_set
 from rules.text_part_arrays import collapsible
+from rules.thinking_parts import REDACTED, THINKING
 from rules.tool_call_content import KINDS, empty_kind, has_calls, kind_set
+
+THINKING_TYPES = (THINKING, REDACTED)
+#: 1.C, xAI (nocmt/LLMSearchPlus#2): a list holding more than one element; goes with
+#: ``thinking_part`` for xAI.
+XAI_SINGLE_TEXT = (
+    '{{"code":"Client specified an invalid argument","error":"The model expects a single '
+    '`text` element per message."}}'
+)
 
 #: The roles whose messages DeepSeek deserializes with a required ``content`` (an assistant's is
 #: optional: one with neither content nor calls gets "content or tool_calls must be set").
@@ -106,6 +115,20 @@ def _multiple_text_elements(
             yield Found(index, {"role": role, "parts": len(content)})
 
 
+def _thinking_part(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """A content list holding an Anthropic ``thinking`` or ``redacted_thinking`` part;
+    ``position`` and ``type`` name the first one."""
+    for index, role, message in _in_roles(messages, options):
+        content = message.get("content")
+        if type(content) is list:
+            for position, part in enumerate(content):
+                if type(part) is dict and part.get("type") in THINKING_TYPES:
+                    yield Found(index, {"role": role, "position": position, "type": part["type"]})
+                    break
+
+
 def _content_object(
     messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Iterator[Found]:
@@ -168,8 +191,15 @@ CHECKS: tuple[Check, ...] = (
         "a text-only content list holds one part at most",
         _multiple_text_elements,
         # 1.C, xAI 2025-02 (nocmt/LLMSearchPlus#2), the body as xAI returns it
-        '{{"code":"Client specified an invalid argument","error":"The model expects a single '
-        '`text` element per message."}}',
+        XAI_SINGLE_TEXT,
+        options={"roles": list(ROLES)},
+    ),
+    Check(
+        "thinking_part",
+        "no Anthropic thinking or redacted_thinking part in a content list",
+        _thinking_part,
+        # 1.C, OpenAI unknown part type (aallam/openai-kotlin#320), its wording for this type
+        "Invalid value: '{type}'. Supported values are: 'text' and 'image_url'.",
         options={"roles": list(ROLES)},
     ),
     Check(

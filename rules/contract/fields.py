@@ -5,8 +5,8 @@ role, keys and image parts.
 Each check's default text is one provider's; the module also exports the other providers'
 wordings of the same rejection, for the profiles' ``text`` overrides. The fields a check yields
 cover every one of these templates. The checks are written apart from the rules that satisfy
-them (``developer-role``, ``unknown-message-fields``, ``image-parts``) and share only their data
-(the role allowlist, the roles that may not carry images).
+them (``developer-role``, ``unknown-roles``, ``unknown-message-fields``, ``image-parts``) and share
+only their data (the role lists, the key allowlist, the roles that may not carry images).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rules.bookkeeping_keys import bookkeeping_fields
 from rules.contract.base import Check, Found, role_of
 from rules.image_parts import DEFAULT_TYPES, NOT_USER
 from rules.unknown_message_fields import ALLOWED, CALL_KEYS, FUNCTION_KEYS
+from rules.unknown_roles import DEEPSEEK_ROLES
 
 # --- unknown_role ---------------------------------------------------------------------------------
 
@@ -26,11 +27,21 @@ DEEPSEEK_ROLE_TEXT: Final = (
     "Failed to deserialize the JSON body into the target type: messages[{index}].role: unknown "
     "variant `{role}`, expected one of `system`, `user`, `assistant`, `tool`"
 )
-DEEPSEEK_ROLES: Final = ("system", "user", "assistant", "tool")
 #: 1.B, Qwen (DashScope), and Kimi and others via OpenRouter or Kilo (earendil-works/pi#5117,
-#: can1357/oh-my-pi#843); goes with ``roles: QWEN_ROLES``.
+#: can1357/oh-my-pi#843); goes with ``roles: rules.unknown_roles.QWEN_ROLES``.
 QWEN_ROLE_TEXT: Final = "{role} is not one of ['system', 'assistant', 'user', 'tool', 'function']"
-QWEN_ROLES: Final = ("system", "assistant", "user", "tool", "function")
+#: OpenAI's invalid_value at ``messages[N].role`` for a role outside its list; goes with
+#: ``roles: OPENAI_ROLES`` (rules.unknown_roles), for the providers that copy OpenAI's schema.
+OPENAI_UNKNOWN_ROLE_TEXT: Final = (
+    "Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'function', "
+    "'tool', and 'developer'."
+)
+#: Mistral (mistral-common's messages are a union tagged by ``role``; pydantic's wording for an
+#: unknown tag, inferred), status 422.
+MISTRAL_ROLE_TEXT: Final = (
+    "Input tag '{role}' found using 'role' does not match any of the expected tags: 'system', "
+    "'user', 'assistant', 'tool'"
+)
 #: 1.B, OpenAI o1-preview / o1-mini (lobehub/lobehub#5704): ``developer`` refused per model.
 OPENAI_ROLE_TEXT: Final = (
     "Unsupported value: 'messages[{index}].role' does not support '{role}' with this model."

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from rules.contract.base import Check, Found
-from rules.reasoning_content import FIELD, tool_call_turn
+from rules.reasoning_content import FIELD, plain_turns_in_tool_spans, tool_call_turn
 from rules.thinking import THINKING_MODELS, thinking_enabled
 
 #: Row 170, DeepSeek V4 (anomalyco/opencode#24083): thinking on by default, no index in the text.
@@ -30,11 +30,14 @@ def _reasoning_missing(
     messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Iterator[Found]:
     """In thinking mode, a tool-call turn whose ``reasoning_content`` is absent, not a string or
-    ``""`` (V4 rejects the empty string, hermes R9; a blank one is accepted)."""
+    ``""`` (V4 rejects the empty string, hermes R9; a blank one is accepted); with
+    ``plain_turns``, also a plain assistant between two user messages with a tool-call turn
+    (DeepSeek V4, hermes-agent PR #14941; docs/providers.md)."""
     if not thinking_enabled(request, options["models"]):
         return
+    plain = set(plain_turns_in_tool_spans(messages)) if options.get("plain_turns") else set()
     for index, message in enumerate(messages):
-        if tool_call_turn(message):
+        if tool_call_turn(message) or index in plain:
             value = message.get(FIELD)
             if not (isinstance(value, str) and value):
                 yield Found(index)
@@ -46,6 +49,6 @@ CHECKS: tuple[Check, ...] = (
         "in thinking mode, every tool-call turn carries reasoning_content",
         _reasoning_missing,
         DEEPSEEK_V4_TEXT,
-        options={"models": list(THINKING_MODELS)},
+        options={"models": list(THINKING_MODELS), "plain_turns": False},
     ),
 )

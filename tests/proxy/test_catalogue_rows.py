@@ -141,7 +141,27 @@ CASES: dict[str, dict[str, Any]] = {
     "unanswered_tool_call": {"messages": [USER, turn(call()), AFTER]},
     "unexpected_role_order": {"messages": [USER, turn(call()), result(), AFTER]},
     "unknown_field": {"messages": [{**USER, "timestamp": 1700000000}]},
-    "unknown_role": {"messages": [{"role": "developer", "content": "Be terse."}, USER]},
+    # `developer` for the providers that know only `system`, an agent's record for all of them
+    "unknown_role": {
+        "messages": [
+            {"role": "developer", "content": "Be terse."},
+            {"role": "session_meta", "content": {"session_id": "s1"}},
+            USER,
+        ]
+    },
+    "thinking_part": {
+        "messages": [
+            USER,
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Read it first.", "signature": "sig"},
+                    {"type": "text", "text": "Done."},
+                ],
+            },
+            AFTER,
+        ]
+    },
 }
 
 ROWS = sorted((name, code) for name, profile in PROFILES.items() for code in profile.contract)

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 
 from rules import RULES, sanitize_messages
 from rules.contract import CHECKS_BY_CODE
-from rules.contract.fields import QWEN_ROLE_TEXT, QWEN_ROLES
+from rules.contract.fields import QWEN_ROLE_TEXT
 from rules.developer_role import NAME, RULE, apply
+from rules.unknown_roles import QWEN_ROLES
 from tests.rules.shape_helpers import shaped_messages
 from tests.strategies import broken_transcripts
 

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, assume, given, note, settings
 
 from rules import RULES, Rule, default_steps, replayed_history, sanitize_messages
 from rules.unanswered_tool_calls import DEFAULT_CONTENT as STUB
+from rules.unknown_roles import OPENAI_ROLES
 from tests.fake_upstream import strict_errors
 from tests.strategies import (
     DEFECTS,
@@ -381,10 +382,15 @@ def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
     # What must survive is judged on the input with such replays collapsed.
     inp = replayed_history.apply(sent, replayed_history.RULE.context()).messages
 
-    # Users and systems are never touched, merged, dropped or reordered.
-    others_in = [m for m in inp if role(m) not in ("assistant", "tool")]
+    # Users and systems are never touched, merged, dropped or reordered; a record with a role
+    # no provider knows is removed (unknown-roles), and logged with its role.
+    unknown = [m for m in inp if isinstance(role(m), str) and role(m) not in OPENAI_ROLES]
+    others_in = [m for m in inp if role(m) not in ("assistant", "tool") and m not in unknown]
     others_out = [m for m in out if role(m) not in ("assistant", "tool")]
     assert others_out == others_in, "user/system messages changed" + context
+    removed = [c.detail["role"] for c in result.changes if c.rule == "unknown-roles"]
+    assert sorted(removed) == sorted(role(m) for m in unknown), "unknown roles unlogged" + context
+    inp = [m for m in inp if m not in unknown]  # the rest is judged as if they were never sent
 
     # The first result for each call in a block survives (later ones may be dropped), wherever
     # it was displaced to; orphans and results without an exact id may be dropped.
@@ -417,14 +423,16 @@ def test_nothing_the_client_sent_is_lost(broken: Broken) -> None:
         if role(m) == "assistant" and isinstance(m.get("reasoning_content"), str)
     )
     missing_reasoning = wanted_reasoning - have_reasoning
-    # Assistants that a dropped result left side by side are merged too (blocks.rejoin, first
-    # reasoning wins). Which results duplicate-tool-call-ids and orphan-tool-results drop is
-    # not modelled above (a result whose id lost its exact form is an orphan too), so each
-    # assistant such a merge folded away may account for one reasoning, and no more.
+    # Assistants that a dropped (or moved home) result left side by side are merged too
+    # (blocks.rejoin, first reasoning wins). Which results duplicate-tool-call-ids and
+    # orphan-tool-results drop is not modelled above (a result whose id lost its exact form is
+    # an orphan too), so each assistant such a merge folded away may account for one
+    # reasoning, and no more.
     folded = sum(
         change.detail["merged"] - change.detail["into"]
         for change in result.changes
-        if change.rule in ("duplicate-tool-call-ids", "orphan-tool-results")
+        if change.rule
+        in ("duplicate-tool-call-ids", "orphan-tool-results", "displaced-tool-results")
         and change.action == "merged_assistants"
     )
     assert sum(missing_reasoning.values()) <= folded, (
