@@ -2,7 +2,7 @@
 contract, envelope and SSE chunks, plus recording and the hooks the tests need.
 
 It rejects broken chat payloads the way DeepSeek-class providers do, with the real error texts
-quoted in ../shared/provider-errors.md (row cited next to each check), and otherwise answers a
+quoted in rules/contract/ (the public source cited next to each check), and otherwise answers a
 canned completion (SSE when ``stream: true``). It records every request it receives.
 """
 
