@@ -15,7 +15,6 @@ from rules.contract import responses as responses_contract
 from rules.contract.repairs import REPAIRS, UNREPAIRABLE, repair_for
 from rules.planner import Plan, compile_plan, compile_responses_plan, with_repair
 from rules.profiles import PASSTHROUGH
-from rules.responses import RESPONSES_RULES_BY_NAME
 from tests.proxy.test_catalogue_rows import CASES
 
 CALL = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
