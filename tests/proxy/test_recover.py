@@ -41,7 +41,7 @@ ClientFactory = Callable[..., Awaitable[Client]]
 
 RECOVER = {"profile": "passthrough", "recover": {"enabled": True}}
 
-THINKING_TURN = [
+THINKING_TURN: list[dict[str, Any]] = [
     USER,
     {"role": "assistant", "content": None, "tool_calls": [call("call_r", "ls", "{}")]},
     result("call_r", "a.py"),
