@@ -28,10 +28,10 @@ from aiohttp import web
 from proxy.log import get_logger
 from proxy.metrics import Metrics, classes, error_text
 from proxy.provenance import cited_index
-from proxy.sanitize import FIELDS, Sanitized, plan_for, sanitize_body
+from proxy.sanitize import FIELDS, PlanSource, Sanitized, plan_for, sanitize_body
 from proxy.streaming import RelayResult
 from rules.contract.repairs import repair_for
-from rules.planner import Planner, with_repair
+from rules.planner import with_repair
 
 RECOVERED_HEADER = "X-Chatmend-Recovered"
 
@@ -58,7 +58,7 @@ def plan_retry(
     error: bytes,
     original: bytes,
     sent: bytes,
-    planner: Planner,
+    planner: PlanSource,
     api: str,
     *,
     scope: str = "",
