@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer, make_mocked_request
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
+from proxy.app import METRICS_KEY, create_app
 from proxy.config import parse_config
 from proxy.emulate import provider_error
 from proxy.recover import RECOVERED_HEADER, Retry, enable_line, may_retry, plan_retry
@@ -31,6 +31,7 @@ from rules.planner import Planner
 from rules.profiles import PROFILES
 from tests.conftest import base_url
 from tests.fake_responses import FakeResponses, create_fake_responses
+from tests.fake_thinking import ThinkingUpstream, create_thinking_upstream, turn_one, turn_two
 from tests.fake_upstream import FakeUpstream, create_fake_upstream
 from tests.proxy.test_metrics import scrape, value
 from tests.transcripts import BROKEN, USER, call, chat, result
@@ -478,3 +479,41 @@ def test_enable_line() -> None:
     assert enable_line("reasoning-content", {"models": ["*"]}) == (
         'reasoning-content: {enabled: true, models: ["*"]}'
     )
+
+
+async def test_the_retried_response_is_observed_for_the_reasoning_stash(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """Under deepseek with `empty-tool-calls` off, turn one carries a `[]` the thinking-mode
+    upstream refuses; the retry's answer (reasoning and a tool call) is stored all the same,
+    and turn two gets that reasoning back."""
+    upstream = ThinkingUpstream()
+    server = await aiohttp_server(create_thinking_upstream(upstream))
+    config = {"recover": {"enabled": True}, "rules": {"empty-tool-calls": False}}
+    proxy = await aiohttp_client(
+        create_app(parse_config(config, default_upstream=base_url(server)))
+    )
+    earlier = [
+        {"role": "user", "content": "Hello."},
+        {"role": "assistant", "content": "Hi.", "tool_calls": []},
+    ]
+    first = orjson.loads(turn_one(stream=True))
+    first["messages"] = [*earlier, *first["messages"]]
+    response = await proxy.post("/v1/chat/completions", data=orjson.dumps(first))
+    assert response.status == 200, await response.text()
+    assert response.headers[RECOVERED_HEADER] == "empty-tool-calls; class=empty_tool_calls"
+    assert upstream.rejected == 1
+    registry = proxy.app[METRICS_KEY].registry
+    assert registry.get_sample_value("chatmend_reasoning_total", {"outcome": "stored"}) == 1
+    text = await response.text()
+    assert upstream.reasonings[0][:10] in text
+    call = {
+        "id": upstream.call_ids[0],
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+    }
+    second = await proxy.post(
+        "/v1/chat/completions", data=turn_two({"tool_calls": [call]}, stream=False)
+    )
+    assert second.status == 200, await second.text()
+    assert upstream.received[-1]["messages"][1]["reasoning_content"] == upstream.reasonings[0]

@@ -10,11 +10,12 @@ import orjson
 import pytest
 
 from proxy.sanitize import sanitize_body
+from rules import RULES
 from rules.contract import CHECKS_BY_CODE
 from rules.contract import responses as responses_contract
 from rules.contract.repairs import REPAIRS, UNREPAIRABLE, repair_for
 from rules.planner import Plan, compile_plan, compile_responses_plan, with_repair
-from rules.profiles import PASSTHROUGH
+from rules.profiles import PASSTHROUGH, PROFILES
 from tests.proxy.test_catalogue_rows import CASES
 
 CALL = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
@@ -82,3 +83,27 @@ def test_each_repair_makes_its_check_pass_on_its_example(api: str, code: str) ->
     assert {change.rule for change in result.changes} <= set(repair.rules)
     repaired = orjson.loads(result.body)
     assert check.run(repaired[field], repaired, {}) == []
+
+
+def test_with_repair_keeps_the_plan_and_enforces_the_repair_in_registry_order() -> None:
+    plan = compile_plan(PROFILES["deepseek"], report=frozenset({"orphan-tool-results"}))
+    assert "orphan-tool-results" in plan.reported
+    repaired = with_repair(
+        plan, {"orphan-tool-results": {}, "tool-call-content": {"shape": "omit"}}
+    )
+    names = [rule.name for rule, _ in repaired.steps]
+    assert names == [rule.name for rule in RULES if rule.name in {*names}]  # registry order
+    assert {rule.name for rule, _ in plan.steps} | {"orphan-tool-results"} == set(names)
+    options = {rule.name: ctx.options for rule, ctx in repaired.steps}
+    # the plan's own options stay under the repair's (deepseek's kinds, the repair's shape)
+    assert options["tool-call-content"]["shape"] == "omit"
+    assert options["tool-call-content"]["kinds"] == ["empty_list", "empty_parts"]
+    assert repaired.report is None and repaired.reported == frozenset()
+    assert (repaired.profile, repaired.contract) == (plan.profile, plan.contract)
+
+
+def test_with_repair_switches_on_a_rule_the_plan_has_off_with_its_defaults() -> None:
+    repaired = with_repair(compile_plan(PASSTHROUGH), {"reasoning-content": {"models": ["*"]}})
+    [(rule, ctx)] = repaired.steps
+    assert rule.name == "reasoning-content"
+    assert ctx.options == {"placeholder": " ", "models": ["*"]}
