@@ -385,7 +385,7 @@ async def _recover(
     retry = plan_retry(
         first.body,
         original,
-        sanitized.body,
+        sanitized,
         route.planner,
         state.api,
         scope="" if reasoning is None else reasoning.scope,

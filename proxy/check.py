@@ -172,7 +172,7 @@ def run_error_check(
     if found:
         api, code = found[0]
         if request is not None:
-            sent = sanitize_body(request, planner, api).body
+            sent = sanitize_body(request, planner, api)
             retry = plan_retry(error, request, sent, planner, api)
             if retry is not None:
                 code = retry.error_class

@@ -30,6 +30,7 @@ from proxy.metrics import Metrics, classes, error_text
 from proxy.provenance import cited_index
 from proxy.sanitize import FIELDS, PlanSource, Sanitized, plan_for, sanitize_body
 from proxy.streaming import RelayResult
+from rules.base import Change
 from rules.contract.repairs import repair_for
 from rules.planner import with_repair
 
@@ -57,7 +58,7 @@ class Retry:
 def plan_retry(
     error: bytes,
     original: bytes,
-    sent: bytes,
+    first: Sanitized,
     planner: PlanSource,
     api: str,
     *,
@@ -66,24 +67,33 @@ def plan_retry(
 ) -> Retry | None:
     """The retry a 400 with body ``error`` calls for, or ``None``: the first class the error
     text matches (most specific first) whose repair, enforced over the plan of the request, makes
-    the client's ``original`` body differ from the ``sent`` one."""
-    for code in classes(error):
-        repair = repair_for(api, code)
-        if repair is None:
-            continue
-        try:
-            model = orjson.loads(original).get("model")
-        except (orjson.JSONDecodeError, AttributeError):
-            return None
+    the client's ``original`` body differ from ``first``, the body sent. The rules named are the
+    repair's rules whose changes differ from the first run's."""
+    repairs = [repair for code in classes(error) if (repair := repair_for(api, code))]
+    if not repairs:
+        return None
+    try:
+        model = orjson.loads(original).get("model")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None  # not a body the rules read (sanitize_body skipped it too)
+    for repair in repairs:
         plan = with_repair(plan_for(planner, model, api), repair.rules)
         result = sanitize_body(original, plan, api, scope=scope, recalled=recalled)
-        changed = {change.rule for change in result.changes}
-        rules = {name: options for name, options in repair.rules.items() if name in changed}
-        if result.skipped or not rules or result.body == sent:
+        if result.skipped or result.body == first.body:
             continue
-        index = cited_index(error_text(error), FIELDS[api])
-        return Retry(code, rules, result, index)
+        rules = {
+            name: options
+            for name, options in repair.rules.items()
+            if _changes_of(name, result) != _changes_of(name, first)
+        }
+        if rules:
+            index = cited_index(error_text(error), FIELDS[api])
+            return Retry(repair.code, rules, result, index)
     return None
+
+
+def _changes_of(rule: str, result: Sanitized) -> list[Change]:
+    return [change for change in result.changes if change.rule == rule]
 
 
 def enable_line(rule: str, options: Mapping[str, Any]) -> str:

@@ -467,7 +467,7 @@ def test_plan_retry_tries_each_class_a_shared_text_names() -> None:
     body = chat(BROKEN["split_assistant_turn"])
     text = violations(orjson.loads(body))[0].message
     error = orjson.dumps({"error": {"message": text}})
-    retry = plan_retry(error, body, body, Planner("passthrough"), "chat")
+    retry = plan_retry(error, body, Sanitized(body), Planner("passthrough"), "chat")
     assert retry is not None
     assert retry.error_class == "successive_assistant"
     assert list(retry.rules) == ["consecutive-assistant-messages"]
