@@ -53,6 +53,10 @@ _DOT_SEGMENT = re.compile(r"(?:^|/|\\|%2f|%5c)(?:\.|%2e){1,2}(?:/|\\|%2f|%5c|$)"
 
 log = get_logger()
 
+#: What sending a body upstream gives: its status and the relay's result, or chatmend's own
+#: error response (the upstream could not be reached).
+Answer = tuple[int, RelayResult] | web.Response
+
 
 @dataclass(slots=True)
 class RequestState:
@@ -293,6 +297,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
             original=original,
             sanitized=sanitized,
             reasoning=reasoning,
+            max_body_bytes=config.max_body_bytes,
             send=send,
         )
         if retried is not None:
@@ -325,7 +330,7 @@ async def _exchange(
     headers: CIMultiDict[str],
     profile: str | None,
     reasoning: RequestReasoning | None,
-) -> tuple[int, RelayResult] | web.Response:
+) -> Answer:
     """Send ``body`` upstream and relay the answer: its status and the relay's result, or
     chatmend's own error response if the upstream could not be reached."""
     hooks = request.app[REASONING_KEY]
@@ -376,8 +381,9 @@ async def _recover(
     original: bytes,
     sanitized: Sanitized,
     reasoning: RequestReasoning | None,
-    send: Callable[[bytes, Mapping[str, str]], Awaitable[tuple[int, RelayResult] | web.Response]],
-) -> tuple[Sanitized, tuple[int, RelayResult] | web.Response] | None:
+    max_body_bytes: int,
+    send: Callable[[bytes, Mapping[str, str]], Awaitable[Answer]],
+) -> tuple[Sanitized, Answer] | None:
     """Send the retry a 400 calls for (``proxy.recover``): the body sent and the answer, or
     ``None`` (the first answer stands)."""
     if first.body is None or sanitized.skipped:
@@ -391,9 +397,8 @@ async def _recover(
         scope="" if reasoning is None else reasoning.scope,
         recalled=None if reasoning is None else reasoning.recalled,
     )
-    config = request.app[RUNTIME_KEY].current.config
     if retry is None or not may_retry(
-        request, first, retry, request_id=state.request_id, max_body_bytes=config.max_body_bytes
+        request, first, retry, request_id=state.request_id, max_body_bytes=max_body_bytes
     ):
         return None
     # What X-Chatmend-Changes and request_done describe is the body the upstream accepted.
