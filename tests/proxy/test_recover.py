@@ -174,6 +174,26 @@ async def test_each_core_defect_is_recovered_through_a_strict_upstream(
     ) not in samples
 
 
+async def test_a_session_with_every_deepseek_defect_succeeds_and_each_recovery_counts(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """One passthrough proxy in front of a strict DeepSeek: each request of the session carries
+    another core defect; every one is answered 200, and the counter has one per request."""
+    session = [defect for defect in sorted(DEFECTS) if DEFECTS[defect][0] == "deepseek"]
+    fake, proxy = await start(aiohttp_server, aiohttp_client, "deepseek", RECOVER)
+    for defect in session:
+        response = await proxy.post("/v1/chat/completions", data=DEFECTS[defect][1])
+        assert response.status == 200, (defect, await response.text())
+    assert len(fake.received) == 2 * len(session)
+    samples = await scrape(proxy)
+    recovered = [v for (name, _), v in samples.items() if name == "chatmend_recovered_total"]
+    assert sum(recovered) >= len(session)
+    for defect in session:
+        _, _, error_class, rule = DEFECTS[defect]
+        labels = {"route": "default", "rule": rule, "error_class": error_class}
+        assert value(samples, "chatmend_recovered_total", **labels) >= 1, defect
+
+
 async def test_the_suggestion_comes_once_per_route_and_rule_and_each_recovery_counts(
     aiohttp_server: Server, aiohttp_client: ClientFactory
 ) -> None:
