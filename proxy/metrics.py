@@ -68,8 +68,10 @@ def error_text(body: bytes) -> str | None:
 
 def classify(body: bytes | None) -> str:
     """The catalogue code whose text the rejection carries, or ``unclassified``."""
-    found = classes(body)
-    return found[0] if found else "unclassified"
+    text = error_text(body) if body else None
+    if text is None:
+        return "unclassified"
+    return next((code for pattern, code in CATALOGUE if pattern.search(text)), "unclassified")
 
 
 def classes(body: bytes | None) -> list[str]:
