@@ -21,7 +21,7 @@ from proxy.log import get_logger
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
-from proxy.recover import RECOVERED_HEADER, Suggestions, may_retry, plan_retry, report
+from proxy.recover import RECOVERED_HEADER, Suggestions, may_retry, plan_retry, record
 from proxy.routing import Route, Runtime, RuntimeHolder
 from proxy.sanitize import FIELDS, Sanitized, sanitize_body
 from proxy.stash import build_stash
@@ -406,7 +406,7 @@ async def _recover(
     state.rules = tuple(sorted({change.rule for change in retry.sanitized.changes}))
     answer = await send(retry.sanitized.body, {RECOVERED_HEADER: retry.header})
     status, result = (answer.status, None) if isinstance(answer, web.Response) else answer
-    report(
+    record(
         retry,
         status,
         result,

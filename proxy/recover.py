@@ -147,7 +147,7 @@ def may_retry(
     return reason is None
 
 
-def report(
+def record(
     retry: Retry,
     status: int,
     answer: RelayResult | None,
