@@ -7,10 +7,12 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from aiohttp import ClientError, ClientSession, web
+from multidict import CIMultiDict
 
 from proxy.config import Config
 from proxy.credentials import apply_upstream_credentials, authorized
@@ -19,6 +21,7 @@ from proxy.log import get_logger
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
+from proxy.recover import RECOVERED_HEADER, Suggestions, may_retry, plan_retry, record
 from proxy.routing import Route, Runtime, RuntimeHolder
 from proxy.sanitize import FIELDS, Sanitized, sanitize_body
 from proxy.stash import build_stash
@@ -32,6 +35,7 @@ SESSION_KEY = web.AppKey("session", ClientSession)
 RUNTIME_KEY = web.AppKey("runtime", RuntimeHolder)
 METRICS_KEY = web.AppKey("metrics", Metrics)
 REASONING_KEY = web.AppKey("reasoning", ReasoningHooks)
+SUGGESTIONS_KEY = web.AppKey("recovery_suggestions", Suggestions)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -48,6 +52,10 @@ PARSER_LIMITS = {"max_field_size": 64 * 1024, "max_headers": 128, "max_line_size
 _DOT_SEGMENT = re.compile(r"(?:^|/|\\|%2f|%5c)(?:\.|%2e){1,2}(?:/|\\|%2f|%5c|$)", re.IGNORECASE)
 
 log = get_logger()
+
+#: What sending a body upstream gives: its status and the relay's result, or chatmend's own
+#: error response (the upstream could not be reached).
+Answer = tuple[int, RelayResult] | web.Response
 
 
 @dataclass(slots=True)
@@ -78,6 +86,7 @@ def create_app(config: Config) -> web.Application:
     app = web.Application(client_max_size=config.max_body_bytes, handler_args=PARSER_LIMITS)
     app[RUNTIME_KEY] = RuntimeHolder(Runtime.compile(config))
     app[METRICS_KEY] = Metrics()
+    app[SUGGESTIONS_KEY] = Suggestions()
     app.cleanup_ctx.append(_upstream_session)
     # issue 4: the reasoning stash (none for `reasoning.store: off`), see proxy/stash.
     stash = build_stash(config.reasoning, app[METRICS_KEY])
@@ -265,6 +274,66 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     profile = None if sanitized is None else sanitized.profile
     if hooks.observes(route.planner, profile, reasoning):
         hooks.offer_readable_encodings(headers)
+    send = partial(
+        _exchange,
+        request=request,
+        state=state,
+        route=route,
+        headers=headers,
+        profile=profile,
+        reasoning=reasoning,
+    )
+    answer = await send(body, {})
+    if isinstance(answer, web.Response):
+        return answer
+    status, result = answer
+    if status == 400 and route.config.recover.active and sanitized is not None and original:
+        # issue 19: a 400 of a class a rule repairs is repaired and sent once more.
+        retried = await _recover(
+            request,
+            state,
+            route,
+            result,
+            original=original,
+            sanitized=sanitized,
+            reasoning=reasoning,
+            max_body_bytes=config.max_body_bytes,
+            send=send,
+        )
+        if retried is not None:
+            sanitized, answer = retried
+            if isinstance(answer, web.Response):
+                return answer
+            status, result = answer
+    if 400 <= status < 500:
+        request.app[METRICS_KEY].rejections.labels(str(status), classify(result.body)).inc()
+        if sanitized is not None and sanitized.changed and original is not None and api:
+            _explain_rejection(state, original, sanitized.body, api, result)
+    state.outcome = result.outcome
+    if result.outcome == "upstream_failed":
+        log.warning(
+            "upstream_failed",
+            request_id=state.request_id,
+            error=result.error,
+            bytes_relayed=result.bytes_relayed,
+        )
+    return result.response
+
+
+async def _exchange(
+    body: bytes | None,
+    extra_headers: Mapping[str, str],
+    *,
+    request: web.Request,
+    state: RequestState,
+    route: Route,
+    headers: CIMultiDict[str],
+    profile: str | None,
+    reasoning: RequestReasoning | None,
+) -> Answer:
+    """Send ``body`` upstream and relay the answer: its status and the relay's result, or
+    chatmend's own error response if the upstream could not be reached."""
+    hooks = request.app[REASONING_KEY]
     started = time.perf_counter()
     try:
         upstream = await open_upstream(
@@ -295,23 +364,58 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     meter.streams.inc()
     observer = hooks.observer(route.planner, profile, reasoning, upstream, state.request_id)
     try:
-        result = await relay(request, upstream, _chatmend_headers(state, reached=True), observer)
+        own = _chatmend_headers(state, reached=True)
+        result = await relay(request, upstream, {**own, **extra_headers}, observer)
         await hooks.after_relay(observer)
     finally:
         meter.streams.dec()
-    if 400 <= upstream.status < 500:
-        meter.rejections.labels(str(upstream.status), classify(result.body)).inc()
-        if sanitized is not None and sanitized.changed and original is not None and api:
-            _explain_rejection(state, original, sanitized.body, api, result)
-    state.outcome = result.outcome
-    if result.outcome == "upstream_failed":
-        log.warning(
-            "upstream_failed",
-            request_id=state.request_id,
-            error=result.error,
-            bytes_relayed=result.bytes_relayed,
-        )
-    return result.response
+    return upstream.status, result
+
+
+async def _recover(
+    request: web.Request,
+    state: RequestState,
+    route: Route,
+    first: RelayResult,
+    *,
+    original: bytes,
+    sanitized: Sanitized,
+    reasoning: RequestReasoning | None,
+    max_body_bytes: int,
+    send: Callable[[bytes, Mapping[str, str]], Awaitable[Answer]],
+) -> tuple[Sanitized, Answer] | None:
+    """Send the retry a 400 calls for (``proxy.recover``): the body sent and the answer, or
+    ``None`` (the first answer stands)."""
+    if first.body is None or sanitized.skipped:
+        return None
+    retry = plan_retry(
+        first.body,
+        original,
+        sanitized,
+        route.planner,
+        state.api,
+        scope="" if reasoning is None else reasoning.scope,
+        recalled=None if reasoning is None else reasoning.recalled,
+    )
+    if retry is None or not may_retry(
+        request, first, retry, request_id=state.request_id, max_body_bytes=max_body_bytes
+    ):
+        return None
+    # What X-Chatmend-Changes and request_done describe is the body the upstream accepted.
+    state.changes = len(retry.sanitized.changes)
+    state.rules = tuple(sorted({change.rule for change in retry.sanitized.changes}))
+    answer = await send(retry.sanitized.body, {RECOVERED_HEADER: retry.header})
+    status, result = (answer.status, None) if isinstance(answer, web.Response) else answer
+    record(
+        retry,
+        status,
+        result,
+        request_id=state.request_id,
+        route=route.name,
+        meter=request.app[METRICS_KEY],
+        suggestions=request.app[SUGGESTIONS_KEY],
+    )
+    return retry.sanitized, answer
 
 
 def _explain_rejection(

@@ -7,6 +7,10 @@ Responses rules' defaults).
 It shows what the provider would reject (``rules.contract``), what the rules would rewrite, and
 whether the result is accepted; with ``--fix`` it writes the repaired body to stdout (and the
 report to stderr). Exit status: 0 clean, 1 repaired, 2 still invalid (or not a chat body).
+
+With ``--error FILE`` it reads a captured provider error body instead: its error class, the rules
+that repair it (``rules.contract.repairs``) and the YAML that enables them; given the request too,
+whether that repair changes it (what ``recover:`` would retry).
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ from typing import Any, BinaryIO, TextIO
 
 import orjson
 
+from proxy.metrics import classes
+from proxy.recover import enable_line, plan_retry
 from proxy.sanitize import PlanSource, Sanitized, plan_for, sanitize_body
 from rules.contract import Violation, violations
 from rules.contract import responses as responses_contract
+from rules.contract.repairs import repair_for
 
 CLEAN, REPAIRED, INVALID = 0, 1, 2
 
@@ -144,3 +151,65 @@ def run_check(
 
 def open_source(path: str) -> BinaryIO:
     return sys.stdin.buffer if path == "-" else open(path, "rb")
+
+
+def run_error_check(
+    error: bytes, request: bytes | None, planner: PlanSource, *, fmt: str, out: BinaryIO
+) -> int:
+    """``check --error``: the class of a captured provider error body, the rules that repair
+    it and the YAML that enables them; with the request, which of them change it (what
+    ``recover:`` would retry). Exit status: 0 a class a rule repairs, 2 otherwise."""
+    payload: Any = None
+    if request is not None:
+        try:
+            payload = orjson.loads(request)
+        except orjson.JSONDecodeError:
+            payload = None
+    apis = (api_of_body(payload),) if payload is not None else ("chat", "responses")
+    found = [(api, code) for code in classes(error) for api in apis if repair_for(api, code)]
+    report: dict[str, Any] = {"error_class": None, "api": None, "rules": {}, "key": "rules"}
+    retry = None
+    if found:
+        api, code = found[0]
+        if request is not None:
+            sent = sanitize_body(request, planner, api)
+            retry = plan_retry(error, request, sent, planner, api)
+            if retry is not None:
+                code = retry.error_class
+        repair = repair_for(api, code)
+        assert repair is not None
+        rules = repair.rules if retry is None else retry.rules
+        report.update(error_class=code, api=api, rules={k: dict(v) for k, v in rules.items()})
+        if request is not None:
+            report["changes_request"] = retry is not None
+    else:
+        known = classes(error)
+        report["error_class"] = known[0] if known else "unclassified"
+    if fmt == "json":
+        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        out.write(_error_text(report).encode())
+    out.flush()
+    return 0 if report["rules"] else INVALID
+
+
+def _error_text(report: dict[str, Any]) -> str:
+    lines = [f"error class: {report['error_class']}"]
+    if not report["rules"]:
+        if report["error_class"] == "unclassified":
+            lines.append("not a rejection chatmend's catalogue knows (no rule to suggest)")
+        else:
+            lines.append("no rule repairs this class")
+        return "\n".join(lines) + "\n"
+    lines.append(f"repaired by: {', '.join(report['rules'])} ({report['api']})")
+    if report.get("changes_request") is False:
+        lines.append(
+            "the repair changes nothing in this request (its plan repairs it already, or the "
+            "defect is not in it): recover would not retry"
+        )
+    elif report.get("changes_request"):
+        lines.append("the repair changes this request (recover would retry it once)")
+    lines.append("enable it (a named route: under routes.<name>.rules):")
+    lines.append("rules:")
+    lines += [f"  {enable_line(rule, options)}" for rule, options in report["rules"].items()]
+    return "\n".join(lines) + "\n"

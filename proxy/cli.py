@@ -16,13 +16,15 @@ import structlog
 from aiohttp import web
 
 from proxy.app import create_app
-from proxy.check import open_source, run_check
+from proxy.check import open_source, run_check, run_error_check
 from proxy.config import Config, ConfigError, load_config
 from proxy.emulate import create_emulator
 from proxy.log import configure_logging, get_logger
 from proxy.reload import reload_config
 from proxy.routing import ends_in_v1
+from proxy.sanitize import PlanSource
 from proxy.workers import bind, run_workers
+from rules.planner import Planner
 from rules.profiles import PROFILES
 
 
@@ -63,7 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="lint a captured request: the provider's rejections and the rules' rewrites",
     )
-    check.add_argument("file", help="request body (JSON) to check, or - for stdin")
+    check.add_argument(
+        "file",
+        nargs="?",
+        help="request body (JSON) to check, or - for stdin (optional with --error)",
+    )
+    check.add_argument(
+        "--error",
+        metavar="FILE",
+        help="a captured provider error body: print its class, the rule that repairs it and "
+        "the YAML to enable it (with the request given too: whether the repair changes it)",
+    )
     check.add_argument(
         "--config", metavar="PATH", help="YAML config whose rules apply (default: $CHATMEND_CONFIG)"
     )
@@ -272,6 +284,11 @@ def check(args: argparse.Namespace) -> int:
         print(f"chatmend: config error: {exc}", file=sys.stderr)
         return 2
     planner = config.planner()
+    if args.error is not None:
+        return check_error(args, planner)
+    if args.file is None:
+        print("chatmend: check needs a request FILE (or --error FILE)", file=sys.stderr)
+        return 2
     source_plan = planner if args.profile is None else planner.plans[args.profile]
     try:
         source = open_source(args.file)
@@ -287,6 +304,22 @@ def check(args: argparse.Namespace) -> int:
             out=sys.stdout.buffer,
             err=sys.stderr,
         )
+
+
+def check_error(args: argparse.Namespace, planner: Planner) -> int:
+    """``check --error FILE [REQUEST]``: classify a provider's error body."""
+    source: PlanSource = planner if args.profile is None else planner.plans[args.profile]
+    try:
+        with open_source(args.error) as stream:
+            error = stream.read()
+        request = None
+        if args.file is not None:
+            with open_source(args.file) as stream:
+                request = stream.read()
+    except OSError as exc:
+        print(f"chatmend: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    return run_error_check(error, request, source, fmt=args.format, out=sys.stdout.buffer)
 
 
 def emulate(args: argparse.Namespace) -> int:

@@ -94,6 +94,19 @@ class RuleSetting:
 
 
 @dataclass(frozen=True, slots=True)
+class RecoverConfig:
+    """Recovery (proxy/recover.py): a 400 whose error text is a catalogued class a rule
+    repairs is repaired and retried, at most ``max_attempts`` (0 or 1) times per request."""
+
+    enabled: bool = False
+    max_attempts: int = 1
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.max_attempts > 0
+
+
+@dataclass(frozen=True, slots=True)
 class RouteConfig:
     """One upstream and how its requests are repaired: the default route (the top-level keys,
     for every path no route prefix matches) or a named one under ``routes:``."""
@@ -118,6 +131,8 @@ class RouteConfig:
     log_content: bool = False
     #: Check every rewritten body against the profile's contract at run time.
     verify: bool = False
+    #: Repair and retry a 400 once (off by default).
+    recover: RecoverConfig = field(default_factory=RecoverConfig)
 
     def report_rules(self) -> frozenset[str]:
         """The rules in report mode: every rule in global report mode, except those set to
@@ -178,6 +193,8 @@ class Config:
     routes: tuple[RouteConfig, ...] = ()
     #: Seconds a SIGTERM leaves in-flight requests (streams included) to finish before exit.
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
+    #: Recovery of a 400 that got through: repair once, retry once (routes may set their own).
+    recover: RecoverConfig = field(default_factory=RecoverConfig)
     #: The reasoning stash (proxy/stash): which store, how big, how long (all routes).
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
     #: Which source set each top-level value (and each value a flag or the environment set):
@@ -196,6 +213,7 @@ class Config:
             client_tokens=self.client_tokens,
             log_content=self.log_content,
             verify=self.verify,
+            recover=self.recover,
         )
 
     def all_routes(self) -> tuple[RouteConfig, ...]:
@@ -225,10 +243,20 @@ _TOP_KEYS = (
     "routes",
     "drain_seconds",
     "reasoning",
+    "recover",
 )
 _UPSTREAM_KEYS = ("url", "connect_timeout", "read_timeout", "api_key_env", "api_key_header")
 #: What a named route may set; the others come from the top level.
-_ROUTE_KEYS = ("prefix", "upstream", "profile", "models", "rules", "mode", "client_tokens_env")
+_ROUTE_KEYS = (
+    "prefix",
+    "upstream",
+    "profile",
+    "models",
+    "rules",
+    "mode",
+    "client_tokens_env",
+    "recover",
+)
 #: Paths chatmend answers itself: no route prefix may shadow them.
 RESERVED_PATHS = ("/healthz", "/readyz", "/metrics")
 _ROUTE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -356,6 +384,7 @@ def parse_config(
         client_tokens=client_tokens,
         drain_seconds=_seconds(data.get("drain_seconds", DEFAULT_DRAIN_SECONDS), "drain_seconds"),
         reasoning=_reasoning(data.get("reasoning")),
+        recover=_recover(data.get("recover"), "recover", RecoverConfig()),
         sources=sources,
     )
     routes = _mapping(data.get("routes", {}), "routes")
@@ -478,9 +507,24 @@ def _routes(
                 client_tokens=tokens,
                 log_content=top.log_content,
                 verify=top.verify,
+                recover=_recover(given.get("recover"), f"{key}.recover", top.recover),
             )
         )
     return tuple(sorted(routes, key=lambda route: -len(route.prefix)))
+
+
+def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
+    """A ``recover`` mapping over ``base`` (a route's defaults to the top level's)."""
+    given = _mapping(value, key)
+    _no_unknown(given, ("enabled", "max_attempts"), key)
+    attempts = given.get("max_attempts", base.max_attempts)
+    if isinstance(attempts, bool) or attempts not in (0, 1):
+        raise ConfigError(
+            f"{key}.max_attempts: must be 0 or 1 (chatmend retries a request at most once), "
+            f"got {attempts!r}"
+        )
+    enabled = _bool(given["enabled"], f"{key}.enabled") if "enabled" in given else base.enabled
+    return RecoverConfig(enabled=enabled, max_attempts=attempts)
 
 
 def _reasoning(value: Any) -> ReasoningConfig:

@@ -19,6 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from rules.contract import CHECKS
+from rules.contract.responses import CHECKS as RESPONSES_CHECKS
 from rules.profiles import PROFILES
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -32,15 +33,18 @@ def _pattern(template: str) -> re.Pattern[str]:
 
 
 def _catalogue() -> list[tuple[re.Pattern[str], str]]:
-    texts: dict[str, str] = {check.text: check.code for check in CHECKS}
+    """Every (text, code) pair: chat and Responses checks, and every profile's override. Two
+    checks may share a text (deepseek-reasoner's successive users and assistants): both stay,
+    in check order, so recovery can try each."""
+    texts: dict[tuple[str, str], None] = {}
+    for check in (*CHECKS, *RESPONSES_CHECKS):
+        texts[check.text, check.code] = None
     for profile in PROFILES.values():
         for code, overrides in profile.contract.items():
             if "text" in overrides:
-                texts.setdefault(overrides["text"], code)
-    # longest first: a specific text wins over a generic one it contains
-    return [
-        (_pattern(text), code) for text, code in sorted(texts.items(), key=lambda t: -len(t[0]))
-    ]
+                texts[overrides["text"], code] = None
+    # longest first (stable): a specific text wins over a generic one it contains
+    return [(_pattern(text), code) for text, code in sorted(texts, key=lambda t: -len(t[0]))]
 
 
 CATALOGUE = _catalogue()
@@ -67,10 +71,20 @@ def classify(body: bytes | None) -> str:
     text = error_text(body) if body else None
     if text is None:
         return "unclassified"
+    return next((code for pattern, code in CATALOGUE if pattern.search(text)), "unclassified")
+
+
+def classes(body: bytes | None) -> list[str]:
+    """Every catalogue code whose text the rejection carries, the most specific first (empty:
+    not a catalogued rejection)."""
+    text = error_text(body) if body else None
+    if text is None:
+        return []
+    found: list[str] = []
     for pattern, code in CATALOGUE:
-        if pattern.fullmatch(text) or pattern.search(text):
-            return code
-    return "unclassified"
+        if code not in found and pattern.search(text):
+            found.append(code)
+    return found
 
 
 class Metrics:
@@ -108,6 +122,13 @@ class Metrics:
             "chatmend_upstream_rejections",
             "Upstream 4xx answers, classified by error text.",
             ["status", "class"],
+            registry=r,
+        )
+        self.recovered = Counter(
+            "chatmend_recovered",
+            "Requests a rejected 400 was recovered for (repaired, retried once, accepted), by "
+            "config route, the rule that repaired it and the error class.",
+            ["route", "rule", "error_class"],
             registry=r,
         )
         self.upstream_seconds = Histogram(

@@ -18,7 +18,8 @@ EVENT_STREAM = "text/event-stream"
 @dataclass(slots=True)
 class RelayResult:
     response: web.StreamResponse
-    #: ``completed``, ``client_disconnected`` or ``upstream_failed``.
+    #: ``completed``, ``client_disconnected`` or ``upstream_failed`` (``partial`` only inside
+    #: ``relay``).
     outcome: str
     bytes_relayed: int
     error: str | None = None
@@ -55,12 +56,16 @@ async def relay(
     """
     headers = response_headers(upstream.headers)
     headers.update(extra_headers)
-    if _small_and_whole(request, upstream):
+    head = b""  # the start of an unsized error body, read before deciding how to relay it
+    if _small_and_whole(request, upstream) or _unsized_error(request, upstream):
         result = await _relay_whole(request, upstream, headers)
-        if observer is not None and result.outcome == "completed" and result.body is not None:
-            observer.feed(result.body)
-            observer.finish()
-        return result
+        if result.outcome == "partial":
+            head = result.body or b""
+        else:
+            if observer is not None and result.outcome == "completed" and result.body is not None:
+                observer.feed(result.body)
+                observer.finish()
+            return result
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     if upstream.content_length is not None:
         response.content_length = upstream.content_length
@@ -68,6 +73,11 @@ async def relay(
     finished = False
     try:
         await response.prepare(request)
+        if head:
+            await response.write(head)
+            relayed += len(head)
+            if observer is not None:
+                observer.feed(head)
         if observer is None:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)
@@ -106,12 +116,42 @@ def _small_and_whole(request: web.Request, upstream: ClientResponse) -> bool:
     )
 
 
+def _unsized_error(request: web.Request, upstream: ClientResponse) -> bool:
+    """A 4xx without a Content-Length (chunked, as some CDNs send every answer): read whole if
+    it turns out small, so it can be classified (and recovered, proxy/recover.py)."""
+    return (
+        upstream.content_length is None
+        and 400 <= upstream.status < 500
+        and upstream.content_type != EVENT_STREAM
+        and request.method != "HEAD"
+    )
+
+
+async def _read_capped(upstream: ClientResponse) -> tuple[bytes, bool]:
+    """The body, and whether it ended within ``BUFFER_MAX_BYTES`` (else what was read)."""
+    parts: list[bytes] = []
+    size = 0
+    while size <= BUFFER_MAX_BYTES:
+        chunk = await upstream.content.readany()
+        if not chunk:
+            return b"".join(parts), True
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts), False
+
+
 async def _relay_whole(
     request: web.Request, upstream: ClientResponse, headers: CIMultiDict[str]
 ) -> RelayResult:
-    """Read a small sized body, then send headers and body together."""
+    """Read a small body, then send headers and body together. An unsized body that turns out
+    bigger than ``BUFFER_MAX_BYTES`` is a ``partial`` result: its start, for the stream path."""
     try:
-        body = await upstream.read()
+        if upstream.content_length is None:
+            body, whole = await _read_capped(upstream)
+            if not whole:
+                return RelayResult(web.Response(), "partial", 0, body=body)
+        else:
+            body = await upstream.read()
     except (ClientError, TimeoutError) as exc:
         upstream.close()
         response = error_response(

@@ -95,6 +95,29 @@ def with_report(plan: Plan, report: frozenset[str]) -> Plan:
     return replace(plan, steps=enforced, report=plan.steps, reported=reported)
 
 
+def with_repair(plan: Plan, repair: Mapping[str, Mapping[str, Any]]) -> Plan:
+    """``plan`` with the rules of ``repair`` enforced (recovery, ``rules.contract.repairs``):
+    each with its options over the plan's own for that rule (a rule in report mode included),
+    else over its defaults, in the one registry order. Report mode is dropped: the plan's
+    report was already logged for the request."""
+    registry = RESPONSES_RULES if plan.api == "responses" else RULES
+    enforced = {rule.name: ctx for rule, ctx in plan.steps}
+    known = {rule.name: ctx for rule, ctx in (plan.report or ())} | enforced
+    log_content = any(ctx.log_content for ctx in known.values())
+    steps: list[Step] = []
+    for rule in registry:
+        ctx = known.get(rule.name)
+        if rule.name in repair:
+            base = {} if ctx is None else dict(ctx.options)
+            fresh = rule.context({**base, **repair[rule.name]}, log_content=log_content)
+            if ctx is not None:  # the proxy's per-request context (recalled reasoning) stays
+                fresh = replace(fresh, scope=ctx.scope, recalled=ctx.recalled)
+            steps.append((rule, fresh))
+        elif rule.name in enforced:
+            steps.append((rule, enforced[rule.name]))
+    return replace(plan, steps=steps, report=None, reported=frozenset())
+
+
 #: The profile name the Responses plan reports.
 RESPONSES = "responses"
 

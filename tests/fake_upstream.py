@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 
 from proxy.emulate import provider_error, sse_chunk
-from rules.contract import violations
+from rules.contract import Contract, violations
 
 
 @dataclass
@@ -39,12 +39,15 @@ class FakeUpstream:
     #: Set when a streaming response was cut short because the proxy closed the connection.
     stream_aborted: asyncio.Event = field(default_factory=asyncio.Event)
     chunks_sent: int = 0
+    #: The contract it applies (a profile's, with that provider's texts and statuses);
+    #: ``None``: the default contract.
+    contract: Contract | None = None
 
 
-def strict_errors(payload: Any) -> list[str]:
+def strict_errors(payload: Any, contract: Contract | None = None) -> list[str]:
     """Every rejection a strict provider would give this chat payload (empty: accepted): the
     product's own contract (rules/contract.py), so the tests hold the rules to it."""
-    return [violation.message for violation in violations(payload)]
+    return [violation.message for violation in violations(payload, contract)]
 
 
 COMPLETION = {
@@ -77,9 +80,9 @@ def create_fake_upstream(state: FakeUpstream) -> web.Application:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
             return provider_error(400, "Failed to deserialize the JSON body into the target type")
-        errors = strict_errors(payload)
+        errors = violations(payload, state.contract)
         if errors:
-            return provider_error(400, errors[0])
+            return provider_error(errors[0].status, errors[0].message)
         if payload.get("stream"):
             return await _stream(request, state)
         data = orjson.dumps(COMPLETION)

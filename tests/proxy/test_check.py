@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.check import CLEAN, INVALID, REPAIRED, check_body, run_check
+from proxy.check import CLEAN, INVALID, REPAIRED, check_body, run_check, run_error_check
 from rules import RULES, default_steps
 from rules.contract import DEFAULT_CONTRACT
 from rules.planner import Plan, Planner
@@ -188,3 +188,68 @@ def test_accepted_as_sent_is_never_printed_beside_rewrites() -> None:
     text = out.getvalue().decode()
     assert "rewrite(s)" in text and "accepted as sent" not in text
     assert "beyond its contract" in text
+
+
+EMPTY_ERROR = orjson.dumps(
+    {
+        "error": {
+            "message": "Invalid 'messages[1].tool_calls': empty array. Expected an array with "
+            "minimum length 1, but got an empty array instead.",
+            "type": "invalid_request_error",
+        }
+    }
+)
+
+
+def check_error(error: bytes, request: bytes | None = None, **kw: Any) -> tuple[int, str]:
+    out = io.BytesIO()
+    source = kw.pop("source", Planner("passthrough"))
+    status = run_error_check(error, request, source, fmt=kw.pop("fmt", "text"), out=out)
+    return status, out.getvalue().decode()
+
+
+def test_check_error_names_the_class_the_rule_and_the_yaml() -> None:
+    status, text = check_error(EMPTY_ERROR)
+    assert status == 0
+    assert "error class: empty_tool_calls" in text
+    assert "repaired by: empty-tool-calls (chat)" in text
+    assert "rules:\n  empty-tool-calls: true" in text
+
+
+def test_check_error_with_the_request_says_whether_the_repair_changes_it() -> None:
+    _, text = check_error(EMPTY_ERROR, body(BROKEN["empty_tool_calls"]))
+    assert "the repair changes this request" in text
+    status, out = check_error(EMPTY_ERROR, body(BROKEN["empty_tool_calls"][:1]), fmt="json")
+    assert status == 0
+    assert orjson.loads(out) == {
+        "error_class": "empty_tool_calls",
+        "api": "chat",
+        "rules": {"empty-tool-calls": {}},
+        "key": "rules",
+        "changes_request": False,
+    }
+
+
+def test_check_error_with_options_prints_them_in_the_yaml() -> None:
+    kimi = orjson.dumps({"error": {"message": "text content is empty"}})
+    _, text = check_error(kimi)
+    assert 'tool-call-content: {enabled: true, shape: "omit"}' in text
+
+
+def test_check_error_on_an_unknown_error_exits_2() -> None:
+    status, text = check_error(b'{"error": {"message": "Rate limit reached."}}')
+    assert status == INVALID
+    assert "error class: unclassified" in text
+
+
+def test_check_error_from_the_command_line(tmp_path: Path) -> None:
+    error = tmp_path / "error.json"
+    error.write_bytes(EMPTY_ERROR)
+    done = subprocess.run(
+        [str(CHATMEND), "check", "--error", str(error)], capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"empty-tool-calls: true" in done.stdout
+    done = subprocess.run([str(CHATMEND), "check"], capture_output=True, check=False)
+    assert done.returncode == 2
+    assert b"--error" in done.stderr

@@ -14,6 +14,7 @@ from proxy.config import (
     KNOWN_RULES,
     Config,
     ConfigError,
+    RecoverConfig,
     load_config,
     parse_config,
 )
@@ -310,3 +311,36 @@ def test_the_example_routes_and_credentials_are_valid_once_uncommented() -> None
         ("mistral", "/mistral", "mistral"),
         ("kimi", "/kimi", "kimi"),
     ]
+
+
+def test_recover_top_level_and_per_route() -> None:
+    assert load_config(env={}).recover == RecoverConfig(enabled=False, max_attempts=1)
+    routes = {
+        "a": {"upstream": {"url": "http://a.example"}},
+        "b": {"upstream": {"url": "http://b.example"}, "recover": {"enabled": False}},
+    }
+    config = parse_config({"recover": {"enabled": True}, "routes": routes}, env={})
+    by_name = {route.name: route.recover for route in config.all_routes()}
+    assert by_name["default"] == by_name["a"] == RecoverConfig(enabled=True)
+    assert by_name["b"] == RecoverConfig(enabled=False)
+    assert not RecoverConfig(enabled=True, max_attempts=0).active
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        ({"recover": {"enabled": "yes"}}, "recover.enabled"),
+        ({"recover": {"max_attempts": 2}}, "recover.max_attempts"),
+        ({"recover": {"max_attempts": True}}, "recover.max_attempts"),
+        ({"recover": {"retries": 1}}, "recover.retries"),
+        ({"recover": []}, "recover"),
+        (
+            {"routes": {"k": {"upstream": {"url": "http://k.example"}, "recover": {"x": 1}}}},
+            "routes.k.recover.x",
+        ),
+    ],
+)
+def test_bad_recover_values_name_the_dotted_key(data: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(data, env={})
+    assert str(raised.value).startswith(f"{key}:")

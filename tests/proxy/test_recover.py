@@ -1,0 +1,539 @@
+"""Recovery (``recover:``): a 400 that got through is classified, repaired once and retried.
+
+Against a strict fake that answers each class with its provider's text (a profile's contract),
+with the repairing rule off (the ``passthrough`` profile): the first answer is a 400, the
+client sees the retry's 200, the upstream saw exactly two bodies, and the header, the log and
+the metric name the rule. Then every case where chatmend must not retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+from unittest import mock
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer, make_mocked_request
+from structlog.testing import capture_logs
+
+from proxy.app import METRICS_KEY, create_app
+from proxy.config import parse_config
+from proxy.emulate import provider_error
+from proxy.recover import RECOVERED_HEADER, Retry, enable_line, may_retry, plan_retry
+from proxy.sanitize import Sanitized
+from proxy.streaming import BUFFER_MAX_BYTES, RelayResult
+from rules.contract import responses as responses_contract
+from rules.contract import violations
+from rules.planner import Planner
+from rules.profiles import PROFILES
+from tests.conftest import base_url
+from tests.fake_responses import FakeResponses, create_fake_responses
+from tests.fake_thinking import ThinkingUpstream, create_thinking_upstream, turn_one, turn_two
+from tests.fake_upstream import FakeUpstream, create_fake_upstream
+from tests.proxy.test_metrics import scrape, value
+from tests.transcripts import BROKEN, USER, call, chat, result
+
+Client = TestClient[Any, Any]
+Server = Callable[..., Awaitable[TestServer]]
+ClientFactory = Callable[..., Awaitable[Client]]
+
+RECOVER = {"profile": "passthrough", "recover": {"enabled": True}}
+
+THINKING_TURN: list[dict[str, Any]] = [
+    USER,
+    {"role": "assistant", "content": None, "tool_calls": [call("call_r", "ls", "{}")]},
+    result("call_r", "a.py"),
+    {"role": "user", "content": "Go on."},
+]
+
+#: Core defect -> (the profile whose strict provider rejects it, the body, the class, a rule
+#: the repair must have used).
+DEFECTS: dict[str, tuple[str, bytes, str, str]] = {
+    "split turns": (
+        "deepseek",
+        chat(BROKEN["split_assistant_turn"]),
+        "successive_assistant",
+        "consecutive-assistant-messages",
+    ),
+    "[]": ("deepseek", chat(BROKEN["empty_tool_calls"]), "empty_tool_calls", "empty-tool-calls"),
+    "reused ids": (
+        "deepseek",
+        chat(BROKEN["reused_tool_call_ids"]),
+        "duplicate_tool_result",
+        "duplicate-tool-call-ids",
+    ),
+    "bad arguments": (
+        "deepseek",
+        chat(BROKEN["truncated_arguments"]),
+        "invalid_arguments",
+        "invalid-tool-arguments",
+    ),
+    "object arguments": (
+        "deepseek",
+        chat(BROKEN["object_arguments"]),
+        "arguments_not_string",
+        "invalid-tool-arguments",
+    ),
+    "dangling calls": (
+        "deepseek",
+        chat(BROKEN["unanswered_tool_call"]),
+        "unanswered_tool_call",
+        "unanswered-tool-calls",
+    ),
+    "displaced result": (
+        "deepseek",
+        chat(BROKEN["displaced_tool_result"]),
+        "unanswered_tool_call",
+        "displaced-tool-results",
+    ),
+    "missing reasoning_content": (
+        "deepseek",
+        orjson.dumps({"model": "deepseek-v4-pro", "messages": THINKING_TURN}),
+        "reasoning_content_missing",
+        "reasoning-content",
+    ),
+    "unknown fields": (
+        "groq",
+        chat(
+            [
+                USER,
+                {"role": "assistant", "content": "Done.", "reasoning_content": "Easy."},
+                {"role": "user", "content": "Thanks."},
+            ]
+        ),
+        "unknown_field",
+        "unknown-message-fields",
+    ),
+    "bookkeeping fields": (
+        "deepseek",
+        chat([*THINKING_TURN[:2], {**THINKING_TURN[2], "tool_name": "ls"}, THINKING_TURN[3]]),
+        "bookkeeping_field",
+        "bookkeeping-keys",
+    ),
+}
+
+
+async def start(
+    aiohttp_server: Server, aiohttp_client: ClientFactory, profile: str, config: dict[str, Any]
+) -> tuple[FakeUpstream, Client]:
+    fake = FakeUpstream(contract=PROFILES[profile].contract)
+    server = await aiohttp_server(create_fake_upstream(fake))
+    proxy = await aiohttp_client(
+        create_app(parse_config(config, default_upstream=base_url(server)))
+    )
+    return fake, proxy
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECTS))
+async def test_each_core_defect_is_recovered_through_a_strict_upstream(
+    defect: str, aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    profile, body, error_class, rule = DEFECTS[defect]
+    contract = PROFILES[profile].contract
+    first = violations(orjson.loads(body), contract)
+    assert first and first[0].code == error_class  # the upstream refuses it as it stands
+    fake, proxy = await start(aiohttp_server, aiohttp_client, profile, RECOVER)
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=body)
+    assert response.status == 200, await response.text()
+    assert fake.received[0].body == body  # passthrough: sent as it came
+    assert len(fake.received) == 2
+    assert violations(orjson.loads(fake.received[1].body), contract) == []
+    rules, _, named = response.headers[RECOVERED_HEADER].partition("; class=")
+    assert named == error_class and rule in rules.split(",")
+    assert rule in response.headers["X-Chatmend-Changes"]
+    recovered = [e for e in logs if e["event"] == "request_recovered"]
+    assert len(recovered) == 1
+    assert recovered[0]["error_class"] == error_class and recovered[0]["attempt"] == 1
+    assert rule in recovered[0]["rules"] and recovered[0]["status"] == 200
+    assert [e["rule"] for e in logs if e["event"] == "recovery_suggests_rule"] == list(
+        recovered[0]["rules"]
+    )
+    done = [e for e in logs if e["event"] == "request_done"]
+    assert len(done) == 1 and done[0]["status"] == 200
+    samples = await scrape(proxy)
+    labels = {"route": "default", "rule": rule, "error_class": error_class}
+    assert value(samples, "chatmend_recovered_total", **labels) == 1
+    assert (
+        value(
+            samples,
+            "chatmend_requests_total",
+            route="default",
+            api="chat",
+            status="200",
+            profile="passthrough",
+        )
+        == 1
+    )
+    assert (
+        "chatmend_upstream_rejections_total",
+        (("class", error_class), ("status", "400")),
+    ) not in samples
+
+
+async def test_a_session_with_every_deepseek_defect_succeeds_and_each_recovery_counts(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """One passthrough proxy in front of a strict DeepSeek: each request of the session carries
+    another core defect; every one is answered 200, and the counter has one per request."""
+    session = [defect for defect in sorted(DEFECTS) if DEFECTS[defect][0] == "deepseek"]
+    fake, proxy = await start(aiohttp_server, aiohttp_client, "deepseek", RECOVER)
+    for defect in session:
+        response = await proxy.post("/v1/chat/completions", data=DEFECTS[defect][1])
+        assert response.status == 200, (defect, await response.text())
+    assert len(fake.received) == 2 * len(session)
+    samples = await scrape(proxy)
+    recovered = [v for (name, _), v in samples.items() if name == "chatmend_recovered_total"]
+    assert sum(recovered) >= len(session)
+    for defect in session:
+        _, _, error_class, rule = DEFECTS[defect]
+        labels = {"route": "default", "rule": rule, "error_class": error_class}
+        assert value(samples, "chatmend_recovered_total", **labels) >= 1, defect
+
+
+async def test_the_suggestion_comes_once_per_route_and_rule_and_each_recovery_counts(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    fake, proxy = await start(aiohttp_server, aiohttp_client, "deepseek", RECOVER)
+    body = chat(BROKEN["empty_tool_calls"])
+    with capture_logs() as logs:
+        for _ in range(3):
+            assert (await proxy.post("/v1/chat/completions", data=body)).status == 200
+    suggested = [e for e in logs if e["event"] == "recovery_suggests_rule"]
+    assert len(suggested) == 1
+    assert suggested[0]["key"] == "rules"
+    assert suggested[0]["yaml"] == "empty-tool-calls: true"
+    assert len(fake.received) == 6
+    samples = await scrape(proxy)
+    labels = {"route": "default", "rule": "empty-tool-calls", "error_class": "empty_tool_calls"}
+    assert value(samples, "chatmend_recovered_total", **labels) == 3
+
+
+async def test_a_stream_is_recovered_before_any_event(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    fake, proxy = await start(aiohttp_server, aiohttp_client, "deepseek", RECOVER)
+    body = chat(BROKEN["unanswered_tool_call"], stream=True)
+    response = await proxy.post("/v1/chat/completions", data=body)
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    assert RECOVERED_HEADER in response.headers
+    text = await response.text()
+    assert text.endswith("data: [DONE]\n\n")
+    assert len(fake.received) == 2
+
+
+async def test_a_named_route_recovers_and_is_suggested_its_own_key(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    fake = FakeUpstream(contract=PROFILES["kimi"].contract)
+    server = await aiohttp_server(create_fake_upstream(fake))
+    config = {
+        "profile": "passthrough",
+        "routes": {
+            "kimi": {
+                "upstream": {"url": base_url(server)},
+                "recover": {"enabled": True},
+            }
+        },
+    }
+    proxy = await aiohttp_client(create_app(parse_config(config, default_upstream="http://x")))
+    body = chat(
+        [
+            USER,
+            {"role": "assistant", "content": "", "tool_calls": [call("a", "ls", "{}")]},
+            result("a", "ok"),
+            {"role": "user", "content": "Go."},
+        ]
+    )
+    with capture_logs() as logs:
+        response = await proxy.post("/kimi/v1/chat/completions", data=body)
+    assert response.status == 200, await response.text()
+    assert response.headers[RECOVERED_HEADER] == "tool-call-content; class=tool_call_content_empty"
+    suggested = [e for e in logs if e["event"] == "recovery_suggests_rule"]
+    assert suggested[0]["key"] == "routes.kimi.rules"
+    assert suggested[0]["yaml"] == 'tool-call-content: {enabled: true, shape: "omit"}'
+
+
+async def test_responses_are_recovered(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    fake = FakeResponses()
+    server = await aiohttp_server(create_fake_responses(fake))
+    config = {**RECOVER, "rules": {"responses-unanswered-calls": False}}
+    proxy = await aiohttp_client(
+        create_app(parse_config(config, default_upstream=base_url(server)))
+    )
+    items = [
+        {"type": "message", "role": "user", "content": "Go."},
+        {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
+        {"type": "message", "role": "user", "content": "Stop."},
+    ]
+    body = orjson.dumps({"model": "gpt-5", "input": items})
+    assert responses_contract.violations(orjson.loads(body))[0].code == "responses_unanswered_call"
+    response = await proxy.post("/v1/responses", data=body)
+    assert response.status == 200, await response.text()
+    assert response.headers[RECOVERED_HEADER] == (
+        "responses-unanswered-calls; class=responses_unanswered_call"
+    )
+    assert len(fake.received) == 2
+    assert responses_contract.violations(orjson.loads(fake.received[1])) == []
+
+
+# --- when chatmend must not retry -------------------------------------------------------------
+
+
+async def test_off_by_default(aiohttp_server: Server, aiohttp_client: ClientFactory) -> None:
+    fake, proxy = await start(
+        aiohttp_server, aiohttp_client, "deepseek", {"profile": "passthrough"}
+    )
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 400
+    assert RECOVERED_HEADER not in response.headers
+    assert len(fake.received) == 1
+
+
+async def test_max_attempts_zero_never_retries(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    config = {"profile": "passthrough", "recover": {"enabled": True, "max_attempts": 0}}
+    fake, proxy = await start(aiohttp_server, aiohttp_client, "deepseek", config)
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 400
+    assert len(fake.received) == 1
+
+
+async def test_only_a_400_is_retried(aiohttp_server: Server, aiohttp_client: ClientFactory) -> None:
+    """Mistral answers an unknown field with a 422: not retried (only a 400 is known to be
+    harmless to send again)."""
+    fake, proxy = await start(aiohttp_server, aiohttp_client, "mistral", RECOVER)
+    body = {"messages": [{**USER, "name": "alice"}]}
+    found = violations(body, PROFILES["mistral"].contract)
+    assert (found[0].code, found[0].status) == ("unknown_field", 422)
+    response = await proxy.post("/v1/chat/completions", data=chat([{**USER, "name": "alice"}]))
+    assert response.status == 422
+    assert len(fake.received) == 1
+
+
+class Scripted:
+    """An upstream that answers from a script (status, error text) and records every body."""
+
+    def __init__(
+        self, *answers: tuple[int, str], delay: float = 0.0, chunked: bool = False
+    ) -> None:
+        self.answers = list(answers)
+        self.received: list[bytes] = []
+        self.delay = delay
+        #: Send errors without a Content-Length, in two chunks (as some CDNs do).
+        self.chunked = chunked
+
+    def app(self) -> web.Application:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            self.received.append(await request.read())
+            status, text = self.answers[min(len(self.received), len(self.answers)) - 1]
+            if status == 200:
+                return web.json_response({"id": "x", "choices": []})
+            if self.delay and len(self.received) == 1:
+                await asyncio.sleep(self.delay)
+            error = provider_error(status, text)
+            if not self.chunked:
+                return error
+            response = web.StreamResponse(
+                status=status, headers={"Content-Type": "application/json"}
+            )
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            assert isinstance(error.body, bytes)
+            half = len(error.body) // 2
+            await response.write(error.body[:half])
+            await response.write(error.body[half:])
+            await response.write_eof()
+            return response
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handle)
+        return app
+
+
+EMPTY_TEXT = violations(orjson.loads(chat(BROKEN["empty_tool_calls"])))[0].message
+
+
+async def scripted(
+    aiohttp_server: Server,
+    aiohttp_client: ClientFactory,
+    upstream: Scripted,
+    config: dict[str, Any] | None = None,
+) -> Client:
+    server = await aiohttp_server(upstream.app())
+    parsed = parse_config(config or RECOVER, default_upstream=base_url(server))
+    return await aiohttp_client(create_app(parsed))
+
+
+async def test_an_unsized_400_is_read_whole_and_recovered(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Scripted((400, EMPTY_TEXT), (200, ""), chunked=True)
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 200
+    assert len(upstream.received) == 2
+
+
+async def test_an_unsized_4xx_too_big_to_buffer_is_relayed_whole_and_not_retried(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    huge = EMPTY_TEXT + " " + "x" * (BUFFER_MAX_BYTES + 10)
+    upstream = Scripted((400, huge), (200, ""), chunked=True)
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 400
+    assert (await response.json())["error"]["message"] == huge
+    assert len(upstream.received) == 1
+
+
+async def test_an_unknown_class_is_not_retried(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Scripted((400, "Your request was malformed in some new way."), (200, ""))
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 400
+    assert len(upstream.received) == 1
+
+
+async def test_a_repair_that_changes_nothing_is_not_retried(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """The provider names a defect the body does not have: the repair finds nothing to do."""
+    upstream = Scripted((400, EMPTY_TEXT), (200, ""))
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    response = await proxy.post("/v1/chat/completions", data=chat([USER]))
+    assert response.status == 400
+    assert (await response.json())["error"]["message"] == EMPTY_TEXT
+    assert len(upstream.received) == 1
+
+
+async def test_the_retrys_own_400_is_relayed_as_is_with_the_first_error_logged(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    second = "Something else is wrong now."
+    upstream = Scripted((400, EMPTY_TEXT), (400, second), (200, ""))
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 400
+    assert (await response.json())["error"]["message"] == second
+    assert len(upstream.received) == 2  # one retry at most
+    failed = [e for e in logs if e["event"] == "recovery_failed"]
+    assert len(failed) == 1
+    assert failed[0]["error_class"] == "empty_tool_calls"
+    assert failed[0]["retry_class"] == "unclassified"
+    assert not [e for e in logs if e["event"] in ("request_recovered", "recovery_suggests_rule")]
+    assert len([e for e in logs if e["event"] == "request_done"]) == 1
+    samples = await scrape(proxy)
+    assert not [name for name, _ in samples if name == "chatmend_recovered_total"]
+
+
+async def test_a_repaired_body_over_max_body_bytes_is_not_retried(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """The stub result for a dangling call makes the body bigger than the limit."""
+    body = chat(BROKEN["unanswered_tool_call"])
+    upstream = Scripted((400, violations(orjson.loads(body))[0].message), (200, ""))
+    config = {**RECOVER, "max_body_bytes": len(body)}
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream, config)
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=body)
+    assert response.status == 400
+    assert len(upstream.received) == 1
+    assert [e["reason"] for e in logs if e["event"] == "recovery_skipped"] == ["body_too_large"]
+
+
+async def test_the_retrys_latency_is_in_the_overhead(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Scripted((400, EMPTY_TEXT), (200, ""), delay=0.2)
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 200
+    assert float(response.headers["X-Chatmend-Overhead-Ms"]) >= 200
+    samples = await scrape(proxy)
+    assert value(samples, "chatmend_overhead_seconds_count") == 1
+    assert value(samples, "chatmend_overhead_seconds_sum") >= 0.2
+
+
+def _retry(body: bytes) -> Retry:
+    return Retry("empty_tool_calls", {"empty-tool-calls": {}}, Sanitized(body), None)
+
+
+def test_a_client_that_went_away_is_not_retried() -> None:
+    transport = mock.Mock()
+    transport.is_closing.return_value = True
+    request = make_mocked_request("POST", "/v1/chat/completions", transport=transport)
+    first = RelayResult(web.Response(status=400), "completed", 10, body=b"{}")
+    with capture_logs() as logs:
+        assert not may_retry(request, first, _retry(b"{}"), request_id="r", max_body_bytes=99)
+    assert logs[0]["reason"] == "client_disconnected"
+    transport.is_closing.return_value = False
+    assert may_retry(request, first, _retry(b"{}"), request_id="r", max_body_bytes=99)
+
+
+def test_plan_retry_tries_each_class_a_shared_text_names() -> None:
+    """deepseek-reasoner words successive users and successive assistants alike: the repair
+    that changes the body is the one taken."""
+    body = chat(BROKEN["split_assistant_turn"])
+    text = violations(orjson.loads(body))[0].message
+    error = orjson.dumps({"error": {"message": text}})
+    retry = plan_retry(error, body, Sanitized(body), Planner("passthrough"), "chat")
+    assert retry is not None
+    assert retry.error_class == "successive_assistant"
+    assert list(retry.rules) == ["consecutive-assistant-messages"]
+    assert retry.index == 1
+
+
+def test_enable_line() -> None:
+    assert enable_line("empty-tools", {}) == "empty-tools: true"
+    assert enable_line("reasoning-content", {"models": ["*"]}) == (
+        'reasoning-content: {enabled: true, models: ["*"]}'
+    )
+
+
+async def test_the_retried_response_is_observed_for_the_reasoning_stash(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """Under deepseek with `empty-tool-calls` off, turn one carries a `[]` the thinking-mode
+    upstream refuses; the retry's answer (reasoning and a tool call) is stored all the same,
+    and turn two gets that reasoning back."""
+    upstream = ThinkingUpstream()
+    server = await aiohttp_server(create_thinking_upstream(upstream))
+    config = {"recover": {"enabled": True}, "rules": {"empty-tool-calls": False}}
+    proxy = await aiohttp_client(
+        create_app(parse_config(config, default_upstream=base_url(server)))
+    )
+    earlier = [
+        {"role": "user", "content": "Hello."},
+        {"role": "assistant", "content": "Hi.", "tool_calls": []},
+    ]
+    first = orjson.loads(turn_one(stream=True))
+    first["messages"] = [*earlier, *first["messages"]]
+    response = await proxy.post("/v1/chat/completions", data=orjson.dumps(first))
+    assert response.status == 200, await response.text()
+    assert response.headers[RECOVERED_HEADER] == "empty-tool-calls; class=empty_tool_calls"
+    assert upstream.rejected == 1
+    registry = proxy.app[METRICS_KEY].registry
+    assert registry.get_sample_value("chatmend_reasoning_total", {"outcome": "stored"}) == 1
+    text = await response.text()
+    assert upstream.reasonings[0][:10] in text
+    call = {
+        "id": upstream.call_ids[0],
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+    }
+    second = await proxy.post(
+        "/v1/chat/completions", data=turn_two({"tool_calls": [call]}, stream=False)
+    )
+    assert second.status == 200, await second.text()
+    assert upstream.received[-1]["messages"][1]["reasoning_content"] == upstream.reasonings[0]

@@ -1,0 +1,109 @@
+"""The repair table (rules/contract/repairs.py): every catalogued class a rule can repair has a
+repair, and that repair, enforced over a plan with every rule off, makes the class's check pass
+on the check's own example (tests/proxy/test_catalogue_rows.py's cases)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.sanitize import sanitize_body
+from rules import RULES
+from rules.contract import CHECKS_BY_CODE
+from rules.contract import responses as responses_contract
+from rules.contract.repairs import REPAIRS, UNREPAIRABLE, repair_for
+from rules.planner import Plan, compile_plan, compile_responses_plan, with_repair
+from rules.profiles import PASSTHROUGH, PROFILES
+from tests.proxy.test_catalogue_rows import CASES
+
+CALL = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
+OUTPUT = {"type": "function_call_output", "call_id": "call_1", "output": "ok"}
+USER = {"type": "message", "role": "user", "content": "Go on."}
+RESPONSES_CASES: dict[str, dict[str, Any]] = {
+    "responses_orphan_output": {"input": [USER, {**OUTPUT, "call_id": "call_9"}]},
+    "responses_interrupted_output": {"input": [USER, CALL, USER, OUTPUT]},
+    "responses_unanswered_call": {"input": [USER, CALL, USER]},
+    "responses_duplicate_item": {
+        "input": [USER, {**CALL, "id": "fc_1"}, OUTPUT, {**CALL, "id": "fc_1"}, OUTPUT]
+    },
+    "responses_call_id_too_long": {
+        "input": [USER, {**CALL, "call_id": "c" * 80}, {**OUTPUT, "call_id": "c" * 80}]
+    },
+    "responses_context_management": {
+        "input": [USER],
+        "context_management": [{"type": "compaction", "compact_threshold": 1000}],
+    },
+}
+
+
+def _off(api: str) -> Plan:
+    """A plan where every rule is off (the passthrough profile)."""
+    if api == "responses":
+        off = dict.fromkeys(REPAIRS_RULES_RESPONSES, False)
+        return compile_responses_plan(off)
+    return compile_plan(PASSTHROUGH)
+
+
+REPAIRS_RULES_RESPONSES = sorted(
+    {name for repair in REPAIRS["responses"].values() for name in repair.rules}
+    | {"responses-lone-surrogates", "responses-replayed-history", "responses-compaction"}
+)
+
+
+def test_every_catalogued_check_has_a_repair_or_a_reason() -> None:
+    assert set(CHECKS_BY_CODE) == set(REPAIRS["chat"]) | set(UNREPAIRABLE)
+    assert set(responses_contract.CHECKS_BY_CODE) == set(REPAIRS["responses"])
+    assert repair_for("chat", "nonexistent") is None
+    assert repair_for("messages", "empty_tool_calls") is None
+
+
+@pytest.mark.parametrize(
+    ("api", "code"),
+    [("chat", code) for code in sorted(REPAIRS["chat"])]
+    + [("responses", code) for code in sorted(REPAIRS["responses"])],
+)
+def test_each_repair_makes_its_check_pass_on_its_example(api: str, code: str) -> None:
+    case = CASES[code] if api == "chat" else RESPONSES_CASES[code]
+    payload = {"model": "some-model", **case}
+    if api == "chat":
+        check = CHECKS_BY_CODE[code]
+        field = "messages"
+    else:
+        check = responses_contract.CHECKS_BY_CODE[code]
+        field = "input"
+    assert check.run(payload[field], payload, {}), "the example must break the check"
+    plan = _off(api)
+    raw = orjson.dumps(payload)
+    assert sanitize_body(raw, plan, api).body == raw  # nothing runs without the repair
+    repair = REPAIRS[api][code]
+    result = sanitize_body(raw, with_repair(plan, repair.rules), api)
+    assert result.changed
+    assert {change.rule for change in result.changes} <= set(repair.rules)
+    repaired = orjson.loads(result.body)
+    assert check.run(repaired[field], repaired, {}) == []
+
+
+def test_with_repair_keeps_the_plan_and_enforces_the_repair_in_registry_order() -> None:
+    plan = compile_plan(PROFILES["deepseek"], report=frozenset({"orphan-tool-results"}))
+    assert "orphan-tool-results" in plan.reported
+    repaired = with_repair(
+        plan, {"orphan-tool-results": {}, "tool-call-content": {"shape": "omit"}}
+    )
+    names = [rule.name for rule, _ in repaired.steps]
+    assert names == [rule.name for rule in RULES if rule.name in {*names}]  # registry order
+    assert {rule.name for rule, _ in plan.steps} | {"orphan-tool-results"} == set(names)
+    options = {rule.name: ctx.options for rule, ctx in repaired.steps}
+    # the plan's own options stay under the repair's (deepseek's kinds, the repair's shape)
+    assert options["tool-call-content"]["shape"] == "omit"
+    assert options["tool-call-content"]["kinds"] == ["empty_list", "empty_parts"]
+    assert repaired.report is None and repaired.reported == frozenset()
+    assert (repaired.profile, repaired.contract) == (plan.profile, plan.contract)
+
+
+def test_with_repair_switches_on_a_rule_the_plan_has_off_with_its_defaults() -> None:
+    repaired = with_repair(compile_plan(PASSTHROUGH), {"reasoning-content": {"models": ["*"]}})
+    [(rule, ctx)] = repaired.steps
+    assert rule.name == "reasoning-content"
+    assert ctx.options == {"placeholder": " ", "models": ["*"], "plain_turns": False}
