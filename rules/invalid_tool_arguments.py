@@ -24,6 +24,8 @@ value that was cut off, closing it as it stands. That value may be incomplete, w
 it is an option (``empty`` makes such arguments ``{}`` instead). Replacing the unrepairable
 with ``{}`` loses the arguments, but they were unusable: the provider would have rejected
 them. The change carries their length and SHA-256, and with ``log_content`` the text itself.
+The scan stops after ``MAX_SCAN_TOKENS`` tokens of one string (a cost cap, against a hostile
+``{"a":{"a":...``): such text is replaced as unrepairable, the change says ``over_cost_cap``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import orjson
 from rules.base import Change, Option, Outcome, Rule, RuleContext
 from rules.json_repair_passes import (
     LOSSY_FIXES,
+    MAX_SCAN_TOKENS,
     dump_object,
     parse_strict_object,
     repair_object,
@@ -172,6 +175,8 @@ def _repair(
             if log_content and LOSSY_FIXES.intersection(repaired.fixes):
                 detail["original"] = raw[:MAX_LOGGED_CHARS]
             return repaired.text, "repaired_arguments"
+        if repaired.over_cap:
+            detail["over_cost_cap"] = MAX_SCAN_TOKENS
     text = raw if isinstance(raw, str) else _as_text(raw)
     if not isinstance(raw, str):
         detail["original_type"] = type(raw).__name__

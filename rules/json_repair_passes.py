@@ -43,6 +43,10 @@ LOSSY_FIXES: Final = frozenset({"incomplete_tail", "dropped_trailing"})
 #: How many JSON-string layers are unwrapped at most (``"\"{...}\""``).
 _MAX_UNWRAP = 3
 
+#: The cost cap per string: tokens the scan may read (2-5 µs each: 0.1-0.25 s; a hostile
+#: ``{"a":{"a":...`` makes one token per two bytes). Past it the text counts as unrepairable.
+MAX_SCAN_TOKENS: Final = 50_000
+
 
 @dataclass(frozen=True, slots=True)
 class Repaired:
@@ -53,10 +57,16 @@ class Repaired:
     #: Values after the first complete object, and their length (``dropped_trailing``).
     dropped_values: int = 0
     dropped_chars: int = 0
+    #: Unrepairable because the scan reached ``MAX_SCAN_TOKENS`` (not because of its shape).
+    over_cap: bool = False
 
 
 class _Unrepairable(Exception):
     """Raised inside the scan; never leaves this module."""
+
+
+class _OverCap(_Unrepairable):
+    """The scan reached ``MAX_SCAN_TOKENS``."""
 
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -163,6 +173,8 @@ def repair_object(text: str, *, close_strings: bool = True, _depth: int = 0) -> 
             return _unwrap(body, fixes, close_strings=close_strings, depth=_depth)
         scan = _Scan(body, close_strings=close_strings)
         json_text = scan.run()
+    except _OverCap:
+        return Repaired(None, over_cap=True)
     except _Unrepairable:
         return Repaired(None)
     fixes |= scan.fixes
@@ -227,11 +239,15 @@ class _Scan:
         self.out.append("{")
         self._push("{")
         pos = 1
+        tokens = 0
         while self.stack:
             pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
             if pos >= n:
                 self._close_truncated()
                 break
+            tokens += 1
+            if tokens > MAX_SCAN_TOKENS:
+                raise _OverCap
             pos = self._step(pos)
         self._after_top(pos)
         return "".join(self.out)
