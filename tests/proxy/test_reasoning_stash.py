@@ -44,7 +44,9 @@ async def start(
     url = str(server.make_url("")).rstrip("/")
 
     async def start(yaml: dict[str, Any] | None = None) -> Client:
-        return await aiohttp_client(create_app(parse_config(yaml or {}, default_upstream=url)))
+        # A client's credential scopes its reasoning; an anonymous one has none stashed.
+        app = create_app(parse_config(yaml or {}, default_upstream=url))
+        return await aiohttp_client(app, headers={"Authorization": "Bearer sk-client-a"})
 
     return start
 
