@@ -76,10 +76,20 @@ class Offloader:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor(), _call, function, key, blob, body, args)
 
+    def start(self) -> None:
+        """Start the workers now (``chatmend serve``), not on the first big body: its request
+        would wait for a process to import chatmend."""
+        if self.enabled:
+            self._executor().submit(_warm)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+def _warm() -> None:
+    """Nothing: the worker imported this module (and the rules) to run it."""
 
 
 def _unpickled(key: bytes, blob: bytes) -> Planner:
