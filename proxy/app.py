@@ -306,7 +306,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     api = api_of(request) if raw is not None else None
     body = raw
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
-    if api is not None and raw is not None and encoding:
+    if api is not None and raw is not None and encoding not in ("", "identity"):
         try:
             body = await _decoded(raw, encoding, config.max_body_bytes)
         except _TooLarge:
@@ -339,7 +339,10 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
         except TimeoutError:
             # Fail-open: the body goes as it came, as if chatmend were not there.
             _limited(request, state, "sanitize_deadline", seconds=config.sanitize_deadline)
-        except Exception as exc:  # a broken worker pool: fail-open too
+        except Exception as exc:
+            if not big:
+                raise
+            # A broken worker process or pool: fail-open too.
             log.error("offload_failed", request_id=state.request_id, error=type(exc).__name__)
         if sanitized is not None and sanitized.skipped == "json_too_deep":
             state.outcome = "rejected"
@@ -350,7 +353,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
                 "invalid_request_error",
             )
     # A body the rules left alone goes as it came, compressed or not: byte for byte.
-    rewritten = sanitized is not None and sanitized.body is not body
+    rewritten = sanitized is not None and sanitized.changed
     out = sanitized.body if sanitized is not None and rewritten else raw
 
     headers = request_headers(request.headers)

@@ -15,6 +15,7 @@ import hashlib
 import pickle
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -63,10 +64,8 @@ class Offloader:
         recalled: Mapping[str, str] | None = None,
     ) -> Sanitized:
         """``sanitize_body`` in a worker process."""
-        key, blob = self._planner(planner)
-        loop = asyncio.get_running_loop()
-        result: Sanitized = await loop.run_in_executor(
-            self._executor(), _sanitize, key, blob, body, (api, scope, dict(recalled or {}))
+        result: Sanitized = await self.call(
+            _sanitize, body, planner, (api, scope, dict(recalled or {}))
         )
         return result
 
@@ -74,7 +73,13 @@ class Offloader:
         """``function(body, planner, *args)`` in a worker process (a module-level function)."""
         key, blob = self._planner(planner)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor(), _call, function, key, blob, body, args)
+        try:
+            return await loop.run_in_executor(
+                self._executor(), _call, function, key, blob, body, args
+            )
+        except BrokenProcessPool:
+            self.close()  # a worker died (killed, out of memory): the next body gets a new pool
+            raise
 
     def start(self) -> None:
         """Start the workers now (``chatmend serve``), not on the first big body: its request
@@ -101,11 +106,9 @@ def _unpickled(key: bytes, blob: bytes) -> Planner:
     return planner
 
 
-def _sanitize(
-    key: bytes, blob: bytes, body: bytes, request: tuple[str, str, dict[str, str]]
-) -> Sanitized:
+def _sanitize(body: bytes, planner: Planner, request: tuple[str, str, dict[str, str]]) -> Sanitized:
     api, scope, recalled = request
-    return sanitize_body(body, _unpickled(key, blob), api, scope=scope, recalled=recalled)
+    return sanitize_body(body, planner, api, scope=scope, recalled=recalled)
 
 
 def _call(function: Any, key: bytes, blob: bytes, body: bytes, args: tuple[Any, ...]) -> Any:
