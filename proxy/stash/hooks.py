@@ -119,8 +119,6 @@ class ReasoningHooks:
                 keys = _wanted(payload, planner, scope)
             if keys:
                 reasoning.recalled = await self.stash.recall(keys)
-        except TimeoutError:
-            raise  # the request's deadline: the caller decides
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning
