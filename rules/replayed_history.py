@@ -5,8 +5,11 @@ on meaning) is collapsed to one copy: the earlier copy is removed and the replay
 conversation continues from, is kept. Messages compare on their meaning: role, content with
 whitespace normalized, tool calls (id, name, arguments as canonical JSON), tool results; the
 sidecar fields agents stamp on a message (``api_content``, ``timestamp``, ``reasoning``,
-``reasoning_content``, ``finish_reason``) are ignored. The pass repeats until no replay is left,
-so a history doubled at every turn (6 -> 13 -> 27 -> 55 messages) comes back to its true length.
+``reasoning_content``, ``finish_reason``) are ignored. The scan goes on until no replay is left,
+so a history doubled at every turn (6 -> 13 -> 27 -> 55 messages) comes back to its true length;
+it collapses a run of k copies at once and resumes where the kept copy starts, so its work is
+linear, and bounded by a budget per call (``WORK_PER_ITEM``, ``WORK_FLOOR``: past it the rule
+raises ``WorkBudgetExceeded`` and is skipped).
 A removed message's ``reasoning_content`` is not lost: a kept twin that has none (or a blank
 one where the removed one has text) takes it, since thinking-mode providers need it back on
 tool-call turns.
