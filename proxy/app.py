@@ -57,7 +57,7 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 #: Request encodings chatmend decodes to repair a body (others go upstream as they came).
 DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
 #: Decoded bytes per step of inflating a body; the event loop runs between two steps.
-INFLATE_STEP = 1024 * 1024
+INFLATE_STEP = 256 * 1024
 
 log = get_logger()
 
@@ -443,15 +443,17 @@ async def _decoded(raw: bytes, encoding: str, limit: int) -> bytes | None:
         return None
     # gzip and zlib by their header (32 + 15); a raw deflate stream (-15) as some clients send.
     for wbits in (32 + zlib.MAX_WBITS, -zlib.MAX_WBITS):
-        out = bytearray()
+        parts: list[bytes] = []  # joined once at the end: a growing buffer would copy itself
+        size = 0
         data = raw
         try:
             while data:
                 inflater = zlib.decompressobj(wbits)
                 while not inflater.eof:
                     chunk = inflater.decompress(data, INFLATE_STEP)
-                    out += chunk
-                    if len(out) > limit:
+                    parts.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
                         raise _TooLarge
                     data = inflater.unconsumed_tail
                     if not data and not chunk:
@@ -461,7 +463,7 @@ async def _decoded(raw: bytes, encoding: str, limit: int) -> bytes | None:
                     break
                 data = inflater.unused_data  # gzip members may follow each other
             else:
-                return bytes(out)
+                return b"".join(parts)
         except zlib.error:
             continue
     return None
