@@ -25,7 +25,8 @@ it is an option (``empty`` makes such arguments ``{}`` instead). Replacing the u
 with ``{}`` loses the arguments, but they were unusable: the provider would have rejected
 them. The change carries their length and SHA-256, and with ``log_content`` the text itself.
 The scan stops after ``MAX_SCAN_TOKENS`` tokens of one string (a cost cap, against a hostile
-``{"a":{"a":...``): such text is replaced as unrepairable, the change says ``over_cost_cap``.
+``{"a":1,"a":1,...``): such text is replaced as unrepairable, the change says ``over_cost_cap``;
+it stops at ``MAX_DEPTH`` levels of nesting too (no parser here reads deeper text back).
 One request's strings share ``MAX_REQUEST_TOKENS``; past them the rule raises
 ``WorkBudgetExceeded`` and is skipped (the arguments go as they came).
 """
@@ -51,7 +52,7 @@ NAME = "invalid-tool-arguments"
 
 #: How much argument text a change may carry when ``log_content`` is on (hermes #74146).
 MAX_LOGGED_CHARS: Final = 100_000
-#: Tokens the scans of one request may read in all (a few strings at their cap, ~0.3 s).
+#: Tokens the scans of one request may read in all (three strings at their cap, ~75 ms).
 MAX_REQUEST_TOKENS: Final = 3 * MAX_SCAN_TOKENS
 
 _MISSING: Final = object()

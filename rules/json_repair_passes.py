@@ -43,10 +43,13 @@ LOSSY_FIXES: Final = frozenset({"incomplete_tail", "dropped_trailing"})
 #: How many JSON-string layers are unwrapped at most (``"\"{...}\""``).
 _MAX_UNWRAP = 3
 
-#: The cost cap per string: tokens the scan may read (2-5 µs each: at most ~0.1 s; a hostile
-#: ``{"a":{"a":...`` makes one token per two bytes, a real argument's long text is one token).
-#: Past it the text counts as unrepairable.
+#: The cost cap per string: tokens the scan may read (about 1 µs each: ~25 ms; a hostile
+#: ``{"a":1,"a":1,...`` makes one token per two bytes, a real argument's long text is one
+#: token). Past it the text counts as unrepairable.
 MAX_SCAN_TOKENS: Final = 20_000
+#: Nesting past orjson's limit (1024) and the stdlib's recursion limit cannot be written back:
+#: the scan stops there (a hostile ``{"a":{"a":...`` then costs a few thousand tokens).
+MAX_DEPTH: Final = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +360,8 @@ class _Scan:
         raise _Unrepairable
 
     def _push(self, kind: str) -> None:
+        if len(self.stack) >= MAX_DEPTH:
+            raise _Unrepairable  # deeper than any JSON parser here reads back: stop now
         frame = _Frame(kind)
         frame.mark = len(self.out)
         self.stack.append(frame)

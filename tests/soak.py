@@ -293,7 +293,7 @@ class Driver:
                 messages = reused_id_turns(1500)
             elif kind == "hostile_arguments":
                 messages = hostile_arguments()
-            else:  # over offload_body_bytes (256 KiB): repaired in a worker process
+            else:  # over the soak's offload_body_bytes (256 KiB): repaired in the worker
                 messages = [{"role": "user", "content": "hi"}] * 12_000
             body = chat_body(marker, messages)
             self.expect(marker, kind, sanitize_body(body, STEPS).body, 200)
@@ -398,6 +398,7 @@ async def processes(workdir: Path) -> AsyncIterator[tuple[str, str, asyncio.subp
         f"listen: {{host: 127.0.0.1, port: {proxy_port}}}\n"
         f"upstream: {{url: 'http://127.0.0.1:{up_port}'}}\n"
         f"max_body_bytes: {MAX_BODY_BYTES}\n"
+        "offload_body_bytes: 262144\n"  # the big_clean bodies go through the worker process
     )
     log = (workdir / "chatmend.log").open("wb")
     chatmend = await asyncio.create_subprocess_exec(

@@ -3,8 +3,9 @@ reasoning. Each test replays an attack that worked on 3c64645.
 
 The stall tests run `chatmend serve` as a real process and probe ``/healthz`` on their own
 connections while the attack runs: the median probe must answer within 100 ms and none may
-take 300 ms (the attacks stalled every client 1 to 16 s before; off the loop the slowest probe
-takes 10-50 ms here). Generous bounds: the CI machine has two busy cores.
+take a second (the attacks stalled every client 2 to 16 s before; off the loop the slowest
+probe takes 10-50 ms here, up to 0.7 s when other jobs load the two cores). The probes come
+from a process of their own, so the test's own work does not delay them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import gzip
 import io
 import statistics
-import time
+import sys
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -313,25 +314,47 @@ def test_the_new_limits_are_validated(key: str, value: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+#: The prober, a process of its own (the test process is busy sending the attack): GET
+#: /healthz on a fresh connection every 20 ms until its stdin closes (five probes at least),
+#: then print the latencies.
+PROBER = """
+import http.client, json, select, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+latencies, stop = [], False
+while not stop or len(latencies) < 5:
+    started = time.perf_counter()
+    connection = http.client.HTTPConnection(host, port, timeout=60)
+    connection.request("GET", "/healthz")
+    assert connection.getresponse().status == 200
+    connection.close()
+    latencies.append(time.perf_counter() - started)
+    stop = stop or bool(select.select([sys.stdin], [], [], 0.02)[0])
+print(json.dumps(latencies))
+"""
+
+
 async def _probe(url: str, attack: Awaitable[Any]) -> tuple[Any, list[float]]:
-    """Run ``attack``; meanwhile GET /healthz on fresh connections, 20 ms apart."""
-    task = asyncio.ensure_future(attack)
-    latencies: list[float] = []
-    connector = aiohttp.TCPConnector(force_close=True)
-    async with aiohttp.ClientSession(connector=connector) as http:
-        await asyncio.sleep(0.05)  # the attack's request is on its way
-        while not task.done() or len(latencies) < 5:
-            started = time.perf_counter()
-            async with http.get(f"{url}/healthz") as response:
-                assert response.status == 200
-            latencies.append(time.perf_counter() - started)
-            await asyncio.sleep(0.02)
-    return await task, latencies
+    """Run ``attack`` while the prober measures /healthz."""
+    host, port = url.removeprefix("http://").split(":")
+    prober = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PROBER, host, port,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert prober.stdin is not None
+    try:
+        await asyncio.sleep(0.05)  # the prober is up
+        result = await attack
+    finally:
+        prober.stdin.close()
+        out, _ = await prober.communicate()
+    latencies: list[float] = orjson.loads(out)
+    return result, latencies
 
 
 def _assert_responsive(latencies: list[float]) -> None:
     assert statistics.median(latencies) < 0.1, latencies
-    assert max(latencies) < 0.3, latencies
+    assert max(latencies) < 1.0, latencies
 
 
 def _rss_kib(pid: int) -> int:
@@ -426,10 +449,11 @@ def _tiny_messages(megabytes: int) -> bytes:
 async def test_a_big_body_is_repaired_off_the_event_loop(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
-    """Finding 3: 30 MB of tiny messages stalled every client 3.6 s."""
+    """Finding 3: 30 MB of tiny messages stalled every client 3.6 s. The deadline keeps the
+    test short: the worker's first 1.5 s are what is probed, then the body goes as it came."""
     recorder, url = await _recorder(aiohttp_server)
-    body = _tiny_messages(12)  # inline: the slowest probe took 0.9 s here
-    async with serving(_config(tmp_path, url)) as proxy:
+    body = _tiny_messages(24)  # inline (before): a stall of about 2 s
+    async with serving(_config(tmp_path, url, "sanitize_deadline: 1.5\n")) as proxy:
         (status, _), latencies = await _probe(proxy.url, _post(proxy.url + URL, body, {}))
     assert status == 200
     assert recorder.requests[0][3] == body  # nothing to repair: byte for byte
@@ -454,9 +478,10 @@ async def test_a_repair_past_its_deadline_fails_open_counted(
 
 
 async def test_hostile_tool_arguments_stall_no_one(tmp_path: Path, aiohttp_server: Server) -> None:
-    """Finding 3: 21 KB of gzip holding `{"a":{"a":...` arguments took 16 s inline."""
+    """Finding 3: 21 KB of gzip holding `{"a":{"a":...` arguments took 16 s inline (now cut at
+    1024 levels); a wide shape reaches the token cap instead."""
     recorder, url = await _recorder(aiohttp_server)
-    arguments = '{"a":' * 2_000_000
+    arguments = "{" + '"a":1,' * 200_000 + "x"  # 1.2 MB: over offload_body_bytes
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
     body = gzip.compress(
         chat(
