@@ -285,6 +285,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
     rejected = _check_request(request, config)
     if rejected is not None:
         state.outcome = "rejected"
+        _limited(request, state, "header_size" if rejected.status == 431 else "body_size")
         return _closing(rejected)
     if not authorized(route.config, request.headers):
         state.outcome = "unauthorized"
@@ -470,8 +471,9 @@ async def _decoded(raw: bytes, encoding: str, limit: int) -> bytes | None:
 
 
 def _closing(response: web.Response) -> web.Response:
-    """``response``, closing the connection after it: the body it refused to read may still
-    be on its way, and draining it would cost what the refusal saved."""
+    """``response``, closing the connection after it: the body it refused may still be on its
+    way (aiohttp reads and discards it for at most ``lingering_time``, 10 s, then closes;
+    nothing is inflated, nothing kept), and no next request may follow on that connection."""
     response.force_close()
     return response
 

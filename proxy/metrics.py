@@ -142,8 +142,8 @@ class Metrics:
             ["store", "operation"],
             registry=r,
         )
-        # Issue 15: requests that met one of chatmend's limits (path, method, body_size,
-        # decoded_size, work_budget, arguments_cost_cap, sanitize_deadline).
+        # Issue 15: requests that met one of chatmend's limits (path, method, header_size,
+        # body_size, decoded_size, work_budget, arguments_cost_cap, sanitize_deadline).
         self.limits = Counter(
             "chatmend_limits",
             "Requests that met one of chatmend's limits, by limit.",

@@ -231,6 +231,32 @@ async def test_expect_100_continue_is_answered_here_and_not_forwarded(
     assert "Expect" not in recorder.requests[0][2]
 
 
+async def test_a_refused_request_is_never_asked_for_its_body(
+    aiohttp_server: Server, aiohttp_client: Client
+) -> None:
+    """No 100 Continue before the token check: the 401 comes first (and closes the connection,
+    after aiohttp's bounded lingering read of what the client may still send)."""
+    recorder, url = await _recorder(aiohttp_server)
+    config = parse_config(
+        {"upstream": {"url": url}, "client_tokens_env": "TOKENS"}, env={"TOKENS": TOKEN}
+    )
+    client = await aiohttp_client(create_app(config))
+    assert client.port is not None
+    raw = (
+        f"POST {URL} HTTP/1.1\r\nHost: chatmend\r\nContent-Length: 1000000\r\n"
+        "Content-Encoding: gzip\r\nExpect: 100-continue\r\n\r\n"
+    ).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    writer.write(raw)
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 3)
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 401 ")
+    assert b"connection: close" in head.lower()
+    assert recorder.requests == []
+
+
 @pytest.mark.parametrize("method", ["TRACE", "TRACK", "CONNECT", "PROPFIND"])
 async def test_methods_outside_an_http_api_are_refused(
     method: str, aiohttp_server: Server, aiohttp_client: Client
