@@ -207,15 +207,17 @@ def reused_id_turns(turns: int) -> list[Any]:
 
 
 def hostile_arguments() -> list[Any]:
-    call = {
-        "id": "c1",
-        "type": "function",
-        "function": {"name": "f", "arguments": '{"a":' * 30_000},
-    }
+    """Two calls whose arguments made the scanner slow: nested past 1024 levels (cut there) and
+    wide (90,000 tokens, cut at the per-string cap)."""
+    shapes = {"c1": '{"a":' * 30_000, "c2": "{" + '"a":1,' * 30_000 + "x"}
+    calls = [
+        {"id": cid, "type": "function", "function": {"name": "f", "arguments": arguments}}
+        for cid, arguments in shapes.items()
+    ]
     return [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": cid, "content": "ok"} for cid in shapes),
     ]
 
 
