@@ -566,3 +566,21 @@ async def test_a_closed_stdout_fails_no_request(tmp_path: Path, aiohttp_server: 
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_workers_repair_a_big_body_in_their_worker_processes(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """Under --workers each server process has its own pool; the repair is the inline one."""
+    from proxy.sanitize import sanitize_body
+
+    recorder, url = await _recorder(aiohttp_server)
+    padding = [{"role": "user", "content": "x" * 1000}, {"role": "assistant", "content": "y"}]
+    body = chat(padding * 1100 + BROKEN["empty_tool_calls"])
+    assert len(body) > 1024 * 1024  # over offload_body_bytes
+    expected = sanitize_body(body, parse_config({}).planner()).body
+    assert expected != body
+    async with serving(_config(tmp_path, url), "--workers", "2") as proxy:
+        statuses = [(await _post(proxy.url + URL, body, {}))[0] for _ in range(3)]
+    assert statuses == [200] * 3
+    assert [sent for *_, sent in recorder.requests] == [expected] * 3
