@@ -6,23 +6,25 @@ import asyncio
 import os
 import re
 import time
+import zlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
-from aiohttp import ClientError, ClientSession, web
+from aiohttp import ClientError, ClientSession, HttpVersion11, web
 from multidict import CIMultiDict
 
 from proxy.config import Config
 from proxy.credentials import apply_upstream_credentials, authorized
 from proxy.errors import error_response
-from proxy.log import get_logger
+from proxy.log import SINK, get_logger
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics, classify
+from proxy.offload import Offloader
 from proxy.provenance import explain
 from proxy.recover import RECOVERED_HEADER, Suggestions, may_retry, plan_retry, record
-from proxy.routing import Route, Runtime, RuntimeHolder
+from proxy.routing import RefusedPath, Route, Runtime, RuntimeHolder, route_path
 from proxy.sanitize import FIELDS, Sanitized, sanitize_body
 from proxy.stash import build_stash
 from proxy.stash.hooks import ReasoningHooks, RequestReasoning
@@ -36,6 +38,7 @@ RUNTIME_KEY = web.AppKey("runtime", RuntimeHolder)
 METRICS_KEY = web.AppKey("metrics", Metrics)
 REASONING_KEY = web.AppKey("reasoning", ReasoningHooks)
 SUGGESTIONS_KEY = web.AppKey("recovery_suggestions", Suggestions)
+OFFLOAD_KEY = web.AppKey("offload", Offloader)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -45,11 +48,21 @@ _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 MAX_HEADER_BYTES = 32 * 1024
 #: aiohttp's parser limits, under chatmend's own: one header line, the number of header lines,
 #: the request line. Past these aiohttp answers a plain-text 400 before any handler runs.
-PARSER_LIMITS = {"max_field_size": 64 * 1024, "max_headers": 128, "max_line_size": 8190}
-#: A path segment that is ``.`` or ``..``, literally or percent-encoded, between any of the
-#: separators some server decodes (``/``, ``\``, ``%2F``, ``%5C``): it could climb out of the
-#: upstream URL's base path, so such a request is refused rather than forwarded.
-_DOT_SEGMENT = re.compile(r"(?:^|/|\\|%2f|%5c)(?:\.|%2e){1,2}(?:/|\\|%2f|%5c|$)", re.IGNORECASE)
+PARSER_LIMITS: dict[str, object] = {
+    "max_field_size": 64 * 1024,
+    "max_headers": 128,
+    "max_line_size": 8190,
+    # A compressed request body stays compressed until the handler has checked the client's
+    # token and decides to read it (``_decoded``, bounded by ``max_body_bytes`` decoded).
+    "auto_decompress": False,
+}
+#: The methods chatmend forwards. TRACE would echo the request headers back, a route's own
+#: upstream key included; CONNECT and the rest have no business with an HTTP API.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: Request encodings chatmend decodes to repair a body (others go upstream as they came).
+DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
+#: Decoded bytes per step of inflating a body; the event loop runs between two steps.
+INFLATE_STEP = 256 * 1024
 
 log = get_logger()
 
@@ -87,6 +100,8 @@ def create_app(config: Config) -> web.Application:
     app[RUNTIME_KEY] = RuntimeHolder(Runtime.compile(config))
     app[METRICS_KEY] = Metrics()
     app[SUGGESTIONS_KEY] = Suggestions()
+    app[OFFLOAD_KEY] = Offloader(config.offload_processes)
+    app.on_cleanup.append(_close_offload)
     app.cleanup_ctx.append(_upstream_session)
     # issue 4: the reasoning stash (none for `reasoning.store: off`), see proxy/stash.
     stash = build_stash(config.reasoning, app[METRICS_KEY])
@@ -99,7 +114,7 @@ def create_app(config: Config) -> web.Application:
     app.router.add_get(METRICS, metrics)
     # One catch-all route whose handler observes the request itself: no middleware chain and
     # no response signal to run per request (both measurable on the hot path).
-    app.router.add_route("*", "/{tail:.*}", observe_request)
+    app.router.add_route("*", "/{tail:.*}", observe_request, expect_handler=_expect)
     return app
 
 
@@ -110,7 +125,9 @@ METRICS = "/metrics"
 
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus exposition of this instance's counters (served here, never forwarded)."""
-    body = request.app[METRICS_KEY].exposition()
+    meter = request.app[METRICS_KEY]
+    meter.sync_log_failures(SINK.failures)
+    body = meter.exposition()
     return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
@@ -125,6 +142,11 @@ async def readyz(request: web.Request) -> web.Response:
     session = request.app.get(SESSION_KEY)
     if session is None or session.closed:
         return web.json_response({"status": "not_ready", "reason": "upstream_session"}, status=503)
+    if SINK.failing:  # the last log line could not be written: requests go unrecorded
+        return web.json_response(
+            {"status": "not_ready", "reason": "log_sink", "log_write_failures": SINK.failures},
+            status=503,
+        )
     holder = request.app[RUNTIME_KEY]
     routes = {route.name: route.config.profile for route in holder.current.routes}
     return web.json_response(
@@ -147,6 +169,26 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
     app[SESSION_KEY] = session
     yield
     await session.close()
+
+
+async def _close_offload(app: web.Application) -> None:
+    app[OFFLOAD_KEY].close()
+
+
+async def _expect(request: web.Request) -> web.Response | None:
+    """``Expect: 100-continue`` is answered by the handler once the request passed its checks
+    (a refused request never gets a 100, so its body is never sent); other expectations get
+    a 417. The header is not forwarded (``proxy.upstream``)."""
+    if request.headers.get("Expect", "").strip().lower() == "100-continue":
+        return None
+    response = error_response(
+        417,
+        "Only 'Expect: 100-continue' is supported.",
+        "expectation_failed",
+        "invalid_request_error",
+    )
+    response.force_close()
+    return response
 
 
 async def _close_stash(app: web.Application) -> None:
@@ -230,35 +272,91 @@ async def proxy_request(request: web.Request, state: RequestState) -> web.Stream
 async def _forward(request: web.Request, state: RequestState) -> web.StreamResponse:
     runtime = request.app[RUNTIME_KEY].current  # read once: a reload does not touch this request
     config = runtime.config
-    route = runtime.route_for(request.rel_url.raw_path)
+    try:
+        path = route_path(request.rel_url.raw_path)
+    except RefusedPath as exc:
+        state.outcome = "rejected"
+        _limited(request, state, "path", reason=str(exc))
+        return _closing(
+            error_response(
+                400, f"Request path refused: {exc}.", "invalid_path", "invalid_request_error"
+            )
+        )
+    route = runtime.route_for(path)
     state.route = route.name
+    if request.method not in METHODS:
+        state.outcome = "rejected"
+        _limited(request, state, "method")
+        response = error_response(
+            405, "Method not allowed.", "method_not_allowed", "invalid_request_error"
+        )
+        response.headers["Allow"] = ", ".join(sorted(METHODS))
+        return _closing(response)
     rejected = _check_request(request, config)
     if rejected is not None:
         state.outcome = "rejected"
-        return rejected
+        _limited(request, state, "header_size" if rejected.status == 431 else "body_size")
+        return _closing(rejected)
     if not authorized(route.config, request.headers):
         state.outcome = "unauthorized"
-        return _unauthorized(route)
-    try:
-        body: bytes | None = await _read_body(request, config) if request.body_exists else None
-    except web.HTTPRequestEntityTooLarge:
-        state.outcome = "rejected"
-        return _too_large(config)
-    except TimeoutError:
-        state.outcome = "client_timeout"
-        return _body_timeout(config)
-    api = api_of(request) if body is not None else None
-    original = body  # the client's bytes, to explain a rejection of the rewritten ones
+        return _closing(_unauthorized(route))
+    raw: bytes | None = None
+    if request.body_exists:
+        if request.version == HttpVersion11 and "Expect" in request.headers:
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.writer.output_size = 0  # as aiohttp's own expect handler does
+        try:
+            raw = await _read_body(request, config)
+        except web.HTTPRequestEntityTooLarge:
+            state.outcome = "rejected"
+            _limited(request, state, "body_size")
+            return _closing(_too_large(config))
+        except TimeoutError:
+            state.outcome = "client_timeout"
+            return _body_timeout(config)
+    api = api_of(request) if raw is not None else None
+    body = raw
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if api is not None and raw is not None and encoding not in ("", "identity"):
+        try:
+            body = await _decoded(raw, encoding, config.max_body_bytes)
+        except _TooLarge:
+            state.outcome = "rejected"
+            _limited(request, state, "decoded_size")
+            return _closing(_too_large(config))
+        if body is None:  # an encoding chatmend does not read, or broken: sent as it came
+            log.info("payload_not_sanitized", request_id=state.request_id, reason="encoding")
+            api = None
+    original = body  # the client's (decoded) bytes: to explain or recover a rejection
     reasoning: RequestReasoning | None = None
     sanitized: Sanitized | None = None
     if body is not None and api is not None:
         state.api = api
-        if api == "chat":  # issue 4: one stash lookup before the rules (scope: the route)
-            reasoning = await request.app[REASONING_KEY].before_rules(
-                route.planner, body, route.config.upstream.url, request.headers
-            )
-        sanitized = _sanitize(request, state, body, api, route, reasoning=reasoning)
-        if sanitized.skipped == "json_too_deep":
+        offload = request.app[OFFLOAD_KEY]
+        big = offload.enabled and len(body) > config.offload_body_bytes
+        try:
+            async with asyncio.timeout(config.sanitize_deadline):
+                if api == "chat":  # issue 4: one stash lookup before the rules (scope: the route)
+                    reasoning = await request.app[REASONING_KEY].before_rules(
+                        route.planner,
+                        body,
+                        route.config.upstream.url,
+                        request.headers,
+                        request.rel_url.query,
+                        offload=offload.call if big else None,
+                    )
+                sanitized = await _sanitize(
+                    request, state, body, api, route, reasoning=reasoning, offload=big
+                )
+        except TimeoutError:
+            # Fail-open: the body goes as it came, as if chatmend were not there.
+            _limited(request, state, "sanitize_deadline", seconds=config.sanitize_deadline)
+        except Exception as exc:
+            if not big:
+                raise
+            # A broken worker process or pool: fail-open too.
+            log.error("offload_failed", request_id=state.request_id, error=type(exc).__name__)
+        if sanitized is not None and sanitized.skipped == "json_too_deep":
             state.outcome = "rejected"
             return error_response(
                 400,
@@ -266,9 +364,13 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
                 "json_too_deep",
                 "invalid_request_error",
             )
-        body = sanitized.body
+    # A body the rules left alone goes as it came, compressed or not: byte for byte.
+    rewritten = sanitized is not None and sanitized.changed
+    out = sanitized.body if sanitized is not None and rewritten else raw
 
     headers = request_headers(request.headers)
+    if rewritten:
+        headers.popall("Content-Encoding", None)  # the new body is sent decoded
     apply_upstream_credentials(route.config, headers)
     hooks = request.app[REASONING_KEY]
     profile = None if sanitized is None else sanitized.profile
@@ -283,12 +385,19 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
         profile=profile,
         reasoning=reasoning,
     )
-    answer = await send(body, {})
+    answer = await send(out, {})
     if isinstance(answer, web.Response):
         return answer
     status, result = answer
-    if status == 400 and route.config.recover.active and sanitized is not None and original:
-        # issue 19: a 400 of a class a rule repairs is repaired and sent once more.
+    if (
+        status == 400
+        and route.config.recover.active
+        and sanitized is not None
+        and original
+        and len(original) <= config.offload_body_bytes  # the retry's repair runs inline
+    ):
+        # issue 19: a 400 of a class a rule repairs is repaired and sent once more, decoded.
+        headers.popall("Content-Encoding", None)
         retried = await _recover(
             request,
             state,
@@ -451,14 +560,6 @@ def _explain_rejection(
 
 def _check_request(request: web.Request, config: Config) -> web.Response | None:
     """The limits checked before any body is read: a response if one is exceeded."""
-    path = request.rel_url.raw_path
-    if ("." in path or "%" in path or "\\" in path) and _DOT_SEGMENT.search(path):
-        return error_response(
-            400,
-            "Request paths with '.' or '..' segments are refused.",
-            "invalid_path",
-            "invalid_request_error",
-        )
     if sum(len(name) + len(value) for name, value in request.raw_headers) > MAX_HEADER_BYTES:
         return error_response(
             431,
@@ -477,6 +578,58 @@ async def _read_body(request: web.Request, config: Config) -> bytes:
         return await request.read()
     async with asyncio.timeout(config.client_body_timeout):
         return await request.read()
+
+
+class _TooLarge(Exception):
+    """A body that decodes to more than ``max_body_bytes``."""
+
+
+async def _decoded(raw: bytes, encoding: str, limit: int) -> bytes | None:
+    """A gzip or deflate body inflated, ``INFLATE_STEP`` bytes at a time (the event loop runs
+    in between), never past ``limit`` decoded bytes (``_TooLarge``); ``None`` if the encoding
+    is not one chatmend reads or the data is broken."""
+    if encoding not in DECODABLE:
+        return None
+    # gzip and zlib by their header (32 + 15); a raw deflate stream (-15) as some clients send.
+    for wbits in (32 + zlib.MAX_WBITS, -zlib.MAX_WBITS):
+        parts: list[bytes] = []  # joined once at the end: a growing buffer would copy itself
+        size = 0
+        data = raw
+        try:
+            while data:
+                inflater = zlib.decompressobj(wbits)
+                while not inflater.eof:
+                    chunk = inflater.decompress(data, INFLATE_STEP)
+                    parts.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
+                        raise _TooLarge
+                    data = inflater.unconsumed_tail
+                    if not data and not chunk:
+                        break  # cut off
+                    await asyncio.sleep(0)
+                if not inflater.eof:
+                    break
+                data = inflater.unused_data  # gzip members may follow each other
+            else:
+                return b"".join(parts)
+        except zlib.error:
+            continue
+    return None
+
+
+def _closing(response: web.Response) -> web.Response:
+    """``response``, closing the connection after it: the body it refused may still be on its
+    way (aiohttp reads and discards it for at most ``lingering_time``, 10 s, then closes;
+    nothing is inflated, nothing kept), and no next request may follow on that connection."""
+    response.force_close()
+    return response
+
+
+def _limited(request: web.Request, state: RequestState, limit: str, **fields: object) -> None:
+    """Count and log a request that met one of chatmend's limits."""
+    request.app[METRICS_KEY].limits.labels(limit).inc()
+    log.warning("limit_exceeded", request_id=state.request_id, limit=limit, **fields)
 
 
 def _unauthorized(route: Route) -> web.Response:
@@ -512,7 +665,7 @@ def _body_timeout(config: Config) -> web.Response:
     return response
 
 
-def _sanitize(
+async def _sanitize(
     request: web.Request,
     state: RequestState,
     body: bytes,
@@ -520,10 +673,19 @@ def _sanitize(
     route: Route,
     *,
     reasoning: RequestReasoning | None = None,
+    offload: bool = False,
 ) -> Sanitized:
     started = time.perf_counter()
-    if reasoning is None:
-        result: Sanitized = sanitize_body(body, route.planner, api)
+    if offload:  # a big body: parsed and repaired in a worker process (proxy/offload.py)
+        result: Sanitized = await request.app[OFFLOAD_KEY].sanitize(
+            body,
+            route.planner,
+            api,
+            scope="" if reasoning is None else reasoning.scope,
+            recalled=None if reasoning is None else reasoning.recalled,
+        )
+    elif reasoning is None:
+        result = sanitize_body(body, route.planner, api)
     else:
         result = sanitize_body(
             body,
@@ -546,6 +708,11 @@ def _sanitize(
         meter.reported.labels(change.rule, change.action).inc()
     for failure in result.failures:
         meter.rule_failures.labels(failure.rule).inc()
+        if failure.error == "WorkBudgetExceeded":  # a hostile shape: the rule was skipped
+            _limited(request, state, "work_budget", rule=failure.rule)
+    for change in result.changes:
+        if "over_cost_cap" in change.detail:
+            _limited(request, state, "arguments_cost_cap", rule=change.rule)
     for violation in result.violations:
         meter.violations.labels(state.profile, violation.code).inc()
     for failure in result.failures:

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from proxy.app import create_app
+from proxy.app import OFFLOAD_KEY, create_app
 from proxy.check import open_source, run_check, run_error_check
 from proxy.config import Config, ConfigError, load_config
 from proxy.emulate import create_emulator
@@ -209,6 +209,7 @@ def _serve_one(
 
     async def on_startup(app: web.Application) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_config, app, load)
+        app[OFFLOAD_KEY].start()  # issue 15: the worker processes big bodies are repaired in
 
     async def on_shutdown(app: web.Application) -> None:
         # The listener is closed: in-flight requests (streams included) get drain_seconds.

@@ -30,6 +30,11 @@ DEFAULT_PORT = 8787
 DEFAULT_UPSTREAM = "https://api.deepseek.com"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_CLIENT_BODY_TIMEOUT = 60.0
+#: Bodies over this many bytes (decoded) are repaired in a worker process, off the event loop.
+DEFAULT_OFFLOAD_BODY_BYTES = 1024 * 1024
+DEFAULT_OFFLOAD_PROCESSES = 1
+#: Seconds a request's repair may take; past it the body goes upstream as it came.
+DEFAULT_SANITIZE_DEADLINE = 10.0
 #: Under Kubernetes' default terminationGracePeriodSeconds (30), so a drain ends before SIGKILL.
 DEFAULT_DRAIN_SECONDS = 25.0
 ENV_UPSTREAM = "CHATMEND_UPSTREAM"
@@ -172,6 +177,13 @@ class Config:
     #: Seconds a client has to send its whole request body once the headers are in (slow
     #: clients and slow-loris bodies get a 408 rather than holding a connection forever).
     client_body_timeout: float = DEFAULT_CLIENT_BODY_TIMEOUT
+    #: Bodies over this many bytes (decoded) are parsed and repaired in a worker process
+    #: (``offload_processes`` of them per instance; 0: every body inline, on the event loop).
+    offload_body_bytes: int = DEFAULT_OFFLOAD_BODY_BYTES
+    offload_processes: int = DEFAULT_OFFLOAD_PROCESSES
+    #: Seconds a request's repair may take (stash lookup included); past it the body goes
+    #: upstream as it came (fail-open), counted and logged as ``limit_exceeded``.
+    sanitize_deadline: float = DEFAULT_SANITIZE_DEADLINE
     #: Opt-in: allow message-derived text (e.g. unrepairable arguments) into the logs.
     log_content: bool = False
     #: Opt-in: check every rewritten body against the profile's contract at run time, logging
@@ -233,6 +245,9 @@ _TOP_KEYS = (
     "upstream",
     "max_body_bytes",
     "client_body_timeout",
+    "offload_body_bytes",
+    "offload_processes",
+    "sanitize_deadline",
     "log_content",
     "verify",
     "profile",
@@ -373,6 +388,15 @@ def parse_config(
         ),
         client_body_timeout=_seconds(
             data.get("client_body_timeout", DEFAULT_CLIENT_BODY_TIMEOUT), "client_body_timeout"
+        ),
+        offload_body_bytes=_positive_int(
+            data.get("offload_body_bytes", DEFAULT_OFFLOAD_BODY_BYTES), "offload_body_bytes"
+        ),
+        offload_processes=_count(
+            data.get("offload_processes", DEFAULT_OFFLOAD_PROCESSES), "offload_processes"
+        ),
+        sanitize_deadline=_seconds(
+            data.get("sanitize_deadline", DEFAULT_SANITIZE_DEADLINE), "sanitize_deadline"
         ),
         log_content=_bool(data.get("log_content", False), "log_content"),
         verify=_bool(data.get("verify", False), "verify"),
@@ -619,6 +643,12 @@ def _bool(value: Any, key: str) -> bool:
 def _positive_int(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"{key}: must be a positive integer, got {value!r}")
+    return value
+
+
+def _count(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64:
+        raise ConfigError(f"{key}: must be an integer from 0 to 64, got {value!r}")
     return value
 
 

@@ -16,8 +16,17 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from proxy.config import RouteConfig
 
 #: Request headers that carry a credential: none of the client's may reach an upstream whose
-#: key chatmend holds (and the reasoning stash scopes its keys by the first one present).
-CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
+#: key chatmend holds (and the reasoning stash scopes its keys by those present). OpenAI,
+#: Azure, Anthropic, Gemini (``x-goog-api-key``), Azure API Management.
+CREDENTIAL_HEADERS = (
+    "authorization",
+    "api-key",
+    "x-api-key",
+    "x-goog-api-key",
+    "ocp-apim-subscription-key",
+)
+#: Query parameters that carry a credential (Gemini's ``?key=``, Azure APIM's).
+CREDENTIAL_PARAMS = ("key", "api-key", "api_key", "subscription-key")
 
 
 def authorized(route: RouteConfig, headers: CIMultiDictProxy[str]) -> bool:

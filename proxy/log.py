@@ -1,10 +1,12 @@
-"""structlog configuration: JSON lines on stdout, rendered by orjson."""
+"""structlog configuration: JSON lines on stdout, rendered by orjson, fields capped, a failing
+stdout counted and never fatal."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from collections.abc import MutableMapping
+from typing import IO, Any
 
 import orjson
 import structlog
@@ -15,6 +17,79 @@ import structlog
 #: never the record's text or arguments.
 LIBRARY_LOGGERS = ("aiohttp", "asyncio")
 
+#: Longest string a log field keeps (ids, names, roles and paths are client strings; one
+#: request could otherwise write a line of megabytes), and most items of a list or mapping.
+MAX_FIELD_CHARS = 256
+MAX_FIELD_ITEMS = 100
+#: Fields exempt from the string cap: opt-in content (``log_content``), capped where it is made.
+UNCAPPED = frozenset({"original"})
+
+
+class Sink:
+    """stdout for the log lines, that never fails a request: a write that raises (stdout
+    closed, a full disk, a broken pipe) is counted and dropped, and ``failing`` tells
+    readiness until a write succeeds again."""
+
+    def __init__(self, file: IO[bytes] | None = None) -> None:
+        self.file = file
+        self.failures = 0
+        self.failing = False
+
+    def write(self, data: bytes) -> int:
+        try:
+            file = self.file if self.file is not None else sys.stdout.buffer
+            written = file.write(data)
+        except (OSError, ValueError):  # ValueError: the file is closed
+            self.failures += 1
+            self.failing = True
+            return 0
+        self.failing = False
+        return written or 0
+
+    def flush(self) -> None:
+        try:
+            (self.file if self.file is not None else sys.stdout.buffer).flush()
+        except (OSError, ValueError):
+            self.failures += 1
+            self.failing = True
+
+
+SINK = Sink()
+
+
+def cap(value: Any, depth: int = 0) -> Any:
+    """``value`` with long strings cut (their length kept) and long lists and mappings
+    shortened (the number left out kept), four levels deep."""
+    if isinstance(value, str):
+        if len(value) <= MAX_FIELD_CHARS:
+            return value
+        return f"{value[:MAX_FIELD_CHARS]}...[{len(value)} chars]"
+    if depth >= 4:
+        return value if isinstance(value, int | float | bool | None) else "..."
+    if isinstance(value, list | tuple):
+        items = [cap(item, depth + 1) for item in value[:MAX_FIELD_ITEMS]]
+        if len(value) > MAX_FIELD_ITEMS:
+            items.append(f"...[{len(value) - MAX_FIELD_ITEMS} more]")
+        return items
+    if isinstance(value, dict):
+        capped = {
+            cap(key, depth + 1): item if key in UNCAPPED else cap(item, depth + 1)
+            for key, item in list(value.items())[:MAX_FIELD_ITEMS]
+        }
+        if len(value) > MAX_FIELD_ITEMS:
+            capped["..."] = f"{len(value) - MAX_FIELD_ITEMS} more"
+        return capped
+    return value
+
+
+def cap_fields(logger: Any, method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
+    """structlog processor: every field through ``cap``."""
+    plain = int | float | bool | None
+    return {
+        key: value if key in UNCAPPED or isinstance(value, plain) else cap(value)
+        for key, value in event.items()
+    }
+
 
 def configure_logging(level: int = logging.INFO) -> None:
     """One JSON object per line on stdout: timestamp, level, event, then the event's fields."""
@@ -23,10 +98,11 @@ def configure_logging(level: int = logging.INFO) -> None:
             structlog.contextvars.merge_contextvars,  # ``worker`` under --workers
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            cap_fields,
             structlog.processors.JSONRenderer(serializer=orjson.dumps),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.BytesLoggerFactory(file=sys.stdout.buffer),
+        logger_factory=structlog.BytesLoggerFactory(file=SINK),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     handler = LibraryRecords()

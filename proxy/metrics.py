@@ -163,12 +163,33 @@ class Metrics:
             ["store", "operation"],
             registry=r,
         )
+        # Issue 15: requests that met one of chatmend's limits (path, method, header_size,
+        # body_size, decoded_size, work_budget, arguments_cost_cap, sanitize_deadline).
+        self.limits = Counter(
+            "chatmend_limits",
+            "Requests that met one of chatmend's limits, by limit.",
+            ["limit"],
+            registry=r,
+        )
+        self.log_write_failures = Counter(
+            "chatmend_log_write_failures",
+            "Log lines that could not be written (the request went on without them).",
+            registry=r,
+        )
+        self._log_failures_seen = 0
         self.streams = Gauge(
             "chatmend_streams_in_flight",
             "Responses being relayed right now.",
             registry=r,
             multiprocess_mode="livesum",  # with --workers: the sum over the live workers
         )
+
+    def sync_log_failures(self, total: int) -> None:
+        """Bring the counter up to the log sink's own count (kept by ``proxy.log``, which has
+        no metrics of its own)."""
+        if total > self._log_failures_seen:
+            self.log_write_failures.inc(total - self._log_failures_seen)
+            self._log_failures_seen = total
 
     def exposition(self) -> bytes:
         """This app's samples; with ``--workers`` (prometheus-client's multiprocess mode, see

@@ -9,6 +9,7 @@ reload never changes the rules under a request in flight.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import unquote, unquote_to_bytes
 
 from aiohttp import ClientTimeout
 from yarl import URL
@@ -45,18 +46,24 @@ class Route:
         v1_base = ends_in_v1(upstream.url)
         return cls(config, config.planner(), timeout, v1_base)
 
-    def matches(self, raw_path: str) -> bool:
-        """The path is the prefix or under it (segment by segment: ``/kimi`` does not take
-        ``/kimi2``); the default route (empty prefix) takes everything."""
-        prefix = self.config.prefix
-        return not prefix or raw_path == prefix or raw_path.startswith(prefix + "/")
+    def matches(self, path: str) -> bool:
+        """The path (decoded by ``route_path``) is the prefix or under it, in any case (segment
+        by segment: ``/kimi`` does not take ``/kimi2``); the default route (empty prefix) takes
+        everything."""
+        prefix = self.config.prefix.lower()
+        path = path.lower()
+        return not prefix or path == prefix or path.startswith(prefix + "/")
 
     def upstream_path(self, raw_path_qs: str) -> str:
-        """The path and query to send upstream: the request's, minus the route prefix."""
-        rest = raw_path_qs[len(self.config.prefix) :]
-        if self.v1_base and rest[:3] == "/v1" and rest[3:4] in ("", "/", "?"):
-            rest = rest[3:]  # the client's /v1 is the upstream URL's own
-        return rest if rest.startswith("/") else "/" + rest
+        """The path and query to send upstream: the request's, minus the route prefix's
+        segments (the rest as the client encoded it), and minus the client's ``/v1`` when the
+        upstream URL ends in its own."""
+        path, mark, query = raw_path_qs.partition("?")
+        depth = self.config.prefix.count("/")
+        rest = "/" + "/".join(path.split("/")[depth + 1 :])
+        if self.v1_base and rest[:3] == "/v1" and rest[3:4] in ("", "/"):
+            rest = rest[3:] or "/"  # the client's /v1 is the upstream URL's own
+        return rest + mark + query
 
 
 def ends_in_v1(url: str) -> bool:
@@ -79,9 +86,10 @@ class Runtime:
     def default(self) -> Route:
         return self.routes[-1]
 
-    def route_for(self, raw_path: str) -> Route:
+    def route_for(self, path: str) -> Route:
+        """The route of a path decoded by ``route_path``."""
         for route in self.routes:
-            if route.matches(raw_path):
+            if route.matches(path):
                 return route
         return self.routes[-1]  # unreachable: the default route matches every path
 
@@ -100,3 +108,43 @@ class RuntimeHolder:
     def swap(self, runtime: Runtime) -> None:
         self.current = runtime
         self.generation += 1
+
+
+class RefusedPath(ValueError):
+    """A request path chatmend will not route or forward (the message says why)."""
+
+
+#: Dot segments, as they look once decoded (and cut at ``;``: ``..;x`` is Tomcat's ``..``).
+_DOTS = (".", "..")
+
+
+def route_path(raw_path: str) -> str:
+    """The path as an upstream reads it, percent-decoded, the one routes match on.
+
+    Refused (``RefusedPath``): an encoded slash or backslash, a backslash, an empty segment
+    (``//admin``; a trailing ``/`` is fine), a ``.`` or ``..`` segment however it is spelled
+    (``%2e``, ``%252e`` decoded twice, ``..;x``), and percent-escapes that are not UTF-8
+    (overlong dots, ``%c0%ae``). Each could reach a path on the upstream other than the one
+    the route gate looked at.
+    """
+    path = raw_path
+    if "%" in raw_path:
+        try:
+            path = unquote_to_bytes(raw_path).decode("utf-8")
+        except UnicodeDecodeError:
+            raise RefusedPath("percent-escapes that are not UTF-8") from None
+        lowered = raw_path.lower()
+        if "%2f" in lowered or "%5c" in lowered:
+            raise RefusedPath("an encoded '/' or '\\'")
+    if "\\" in path:
+        raise RefusedPath("a '\\'")
+    segments = path.split("/")
+    for position, segment in enumerate(segments[1:], 1):
+        if not segment and position < len(segments) - 1:
+            raise RefusedPath("an empty segment ('//')")
+        twice = unquote(segment) if "%" in segment else segment  # %252e: decoded twice
+        if twice is not segment and ("/" in twice or "\\" in twice):
+            raise RefusedPath("an encoded '/' or '\\'")
+        if segment.split(";", 1)[0] in _DOTS or twice.split(";", 1)[0] in _DOTS:
+            raise RefusedPath("a '.' or '..' segment")
+    return path

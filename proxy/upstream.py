@@ -22,9 +22,11 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-# Request headers aiohttp recomputes for the upstream request. The server side already
-# decoded a compressed request body (its auto_decompress), so its Content-Encoding goes too.
-REQUEST_RECOMPUTED = frozenset({"host", "content-length", "content-encoding"})
+# Request headers aiohttp recomputes for the upstream request. A compressed request body
+# arrives still compressed (the server's auto_decompress is off) and keeps its
+# Content-Encoding unless the proxy rewrites it. Expect is answered by chatmend itself:
+# forwarded, aiohttp would wait for the upstream's 100 before sending the body.
+REQUEST_RECOMPUTED = frozenset({"host", "content-length", "expect"})
 # Response headers chatmend owns on its side of the connection.
 RESPONSE_RECOMPUTED = frozenset({"content-length"})
 # Headers aiohttp would add on its own: a transparent proxy sends only what the client sent.

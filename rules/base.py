@@ -29,6 +29,11 @@ class Change:
         return {"rule": self.rule, "index": self.index, "action": self.action, **self.detail}
 
 
+class WorkBudgetExceeded(Exception):
+    """A rule met an input that would cost more than its work budget (a hostile shape): it
+    stops, and the pipeline skips it like any rule that raised (fail-open)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What a rule returns: the (possibly identical) list and the rewrites it made."""

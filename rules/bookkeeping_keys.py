@@ -138,7 +138,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.KEYS, scan.CALL_KEYS}),
+    wakes=scan.on(scan.KEYS, scan.CALL_KEYS),
     options=(
         Option(
             "keep",

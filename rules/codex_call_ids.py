@@ -205,5 +205,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.CALL_KEYS}),
+    wakes=scan.on(scan.CALL_KEYS),
 )

@@ -177,5 +177,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.ADJACENT_ASSISTANTS}),
+    wakes=scan.on(scan.ADJACENT_ASSISTANTS),
 )

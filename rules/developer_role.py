@@ -51,5 +51,5 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    wakes=lambda options: frozenset({scan.ROLE + "developer"}),
+    wakes=scan.on(scan.ROLE + "developer"),
 )

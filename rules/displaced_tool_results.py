@@ -93,5 +93,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.UNPAIRED}),
+    wakes=scan.on(scan.UNPAIRED),
 )

@@ -311,5 +311,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.DUP_CALL_ID, scan.UNPAIRED}),
+    wakes=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
 )

@@ -88,5 +88,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.EMPTY_ASSISTANT, scan.EMPTY_TOOL_CALLS}),
+    wakes=scan.on(scan.EMPTY_ASSISTANT, scan.EMPTY_TOOL_CALLS),
 )

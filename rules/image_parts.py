@@ -149,7 +149,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
-    wakes=lambda options: frozenset({scan.LIST_CONTENT, scan.DICT_CONTENT}),
+    wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
         Option(
             "action",

@@ -24,6 +24,11 @@ value that was cut off, closing it as it stands. That value may be incomplete, w
 it is an option (``empty`` makes such arguments ``{}`` instead). Replacing the unrepairable
 with ``{}`` loses the arguments, but they were unusable: the provider would have rejected
 them. The change carries their length and SHA-256, and with ``log_content`` the text itself.
+The scan stops after ``MAX_SCAN_TOKENS`` tokens of one string (a cost cap, against a hostile
+``{"a":1,"a":1,...``): such text is replaced as unrepairable, the change says ``over_cost_cap``;
+it stops at ``MAX_DEPTH`` levels of nesting too (no parser here reads deeper text back).
+One request's strings share ``MAX_REQUEST_TOKENS``; past them the rule raises
+``WorkBudgetExceeded`` and is skipped (the arguments go as they came).
 """
 
 from __future__ import annotations
@@ -34,9 +39,10 @@ from typing import Any, Final
 import orjson
 
 from rules import scan
-from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.base import Change, Option, Outcome, Rule, RuleContext, WorkBudgetExceeded
 from rules.json_repair_passes import (
     LOSSY_FIXES,
+    MAX_SCAN_TOKENS,
     dump_object,
     parse_strict_object,
     repair_object,
@@ -47,6 +53,8 @@ NAME = "invalid-tool-arguments"
 
 #: How much argument text a change may carry when ``log_content`` is on (hermes #74146).
 MAX_LOGGED_CHARS: Final = 100_000
+#: Tokens the scans of one request may read in all (three strings at their cap, ~75 ms).
+MAX_REQUEST_TOKENS: Final = 3 * MAX_SCAN_TOKENS
 
 _MISSING: Final = object()
 
@@ -65,10 +73,16 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         return Outcome(messages)  # the common case, checked in one tight pass
     close_strings = ctx.options.get(TRUNCATED.name, TRUNCATED.default) != "empty"
     changes: list[Change] = []
+    budget = _Budget(MAX_REQUEST_TOKENS)
 
     def fix(index: int, message: Any) -> Any:
         return _fix_message(
-            message, index, changes, close_strings=close_strings, log_content=ctx.log_content
+            message,
+            index,
+            changes,
+            budget,
+            close_strings=close_strings,
+            log_content=ctx.log_content,
         )
 
     return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
@@ -102,8 +116,23 @@ def _suspects(messages: list[Any]) -> list[int]:
     return suspects
 
 
+class _Budget:
+    """The scan tokens a request has left."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
 def _fix_message(
-    message: Any, index: int, changes: list[Change], *, close_strings: bool, log_content: bool
+    message: Any,
+    index: int,
+    changes: list[Change],
+    budget: _Budget,
+    *,
+    close_strings: bool,
+    log_content: bool,
 ) -> Any:
     """Return the message itself, or a copy with repaired tool calls."""
     if not isinstance(message, dict) or message.get("role") != "assistant":
@@ -114,7 +143,12 @@ def _fix_message(
     new_calls: list[Any] | None = None
     for position, call in enumerate(calls):
         fixed = _fix_call(
-            call, index, position, changes, close_strings=close_strings, log_content=log_content
+            call,
+            (index, position),
+            changes,
+            budget,
+            close_strings=close_strings,
+            log_content=log_content,
         )
         if fixed is not call and new_calls is None:
             new_calls = list(calls[:position])
@@ -125,9 +159,9 @@ def _fix_message(
 
 def _fix_call(
     call: Any,
-    index: int,
-    position: int,
+    where: tuple[int, int],
     changes: list[Change],
+    budget: _Budget,
     *,
     close_strings: bool,
     log_content: bool,
@@ -141,18 +175,21 @@ def _fix_call(
     raw = function.get("arguments", _MISSING)
     if isinstance(raw, str) and parse_strict_object(raw):
         return call  # the fast path: valid object text stays byte-identical
+    index, position = where
     detail: dict[str, Any] = {
         "tool_call_id": call_id(call),
         "function": function_name(call),
         "call_index": position,
     }
-    arguments, action = _repair(raw, detail, close_strings=close_strings, log_content=log_content)
+    arguments, action = _repair(
+        raw, detail, budget, close_strings=close_strings, log_content=log_content
+    )
     changes.append(Change(NAME, index, action, detail))
     return {**call, "function": {**function, "arguments": arguments}}
 
 
 def _repair(
-    raw: Any, detail: dict[str, Any], *, close_strings: bool, log_content: bool
+    raw: Any, detail: dict[str, Any], budget: _Budget, *, close_strings: bool, log_content: bool
 ) -> tuple[str, str]:
     """The new arguments text and the change action; fills ``detail`` as it goes."""
     if raw is _MISSING or raw is None or (isinstance(raw, str) and not raw.strip()):
@@ -163,7 +200,11 @@ def _repair(
         if dumped is not None:
             return dumped, "serialized_object"
     elif isinstance(raw, str):
-        repaired = repair_object(raw, close_strings=close_strings)
+        limit = min(MAX_SCAN_TOKENS, budget.left)
+        repaired = repair_object(raw, close_strings=close_strings, max_tokens=limit)
+        budget.left -= repaired.tokens
+        if repaired.over_cap and limit < MAX_SCAN_TOKENS:
+            raise WorkBudgetExceeded(MAX_REQUEST_TOKENS)  # the request's, not the string's
         if repaired.text is not None:
             detail["fixes"] = list(repaired.fixes)
             detail["original_length"] = len(raw)
@@ -173,6 +214,8 @@ def _repair(
             if log_content and LOSSY_FIXES.intersection(repaired.fixes):
                 detail["original"] = raw[:MAX_LOGGED_CHARS]
             return repaired.text, "repaired_arguments"
+        if repaired.over_cap:
+            detail["over_cost_cap"] = MAX_SCAN_TOKENS
     text = raw if isinstance(raw, str) else _as_text(raw)
     if not isinstance(raw, str):
         detail["original_type"] = type(raw).__name__
@@ -212,6 +255,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.BAD_ARGUMENTS}),
+    wakes=scan.on(scan.BAD_ARGUMENTS),
     options=(TRUNCATED,),
 )

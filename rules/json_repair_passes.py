@@ -43,6 +43,14 @@ LOSSY_FIXES: Final = frozenset({"incomplete_tail", "dropped_trailing"})
 #: How many JSON-string layers are unwrapped at most (``"\"{...}\""``).
 _MAX_UNWRAP = 3
 
+#: The cost cap per string: tokens the scan may read (about 1 µs each: ~25 ms; a hostile
+#: ``{"a":1,"a":1,...`` makes one token per two bytes, a real argument's long text is one
+#: token). Past it the text counts as unrepairable.
+MAX_SCAN_TOKENS: Final = 20_000
+#: Nesting past orjson's limit (1024) and the stdlib's recursion limit cannot be written back:
+#: the scan stops there (a hostile ``{"a":{"a":...`` then costs a few thousand tokens).
+MAX_DEPTH: Final = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Repaired:
@@ -53,10 +61,18 @@ class Repaired:
     #: Values after the first complete object, and their length (``dropped_trailing``).
     dropped_values: int = 0
     dropped_chars: int = 0
+    #: Unrepairable because the scan reached its token cap (not because of its shape).
+    over_cap: bool = False
+    #: Tokens the scan read (what it cost).
+    tokens: int = 0
 
 
 class _Unrepairable(Exception):
     """Raised inside the scan; never leaves this module."""
+
+
+class _OverCap(_Unrepairable):
+    """The scan reached ``MAX_SCAN_TOKENS``."""
 
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -142,13 +158,18 @@ def dump_object(value: dict[Any, Any]) -> str | None:
     return _stdlib_dump(value)
 
 
-def repair_object(text: str, *, close_strings: bool = True, _depth: int = 0) -> Repaired:
+def repair_object(
+    text: str, *, close_strings: bool = True, max_tokens: int | None = None, _depth: int = 0
+) -> Repaired:
     """Repair ``text`` into compact JSON-object text, naming each fix used.
 
     ``close_strings`` decides text cut off inside a string value: closed and kept, or
     unrepairable. The result is deterministic, and valid input comes back compacted with no
-    fix named (callers keep valid text as it was; see ``parse_strict_object``).
+    fix named (callers keep valid text as it was; see ``parse_strict_object``). The scan reads
+    at most ``max_tokens`` tokens (default ``MAX_SCAN_TOKENS``): past them, ``over_cap``.
     """
+    limit = MAX_SCAN_TOKENS if max_tokens is None else max_tokens
+    scan: _Scan | None = None
     fixes: set[str] = set()
     # Only leading whitespace goes: trailing whitespace may belong to a cut-off string value.
     body = text.lstrip(" \t\n\r")
@@ -160,19 +181,23 @@ def repair_object(text: str, *, close_strings: bool = True, _depth: int = 0) -> 
             return Repaired("{}", _ordered(fixes))
     try:
         if body[:1] in ("'", '"'):
-            return _unwrap(body, fixes, close_strings=close_strings, depth=_depth)
-        scan = _Scan(body, close_strings=close_strings)
+            return _unwrap(body, fixes, close_strings=close_strings, limit=limit, depth=_depth)
+        scan = _Scan(body, close_strings=close_strings, limit=limit)
         json_text = scan.run()
+    except _OverCap:
+        return Repaired(None, over_cap=True, tokens=limit)
     except _Unrepairable:
-        return Repaired(None)
+        return Repaired(None, tokens=0 if scan is None else scan.tokens)
     fixes |= scan.fixes
     out = _load_and_dump(json_text, exact=scan.big_int)
     if out is None:
-        return Repaired(None)
-    return Repaired(out, _ordered(fixes), scan.dropped_values, scan.dropped_chars)
+        return Repaired(None, tokens=scan.tokens)
+    return Repaired(
+        out, _ordered(fixes), scan.dropped_values, scan.dropped_chars, tokens=scan.tokens
+    )
 
 
-def _unwrap(body: str, fixes: set[str], *, close_strings: bool, depth: int) -> Repaired:
+def _unwrap(body: str, fixes: set[str], *, close_strings: bool, limit: int, depth: int) -> Repaired:
     """Double-encoded JSON: a (possibly broken) JSON string whose content repairs to an object."""
     if depth >= _MAX_UNWRAP:
         raise _Unrepairable
@@ -189,11 +214,17 @@ def _unwrap(body: str, fixes: set[str], *, close_strings: bool, depth: int) -> R
         raise _Unrepairable from None
     if not isinstance(inner, str):
         raise _Unrepairable
-    nested = repair_object(inner, close_strings=close_strings, _depth=depth + 1)
+    nested = repair_object(inner, close_strings=close_strings, max_tokens=limit, _depth=depth + 1)
     if nested.text is None:
         return nested
     all_fixes = fixes | string_fixes | set(nested.fixes) | {"double_encoded"}
-    return Repaired(nested.text, _ordered(all_fixes), nested.dropped_values, nested.dropped_chars)
+    return Repaired(
+        nested.text,
+        _ordered(all_fixes),
+        nested.dropped_values,
+        nested.dropped_chars,
+        tokens=nested.tokens,
+    )
 
 
 class _Frame:
@@ -209,9 +240,11 @@ class _Frame:
 class _Scan:
     """One left-to-right pass over an object's text, emitting strict JSON tokens."""
 
-    def __init__(self, text: str, *, close_strings: bool) -> None:
+    def __init__(self, text: str, *, close_strings: bool, limit: int = MAX_SCAN_TOKENS) -> None:
         self.text = text
         self.close_strings = close_strings
+        self.limit = limit
+        self.tokens = 0
         self.out: list[str] = []
         self.stack: list[_Frame] = []
         self.open_counts = {"{": 0, "[": 0}
@@ -227,11 +260,15 @@ class _Scan:
         self.out.append("{")
         self._push("{")
         pos = 1
+        limit = self.limit
         while self.stack:
             pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
             if pos >= n:
                 self._close_truncated()
                 break
+            self.tokens += 1
+            if self.tokens > limit:
+                raise _OverCap
             pos = self._step(pos)
         self._after_top(pos)
         return "".join(self.out)
@@ -323,6 +360,8 @@ class _Scan:
         raise _Unrepairable
 
     def _push(self, kind: str) -> None:
+        if len(self.stack) >= MAX_DEPTH:
+            raise _Unrepairable  # deeper than any JSON parser here reads back: stop now
         frame = _Frame(kind)
         frame.mark = len(self.out)
         self.stack.append(frame)

@@ -147,5 +147,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.UNPAIRED}),
+    wakes=scan.on(scan.UNPAIRED),
 )

@@ -19,6 +19,7 @@ Safety: safe. Nothing is removed; a tool result that was None says so.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rules import scan
@@ -68,6 +69,11 @@ def _targeted(message: dict[str, Any], roles: frozenset[str]) -> bool:
     return role != "assistant" or not has_calls(message)
 
 
+def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
+    """A null or missing content of one of the rule's roles."""
+    return frozenset(scan.NULL + role for role in role_set(options.get("roles")))
+
+
 RULE = Rule(
     name=NAME,
     summary="Give messages with null or no content a string (tool results a placeholder).",
@@ -79,7 +85,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    wakes=lambda options: frozenset(scan.NULL + role for role in role_set(options.get("roles"))),
+    wakes=_wakes,
     options=(
         Option("content", "", "the content a message with null or no content gets"),
         Option(

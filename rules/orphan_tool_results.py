@@ -73,5 +73,5 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.UNPAIRED}),
+    wakes=scan.on(scan.UNPAIRED),
 )

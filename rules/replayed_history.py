@@ -5,8 +5,11 @@ on meaning) is collapsed to one copy: the earlier copy is removed and the replay
 conversation continues from, is kept. Messages compare on their meaning: role, content with
 whitespace normalized, tool calls (id, name, arguments as canonical JSON), tool results; the
 sidecar fields agents stamp on a message (``api_content``, ``timestamp``, ``reasoning``,
-``reasoning_content``, ``finish_reason``) are ignored. The pass repeats until no replay is left,
-so a history doubled at every turn (6 -> 13 -> 27 -> 55 messages) comes back to its true length.
+``reasoning_content``, ``finish_reason``) are ignored. The scan goes on until no replay is left,
+so a history doubled at every turn (6 -> 13 -> 27 -> 55 messages) comes back to its true length;
+it collapses a run of k copies at once and resumes where the kept copy starts, so its work is
+linear, and bounded by a budget per call (``WORK_PER_ITEM``, ``WORK_FLOOR``: past it the rule
+raises ``WorkBudgetExceeded`` and is skipped).
 A removed message's ``reasoning_content`` is not lost: a kept twin that has none (or a blank
 one where the removed one has text) takes it, since thinking-mode providers need it back on
 tool-call turns.
@@ -36,7 +39,7 @@ from typing import Any
 import orjson
 
 from rules import scan
-from rules.base import Change, Outcome, Rule, RuleContext
+from rules.base import Change, Outcome, Rule, RuleContext, WorkBudgetExceeded
 
 NAME = "replayed-history"
 
@@ -48,9 +51,15 @@ SIDECAR_FIELDS = frozenset(
 #: Per-turn counter ids (Kimi: ``functions.bash:0``) recur by design: they are no signal.
 _COUNTER_ID = re.compile(r"(?:functions\.)?[\w.-]*:\d+")
 
-#: Pairs of equal anchors examined per pass, a bound for pathological inputs (one id repeated
-#: thousands of times); real histories have a handful.
-MAX_PAIRS = 4096
+#: The work budget per call: units (a pair of equal anchors tried, a key compared while
+#: extending a run) per item, over a floor. A doubled history costs a few units per item; a
+#: hostile one (one id reused by thousands of turns) would cost a quadratic walk without it.
+WORK_PER_ITEM = 32
+WORK_FLOOR = 65_536
+#: Earlier twins (same anchor id, same key) an item is paired with, nearest first: a bound on
+#: detection, not on the budget. A replayed block's twin is among the nearest unless one
+#: identical call (same id, same arguments) recurs more often than this inside the block.
+MAX_TWINS = 32
 
 #: How the token estimate is computed, logged next to it.
 ESTIMATE = "serialized characters / 4"
@@ -163,9 +172,14 @@ def collapse_replays(
 
     A block [s, s+d) is a replay candidate only around two positions with equal keys that share
     an anchor id (``anchors``), d apart; it is collapsed when every item of [s, s+d) has the key
-    of the item d later. Repeated until none is left; one Change per collapsed block, its index
-    in ``items`` as the rule received them. ``carry(kept, removed)`` gives each kept item what
-    its removed twin had and it lacks (a new item, or ``kept`` itself).
+    of the item d later. A run of k copies of one block goes down to its last copy at once (one
+    Change per removed copy, its index in ``items`` as the rule received them), and the scan
+    resumes where the kept copy starts, never from index 0: the items before it are unchanged,
+    so their index entries still hold. ``carry(kept, removed)`` gives each kept item what its
+    removed twin had and it lacks (a new item, or ``kept`` itself).
+
+    The work (pairs tried, keys compared) is bounded by ``work_budget(len(items))``; past it
+    the rule raises ``WorkBudgetExceeded`` and is skipped (the body goes as it came).
     """
     # Fast path: no anchor id occurs twice, so nothing can be a replay.
     seen: set[str] = set()
@@ -181,63 +195,90 @@ def collapse_replays(
     if not repeated:
         return Outcome(items)
 
+    scan = _Scan([key(item) for item in items], anchors, work_budget(len(items)))
     current = list(items)
     origin = list(range(len(items)))  # current position -> position in ``items``
-    keys = [key(item) for item in current]
     changes: list[Change] = []
-    while True:
-        found = _find_square(current, keys, anchors)
+    later = 0
+    while later < len(current):
+        found = scan.square_at(current, later)
         if found is None:
-            break
-        start, length = found
-        removed = current[start : start + length]
-        chars = sum(len(canonical(item)) for item in removed)
-        ids = sorted({a for item in removed for a in anchors(item)})
-        detail = {
-            "count": length,
-            "kept_from": origin[start + length],
-            "ids": ids,
-            "est_tokens_saved": chars // 4,
-            "estimate": ESTIMATE,
-        }
-        carried = 0
-        if carry is not None:
-            for offset, twin in enumerate(removed):
-                kept = current[start + length + offset]
-                updated = carry(kept, twin)
-                if updated is not kept:
-                    current[start + length + offset] = updated
-                    carried += 1
-        if carried:
-            detail["carried_reasoning"] = carried
-        changes.append(Change(name, origin[start], "collapsed_replay", detail))
-        del current[start : start + length], keys[start : start + length]
-        del origin[start : start + length]
+            later += 1
+            continue
+        start, length, copies = found
+        for copy in range(copies - 1):
+            first = start + copy * length
+            removed = current[first : first + length]
+            chars = sum(len(canonical(item)) for item in removed)
+            ids = sorted({a for item in removed for a in anchors(item)})
+            detail = {
+                "count": length,
+                "kept_from": origin[first + length],
+                "ids": ids,
+                "est_tokens_saved": chars // 4,
+                "estimate": ESTIMATE,
+            }
+            carried = 0
+            if carry is not None:
+                for offset, twin in enumerate(removed):
+                    kept = current[first + length + offset]
+                    updated = carry(kept, twin)
+                    if updated is not kept:
+                        current[first + length + offset] = updated
+                        carried += 1
+            if carried:
+                detail["carried_reasoning"] = carried
+            changes.append(Change(name, origin[first], "collapsed_replay", detail))
+        gone = (copies - 1) * length
+        del current[start : start + gone], origin[start : start + gone]
+        scan.remove(start, gone)
+        later = start
     if not changes:
         return Outcome(items)
     return Outcome(current, tuple(changes))
 
 
-def _find_square(items: list[Any], keys: list[bytes], anchors: Anchors) -> tuple[int, int] | None:
-    """(start, length) of the first block replayed right after itself, or ``None``.
+def work_budget(count: int) -> int:
+    """The work units (pairs tried, keys compared) a list of ``count`` items may cost: far
+    above any real history's (a few per item), far below a quadratic walk's."""
+    return WORK_FLOOR + WORK_PER_ITEM * count
 
-    Anchors are visited in order; each is paired with the earlier positions that share one of
-    its ids and its key, nearest first.
-    """
-    positions: dict[str, list[int]] = {}
-    budget = MAX_PAIRS
-    count = len(items)
-    for later, item in enumerate(items):
+
+class _Scan:
+    """The keys, and an index of the positions scanned so far by (anchor id, key)."""
+
+    __slots__ = ("anchors", "budget", "index", "journal", "keys", "spent")
+
+    def __init__(self, keys: list[bytes], anchors: Anchors, budget: int) -> None:
+        self.keys = keys
+        self.anchors = anchors
+        self.budget = budget
+        self.spent = 0
+        self.index: dict[tuple[str, bytes], list[int]] = {}
+        #: The index lists in the order positions were appended to them (to forget a tail).
+        self.journal: list[list[int]] = []
+
+    def spend(self, units: int) -> None:
+        self.spent += units
+        if self.spent > self.budget:
+            raise WorkBudgetExceeded(self.spent)
+
+    def square_at(self, items: list[Any], later: int) -> tuple[int, int, int] | None:
+        """(start, length, copies) of the run of a block repeated right after itself that
+        ``later`` completes, paired with the earlier positions sharing an anchor id and its key,
+        nearest first; ``None`` if none (``later`` is then indexed)."""
+        keys = self.keys
+        count = len(keys)
+        own = keys[later]
         tried: set[int] = set()
-        for anchor in dict.fromkeys(anchors(item)):  # one id twice in one item: one anchor
-            earlier_list = positions.setdefault(anchor, [])
-            for earlier in reversed(earlier_list):
-                if earlier in tried or keys[earlier] != keys[later]:
+        lists: list[list[int]] = []
+        for anchor in dict.fromkeys(self.anchors(items[later])):  # one id twice: one anchor
+            earlier_list = self.index.setdefault((anchor, own), [])
+            lists.append(earlier_list)
+            for earlier in earlier_list[: -MAX_TWINS - 1 : -1]:
+                if earlier in tried:
                     continue
                 tried.add(earlier)
-                budget -= 1
-                if budget < 0:
-                    return None
                 distance = later - earlier
                 start = earlier
                 while start > 0 and keys[start - 1] == keys[start - 1 + distance]:
@@ -245,10 +286,21 @@ def _find_square(items: list[Any], keys: list[bytes], anchors: Anchors) -> tuple
                 end = earlier + 1
                 while end + distance < count and keys[end] == keys[end + distance]:
                     end += 1
+                self.spend(end - start)
                 if end - start >= distance:
-                    return start, distance
+                    return start, distance, (end + distance - start) // distance
+        for earlier_list in lists:
             earlier_list.append(later)
-    return None
+            self.journal.append(earlier_list)
+        return None
+
+    def remove(self, start: int, gone: int) -> None:
+        """Forget the positions from ``start`` on (the scan resumes there) and drop the keys
+        of the ``gone`` items removed at ``start``."""
+        journal = self.journal
+        while journal and journal[-1][-1] >= start:
+            journal.pop().pop()
+        del self.keys[start : start + gone]
 
 
 def carry_reasoning(kept: Any, removed: Any) -> Any:
@@ -280,5 +332,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.DUP_CALL_ID}),
+    wakes=scan.on(scan.DUP_CALL_ID),
 )

@@ -128,7 +128,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    wakes=lambda options: frozenset({scan.LIST_CONTENT, scan.DICT_CONTENT}),
+    wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
         Option("separator", "", 'what joins the texts of the parts ("": back to back)'),
         Option("roles", list(ROLES), "the roles whose content is collapsed"),

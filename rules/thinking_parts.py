@@ -152,7 +152,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
-    wakes=lambda options: frozenset({scan.LIST_CONTENT}),
+    wakes=scan.on(scan.LIST_CONTENT),
     options=(
         Option(
             "action",

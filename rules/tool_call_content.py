@@ -27,6 +27,7 @@ Safety: safe. Only an empty content is rewritten, into another empty shape.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rules import scan
@@ -113,6 +114,11 @@ def _in_shape(message: dict[str, Any], shape: Any) -> bool:
     return True  # an unvalidated shape: leave every message alone
 
 
+def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
+    """An empty content of an assistant with calls, in one of the kinds the rule reshapes."""
+    return frozenset(scan.CALL_EMPTY + kind for kind in kind_set(options.get("kinds")))
+
+
 RULE = Rule(
     name=NAME,
     summary="Give tool-call assistants with empty content the provider's empty shape.",
@@ -125,7 +131,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    wakes=lambda options: frozenset(scan.CALL_EMPTY + k for k in kind_set(options.get("kinds"))),
+    wakes=_wakes,
     options=(
         Option(
             "shape",

@@ -68,5 +68,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.CALL_TYPE}),
+    wakes=scan.on(scan.CALL_TYPE),
 )

@@ -71,6 +71,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=lambda options: frozenset({scan.UNPAIRED}),
+    wakes=scan.on(scan.UNPAIRED),
     options=OPTIONS,
 )

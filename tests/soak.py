@@ -3,7 +3,9 @@
 Starts a fake upstream and ``chatmend serve`` as separate processes, then drives hundreds of
 concurrent clients for minutes with a mix of clean, broken, streamed and non-chat requests,
 plus some whose outcome is an error on purpose (an upstream 429, a body over the limit, a body
-that is not JSON, a client that leaves mid-stream). Every request carries a unique marker:
+that is not JSON, a client that leaves mid-stream) and a hostile mix (issue 15: a gzip bomb,
+a history of 1,500 turns reusing one tool-call id, arguments built to make the scanner slow, a
+body big enough to be repaired off the event loop). Every request carries a unique marker:
 
 - the upstream records the sha256 of every body it receives, by marker; the driver computes the
   body the rules must produce for *that* request (``sanitize_body`` on the same bytes) and, at
@@ -25,6 +27,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import gzip
 import hashlib
 import os
 import random
@@ -176,7 +180,45 @@ MIX: dict[str, int] = {
     "too_large": 2,
     "not_json": 2,
     "client_abort": 3,
+    # issue 15: hostile bodies among the normal traffic
+    "gzip_bomb": 1,
+    "replayed_ids": 1,
+    "hostile_arguments": 1,
+    "big_clean": 1,
 }
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """64 MiB of zeros in about 64 KB of gzip: decoded, far over ``MAX_BODY_BYTES``."""
+    return gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
+
+
+def reused_id_turns(turns: int) -> list[Any]:
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_same", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": "call_same", "content": "ok"}
+    return [{"role": "user", "content": "go"}, *[m for _ in range(turns) for m in (call, result)]]
+
+
+def hostile_arguments() -> list[Any]:
+    """Two calls whose arguments made the scanner slow: nested past 1024 levels (cut there) and
+    wide (90,000 tokens, cut at the per-string cap)."""
+    shapes = {"c1": '{"a":' * 30_000, "c2": "{" + '"a":1,' * 30_000 + "x"}
+    calls = [
+        {"id": cid, "type": "function", "function": {"name": "f", "arguments": arguments}}
+        for cid, arguments in shapes.items()
+    ]
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": cid, "content": "ok"} for cid in shapes),
+    ]
 
 
 def chat_body(marker: str, messages: list[Any], **extra: Any) -> bytes:
@@ -240,6 +282,31 @@ class Driver:
             async with http.post(url, data=body) as response:
                 await response.read()
             self.record(kind, response.status)
+            return
+        if kind == "gzip_bomb":
+            self.expect(marker, kind, None, 413)
+            headers = {"Content-Encoding": "gzip"}
+            async with http.post(url, data=gzip_bomb(), headers=headers) as response:
+                await response.read()
+            self.record(kind, response.status)
+            return
+        if kind in ("replayed_ids", "hostile_arguments", "big_clean"):
+            if kind == "replayed_ids":
+                messages = reused_id_turns(1500)
+            elif kind == "hostile_arguments":
+                messages = hostile_arguments()
+            else:  # over the soak's offload_body_bytes (256 KiB): repaired in the worker
+                messages = [{"role": "user", "content": "hi"}] * 12_000
+            body = chat_body(marker, messages)
+            self.expect(marker, kind, sanitize_body(body, STEPS).body, 200)
+            data_sent, headers = body, {}
+            if kind == "replayed_ids":
+                data_sent, headers = gzip.compress(body), {"Content-Encoding": "gzip"}
+            async with http.post(url, data=data_sent, headers=headers) as response:
+                data = await response.read()
+            self.record(kind, response.status)
+            content = orjson.loads(data)["choices"][0]["message"]["content"]
+            self.check(content == marker, f"{marker}: someone else's completion")
             return
         if kind == "not_json":
             body = b'{"user": "' + marker.encode() + b'", "messages": [' + b"{" * 3
@@ -333,6 +400,7 @@ async def processes(workdir: Path) -> AsyncIterator[tuple[str, str, asyncio.subp
         f"listen: {{host: 127.0.0.1, port: {proxy_port}}}\n"
         f"upstream: {{url: 'http://127.0.0.1:{up_port}'}}\n"
         f"max_body_bytes: {MAX_BODY_BYTES}\n"
+        "offload_body_bytes: 262144\n"  # the big_clean bodies go through the worker process
     )
     log = (workdir / "chatmend.log").open("wb")
     chatmend = await asyncio.create_subprocess_exec(

@@ -9,7 +9,7 @@ reasoning go to the store in one ``get_many``, and a 200 response gets an observ
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -40,12 +40,33 @@ class RequestReasoning:
     recalled: Mapping[str, str] = field(default_factory=dict)
 
 
+#: Runs ``function(body, planner, *args)`` elsewhere and returns its result.
+Offload = Callable[..., Awaitable[Any]]
+
+
 def reasoning_step(plan: Plan) -> tuple[Any, RuleContext] | None:
     """The plan's ``reasoning-content`` step (enforced or reported), or ``None``."""
     for step in (*plan.steps, *(plan.report or ())):
         if step[0].name == NAME:
             return step
     return None
+
+
+def _wanted(payload: dict[str, Any], planner: Planner, scope: str) -> list[str]:
+    step = reasoning_step(planner.plan(payload.get("model")))
+    if step is None:
+        return []
+    return list(wanted_keys(payload.get("messages"), payload, step[1].options, scope))
+
+
+def wanted_keys_of(body: bytes, planner: Planner, scope: str) -> list[str]:
+    """The stash keys a body's turns want (``[]`` if it is not a JSON object): picklable, for
+    a worker process."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return []
+    return _wanted(payload, planner, scope) if type(payload) is dict else []
 
 
 class ReasoningHooks:
@@ -64,28 +85,41 @@ class ReasoningHooks:
         return found
 
     async def before_rules(
-        self, planner: Planner, body: bytes, upstream: str, headers: Mapping[str, str]
+        self,
+        planner: Planner,
+        body: bytes,
+        upstream: str,
+        headers: Mapping[str, str],
+        query: Mapping[str, str] | None = None,
+        *,
+        offload: Offload | None = None,
     ) -> RequestReasoning | None:
-        """The recalled reasoning for a chat request, or ``None`` when nothing is stashed."""
+        """The recalled reasoning for a chat request, or ``None`` when nothing is stashed (or
+        the client sent no credential: an anonymous request is never stored or recalled).
+        ``offload`` runs the parse and the key walk elsewhere (a big body, see proxy/offload):
+        the payload is then not kept, ``sanitize_body`` parses it again where it runs."""
         if self.stash is None or not self.profiles(planner):
             return None
-        reasoning = RequestReasoning(request_scope(upstream, headers))
+        scope = request_scope(upstream, headers, query)
+        if scope is None:
+            return None
+        reasoning = RequestReasoning(scope)
         if b'"tool_calls"' not in body:
             return reasoning  # a first turn: nothing to look up, the response may be observed
         try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return reasoning  # sanitize_body reads it its own way (lone surrogates, errors)
-        if type(payload) is not dict:
-            return reasoning
-        reasoning.payload = payload
-        try:
-            step = reasoning_step(planner.plan(payload.get("model")))
-            if step is not None:
-                messages = payload.get("messages")
-                keys = wanted_keys(messages, payload, step[1].options, reasoning.scope)
-                if keys:
-                    reasoning.recalled = await self.stash.recall(keys)
+            if offload is not None:
+                keys = await offload(wanted_keys_of, body, planner, scope)
+            else:
+                try:
+                    payload = orjson.loads(body)
+                except orjson.JSONDecodeError:
+                    return reasoning  # sanitize_body reads it its own way (surrogates, errors)
+                if type(payload) is not dict:
+                    return reasoning
+                reasoning.payload = payload
+                keys = _wanted(payload, planner, scope)
+            if keys:
+                reasoning.recalled = await self.stash.recall(keys)
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning

@@ -64,11 +64,13 @@ class RedisStore:
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for the logs."""
+    """The URL without its password (in the userinfo or the query), for the logs."""
     try:
         parsed = URL(url)
     except ValueError:
         return "<invalid url>"
     if parsed.password is not None:
         parsed = parsed.with_password("***")
+    if "password" in parsed.query:  # redis-py reads ?password= too
+        parsed = parsed.update_query(password="***")
     return str(parsed)

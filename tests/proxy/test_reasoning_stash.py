@@ -44,7 +44,9 @@ async def start(
     url = str(server.make_url("")).rstrip("/")
 
     async def start(yaml: dict[str, Any] | None = None) -> Client:
-        return await aiohttp_client(create_app(parse_config(yaml or {}, default_upstream=url)))
+        # A client's credential scopes its reasoning; an anonymous one has none stashed.
+        app = create_app(parse_config(yaml or {}, default_upstream=url))
+        return await aiohttp_client(app, headers={"Authorization": "Bearer sk-client-a"})
 
     return start
 
@@ -313,3 +315,34 @@ async def test_a_failing_lookup_fails_open(
     failed = [e for e in logs if e["event"] == "reasoning_recall_failed"]
     assert failed and failed[0]["error"] == "RuntimeError"
     assert "PRIVATE-THOUGHT" not in logged(logs)
+
+
+async def test_a_body_repaired_in_a_worker_process_gets_its_reasoning_back(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    """Issue 15: a body over offload_body_bytes is parsed (for the stash keys) and repaired in
+    a worker process; the lookup in between still restores the turn's reasoning."""
+    proxy = await start({"offload_body_bytes": 1})
+    message = await first_turn(proxy, stream=False)
+    response = await proxy.post(URL, data=turn_two(message, stream=False))
+    assert response.status == 200, await response.text()
+    assert sent_reasoning(upstream) == upstream.reasonings[0]
+    assert counter(proxy, "chatmend_reasoning_total", outcome="restored") == 1
+
+
+async def test_an_anonymous_client_is_never_stored_nor_recalled(
+    upstream: ThinkingUpstream,
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    aiohttp_client: Callable[..., Awaitable[Client]],
+) -> None:
+    """Issue 15: every client without a credential hashed to one scope (sha256 of "") and got
+    the others' reasoning back."""
+    server = await aiohttp_server(create_thinking_upstream(upstream))
+    app = create_app(parse_config({}, default_upstream=str(server.make_url("")).rstrip("/")))
+    anonymous = await aiohttp_client(app)
+    message = await first_turn(anonymous, stream=False)
+    response = await anonymous.post(URL, data=turn_two(message, stream=False))
+    assert response.status == 200
+    assert sent_reasoning(upstream) != upstream.reasonings[0]
+    assert counter(anonymous, "chatmend_reasoning_total", outcome="stored") == 0
+    assert counter(anonymous, "chatmend_reasoning_total", outcome="restored") == 0

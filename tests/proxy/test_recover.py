@@ -519,7 +519,9 @@ async def test_the_retried_response_is_observed_for_the_reasoning_stash(
     ]
     first = orjson.loads(turn_one(stream=True))
     first["messages"] = [*earlier, *first["messages"]]
-    response = await proxy.post("/v1/chat/completions", data=orjson.dumps(first))
+    # the stash keeps nothing for an anonymous client (issue 15): this one has a key
+    key = {"Authorization": "Bearer sk-client-one"}
+    response = await proxy.post("/v1/chat/completions", data=orjson.dumps(first), headers=key)
     assert response.status == 200, await response.text()
     assert response.headers[RECOVERED_HEADER] == "empty-tool-calls; class=empty_tool_calls"
     assert upstream.rejected == 1
@@ -533,7 +535,7 @@ async def test_the_retried_response_is_observed_for_the_reasoning_stash(
         "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
     }
     second = await proxy.post(
-        "/v1/chat/completions", data=turn_two({"tool_calls": [call]}, stream=False)
+        "/v1/chat/completions", data=turn_two({"tool_calls": [call]}, stream=False), headers=key
     )
     assert second.status == 200, await second.text()
     assert upstream.received[-1]["messages"][1]["reasoning_content"] == upstream.reasonings[0]

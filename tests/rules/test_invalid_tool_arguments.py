@@ -405,7 +405,11 @@ def test_hostile_inputs_are_fast_and_safe(text: str) -> None:
     assert parse_strict_object(arguments)
 
 
-def test_repair_time_is_linear() -> None:
+def test_repair_time_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rules import json_repair_passes
+
+    monkeypatch.setattr(json_repair_passes, "MAX_SCAN_TOKENS", 10**7)  # the scan, not its cap
+
     def seconds(size: int) -> float:
         text = '{"items":[' + '{"n":1,"s":"a, }"},' * size
         start = time.perf_counter()
@@ -476,11 +480,14 @@ def test_escapes_are_judged_like_a_json_reader(body: str) -> None:
         assert json.loads(repaired) == expected
 
 
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    # A named function: hypothesis 6.170 misreads this lambda as not using its argument.
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+
+
 ANY_JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=6),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
+    _containers,
     max_leaves=10,
 )
 
@@ -513,3 +520,58 @@ def test_any_payload_never_raises_and_is_idempotent(messages: list[Any]) -> None
     again = _run(outcome.messages)
     assert again.changes == ()
     assert again.messages is outcome.messages
+
+
+# Issue 15: 21 KB of gzip holding `{"a":{"a":...` arguments took 16 s of scanning (~1.4 µs/byte).
+
+WIDE = "{" + '"a":1,' * 30_000 + "x"  # 90,000 tokens, then junk: unrepairable at the end
+
+
+def test_the_scan_stops_at_its_token_cap_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rules import json_repair_passes
+
+    small = "{" + '"a":1,' * 500 + "x"
+    assert json_repair_passes.repair_object(small).over_cap is False  # 1,500 tokens: scanned
+    monkeypatch.setattr(json_repair_passes, "MAX_SCAN_TOKENS", 1_000)
+    capped = json_repair_passes.repair_object(small)
+    assert capped.text is None and capped.over_cap and capped.tokens == 1_000
+    nested = json.dumps(small)  # double-encoded: the cap holds inside the unwrapped text too
+    assert json_repair_passes.repair_object(nested).over_cap is True
+
+
+def test_the_scan_stops_past_the_deepest_nesting_a_parser_reads_back() -> None:
+    from rules.json_repair_passes import MAX_DEPTH
+
+    deep = repair_object('{"a":' * 400_000)  # 2 MB: about 16 s of scanning before
+    assert deep.text is None and not deep.over_cap
+    assert deep.tokens <= 3 * MAX_DEPTH + 3
+
+
+def test_hostile_arguments_are_replaced_within_the_cap() -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": WIDE}}
+        ],
+    }
+    started = time.perf_counter()
+    outcome = RULE.apply([message], RULE.context())
+    assert time.perf_counter() - started < 2.0  # the cap is ~25 ms; generous for a busy CI
+    (change,) = outcome.changes
+    assert change.action == "replaced_unrepairable"
+    assert change.detail["over_cost_cap"] == 20_000
+    assert outcome.messages[0]["tool_calls"][0]["function"]["arguments"] == "{}"
+
+
+def test_one_request_s_strings_share_a_token_budget() -> None:
+    from rules.base import WorkBudgetExceeded
+    from rules.invalid_tool_arguments import MAX_REQUEST_TOKENS, apply
+
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": WIDE}}
+        for i in range(MAX_REQUEST_TOKENS // 20_000 + 1)
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    with pytest.raises(WorkBudgetExceeded):
+        apply([message], RULE.context())

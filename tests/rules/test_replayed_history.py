@@ -7,10 +7,13 @@ import copy
 import time
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, sanitize_messages
+from rules import RULES, replayed_history, sanitize_messages
+from rules.base import WorkBudgetExceeded
+from rules.pipeline import run_rules
 from rules.replayed_history import NAME, RULE, apply, message_anchors
 from tests.fake_upstream import strict_errors
 from tests.strategies import arbitrary_messages, clean_transcripts
@@ -219,3 +222,93 @@ def test_a_pathological_id_repeated_everywhere_stays_bounded() -> None:
     start = time.perf_counter()
     apply(messages, RULE.context())
     assert time.perf_counter() - start < 2.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounded work (issue 15): one id reused by thousands of turns made every pass remove one block
+# and rescan from index 0 (0.06 / 0.23 / 0.95 / 3.9 s for 500 / 1000 / 2000 / 4000 turns).
+# ---------------------------------------------------------------------------------------------
+
+
+def reused_id_turns(turns: int) -> list[Any]:
+    """The attack: the same call and result, one id, ``turns`` times."""
+    return [x for _ in range(turns) for x in (call("call_same"), tool("call_same"))]
+
+
+def test_one_id_reused_by_thousands_of_turns_costs_linear_work(monkeypatch: Any) -> None:
+    # Four work units per item, no floor: the old walk needed about turns**2 / 2.
+    monkeypatch.setattr(replayed_history, "WORK_FLOOR", 0)
+    monkeypatch.setattr(replayed_history, "WORK_PER_ITEM", 4)
+    for turns in (500, 4000):
+        out = apply(reused_id_turns(turns), RULE.context())
+        assert out.messages == reused_id_turns(1)
+        assert len(out.changes) == turns - 1  # one Change per removed copy, as before
+        assert [c.index for c in out.changes] == list(range(0, 2 * (turns - 1), 2))
+
+
+def test_a_shape_past_the_work_budget_raises_and_the_pipeline_skips_the_rule(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setattr(replayed_history, "WORK_FLOOR", 10)
+    monkeypatch.setattr(replayed_history, "WORK_PER_ITEM", 0)
+    messages = reused_id_turns(50)
+    with pytest.raises(WorkBudgetExceeded):
+        apply(messages, RULE.context())
+    result = run_rules(messages, [(RULE, RULE.context())], private=False)
+    assert result.messages == messages and not result.changes
+    assert [(f.rule, f.error) for f in result.failures] == [(NAME, "WorkBudgetExceeded")]
+
+
+def _reference(messages: list[Any]) -> list[Any]:
+    """The collapse as it was before issue 15 (first square by later anchor, one copy removed
+    per pass, rescan from 0), for the equivalence property below."""
+    current = list(messages)
+    keys = [replayed_history.message_key(m) for m in current]
+    while True:
+        found = None
+        positions: dict[str, list[int]] = {}
+        for later, item in enumerate(current):
+            tried: set[int] = set()
+            for anchor in dict.fromkeys(message_anchors(item)):
+                earlier_list = positions.setdefault(anchor, [])
+                for earlier in reversed(earlier_list):
+                    if earlier in tried or keys[earlier] != keys[later]:
+                        continue
+                    tried.add(earlier)
+                    distance = later - earlier
+                    start = earlier
+                    while start > 0 and keys[start - 1] == keys[start - 1 + distance]:
+                        start -= 1
+                    end = earlier + 1
+                    while end + distance < len(keys) and keys[end] == keys[end + distance]:
+                        end += 1
+                    if end - start >= distance:
+                        found = (start, distance)
+                        break
+                if found:
+                    break
+                earlier_list.append(later)
+            if found:
+                break
+        if found is None:
+            return current
+        start, distance = found
+        del current[start : start + distance], keys[start : start + distance]
+
+
+_PIECES = [
+    call("call_a"),
+    call("call_b"),
+    tool("call_a"),
+    tool("call_b"),
+    user("u"),
+    assistant("x"),
+]
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, len(_PIECES) - 1), max_size=40))
+def test_the_one_pass_collapse_keeps_what_the_repeated_passes_kept(picks: list[int]) -> None:
+    messages = [_PIECES[i] for i in picks]
+    for value in (messages, [*messages, *messages], [*messages, *messages, *messages[:5]]):
+        assert apply(value, RULE.context()).messages == _reference(value)

@@ -83,3 +83,15 @@ def test_anything_the_walk_does_not_model_runs_every_rule() -> None:
     assert scan.scan([{"role": "assistant", "content": None, "tool_calls": "x"}]) is None
     assert scan.scan([{"role": "assistant", "content": None, "tool_calls": ["x"]}]) is None
     assert scan.scan([{"role": "user", "content": 5}]) is None
+
+
+def test_every_plan_pickles_for_the_worker_processes() -> None:
+    """Big bodies are repaired in worker processes (proxy/offload.py): the planner, every
+    rule's ``wakes`` included, must pickle (a lambda would not)."""
+    import pickle
+
+    again = pickle.loads(pickle.dumps(PLANNER))
+    for name, plan in PLANNER.plans.items():
+        assert [ctx.wakes for _, ctx in again.plans[name].steps] == [
+            ctx.wakes for _, ctx in plan.steps
+        ]
