@@ -415,7 +415,7 @@ async def _forward(request: web.Request, state: RequestState) -> web.StreamRespo
                 return answer
             status, result = answer
     if 400 <= status < 500:
-        request.app[METRICS_KEY].rejections.labels(str(status), classify(result.body)).inc()
+        request.app[METRICS_KEY].rejections.labels(str(status), classify(result.readable)).inc()
         if sanitized is not None and sanitized.changed and original is not None and api:
             _explain_rejection(state, original, sanitized.body, api, result)
     state.outcome = result.outcome
@@ -495,10 +495,10 @@ async def _recover(
 ) -> tuple[Sanitized, Answer] | None:
     """Send the retry a 400 calls for (``proxy.recover``): the body sent and the answer, or
     ``None`` (the first answer stands)."""
-    if first.body is None or sanitized.skipped:
+    if first.readable is None or sanitized.skipped:
         return None
     retry = plan_retry(
-        first.body,
+        first.readable,
         original,
         sanitized,
         route.planner,
@@ -539,14 +539,14 @@ def _explain_rejection(
     ``X-Chatmend-Client-Index`` header of a response not yet sent). The body stays as it is."""
     field = FIELDS[api]
     # The whole body: the index may be in the message or in a field beside it (``param``).
-    text = result.body.decode("utf-8", "replace") if result.body else None
+    text = result.readable.decode("utf-8", "replace") if result.readable else None
     mapped = explain(original, sent, field, text)
     client = None if mapped is None or mapped[1] is None else f"{field}[{mapped[1]}]"
     log.warning(
         "upstream_rejected_rewritten",
         request_id=state.request_id,
         status=result.response.status,
-        error_class=classify(result.body),
+        error_class=classify(result.readable),
         rules=list(state.rules),
         changes=state.changes,
         cited=None if mapped is None else f"{field}[{mapped[0]}]",

@@ -169,7 +169,7 @@ def record(
         "status": status,
     }
     if status >= 400:
-        found = classes(answer.body if answer else None)
+        found = classes(answer.readable if answer else None)
         log.warning("recovery_failed", **fields, retry_class=found[0] if found else "unclassified")
         return
     log.info("request_recovered", **fields)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,6 +26,14 @@ class RelayResult:
     error: str | None = None
     #: The body, when it was small enough to be read whole (for classifying rejections).
     body: bytes | None = None
+    #: ``body`` inflated, for an error body the upstream gzipped or deflated (clients offer
+    #: both, and ``Accept-Encoding`` goes through): what classifying and recovery read.
+    decoded: bytes | None = None
+
+    @property
+    def readable(self) -> bytes | None:
+        """The body as the classifier reads it: inflated if it came compressed."""
+        return self.decoded if self.decoded is not None else self.body
 
 
 #: A response that announces a Content-Length at most this big (and is not an event stream)
@@ -165,4 +174,25 @@ async def _relay_whole(
     response = web.Response(
         status=upstream.status, reason=upstream.reason, headers=headers, body=body
     )
-    return RelayResult(response, "completed", len(body), body=body)
+    decoded = None
+    if upstream.status >= 400:
+        decoded = inflate_error(body, upstream.headers.get("Content-Encoding", ""))
+    return RelayResult(response, "completed", len(body), body=body, decoded=decoded)
+
+
+#: An error body is inflated to at most this many bytes: more is not an error text.
+ERROR_TEXT_MAX_BYTES = 1024 * 1024
+
+
+def inflate_error(body: bytes, encoding: str) -> bytes | None:
+    """A gzip or deflate error body inflated (at most ``ERROR_TEXT_MAX_BYTES``), else ``None``
+    (not compressed, another encoding, or broken: the body is then read as it is)."""
+    coding = encoding.strip().lower()
+    if coding not in ("gzip", "x-gzip", "deflate"):
+        return None
+    for wbits in (32 + zlib.MAX_WBITS, -zlib.MAX_WBITS):  # gzip or zlib; raw deflate
+        try:
+            return zlib.decompressobj(wbits).decompress(body, ERROR_TEXT_MAX_BYTES)
+        except zlib.error:
+            continue
+    return None

@@ -98,6 +98,8 @@ def scan(messages: list[Any]) -> frozenset[str] | None:
         if not message.keys() <= PLAIN_KEYS:
             found.add(KEYS)
         content = message.get("content", _ABSENT)
+        if role != "assistant" and "tool_calls" in message:
+            found.add(KEYS)  # calls where no role has them: the key rules read them anyway
         if role == "tool":
             after_assistant = False
             rid = message.get("tool_call_id")

@@ -1056,6 +1056,10 @@ _junk_calls: Final = st.one_of(
             "type": st.one_of(st.just("function"), junk_values),
             "function": _junk_functions,
             "index": junk_values,
+            # an agent's bookkeeping on a call (bookkeeping-keys, codex-call-ids)
+            "call_id": _JUNK_IDS,
+            "response_item_id": _JUNK_IDS,
+            "extra_content": junk_values,
         },
     ),
 )
@@ -1073,6 +1077,9 @@ _junk_messages: Final = st.fixed_dictionaries(
         "tool_call_id": _JUNK_IDS,
         "reasoning_content": junk_values,
         "name": junk_values,
+        # an agent's bookkeeping on a message (bookkeeping-keys)
+        "timestamp": junk_values,
+        "_internal": junk_values,
     },
 )
 

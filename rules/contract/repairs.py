@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rules.null_content import ROLES
+from rules.tool_call_content import KINDS
+
 #: Rule name -> options (over the plan's own for that rule, else the rule's defaults).
 Settings = Mapping[str, Mapping[str, Any]]
 
@@ -41,8 +44,11 @@ _PAIRING: Settings = {
     "orphan-tool-results": {},
     "unanswered-tool-calls": {},
 }
-#: Every empty content shape next to tool calls, in the shape Kimi asks for (1.C, kimi-cli#2621).
-_CALL_CONTENT_OMIT = {"shape": "omit"}
+#: Every empty content shape next to tool calls, in the shape Kimi asks for (1.C, kimi-cli#2621):
+#: every kind, over a profile that reshapes only some (deepseek: lists).
+_CALL_CONTENT_OMIT = {"shape": "omit", "kinds": list(KINDS)}
+#: Every role, over a profile that collapses or fills only some (groq: system).
+_ALL_ROLES = {"roles": list(ROLES)}
 
 _CHAT: dict[str, Settings] = {
     # 1.A pairing and ids
@@ -78,15 +84,21 @@ _CHAT: dict[str, Settings] = {
     "unexpected_role_order": {"tool-user-bridge": {}},
     "unknown_role": {"developer-role": {}, "unknown-roles": {}},
     # 1.C content shape
-    "content_missing": {"null-content": {}},
-    "content_null": {"null-content": {}},
-    "content_not_string": {"thinking-parts": {}, "text-part-arrays": {"lists": True}},
-    "content_object": {"text-part-arrays": {}},
-    "multiple_text_elements": {"text-part-arrays": {}},
+    "content_missing": {"null-content": _ALL_ROLES},
+    "content_null": {"null-content": _ALL_ROLES},
+    "content_not_string": {
+        "thinking-parts": {},
+        "text-part-arrays": {**_ALL_ROLES, "lists": True, "min_parts": 1},
+    },
+    "content_object": {"text-part-arrays": _ALL_ROLES},
+    "multiple_text_elements": {"text-part-arrays": {**_ALL_ROLES, "lists": True}},
     "thinking_part": {"thinking-parts": {}},
     "tool_call_content_empty": {"tool-call-content": _CALL_CONTENT_OMIT},
     # xAI wants "" where other providers want nothing (1.C, langchain-ai/langchain#34140).
-    "no_content_element": {"tool-call-content": {"shape": "empty"}},
+    "no_content_element": {
+        "null-content": _ALL_ROLES,
+        "tool-call-content": {"shape": "empty", "kinds": list(KINDS)},
+    },
     "image_unsupported": {"image-parts": {"action": "strip"}},
     "image_not_user": {"image-parts": {"action": "relocate"}},
     # 1.D/1.E fields

@@ -9,6 +9,7 @@ the metric name the rule. Then every case where chatmend must not retry.
 from __future__ import annotations
 
 import asyncio
+import gzip
 from collections.abc import Awaitable, Callable
 from typing import Any
 from unittest import mock
@@ -322,13 +323,19 @@ class Scripted:
     """An upstream that answers from a script (status, error text) and records every body."""
 
     def __init__(
-        self, *answers: tuple[int, str], delay: float = 0.0, chunked: bool = False
+        self,
+        *answers: tuple[int, str],
+        delay: float = 0.0,
+        chunked: bool = False,
+        gzip: bool = False,
     ) -> None:
         self.answers = list(answers)
         self.received: list[bytes] = []
         self.delay = delay
         #: Send errors without a Content-Length, in two chunks (as some CDNs do).
         self.chunked = chunked
+        #: Gzip errors when the request offers it (the SDKs all offer gzip, deflate).
+        self.gzip = gzip
 
     def app(self) -> web.Application:
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -339,6 +346,10 @@ class Scripted:
             if self.delay and len(self.received) == 1:
                 await asyncio.sleep(self.delay)
             error = provider_error(status, text)
+            if self.gzip and "gzip" in request.headers.get("Accept-Encoding", ""):
+                assert isinstance(error.body, bytes)
+                error.body = gzip.compress(error.body)
+                error.headers["Content-Encoding"] = "gzip"
             if not self.chunked:
                 return error
             response = web.StreamResponse(
@@ -380,6 +391,27 @@ async def test_an_unsized_400_is_read_whole_and_recovered(
     response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
     assert response.status == 200
     assert len(upstream.received) == 2
+
+
+async def test_a_gzipped_400_is_read_and_recovered(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """Clients offer gzip and the offer goes upstream: a compressed error is classified on its
+    inflated text, recovered, and a relayed error keeps its bytes."""
+    upstream = Scripted((400, EMPTY_TEXT), (200, ""), gzip=True)
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    headers = {"Accept-Encoding": "gzip, deflate"}
+    body = chat(BROKEN["empty_tool_calls"])
+    response = await proxy.post("/v1/chat/completions", data=body, headers=headers)
+    assert response.status == 200, await response.text()
+    assert response.headers[RECOVERED_HEADER] == "empty-tool-calls; class=empty_tool_calls"
+    assert len(upstream.received) == 2
+    # with the repair refused too, the gzipped 400 reaches the client as it came
+    upstream = Scripted((400, EMPTY_TEXT), (400, EMPTY_TEXT), gzip=True)
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    response = await proxy.post("/v1/chat/completions", data=body, headers=headers)
+    assert response.status == 400
+    assert (await response.json())["error"]["message"] == EMPTY_TEXT
 
 
 async def test_an_unsized_4xx_too_big_to_buffer_is_relayed_whole_and_not_retried(

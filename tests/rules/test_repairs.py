@@ -107,3 +107,20 @@ def test_with_repair_switches_on_a_rule_the_plan_has_off_with_its_defaults() -> 
     [(rule, ctx)] = repaired.steps
     assert rule.name == "reasoning-content"
     assert ctx.options == {"placeholder": " ", "models": ["*"], "plain_turns": False}
+
+
+@pytest.mark.parametrize("name", [name for name in PROFILES if name != "passthrough"])
+def test_each_repair_works_over_every_profiles_own_plan(name: str) -> None:
+    """Recovery runs the repair over the request's plan, whose options may be narrower than
+    the provider that answered (a mis-profiled upstream is what recovery is for): every class
+    the profile's plan leaves rejected, its repair clears."""
+    plan = compile_plan(PROFILES[name])
+    for code, repair in sorted(REPAIRS["chat"].items()):
+        payload = {"model": "some-model", **CASES[code]}
+        check = CHECKS_BY_CODE[code]
+        out = orjson.loads(sanitize_body(orjson.dumps(payload), plan).body)
+        if not check.run(out["messages"], out, {}):
+            continue  # the profile repairs it already
+        fixed = sanitize_body(orjson.dumps(payload), with_repair(plan, repair.rules))
+        repaired = orjson.loads(fixed.body)
+        assert check.run(repaired["messages"], repaired, {}) == [], (name, code)

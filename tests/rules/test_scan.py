@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rules import run_rules, scan
+from rules.contract import violations
 from rules.planner import Planner
 from rules.profiles import PROFILES
 from tests.client_shapes import SESSIONS
@@ -95,3 +96,18 @@ def test_every_plan_pickles_for_the_worker_processes() -> None:
         assert [ctx.wakes for _, ctx in again.plans[name].steps] == [
             ctx.wakes for _, ctx in plan.steps
         ]
+
+
+@pytest.mark.parametrize("role", ["user", "tool", "system", "function"])
+def test_calls_on_a_role_that_has_none_still_wake_the_key_rules(role: str) -> None:
+    """bookkeeping-keys drops a call's `call_id` whatever the message's role: the walk must
+    not let it sleep (a review found `tool_calls` read on assistants only)."""
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    message = {"role": role, "content": "x", "tool_calls": [{**call, "call_id": "x"}]}
+    messages: list[Any] = [{"role": "user", "content": "go"}, message]
+    if role == "tool":
+        message["tool_call_id"] = "c"
+    out = run_rules(messages, steps_of("deepseek"))
+    assert out.changes  # dropped the key, or (`function`) the message DeepSeek cannot read
+    left = violations({"messages": out.messages}, PLANNER.plans["deepseek"].contract)
+    assert "bookkeeping_field" not in [v.code for v in left]

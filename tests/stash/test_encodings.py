@@ -121,11 +121,15 @@ def test_accept_encoding_is_narrowed_to_what_the_observer_reads(offered: str, se
     assert readable_accept_encoding(offered) == sent
 
 
+KEY = {"Authorization": "Bearer sk-client-with-a-key"}
+
+
 async def test_a_client_offering_zstd_still_gets_its_reasoning_restored(
     start: Callable[..., Awaitable[Client]], upstream: ZstdUpstream
 ) -> None:
     proxy = await start()
-    headers = {"Accept-Encoding": LITELLM}
+    # a client with a key: the stash keeps nothing for an anonymous one (issue 15)
+    headers = {"Accept-Encoding": LITELLM, **KEY}
     first = await proxy.post(URL, data=turn_one(), headers=headers)
     assert first.status == 200, await first.text()
     assert first.headers["Content-Encoding"] == "gzip"  # one the client offered
@@ -146,7 +150,7 @@ async def test_a_body_the_observer_cannot_read_is_logged(
     upstream.force_zstd = True
     proxy = await start(auto_decompress=False)
     with capture_logs() as logs:
-        first = await proxy.post(URL, data=turn_one(), headers={"Accept-Encoding": LITELLM})
+        first = await proxy.post(URL, data=turn_one(), headers={"Accept-Encoding": LITELLM, **KEY})
         assert first.status == 200
         assert first.headers["Content-Encoding"] == "zstd"
         assert (await first.read())[:4] == bytes.fromhex("28b52ffd")  # relayed untouched
@@ -158,7 +162,7 @@ async def test_a_body_the_observer_cannot_read_is_logged(
         "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
     }
     with capture_logs() as logs:
-        second = await proxy.post(URL, data=turn_two({"tool_calls": [call]}))
+        second = await proxy.post(URL, data=turn_two({"tool_calls": [call]}), headers=KEY)
         assert second.status == 200
     assert "reasoning_placeholder" in [entry["event"] for entry in logs]
 
