@@ -233,7 +233,7 @@ def test_check_error_with_the_request_says_whether_the_repair_changes_it() -> No
 def test_check_error_with_options_prints_them_in_the_yaml() -> None:
     kimi = orjson.dumps({"error": {"message": "text content is empty"}})
     _, text = check_error(kimi)
-    assert 'tool-call-content: {enabled: true, shape: "omit"}' in text
+    assert 'tool-call-content: {enabled: true, shape: "omit", kinds: ["absent",' in text
 
 
 def test_check_error_on_an_unknown_error_exits_2() -> None:

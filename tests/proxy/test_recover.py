@@ -256,7 +256,10 @@ async def test_a_named_route_recovers_and_is_suggested_its_own_key(
     assert response.headers[RECOVERED_HEADER] == "tool-call-content; class=tool_call_content_empty"
     suggested = [e for e in logs if e["event"] == "recovery_suggests_rule"]
     assert suggested[0]["key"] == "routes.kimi.rules"
-    assert suggested[0]["yaml"] == 'tool-call-content: {enabled: true, shape: "omit"}'
+    assert suggested[0]["yaml"] == (
+        'tool-call-content: {enabled: true, shape: "omit", kinds: ["absent","null",'
+        '"empty_string","empty_list","empty_parts"]}'
+    )
 
 
 async def test_responses_are_recovered(
