@@ -270,7 +270,7 @@ def markdown(res: Results, *, header: str, rounds: int, seconds: int, has_png: b
 
 ## Targets
 
-From issue 7 (ratios within this one run on this machine):
+From issues 7 and 14 (ratios within this one run on this machine):
 
 {targets_table(targets(res))}
 
