@@ -45,6 +45,8 @@ def parse_reasoning(data: Any) -> ReasoningConfig:
     raw = _mapping(data, "reasoning")
     _no_unknown(raw, ("store", "max_bytes", "ttl_seconds", "redis"), "reasoning")
     store = raw.get("store", "memory")
+    if store is False:
+        store = "off"  # YAML reads an unquoted `off` as false: `store: off` means what it says
     if store not in STORES:
         raise ReasoningConfigError(
             f"reasoning.store: must be one of {', '.join(STORES)}, got {store!r}"

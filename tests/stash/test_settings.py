@@ -32,6 +32,13 @@ def test_redis_and_off() -> None:
     assert build_stash(parse_config({"reasoning": {"store": "off"}}).reasoning) is None
 
 
+def test_store_off_unquoted_in_yaml_means_off() -> None:
+    """The README writes `reasoning: {store: off}`; YAML reads that `off` as false."""
+    data = yaml.safe_load("reasoning: {store: off}")
+    assert data == {"reasoning": {"store": False}}
+    assert parse_config(data).reasoning.store == "off"
+
+
 @pytest.mark.parametrize(
     ("section", "message"),
     [
