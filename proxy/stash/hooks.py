@@ -26,6 +26,7 @@ from proxy.stash.observer import READABLE_ENCODINGS, ResponseObserver, readable_
 from rules.base import Change, RuleContext
 from rules.planner import Plan, Planner
 from rules.reasoning_content import NAME, wanted_keys
+from rules.thinking import THINKING_MODELS, thinking_enabled
 
 log = get_logger()
 
@@ -38,6 +39,9 @@ class RequestReasoning:
     #: The body parsed for the lookup, for ``sanitize_body`` to reuse (``None``: not parsed).
     payload: dict[str, Any] | None = None
     recalled: Mapping[str, str] = field(default_factory=dict)
+    #: Whether the response is worth observing: the request runs in thinking mode (a model
+    #: that does not think produces no reasoning to store). ``True`` where it was not read.
+    thinking: bool = True
 
 
 #: Runs ``function(body, planner, *args)`` elsewhere and returns its result.
@@ -57,6 +61,13 @@ def _wanted(payload: dict[str, Any], planner: Planner, scope: str) -> list[str]:
     if step is None:
         return []
     return list(wanted_keys(payload.get("messages"), payload, step[1].options, scope))
+
+
+def _thinking(payload: dict[str, Any], planner: Planner) -> bool:
+    """The request runs in thinking mode as its plan's ``reasoning-content`` step reads it."""
+    step = reasoning_step(planner.plan(payload.get("model")))
+    options = step[1].options if step is not None else {}
+    return step is not None and thinking_enabled(payload, options.get("models", THINKING_MODELS))
 
 
 def wanted_keys_of(body: bytes, planner: Planner, scope: str) -> list[str]:
@@ -104,20 +115,26 @@ class ReasoningHooks:
         if scope is None:
             return None
         reasoning = RequestReasoning(scope)
+        if offload is None:  # a big body is read in a worker: its response is observed anyway
+            try:
+                payload = orjson.loads(body)  # the one parse: sanitize_body reuses it
+            except orjson.JSONDecodeError:
+                return reasoning  # sanitize_body reads it its own way (surrogates, errors)
+            if type(payload) is not dict:
+                return reasoning
+            reasoning.payload = payload
+            # Not in thinking mode: no reasoning to restore, and none in the response to keep.
+            reasoning.thinking = _thinking(payload, planner)
+            if not reasoning.thinking:
+                return reasoning
         if b'"tool_calls"' not in body:
-            return reasoning  # a first turn: nothing to look up, the response may be observed
+            return reasoning  # a first turn: nothing to look up, the response is observed
         try:
             if offload is not None:
                 keys = await offload(wanted_keys_of, body, planner, scope)
             else:
-                try:
-                    payload = orjson.loads(body)
-                except orjson.JSONDecodeError:
-                    return reasoning  # sanitize_body reads it its own way (surrogates, errors)
-                if type(payload) is not dict:
-                    return reasoning
-                reasoning.payload = payload
-                keys = _wanted(payload, planner, scope)
+                assert reasoning.payload is not None
+                keys = _wanted(reasoning.payload, planner, scope)
             if keys:
                 reasoning.recalled = await self.stash.recall(keys)
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
@@ -129,7 +146,10 @@ class ReasoningHooks:
     ) -> bool:
         """The response to this request will be observed if it is a 200."""
         return (
-            self.stash is not None and reasoning is not None and profile in self.profiles(planner)
+            self.stash is not None
+            and reasoning is not None
+            and reasoning.thinking
+            and profile in self.profiles(planner)
         )
 
     def offer_readable_encodings(self, headers: CIMultiDict[str]) -> None:
@@ -155,6 +175,7 @@ class ReasoningHooks:
         if (
             self.stash is None
             or reasoning is None
+            or not reasoning.thinking
             or upstream.status != 200
             or profile not in self.profiles(planner)
         ):

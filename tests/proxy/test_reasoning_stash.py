@@ -116,6 +116,20 @@ async def test_turn_two_gets_the_exact_reasoning_back(
     assert "PRIVATE-THOUGHT" not in logged(logs)
 
 
+async def test_a_request_not_in_thinking_mode_is_not_observed(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    """A model that does not think has no reasoning to keep: its response is relayed without an
+    observer (the hooks cost nothing past the one parse the rules reuse)."""
+    proxy = await start()
+    response = await proxy.post(URL, data=turn_one(model="deepseek-chat"))
+    assert response.status == 200, await response.text()
+    assert counter(proxy, "chatmend_reasoning_total", outcome="stored") == 0
+    thinking = await first_turn(proxy, stream=False)  # the same client in thinking mode
+    assert thinking["reasoning_content"]
+    assert counter(proxy, "chatmend_reasoning_total", outcome="stored") == 1
+
+
 async def test_without_the_stash_the_strict_upstream_rejects_turn_two(
     start: Start, upstream: ThinkingUpstream
 ) -> None:
