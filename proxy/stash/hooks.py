@@ -63,13 +63,6 @@ def _wanted(payload: dict[str, Any], planner: Planner, scope: str) -> list[str]:
     return list(wanted_keys(payload.get("messages"), payload, step[1].options, scope))
 
 
-def _thinking(payload: dict[str, Any], planner: Planner) -> bool:
-    """The request runs in thinking mode as its plan's ``reasoning-content`` step reads it."""
-    step = reasoning_step(planner.plan(payload.get("model")))
-    options = step[1].options if step is not None else {}
-    return step is not None and thinking_enabled(payload, options.get("models", THINKING_MODELS))
-
-
 def wanted_keys_of(body: bytes, planner: Planner, scope: str) -> list[str]:
     """The stash keys a body's turns want (``[]`` if it is not a JSON object): picklable, for
     a worker process."""
@@ -115,7 +108,14 @@ class ReasoningHooks:
         if scope is None:
             return None
         reasoning = RequestReasoning(scope)
-        if offload is None:  # a big body is read in a worker: its response is observed anyway
+        try:
+            if offload is not None:
+                # A big body is read in a worker: its response is observed in any case.
+                if b'"tool_calls"' in body:
+                    keys = await offload(wanted_keys_of, body, planner, scope)
+                    if keys:
+                        reasoning.recalled = await self.stash.recall(keys)
+                return reasoning
             try:
                 payload = orjson.loads(body)  # the one parse: sanitize_body reuses it
             except orjson.JSONDecodeError:
@@ -123,20 +123,16 @@ class ReasoningHooks:
             if type(payload) is not dict:
                 return reasoning
             reasoning.payload = payload
+            step = reasoning_step(planner.plan(payload.get("model")))
+            options = step[1].options if step is not None else {}
             # Not in thinking mode: no reasoning to restore, and none in the response to keep.
-            reasoning.thinking = _thinking(payload, planner)
-            if not reasoning.thinking:
-                return reasoning
-        if b'"tool_calls"' not in body:
-            return reasoning  # a first turn: nothing to look up, the response is observed
-        try:
-            if offload is not None:
-                keys = await offload(wanted_keys_of, body, planner, scope)
-            else:
-                assert reasoning.payload is not None
-                keys = _wanted(reasoning.payload, planner, scope)
-            if keys:
-                reasoning.recalled = await self.stash.recall(keys)
+            reasoning.thinking = step is not None and thinking_enabled(
+                payload, options.get("models", THINKING_MODELS)
+            )
+            if reasoning.thinking and b'"tool_calls"' in body:  # a first turn looks up nothing
+                keys = wanted_keys(payload.get("messages"), payload, options, scope)
+                if keys:
+                    reasoning.recalled = await self.stash.recall(keys)
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning

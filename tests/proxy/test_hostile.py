@@ -36,6 +36,7 @@ from proxy.stash.redis_store import redact
 from tests.conftest import base_url
 from tests.proxy.test_operate import serving
 from tests.proxy.test_security import raw_exchange, status_of
+from tests.soak import reused_id_turns
 from tests.transcripts import BROKEN, chat
 
 Server = Callable[..., Awaitable[TestServer]]
@@ -405,19 +406,7 @@ def _config(tmp_path: Path, url: str, extra: str = "") -> Path:
 
 
 def _reused_id_turns(turns: int) -> bytes:
-    call = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": "call_same", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-        ],
-    }
-    result = {"role": "tool", "tool_call_id": "call_same", "content": "ok"}
-    messages = [
-        {"role": "user", "content": "go"},
-        *[m for _ in range(turns) for m in (call, result)],
-    ]
-    return chat(messages)
+    return chat(reused_id_turns(turns))
 
 
 async def test_a_replayed_history_of_thousands_of_turns_stalls_no_one(

@@ -427,15 +427,20 @@ async def test_large_sized_response_is_relayed_intact(
     assert await response.read() == payload
 
 
+#: `tool_calls: []` (with empty-tool-calls off) before a split turn the merge repairs: the
+#: rewritten body is still rejected.
+LEFT_REJECTED = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": "", "tool_calls": []},
+    {"role": "assistant", "content": "second half of a split turn"},
+]
+
+
 async def test_what_the_rules_leave_rejected_is_logged_as_contract_violation(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:
     proxy = await make_proxy({"verify": True, "rules": {"empty-tool-calls": False}})
-    messages = [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "", "tool_calls": []},
-        {"role": "assistant", "content": "second half of a split turn"},
-    ]
+    messages = LEFT_REJECTED
     with capture_logs() as logs:
         await proxy.post("/v1/chat/completions", data=chat(messages))
     violated = [e for e in logs if e["event"] == "contract_violation"]
@@ -537,11 +542,7 @@ async def test_the_contract_is_not_checked_at_run_time_unless_verify(
     """`verify` is opt-in: the property tests hold the rules to the contract, so the proxy does
     not re-read every rewritten body."""
     proxy = await make_proxy({"rules": {"empty-tool-calls": False}})
-    messages = [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "", "tool_calls": []},
-        {"role": "assistant", "content": "second half of a split turn"},
-    ]
+    messages = LEFT_REJECTED
     with capture_logs() as logs:
         await proxy.post("/v1/chat/completions", data=chat(messages))
     assert [e for e in logs if e["event"] == "payload_sanitized"]
