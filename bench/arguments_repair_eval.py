@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from rules.json_repair_passes import parse_strict_object, repair_object
+from rules.engine.json_repair_passes import parse_strict_object, repair_object
 
 UNREPAIRABLE: Final = "unrepairable"
 GAVE_UP: Final = object()

@@ -5,7 +5,8 @@ For each payload size, clean and broken, one run measures interleaved round by r
 - ``baseline``: ``orjson.dumps(orjson.loads(body))``, the least any JSON-aware proxy pays;
 - ``pipeline``: ``proxy.sanitize.sanitize_body(body, plan)`` under the default profile's plan
   (parse, the one walk, the rules it wakes, serialize only if something changed);
-- ``parse`` (``orjson.loads`` alone) and ``walk`` (``rules.scan.scan`` on the parsed messages):
+- ``parse`` (``orjson.loads`` alone) and ``walk`` (``rules.engine.scan.scan`` on the parsed
+messages):
   what a clean request costs.
 
 Each subject is timed with ``time.perf_counter_ns`` over a loop calibrated to ~``target_ms``;
@@ -29,8 +30,8 @@ import orjson
 
 from bench.payloads import SIZES, VARIANTS, build_variant
 from proxy.sanitize import sanitize_body
-from rules import scan
-from rules.planner import Plan, Planner
+from rules.engine import scan
+from rules.providers.planner import Plan, Planner
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,7 @@ class MicroRow:
     #: Median of the per-round ratios pipeline / baseline.
     ratio: float
     #: ``parse`` and ``walk``: median µs of the body's parse alone and of the one walk of
-    #: rules/scan.py over its messages (the clean path's two costs).
+    #: rules/engine/scan.py over its messages (the clean path's two costs).
     rule_us: dict[str, float]
 
     @property
@@ -81,7 +82,7 @@ def measure(
     target_ms: float = 15.0,
 ) -> tuple[float, float, float, dict[str, float]]:
     """(baseline µs, pipeline µs, paired ratio, {part: µs}) for one body: the parts are the
-    parse alone and the one walk of rules/scan.py on the parsed messages."""
+    parse alone and the one walk of rules/engine/scan.py on the parsed messages."""
     messages: list[Any] = orjson.loads(body)["messages"]
 
     subjects: dict[str, Callable[[], object]] = {

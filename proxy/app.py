@@ -30,8 +30,8 @@ from proxy.stash import build_stash
 from proxy.stash.hooks import ReasoningHooks, RequestReasoning
 from proxy.streaming import RelayResult, relay
 from proxy.upstream import create_session, open_upstream, request_headers, upstream_url
-from rules.base import Change
-from rules.planner import Planner
+from rules.engine.base import Change
+from rules.providers.planner import Planner
 
 SESSION_KEY = web.AppKey("session", ClientSession)
 RUNTIME_KEY = web.AppKey("runtime", RuntimeHolder)

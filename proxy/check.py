@@ -4,13 +4,13 @@ The API is read from the body: an ``input`` and no ``messages`` is a Responses r
 under the Responses plan (``--profile`` names a chat profile: with it a Responses body gets the
 Responses rules' defaults).
 
-It shows what the provider would reject (``rules.contract``), what the rules would rewrite, and
-whether the result is accepted; with ``--fix`` it writes the repaired body to stdout (and the
-report to stderr). Exit status: 0 clean, 1 repaired, 2 still invalid (or not a chat body).
+It shows what the provider would reject (``rules.providers.contract``), what the rules would
+rewrite, and whether the result is accepted; with ``--fix`` it writes the repaired body to stdout
+(and the report to stderr). Exit status: 0 clean, 1 repaired, 2 still invalid (or not a chat body).
 
-With ``--error FILE`` it reads a captured provider error body instead: its error class, the rules
-that repair it (``rules.contract.repairs``) and the YAML that enables them; given the request too,
-whether that repair changes it (what ``recover:`` would retry).
+With ``--error FILE`` it reads a captured provider error body instead: its error class, the
+rules that repair it (``rules.providers.contract.repairs``) and the YAML that enables them; given
+the request too, whether that repair changes it (what ``recover:`` would retry).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import orjson
 from proxy.metrics import classes
 from proxy.recover import enable_line, plan_retry
 from proxy.sanitize import PlanSource, Sanitized, plan_for, sanitize_body
-from rules.contract import Violation, violations
-from rules.contract import responses as responses_contract
-from rules.contract.repairs import repair_for
+from rules.providers.contract import Violation, violations
+from rules.providers.contract import responses as responses_contract
+from rules.providers.contract.repairs import repair_for
 
 CLEAN, REPAIRED, INVALID = 0, 1, 2
 

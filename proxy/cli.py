@@ -24,8 +24,8 @@ from proxy.reload import reload_config
 from proxy.routing import ends_in_v1
 from proxy.sanitize import PlanSource
 from proxy.workers import bind, run_workers
-from rules.planner import Planner
-from rules.profiles import PROFILES
+from rules.providers.planner import Planner
+from rules.providers.profiles import PROFILES
 
 
 def build_parser() -> argparse.ArgumentParser:

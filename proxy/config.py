@@ -20,9 +20,9 @@ from yarl import URL
 
 from proxy.provider_hosts import profile_for_upstream
 from proxy.stash.settings import ReasoningConfig, ReasoningConfigError, parse_reasoning
-from rules import RULES_BY_NAME
-from rules.planner import Planner
-from rules.profiles import DEFAULT_PROFILE, PROFILES
+from rules.chat import RULES_BY_NAME
+from rules.providers.planner import Planner
+from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
 
 DEFAULT_HOST = "127.0.0.1"
@@ -148,7 +148,7 @@ class RouteConfig:
         return frozenset(n for n, s in self.rules.items() if s.mode == "report")
 
     def rule_settings(self) -> dict[str, dict[str, Any]]:
-        """The operator's rule overrides, in the shape ``rules.planner`` takes."""
+        """The operator's rule overrides, in the shape ``rules.providers.planner`` takes."""
         settings: dict[str, dict[str, Any]] = {}
         for name, setting in self.rules.items():
             settings[name] = dict(setting.options)

@@ -16,8 +16,8 @@ import orjson
 from aiohttp import web
 
 from proxy.log import get_logger
-from rules.contract import violations
-from rules.profiles import DEFAULT_PROFILE, PROFILES
+from rules.providers.contract import violations
+from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 
 MODEL = "deepseek-chat"
 COMPLETION: dict[str, Any] = {

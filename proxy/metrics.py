@@ -18,9 +18,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from rules.contract import CHECKS
-from rules.contract.responses import CHECKS as RESPONSES_CHECKS
-from rules.profiles import PROFILES
+from rules.providers.contract import CHECKS
+from rules.providers.contract.responses import CHECKS as RESPONSES_CHECKS
+from rules.providers.profiles import PROFILES
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)

@@ -21,7 +21,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from proxy.sanitize import Sanitized, sanitize_body
-from rules.planner import Planner
+from rules.providers.planner import Planner
 
 #: Planners a worker has unpickled, by digest (one per route and config generation).
 _PLANNERS: dict[bytes, Planner] = {}

@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 
 from yarl import URL
 
-from rules.profiles import DEFAULT_PROFILE
+from rules.providers.profiles import DEFAULT_PROFILE
 
 #: (host glob, profile), first match wins; hosts are compared in lower case.
 HOST_PROFILES: tuple[tuple[str, str], ...] = (

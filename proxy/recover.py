@@ -2,7 +2,8 @@
 
 When the upstream answers 400 (nothing was processed, so a retry is safe) with an error text the
 catalogue knows (``proxy.metrics.classes``) and a rule repairs that class
-(``rules.contract.repairs``), the client's body runs again under the request's plan with that
+(``rules.providers.contract.repairs``), the client's body runs again under the request's plan with
+that
 repair enforced; if that changes the body chatmend sent, it is sent once more with the same
 headers and the retry's answer is relayed (``X-Chatmend-Recovered: <rules>; class=<class>``).
 
@@ -30,9 +31,9 @@ from proxy.metrics import Metrics, classes, error_text
 from proxy.provenance import cited_index
 from proxy.sanitize import FIELDS, PlanSource, Sanitized, plan_for, sanitize_body
 from proxy.streaming import RelayResult
-from rules.base import Change
-from rules.contract.repairs import repair_for
-from rules.planner import with_repair
+from rules.engine.base import Change
+from rules.providers.contract.repairs import repair_for
+from rules.providers.planner import with_repair
 
 RECOVERED_HEADER = "X-Chatmend-Recovered"
 

@@ -15,7 +15,7 @@ from aiohttp import ClientTimeout
 from yarl import URL
 
 from proxy.config import Config, RouteConfig
-from rules.planner import Planner
+from rules.providers.planner import Planner
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,18 +9,12 @@ from typing import Any
 
 import orjson
 
-from rules import (
-    Change,
-    Rule,
-    RuleContext,
-    RuleFailure,
-    lone_surrogates,
-    reasoning_content,
-    run_rules,
-)
-from rules.contract import DEFAULT_CONTRACT, Violation, violations
-from rules.contract import responses as responses_contract
-from rules.planner import Plan, Planner, compile_responses_plan
+from rules.chat import lone_surrogates, reasoning_content
+from rules.engine.base import Change, Rule, RuleContext
+from rules.engine.pipeline import RuleFailure, run_rules
+from rules.providers.contract import DEFAULT_CONTRACT, Violation, violations
+from rules.providers.contract import responses as responses_contract
+from rules.providers.planner import Plan, Planner, compile_responses_plan
 from rules.responses import lone_surrogates as responses_lone_surrogates
 
 #: What picks a request's rules and contract: a planner (by model), one plan, or bare steps

@@ -15,7 +15,7 @@ import orjson
 from aiohttp import web
 
 from proxy.emulate import provider_error
-from rules.contract.responses import violations
+from rules.providers.contract.responses import violations
 
 TEXT = "Hello from the strict Responses fake."
 

@@ -2,7 +2,8 @@
 contract, envelope and SSE chunks, plus recording and the hooks the tests need.
 
 It rejects broken chat payloads the way DeepSeek-class providers do, with the real error texts
-quoted in rules/contract/ (the public source cited next to each check), and otherwise answers a
+quoted in rules/providers/contract/ (the public source cited next to each check), and otherwise
+answers a
 canned completion (SSE when ``stream: true``). It records every request it receives.
 """
 
@@ -17,7 +18,7 @@ import orjson
 from aiohttp import web
 
 from proxy.emulate import provider_error, sse_chunk
-from rules.contract import Contract, violations
+from rules.providers.contract import Contract, violations
 
 
 @dataclass
@@ -46,7 +47,7 @@ class FakeUpstream:
 
 def strict_errors(payload: Any, contract: Contract | None = None) -> list[str]:
     """Every rejection a strict provider would give this chat payload (empty: accepted): the
-    product's own contract (rules/contract.py), so the tests hold the rules to it."""
+    product's own contract (rules/providers/contract.py), so the tests hold the rules to it."""
     return [violation.message for violation in violations(payload, contract)]
 
 

@@ -50,7 +50,8 @@ from aiohttp import web
 
 from proxy.config import parse_config
 from proxy.sanitize import sanitize_body
-from rules import RULES, default_steps
+from rules.chat import RULES
+from rules.engine.pipeline import default_steps
 from tests.transcripts import BROKEN, CLEAN_BODY
 
 MARKER = re.compile(rb"soak-[0-9a-f]{8}-[0-9]+-[a-z0-9_]+")

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import Sanitized, sanitize_body
-from rules import RULES, default_steps, lone_surrogates
+from rules.chat import RULES, lone_surrogates
+from rules.engine.pipeline import default_steps
 from tests.bodies import (
     NESTING_DEPTHS,
     SCALING_SHAPES,

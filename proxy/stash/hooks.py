@@ -23,10 +23,10 @@ from proxy.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.keys import request_scope
 from proxy.stash.observer import READABLE_ENCODINGS, ResponseObserver, readable_accept_encoding
-from rules.base import Change, RuleContext
-from rules.planner import Plan, Planner
-from rules.reasoning_content import NAME, wanted_keys
-from rules.thinking import THINKING_MODELS, thinking_enabled
+from rules.chat.reasoning_content import NAME, wanted_keys
+from rules.engine.base import Change, RuleContext
+from rules.engine.thinking import THINKING_MODELS, thinking_enabled
+from rules.providers.planner import Plan, Planner
 
 log = get_logger()
 

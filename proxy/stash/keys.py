@@ -1,6 +1,6 @@
 """The scope a request's reasoning is stored under: the route and the client's credential.
 
-The key of one turn (``rules.reasoning_content.turn_key``) hashes this scope with the turn's
+The key of one turn (``rules.chat.reasoning_content.turn_key``) hashes this scope with the turn's
 calls, so two clients with different API keys never see each other's reasoning, even when their
 tool-call ids collide (Kimi's ``functions.ls:0``). The credential itself is never stored: only
 a sha256 of it, inside the scope that is hashed again into the key. A request with no

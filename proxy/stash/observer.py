@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from proxy.log import get_logger
-from rules.reasoning_content import turn_key
+from rules.chat.reasoning_content import turn_key
 
 log = get_logger()
 

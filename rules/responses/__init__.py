@@ -3,7 +3,7 @@
 The same ``Rule`` type, logging, toggles (the config's ``rules:`` section; names are unique across
 chat and Responses rules) and fail-open pipeline as the chat rules in ``rules.RULES``; their
 ``messages`` argument is the request's ``input`` list. Provider profiles configure chat rules
-only: every Responses request runs under one Responses plan (``rules.planner``).
+only: every Responses request runs under one Responses plan (``rules.providers.planner``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules import RULES_BY_NAME
-from rules.base import Rule
-from rules.pipeline import PipelineResult, default_steps, run_rules
+from rules.chat import RULES_BY_NAME
+from rules.engine.base import Rule
+from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 from rules.responses import (
     call_ids,
     compaction,

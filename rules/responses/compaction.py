@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.responses.items import COMPACTION, is_message, item_type
 
 NAME = "responses-compaction"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any
 
-from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 
 NAME = "responses-context-management"
 

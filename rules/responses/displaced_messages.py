@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.responses.items import call_id, is_call, is_message, is_output
 
 NAME = "responses-displaced-messages"

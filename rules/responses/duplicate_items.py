@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.base import Change, Outcome, Rule, RuleContext
-from rules.messages import rewrite_at
+from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
 from rules.responses.items import item_id, item_type
 
 NAME = "responses-duplicate-items"

@@ -1,7 +1,8 @@
 """responses-lone-surrogates: no string of a Responses ``input`` leaves with a lone surrogate.
 
 What: every unpaired UTF-16 surrogate in any string of any ``input`` item (keys included) becomes
-U+FFFD, with the chat rule's own repair (``rules/lone_surrogates.py``). The proxy also repairs the
+U+FFFD, with the chat rule's own repair (``rules/chat/lone_surrogates.py``). The proxy also
+repairs the
 request's other fields, and reads bodies orjson refuses for this reason with the standard library.
 Why: a cut emoji makes the body invalid JSON for the provider: DeepSeek "messages[N].content:
 unexpected end of hex escape", Anthropic "no low surrogate in string" (provider-errors.md 1.G);
@@ -14,8 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from rules import lone_surrogates
-from rules.base import Outcome, Rule, RuleContext
+from rules.chat import lone_surrogates
+from rules.engine.base import Outcome, Rule, RuleContext
 
 NAME = "responses-lone-surrogates"
 

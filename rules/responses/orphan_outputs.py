@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.base import Change, Outcome, Rule, RuleContext
-from rules.messages import rewrite_at
+from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
 from rules.responses.items import call_id, is_call, is_output, output_length
 
 NAME = "responses-orphan-outputs"

@@ -1,6 +1,6 @@
 """responses-replayed-history: a Responses ``input`` stored twice reaches the upstream once.
 
-What: the chat rule's detection (``rules/replayed_history.py``) over ``input`` items: a block
+What: the chat rule's detection (``rules/chat/replayed_history.py``) over ``input`` items: a block
 replayed right after itself is collapsed, keeping the replay. Items compare on meaning: type,
 role, content with whitespace normalized, ``call_id``, ``name``, canonical ``arguments``,
 ``output``; item ``id`` and ``status`` (identifiers an agent may regenerate) and the chat sidecar
@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rules.base import Outcome, Rule, RuleContext
-from rules.replayed_history import (
+from rules.chat.replayed_history import (
     SIDECAR_FIELDS,
     canonical_arguments,
     collapse_replays,
@@ -27,6 +26,7 @@ from rules.replayed_history import (
     normalize_content,
     normalize_text,
 )
+from rules.engine.base import Outcome, Rule, RuleContext
 from rules.responses.items import is_call
 
 NAME = "responses-replayed-history"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.responses.items import OUTPUT, call_id, is_call, is_output
 
 NAME = "responses-unanswered-calls"

@@ -15,8 +15,8 @@ from structlog.testing import capture_logs
 from proxy.app import create_app
 from proxy.config import parse_config
 from proxy.emulate import create_emulator
-from rules.contract import violations
-from rules.profiles import PROFILES
+from rules.providers.contract import violations
+from rules.providers.profiles import PROFILES
 
 
 def call(cid: str = "abcDEF123", name: str = "read_file", arguments: Any = "{}") -> dict[str, Any]:

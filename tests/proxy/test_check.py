@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 from proxy.check import CLEAN, INVALID, REPAIRED, check_body, run_check, run_error_check
-from rules import RULES, default_steps
-from rules.contract import DEFAULT_CONTRACT
-from rules.planner import Plan, Planner
+from rules.chat import RULES
+from rules.engine.pipeline import default_steps
+from rules.providers.contract import DEFAULT_CONTRACT
+from rules.providers.planner import Plan, Planner
 from tests.fake_upstream import strict_errors
 from tests.transcripts import BROKEN, CLEAN_BODY
 

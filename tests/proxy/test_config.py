@@ -18,8 +18,8 @@ from proxy.config import (
     load_config,
     parse_config,
 )
-from rules import RULES
-from rules.profiles import PROFILES
+from rules.chat import RULES
+from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]

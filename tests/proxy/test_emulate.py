@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from proxy.emulate import create_emulator
-from rules.contract import violations
+from rules.providers.contract import violations
 from tests.proxy.test_cli import free_port, wait_listening
 from tests.transcripts import BROKEN, CLEAN_BODY, chat
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.app import planner_of
 from proxy.metrics import classify
-from rules import Outcome, Rule, RuleContext
+from rules.engine.base import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream
 from tests.transcripts import BROKEN, CLEAN_BODY

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from proxy.app import create_app
 from proxy.config import parse_config
 from proxy.emulate import create_emulator
-from rules.profiles import PROFILES
+from rules.providers.profiles import PROFILES
 from tests.transcripts import BROKEN, USER
 
 #: Requests broken in the ways profiles repair beyond the core pairing rules.

@@ -18,8 +18,8 @@ from structlog.testing import capture_logs
 from proxy.app import create_app
 from proxy.config import parse_config
 from proxy.provenance import cited_index, client_indices
-from rules import RULES
-from rules.pipeline import default_steps, run_rules
+from rules.chat import RULES
+from rules.engine.pipeline import default_steps, run_rules
 from tests.conftest import base_url
 from tests.transcripts import BROKEN, USER, call, chat, result
 

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 from proxy.cli import log_started
 from proxy.config import load_config, parse_config
 from proxy.provider_hosts import HOST_PROFILES, profile_for_upstream
-from rules.profiles import DEFAULT_PROFILE, PROFILES
+from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,8 @@ from structlog.testing import capture_logs
 
 from proxy.app import RUNTIME_KEY, SESSION_KEY, planner_of
 from proxy.streaming import BUFFER_MAX_BYTES
-from rules import RULES, Outcome, Rule, RuleContext
+from rules.chat import RULES
+from rules.engine.base import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream, strict_errors
 from tests.transcripts import BROKEN, CLEAN_BODY, REJECTED_WITH, chat

@@ -26,10 +26,10 @@ from proxy.emulate import provider_error
 from proxy.recover import RECOVERED_HEADER, Retry, enable_line, may_retry, plan_retry
 from proxy.sanitize import Sanitized
 from proxy.streaming import BUFFER_MAX_BYTES, RelayResult
-from rules.contract import responses as responses_contract
-from rules.contract import violations
-from rules.planner import Planner
-from rules.profiles import PROFILES
+from rules.providers.contract import responses as responses_contract
+from rules.providers.contract import violations
+from rules.providers.planner import Planner
+from rules.providers.profiles import PROFILES
 from tests.conftest import base_url
 from tests.fake_responses import FakeResponses, create_fake_responses
 from tests.fake_thinking import ThinkingUpstream, create_thinking_upstream, turn_one, turn_two

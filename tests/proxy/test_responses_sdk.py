@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from proxy.app import create_app
 from proxy.config import parse_config
-from rules.contract.responses import violations
+from rules.providers.contract.responses import violations
 from tests.fake_responses import TEXT, FakeResponses, create_fake_responses
 
 Client = TestClient[Any, Any]

@@ -25,7 +25,7 @@ from proxy.app import MAX_HEADER_BYTES, RUNTIME_KEY, planner_of
 from proxy.config import DEFAULT_HOST, Config, parse_config
 from proxy.reload import reload_config
 from proxy.upstream import upstream_url
-from rules import Outcome, Rule, RuleContext
+from rules.engine.base import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.faulty_upstream import FaultyUpstream, Request, respond, stall_before_headers
 from tests.proxy.test_cli import free_port, wait_listening

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from rules.base import Outcome, Rule, RuleContext
-from rules.contract import CHECKS_BY_CODE
+from rules.engine.base import Outcome, Rule, RuleContext
+from rules.providers.contract import CHECKS_BY_CODE
 
 
 def run_pure(rule: Rule, messages: list[Any], ctx: RuleContext | None = None) -> Outcome:

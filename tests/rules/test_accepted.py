@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from proxy.sanitize import sanitize_body
-from rules.contract import violations
-from rules.planner import compile_plan
-from rules.profiles import PROFILES
+from rules.providers.contract import violations
+from rules.providers.planner import compile_plan
+from rules.providers.profiles import PROFILES
 from tests.client_shapes import SESSIONS, bodies
 
 BODIES = bodies()

@@ -1,4 +1,4 @@
-"""rules.blocks: the pairing rules' shared prescan agrees with the full analysis."""
+"""rules.engine.blocks: the pairing rules' shared prescan agrees with the full analysis."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rules.blocks import analyse, is_paired
+from rules.engine.blocks import analyse, is_paired
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from rules.base import RuleContext
-from rules.consecutive_assistant_messages import NAME, RULE, apply
+from rules.chat.consecutive_assistant_messages import NAME, RULE, apply
+from rules.engine.base import RuleContext
 
 CTX = RuleContext()
 

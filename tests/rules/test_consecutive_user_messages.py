@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES
-from rules.base import RuleContext
-from rules.consecutive_user_messages import NAME, RULE, apply, join_contents
+from rules.chat import RULES
+from rules.chat.consecutive_user_messages import NAME, RULE, apply, join_contents
+from rules.engine.base import RuleContext
 from tests.rules.sequence_helpers import found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents
 

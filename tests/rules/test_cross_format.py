@@ -20,11 +20,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
-from rules.contract import CHECKS_BY_CODE, violations
-from rules.planner import Planner
-from rules.profiles import PROFILES
-from rules.unanswered_tool_calls import DEFAULT_CONTENT as STUB
-from rules.unknown_roles import OPENAI_ROLES
+from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT as STUB
+from rules.chat.unknown_roles import OPENAI_ROLES
+from rules.providers.contract import CHECKS_BY_CODE, violations
+from rules.providers.planner import Planner
+from rules.providers.profiles import PROFILES
 from tests.rules.test_profiles import PER_PROFILE, pieces
 from tests.strategies import THINKING_MARK, Broken, broken_transcripts
 

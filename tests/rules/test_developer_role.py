@@ -8,11 +8,11 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from rules import RULES, sanitize_messages
-from rules.contract import CHECKS_BY_CODE
-from rules.contract.fields import QWEN_ROLE_TEXT
-from rules.developer_role import NAME, RULE, apply
-from rules.unknown_roles import QWEN_ROLES
+from rules.chat import RULES, sanitize_messages
+from rules.chat.developer_role import NAME, RULE, apply
+from rules.chat.unknown_roles import QWEN_ROLES
+from rules.providers.contract import CHECKS_BY_CODE
+from rules.providers.contract.fields import QWEN_ROLE_TEXT
 from tests.rules.shape_helpers import shaped_messages
 from tests.strategies import broken_transcripts
 

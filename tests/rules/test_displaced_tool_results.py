@@ -6,9 +6,9 @@ import copy
 import time
 from typing import Any
 
-from rules import RULES, sanitize_messages
-from rules.base import RuleContext
-from rules.displaced_tool_results import NAME, RULE, apply
+from rules.chat import RULES, sanitize_messages
+from rules.chat.displaced_tool_results import NAME, RULE, apply
+from rules.engine.base import RuleContext
 from tests.rules.pairing_helpers import result, result_ids, say, turn, user
 
 CTX = RuleContext()

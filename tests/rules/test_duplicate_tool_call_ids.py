@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from rules import sanitize_messages
-from rules.base import RuleContext
-from rules.duplicate_tool_call_ids import NAME, RULE, apply
+from rules.chat import sanitize_messages
+from rules.chat.duplicate_tool_call_ids import NAME, RULE, apply
+from rules.engine.base import RuleContext
 
 CTX = RuleContext()
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from rules import RULES, RULES_BY_NAME, Rule
+from rules.chat import RULES, RULES_BY_NAME
+from rules.engine.base import Rule
 from tests.rules.fixtures import FIXTURE_DIR, Case, load_cases
 
 CASES = load_cases()

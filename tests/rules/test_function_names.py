@@ -10,11 +10,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, sanitize_messages
-from rules.base import Outcome
-from rules.contract import CHECKS_BY_CODE
-from rules.contract.ids import OPENAI_NAME_TEXT
-from rules.function_names import NAME, PATTERNS, RULE, apply, coerce
+from rules.chat import RULES, sanitize_messages
+from rules.chat.function_names import NAME, PATTERNS, RULE, apply, coerce
+from rules.engine.base import Outcome
+from rules.providers.contract import CHECKS_BY_CODE
+from rules.providers.contract.ids import OPENAI_NAME_TEXT
 from tests.strategies import TOOL_NAMES, arbitrary_messages, broken_transcripts, junk_values
 
 CHECK = CHECKS_BY_CODE["function_name_invalid"]

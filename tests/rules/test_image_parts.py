@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, sanitize_messages
-from rules.contract import CHECKS_BY_CODE, violations
-from rules.image_parts import NAME, RULE, apply
+from rules.chat import RULES, sanitize_messages
+from rules.chat.image_parts import NAME, RULE, apply
+from rules.providers.contract import CHECKS_BY_CODE, violations
 from tests.rules.shape_helpers import shaped_messages
 from tests.strategies import broken_transcripts, clean_transcripts
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rules.base import RuleContext
-from rules.invalid_tool_arguments import MAX_LOGGED_CHARS, RULE, TRUNCATED
-from rules.json_repair_passes import (
+from rules.chat.invalid_tool_arguments import MAX_LOGGED_CHARS, RULE, TRUNCATED
+from rules.engine.base import RuleContext
+from rules.engine.json_repair_passes import (
     FIXES,
     LOSSY_FIXES,
     dump_object,
@@ -406,7 +406,7 @@ def test_hostile_inputs_are_fast_and_safe(text: str) -> None:
 
 
 def test_repair_time_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rules import json_repair_passes
+    from rules.engine import json_repair_passes
 
     monkeypatch.setattr(json_repair_passes, "MAX_SCAN_TOKENS", 10**7)  # the scan, not its cap
 
@@ -528,7 +528,7 @@ WIDE = "{" + '"a":1,' * 30_000 + "x"  # 90,000 tokens, then junk: unrepairable a
 
 
 def test_the_scan_stops_at_its_token_cap_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rules import json_repair_passes
+    from rules.engine import json_repair_passes
 
     small = "{" + '"a":1,' * 500 + "x"
     assert json_repair_passes.repair_object(small).over_cap is False  # 1,500 tokens: scanned
@@ -540,7 +540,7 @@ def test_the_scan_stops_at_its_token_cap_and_says_so(monkeypatch: pytest.MonkeyP
 
 
 def test_the_scan_stops_past_the_deepest_nesting_a_parser_reads_back() -> None:
-    from rules.json_repair_passes import MAX_DEPTH
+    from rules.engine.json_repair_passes import MAX_DEPTH
 
     deep = repair_object('{"a":' * 400_000)  # 2 MB: about 16 s of scanning before
     assert deep.text is None and not deep.over_cap
@@ -565,8 +565,8 @@ def test_hostile_arguments_are_replaced_within_the_cap() -> None:
 
 
 def test_one_request_s_strings_share_a_token_budget() -> None:
-    from rules.base import WorkBudgetExceeded
-    from rules.invalid_tool_arguments import MAX_REQUEST_TOKENS, apply
+    from rules.chat.invalid_tool_arguments import MAX_REQUEST_TOKENS, apply
+    from rules.engine.base import WorkBudgetExceeded
 
     calls = [
         {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": WIDE}}

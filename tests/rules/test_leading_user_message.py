@@ -6,8 +6,8 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from rules import RULES
-from rules.leading_user_message import DEFAULT_CONTENT, NAME, RULE, apply
+from rules.chat import RULES
+from rules.chat.leading_user_message import DEFAULT_CONTENT, NAME, RULE, apply
 from tests.rules.sequence_helpers import found, run_pure
 from tests.strategies import arbitrary_messages, clean_transcripts
 

@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
-from rules import RULES, default_steps, lone_surrogates
-from rules.base import RuleContext
+from rules.chat import RULES, lone_surrogates
+from rules.engine.base import RuleContext
+from rules.engine.pipeline import default_steps
 from tests.fake_upstream import strict_errors
 
 CTX = RuleContext()

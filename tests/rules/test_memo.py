@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules import RULES, default_steps, memo, run_rules
+from rules.chat import RULES
+from rules.engine import memo
+from rules.engine.pipeline import default_steps, run_rules
 
 CALLS: list[int] = []
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from rules import RULES
-from rules.base import RuleContext
-from rules.missing_tool_call_ids import NAME, RULE, apply
+from rules.chat import RULES
+from rules.chat.missing_tool_call_ids import NAME, RULE, apply
+from rules.engine.base import RuleContext
 from tests.rules.pairing_helpers import result, result_ids, turn, user
 
 CTX = RuleContext()

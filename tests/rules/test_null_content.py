@@ -8,11 +8,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES
-from rules.contract import CHECKS_BY_CODE
-from rules.contract.content import REQUIRED_CONTENT_ROLES
-from rules.null_content import NAME, ROLES, RULE, apply
-from rules.tool_call_content import has_calls
+from rules.chat import RULES
+from rules.chat.null_content import NAME, ROLES, RULE, apply
+from rules.chat.tool_call_content import has_calls
+from rules.providers.contract import CHECKS_BY_CODE
+from rules.providers.contract.content import REQUIRED_CONTENT_ROLES
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 NULL = CHECKS_BY_CODE["content_null"]

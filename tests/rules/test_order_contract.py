@@ -1,4 +1,5 @@
-"""Mistral's order contract (rules/contract/order.py), and the rules that answer it: after the
+"""Mistral's order contract (rules/providers/contract/order.py), and the rules that answer it:
+after the
 pipeline with tool-user-bridge, trailing-assistant and system-messages on, the checks report
 nothing that those rules or the pairing rules could repair."""
 
@@ -11,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, default_steps, run_rules
-from rules.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
-from rules.contract.order import CHECKS, NEXT_ROLES
-from rules.trailing_assistant import ACTIONS
+from rules.chat import RULES
+from rules.chat.trailing_assistant import ACTIONS
+from rules.engine.pipeline import default_steps, run_rules
+from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
+from rules.providers.contract.order import CHECKS, NEXT_ROLES
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rules import RULES, sanitize_messages
-from rules.base import RuleContext
-from rules.orphan_tool_results import NAME, RULE, apply
+from rules.chat import RULES, sanitize_messages
+from rules.chat.orphan_tool_results import NAME, RULE, apply
+from rules.engine.base import RuleContext
 from tests.rules.pairing_helpers import result, say, turn, user
 
 

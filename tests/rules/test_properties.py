@@ -18,9 +18,11 @@ from typing import Any
 import orjson
 from hypothesis import HealthCheck, assume, given, note, settings
 
-from rules import RULES, Rule, default_steps, replayed_history, sanitize_messages
-from rules.unanswered_tool_calls import DEFAULT_CONTENT as STUB
-from rules.unknown_roles import OPENAI_ROLES
+from rules.chat import RULES, replayed_history, sanitize_messages
+from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT as STUB
+from rules.chat.unknown_roles import OPENAI_ROLES
+from rules.engine.base import Rule
+from rules.engine.pipeline import default_steps
 from tests.fake_upstream import strict_errors
 from tests.strategies import (
     DEFECTS,

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
-from rules.contract import violations
-from rules.planner import Planner
-from rules.reasoning_content import RULE, canonical_arguments, turn_key, wanted_keys
+from rules.chat.reasoning_content import RULE, canonical_arguments, turn_key, wanted_keys
+from rules.providers.contract import violations
+from rules.providers.planner import Planner
 from tests.requests import BrokenRequest, broken_requests
 
 SCOPE = "https://api.deepseek.com\nabc"

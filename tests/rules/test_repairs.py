@@ -1,4 +1,5 @@
-"""The repair table (rules/contract/repairs.py): every catalogued class a rule can repair has a
+"""The repair table (rules/providers/contract/repairs.py): every catalogued class a rule can
+repair has a
 repair, and that repair, enforced over a plan with every rule off, makes the class's check pass
 on the check's own example (tests/proxy/test_catalogue_rows.py's cases)."""
 
@@ -10,12 +11,12 @@ import orjson
 import pytest
 
 from proxy.sanitize import sanitize_body
-from rules import RULES
-from rules.contract import CHECKS_BY_CODE
-from rules.contract import responses as responses_contract
-from rules.contract.repairs import REPAIRS, UNREPAIRABLE, repair_for
-from rules.planner import Plan, compile_plan, compile_responses_plan, with_repair
-from rules.profiles import PASSTHROUGH, PROFILES
+from rules.chat import RULES
+from rules.providers.contract import CHECKS_BY_CODE
+from rules.providers.contract import responses as responses_contract
+from rules.providers.contract.repairs import REPAIRS, UNREPAIRABLE, repair_for
+from rules.providers.planner import Plan, compile_plan, compile_responses_plan, with_repair
+from rules.providers.profiles import PASSTHROUGH, PROFILES
 from tests.proxy.test_catalogue_rows import CASES
 
 CALL = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, replayed_history, sanitize_messages
-from rules.base import WorkBudgetExceeded
-from rules.pipeline import run_rules
-from rules.replayed_history import NAME, RULE, apply, message_anchors
+from rules.chat import RULES, replayed_history, sanitize_messages
+from rules.chat.replayed_history import NAME, RULE, apply, message_anchors
+from rules.engine.base import WorkBudgetExceeded
+from rules.engine.pipeline import run_rules
 from tests.fake_upstream import strict_errors
 from tests.strategies import arbitrary_messages, clean_transcripts
 

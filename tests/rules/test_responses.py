@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.config import ConfigError, parse_config
-from rules import RULES_BY_NAME
-from rules.contract.responses import RESPONSES_CONTRACT, violations
-from rules.planner import Planner, compile_responses_plan
+from rules.chat import RULES_BY_NAME
+from rules.providers.contract.responses import RESPONSES_CONTRACT, violations
+from rules.providers.planner import Planner, compile_responses_plan
 from rules.responses import RESPONSES_RULES, RESPONSES_RULES_BY_NAME, sanitize_input
 from rules.responses.items import call_id, is_call, is_message, is_output, item_id
 from tests.strategies import arbitrary_messages

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.base import Rule
+from rules.engine.base import Rule
 from rules.responses import RESPONSES_RULES, RESPONSES_RULES_BY_NAME
 from tests.rules.fixtures import Case
 

@@ -1,4 +1,4 @@
-"""The one walk of the clean path (rules/scan.py): it never lets a rule with work be skipped.
+"""The one walk of the clean path (rules/engine/scan.py): it never lets a rule with work be skipped.
 
 For every profile, over clean, broken and arbitrary message lists: a step whose ``wakes`` the
 walk did not set changes nothing when it runs anyway, and the whole pipeline gives the same list
@@ -14,10 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rules import run_rules, scan
-from rules.contract import violations
-from rules.planner import Planner
-from rules.profiles import PROFILES
+from rules.engine import scan
+from rules.engine.pipeline import run_rules
+from rules.providers.contract import violations
+from rules.providers.planner import Planner
+from rules.providers.profiles import PROFILES
 from tests.client_shapes import SESSIONS
 from tests.requests import broken_requests
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts

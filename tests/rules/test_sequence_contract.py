@@ -1,4 +1,5 @@
-"""The sequence checks (rules/contract/sequence.py), and the three sequence rules together:
+"""The sequence checks (rules/providers/contract/sequence.py), and the three sequence rules
+together:
 after them the checks they answer for report nothing."""
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, RULES_BY_NAME, default_steps, run_rules
-from rules.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT
-from rules.contract.sequence import CHECKS
+from rules.chat import RULES, RULES_BY_NAME
+from rules.engine.pipeline import default_steps, run_rules
+from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT
+from rules.providers.contract.sequence import CHECKS
 from tests.rules.sequence_helpers import found
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents
 

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES
-from rules.system_messages import NAME, RULE, apply
+from rules.chat import RULES
+from rules.chat.system_messages import NAME, RULE, apply
 from tests.rules.sequence_helpers import found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts
 

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES
-from rules.contract import CHECKS_BY_CODE, violations
-from rules.null_content import ROLES
-from rules.text_part_arrays import NAME, RULE, apply, collapsible, text_of
+from rules.chat import RULES
+from rules.chat.null_content import ROLES
+from rules.chat.text_part_arrays import NAME, RULE, apply, collapsible, text_of
+from rules.providers.contract import CHECKS_BY_CODE, violations
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 NOT_STRING = CHECKS_BY_CODE["content_not_string"]

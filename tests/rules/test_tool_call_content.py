@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, run_rules
-from rules.contract import CHECKS_BY_CODE, violations
-from rules.messages import has_content
-from rules.pipeline import default_steps
-from rules.text_part_arrays import collapsible
-from rules.tool_call_content import KINDS, NAME, RULE, SHAPES, apply, has_calls
+from rules.chat import RULES
+from rules.chat.text_part_arrays import collapsible
+from rules.chat.tool_call_content import KINDS, NAME, RULE, SHAPES, apply, has_calls
+from rules.engine.messages import has_content
+from rules.engine.pipeline import default_steps, run_rules
+from rules.providers.contract import CHECKS_BY_CODE, violations
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}

@@ -8,9 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, default_steps, run_rules, sanitize_messages
-from rules.contract import CHECKS_BY_CODE, violations
-from rules.tool_message_name import NAME, RULE, apply, call_names
+from rules.chat import RULES, sanitize_messages
+from rules.chat.tool_message_name import NAME, RULE, apply, call_names
+from rules.engine.pipeline import default_steps, run_rules
+from rules.providers.contract import CHECKS_BY_CODE, violations
 from tests.strategies import arbitrary_messages, broken_transcripts
 
 CHECK = CHECKS_BY_CODE["tool_message_name"]

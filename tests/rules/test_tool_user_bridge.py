@@ -8,10 +8,10 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from rules import RULES, RULES_BY_NAME
-from rules.base import RuleContext, TextOption
-from rules.contract import CHECKS_BY_CODE
-from rules.tool_user_bridge import DEFAULT_CONTENT, NAME, RULE, apply
+from rules.chat import RULES, RULES_BY_NAME
+from rules.chat.tool_user_bridge import DEFAULT_CONTENT, NAME, RULE, apply
+from rules.engine.base import RuleContext, TextOption
+from rules.providers.contract import CHECKS_BY_CODE
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}

@@ -9,10 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES_BY_NAME
-from rules.base import RuleContext, TextOption
-from rules.contract import CHECKS_BY_CODE
-from rules.trailing_assistant import ACTIONS, DEFAULT_CONTENT, NAME, RULE, apply, is_plain_assistant
+from rules.chat import RULES_BY_NAME
+from rules.chat.trailing_assistant import (
+    ACTIONS,
+    DEFAULT_CONTENT,
+    NAME,
+    RULE,
+    apply,
+    is_plain_assistant,
+)
+from rules.engine.base import RuleContext, TextOption
+from rules.providers.contract import CHECKS_BY_CODE
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rules import RULES, sanitize_messages
-from rules.base import RuleContext
-from rules.unanswered_tool_calls import DEFAULT_CONTENT, NAME, RULE, apply
+from rules.chat import RULES, sanitize_messages
+from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT, NAME, RULE, apply
+from rules.engine.base import RuleContext
 from tests.fake_upstream import strict_errors
 from tests.rules.pairing_helpers import result, result_ids, turn, user
 

@@ -9,10 +9,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules import RULES, sanitize_messages
-from rules.contract import CHECKS_BY_CODE
-from rules.contract.fields import AZURE_FIELD_TEXT, CEREBRAS_FIELD_TEXT, MISTRAL_FIELD_TEXT
-from rules.unknown_message_fields import NAME, RULE, apply
+from rules.chat import RULES, sanitize_messages
+from rules.chat.unknown_message_fields import NAME, RULE, apply
+from rules.providers.contract import CHECKS_BY_CODE
+from rules.providers.contract.fields import (
+    AZURE_FIELD_TEXT,
+    CEREBRAS_FIELD_TEXT,
+    MISTRAL_FIELD_TEXT,
+)
 from tests.rules.shape_helpers import KEYS, shaped_messages
 from tests.strategies import broken_transcripts, clean_transcripts
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from proxy.stash.observer import ResponseObserver
-from rules.reasoning_content import turn_key
+from rules.chat.reasoning_content import turn_key
 
 SCOPE = "https://api.deepseek.com\nabc"
 CALLS = [

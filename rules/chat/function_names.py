@@ -1,0 +1,223 @@
+"""function-names: function names the upstream accepts, one map for the request and its history.
+
+What: a function name that does not match the upstream's pattern is rewritten through one
+deterministic per-request map, alike in the request's ``tools[].function.name``, the history's
+``tool_calls[].function.name``, tool messages' ``name`` and ``tool_choice.function.name``.
+Option ``pattern``: ``strict`` (default, ``^[a-zA-Z0-9_-]{1,64}$``, Mistral and OpenAI): each
+other character becomes ``_`` (``my.tool`` becomes ``my_tool``); ``gemini``
+(``^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}$``): dots stay, and a name that does not start with a letter
+or ``_`` gets a leading ``_``. A name longer than 64 keeps its first 55 characters, then ``_``
+and 8 base62 characters of its sha256. An empty name becomes option ``empty``
+(``invalid_tool_call``, as hermes R18 does). A new name already taken (by a name kept, or by an
+earlier new one) is cut to 55 characters and suffixed with a hash of the original and an
+attempt counter, in order of first appearance (tools, then messages, then tool_choice), so the
+map is one-to-one. Names that fit are kept as they are; non-string names are left alone.
+Out of scope: the model's reply will call the new name (``my_tool``), and mapping names back
+in responses is not done here; the client must accept the new name (or a later response-side
+step must map it back). The legacy ``functions``/``function_call`` fields are not rewritten.
+Why: OpenAI "Invalid 'messages[9].tool_calls[0].function.name': string does not match pattern.
+Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'." (same for
+``tools[0].function.name``; provider-errors.md 1.A, mcp-use/mcp-use#90, CherryHQ/cherry-studio
+#2895: MCP names with dots); mistral-common "Function name was {name} but must be a-z, A-Z, 0-9,
+or contain underscores and dashes, with a maximum length of 64." (1.A); Gemini "Invalid function
+name. Must start with a letter or an underscore. ..." (1.A, google-gemini/gemini-cli#7878);
+hermes R37 (#51944: ``multi_tool_use.parallel`` failed every later request).
+Safety: unsafe. The model sees (and will answer with) the new name, not the one the client
+defined; history and tools stay consistent with each other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, Final
+
+from rules.chat.tool_call_ids import digest62
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
+
+NAME = "function-names"
+
+MAX_LENGTH: Final = 64
+PATTERNS: Final = ("strict", "gemini")
+_VALID: Final = {
+    "strict": re.compile(r"[a-zA-Z0-9_-]{1,64}"),
+    "gemini": re.compile(r"[a-zA-Z_][a-zA-Z0-9_.-]{0,63}"),
+}
+_INVALID_CHAR: Final = {
+    "strict": re.compile(r"[^a-zA-Z0-9_-]"),
+    "gemini": re.compile(r"[^a-zA-Z0-9_.-]"),
+}
+_FIRST: Final = re.compile(r"[a-zA-Z_]")
+_CUT: Final = MAX_LENGTH - 9  # room for "_" and 8 hash characters
+
+
+def conforms(name: str, pattern: str) -> bool:
+    return _VALID[pattern].fullmatch(name) is not None
+
+
+def coerce(name: str, pattern: str, empty: str, attempt: int = 0) -> str:
+    """The new name for ``name`` at collision ``attempt`` (0 first); always matches ``pattern``."""
+    base = _INVALID_CHAR[pattern].sub("_", name if name else empty) or "invalid_tool_call"
+    if pattern == "gemini" and not _FIRST.match(base):
+        base = "_" + base
+    if attempt == 0 and len(base) <= MAX_LENGTH:
+        return base
+    return f"{base[:_CUT]}_{digest62(name, attempt)[:8]}"
+
+
+def _function(holder: Any) -> dict[str, Any] | None:
+    function = holder.get("function") if type(holder) is dict else None
+    return function if type(function) is dict else None
+
+
+def _name(holder: Any) -> str | None:
+    """The string ``function.name`` of a tool, call or tool_choice, else ``None``."""
+    function = _function(holder)
+    name = function.get("name") if function is not None else None
+    return name if type(name) is str else None
+
+
+def _message_names(message: Any) -> Iterator[str]:
+    if type(message) is not dict:
+        return
+    role = message.get("role")
+    if role == "assistant":
+        calls = message.get("tool_calls")
+        for call in calls if type(calls) is list else ():
+            name = _name(call)
+            if name is not None:
+                yield name
+    elif role == "tool":
+        name = message.get("name")
+        if type(name) is str:
+            yield name
+
+
+def _request_tools(request: Any) -> list[Any]:
+    tools = request.get("tools") if hasattr(request, "get") else None
+    return tools if type(tools) is list else []
+
+
+def _tool_choice_name(request: Any) -> str | None:
+    return _name(request.get("tool_choice")) if hasattr(request, "get") else None
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    pattern = ctx.options.get("pattern", "strict")
+    if pattern not in PATTERNS:
+        return Outcome(messages)
+    empty = ctx.options.get("empty", "invalid_tool_call")
+    empty = empty if type(empty) is str else "invalid_tool_call"
+    request = ctx.request
+    order: dict[str, None] = {}
+    bad: set[str] = set()
+    suspects: list[int] = []
+
+    def see(name: str) -> bool:
+        order.setdefault(name)
+        if name in bad or not conforms(name, pattern):
+            bad.add(name)
+            return True
+        return False
+
+    tools = _request_tools(request)
+    for tool in tools:
+        name = _name(tool)
+        if name is not None:
+            see(name)
+    for index, message in enumerate(messages):
+        suspect = False
+        for name in _message_names(message):  # every name is seen: no short circuit
+            suspect = see(name) or suspect
+        if suspect:
+            suspects.append(index)
+    choice = _tool_choice_name(request)
+    if choice is not None:
+        see(choice)
+    if not bad:
+        return Outcome(messages)  # the common case: every name already fits
+
+    mapping = _map(list(order), bad, pattern, empty)
+    changes: list[Change] = []
+
+    def fix(index: int, message: Any) -> Any:
+        if message.get("role") == "tool":
+            old = message["name"]
+            changes.append(Change(NAME, index, "renamed_name", {"from": old, "to": mapping[old]}))
+            return {**message, "name": mapping[old]}
+        renamed: dict[str, str] = {}
+        calls = [_renamed(call, mapping, renamed) for call in message["tool_calls"]]
+        changes.append(Change(NAME, index, "renamed_functions", {"names": renamed}))
+        return {**message, "tool_calls": calls}
+
+    out = rewrite_at(messages, suspects, fix)
+    fields: dict[str, Any] | None = None
+    renamed_tools: dict[str, str] = {}
+    new_tools = [_renamed(tool, mapping, renamed_tools) for tool in tools]
+    if renamed_tools:
+        fields = {**request, "tools": new_tools}
+        changes.append(Change(NAME, -1, "renamed_tools", {"names": renamed_tools}))
+    if choice is not None and choice in mapping:
+        renamed_choice: dict[str, str] = {}
+        new_choice = _renamed(request["tool_choice"], mapping, renamed_choice)
+        fields = {**(request if fields is None else fields), "tool_choice": new_choice}
+        detail = {"from": choice, "to": mapping[choice]}
+        changes.append(Change(NAME, -1, "renamed_tool_choice", detail))
+    return Outcome(out, tuple(changes), request=fields)
+
+
+def _renamed(holder: Any, mapping: dict[str, str], renamed: dict[str, str]) -> Any:
+    """``holder`` (a tool, call or tool_choice) with its function renamed, or itself."""
+    old = _name(holder)
+    if old is None or old not in mapping:
+        return holder
+    renamed[old] = mapping[old]
+    function = _function(holder)
+    assert function is not None
+    return {**holder, "function": {**function, "name": mapping[old]}}
+
+
+def _map(order: list[str], bad: set[str], pattern: str, empty: str) -> dict[str, str]:
+    """One new, conforming name per name that does not fit, unique among the request's names."""
+    taken = {name for name in order if name not in bad}
+    mapping: dict[str, str] = {}
+    for name in order:
+        if name not in bad:
+            continue
+        attempt = 0
+        new = coerce(name, pattern, empty, attempt)
+        while new in taken:
+            attempt += 1
+            new = coerce(name, pattern, empty, attempt)
+        taken.add(new)
+        mapping[name] = new
+    return mapping
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Rewrite function names to the upstream's pattern in tools, history and tool_choice.",
+    defect="a function name outside `^[a-zA-Z0-9_-]{1,64}$` (MCP names with dots, long names): "
+    'OpenAI "string does not match pattern. Expected a string that matches the pattern '
+    "'^[a-zA-Z0-9_-]+$'\", Mistral \"Function name was X but must be a-z, A-Z, 0-9, or contain "
+    'underscores and dashes, with a maximum length of 64."',
+    repair="one deterministic per-request map (other characters become `_`, over 64 cut with a "
+    "hash suffix, collisions suffixed) applied to `tools`, history `tool_calls`, tool messages' "
+    "`name` and `tool_choice`; option `pattern: gemini` keeps dots and needs a letter or `_` "
+    "first. Names in the model's reply are not mapped back",
+    safety="unsafe",
+    default=False,
+    apply=apply,
+    options=(
+        Option(
+            "pattern",
+            "strict",
+            "strict: ^[a-zA-Z0-9_-]{1,64}$ (Mistral, OpenAI); gemini: "
+            "^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}$",
+            PATTERNS,
+        ),
+        Option("empty", "invalid_tool_call", "the name an empty function name becomes"),
+    ),
+    reads_request=True,
+)

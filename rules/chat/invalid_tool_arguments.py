@@ -1,0 +1,261 @@
+"""invalid-tool-arguments: every assistant tool call leaves with ``arguments`` a JSON-object string.
+
+What: in each assistant ``tool_calls`` entry (a dict whose ``function`` is a dict), ``arguments``
+that is not a string holding a JSON object is repaired. Valid object text is left byte-identical.
+A dict is serialized; missing, ``null`` or blank arguments become ``"{}"``. Broken text gets only
+repairs whose intent is clear, each named in the change
+(``rules.engine.json_repair_passes.FIXES``): a
+code fence, double encoding, trailing commas, raw control characters, Python literals and
+quotes, ``NaN``/``Infinity`` (written as ``null``, as ``JSON.stringify`` does), unbalanced or
+misnested brackets, a cut-off tail, concatenated objects (the first is kept). A repaired value
+is written back as compact JSON. Text that still is not an object becomes ``"{}"``: prose,
+comments, unquoted keys, missing commas and invalid escapes are not guessed at.
+Why: MiniMax, vLLM, llama.cpp and a Moonshot-like gateway reject the whole request when a
+historical ``arguments`` is not valid JSON ("invalid function arguments json string (2013)",
+"arguments must be a valid JSON object string"), SGLang and HF templates fail on non-object JSON,
+and OpenAI rejects an object where a string belongs (provider-errors.md 1.A). Hermes replaced
+such text with ``{}`` without trying to repair it and lost a ``write_file`` (#74146, #119389);
+its repairs closed brackets in the wrong order and counted braces inside strings (#102311,
+E14), and it turned dict arguments into ``{}`` (E25).
+Safety: safe. The repairs keep every value that was sent, with exceptions that only affect
+text which was already incomplete: a cut-off member (a key without a value, a number cut
+mid-token) or a trailing concatenated object is dropped and reported, a cut-off literal with a
+single completion (``tr`` -> ``true``) is completed, and ``truncated: close`` forwards a string
+value that was cut off, closing it as it stands. That value may be incomplete, which is why
+it is an option (``empty`` makes such arguments ``{}`` instead). Replacing the unrepairable
+with ``{}`` loses the arguments, but they were unusable: the provider would have rejected
+them. The change carries their length and SHA-256, and with ``log_content`` the text itself.
+The scan stops after ``MAX_SCAN_TOKENS`` tokens of one string (a cost cap, against a hostile
+``{"a":1,"a":1,...``): such text is replaced as unrepairable, the change says ``over_cost_cap``;
+it stops at ``MAX_DEPTH`` levels of nesting too (no parser here reads deeper text back).
+One request's strings share ``MAX_REQUEST_TOKENS``; past them the rule raises
+``WorkBudgetExceeded`` and is skipped (the arguments go as they came).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+import orjson
+
+from rules.engine import scan
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, WorkBudgetExceeded
+from rules.engine.json_repair_passes import (
+    LOSSY_FIXES,
+    MAX_SCAN_TOKENS,
+    dump_object,
+    parse_strict_object,
+    repair_object,
+)
+from rules.engine.messages import call_id, function_name, rewrite_at
+
+NAME = "invalid-tool-arguments"
+
+#: How much argument text a change may carry when ``log_content`` is on (hermes #74146).
+MAX_LOGGED_CHARS: Final = 100_000
+#: Tokens the scans of one request may read in all (three strings at their cap, ~75 ms).
+MAX_REQUEST_TOKENS: Final = 3 * MAX_SCAN_TOKENS
+
+_MISSING: Final = object()
+
+TRUNCATED = Option(
+    "truncated",
+    "close",
+    "What to do with arguments cut off inside a string: close it and keep the text, or replace"
+    " them with {}.",
+    choices=("close", "empty"),
+)
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    suspects = _suspects(messages)
+    if not suspects:
+        return Outcome(messages)  # the common case, checked in one tight pass
+    close_strings = ctx.options.get(TRUNCATED.name, TRUNCATED.default) != "empty"
+    changes: list[Change] = []
+    budget = _Budget(MAX_REQUEST_TOKENS)
+
+    def fix(index: int, message: Any) -> Any:
+        return _fix_message(
+            message,
+            index,
+            changes,
+            budget,
+            close_strings=close_strings,
+            log_content=ctx.log_content,
+        )
+
+    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+
+
+def _suspects(messages: list[Any]) -> list[int]:
+    """Indices of the assistants with a call ``_fix_call`` may change: arguments that are not
+    a string holding a JSON object (as orjson reads it; the fix also tries the stdlib)."""
+    suspects: list[int] = []
+    for index, message in enumerate(messages):
+        if type(message) is not dict or message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        if type(calls) is not list:
+            continue
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is not dict:
+                continue
+            raw = function.get("arguments")
+            if type(raw) is not str:
+                suspects.append(index)
+                break
+            try:
+                if type(orjson.loads(raw)) is dict:
+                    continue
+            except orjson.JSONDecodeError:
+                pass
+            suspects.append(index)
+            break
+    return suspects
+
+
+class _Budget:
+    """The scan tokens a request has left."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
+def _fix_message(
+    message: Any,
+    index: int,
+    changes: list[Change],
+    budget: _Budget,
+    *,
+    close_strings: bool,
+    log_content: bool,
+) -> Any:
+    """Return the message itself, or a copy with repaired tool calls."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return message
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return message
+    new_calls: list[Any] | None = None
+    for position, call in enumerate(calls):
+        fixed = _fix_call(
+            call,
+            (index, position),
+            changes,
+            budget,
+            close_strings=close_strings,
+            log_content=log_content,
+        )
+        if fixed is not call and new_calls is None:
+            new_calls = list(calls[:position])
+        if new_calls is not None:
+            new_calls.append(fixed)
+    return message if new_calls is None else {**message, "tool_calls": new_calls}
+
+
+def _fix_call(
+    call: Any,
+    where: tuple[int, int],
+    changes: list[Change],
+    budget: _Budget,
+    *,
+    close_strings: bool,
+    log_content: bool,
+) -> Any:
+    """Return the call itself, or a copy whose ``function.arguments`` is an object string."""
+    if not isinstance(call, dict):
+        return call
+    function = call.get("function")
+    if not isinstance(function, dict):
+        return call
+    raw = function.get("arguments", _MISSING)
+    if isinstance(raw, str) and parse_strict_object(raw):
+        return call  # the fast path: valid object text stays byte-identical
+    index, position = where
+    detail: dict[str, Any] = {
+        "tool_call_id": call_id(call),
+        "function": function_name(call),
+        "call_index": position,
+    }
+    arguments, action = _repair(
+        raw, detail, budget, close_strings=close_strings, log_content=log_content
+    )
+    changes.append(Change(NAME, index, action, detail))
+    return {**call, "function": {**function, "arguments": arguments}}
+
+
+def _repair(
+    raw: Any, detail: dict[str, Any], budget: _Budget, *, close_strings: bool, log_content: bool
+) -> tuple[str, str]:
+    """The new arguments text and the change action; fills ``detail`` as it goes."""
+    if raw is _MISSING or raw is None or (isinstance(raw, str) and not raw.strip()):
+        detail["was"] = _describe_empty(raw)
+        return "{}", "filled_empty"
+    if isinstance(raw, dict):
+        dumped = dump_object(raw)
+        if dumped is not None:
+            return dumped, "serialized_object"
+    elif isinstance(raw, str):
+        limit = min(MAX_SCAN_TOKENS, budget.left)
+        repaired = repair_object(raw, close_strings=close_strings, max_tokens=limit)
+        budget.left -= repaired.tokens
+        if repaired.over_cap and limit < MAX_SCAN_TOKENS:
+            raise WorkBudgetExceeded(MAX_REQUEST_TOKENS)  # the request's, not the string's
+        if repaired.text is not None:
+            detail["fixes"] = list(repaired.fixes)
+            detail["original_length"] = len(raw)
+            if repaired.dropped_values:
+                detail["dropped_values"] = repaired.dropped_values
+                detail["dropped_chars"] = repaired.dropped_chars
+            if log_content and LOSSY_FIXES.intersection(repaired.fixes):
+                detail["original"] = raw[:MAX_LOGGED_CHARS]
+            return repaired.text, "repaired_arguments"
+        if repaired.over_cap:
+            detail["over_cost_cap"] = MAX_SCAN_TOKENS
+    text = raw if isinstance(raw, str) else _as_text(raw)
+    if not isinstance(raw, str):
+        detail["original_type"] = type(raw).__name__
+    detail["original_length"] = len(text)
+    detail["original_sha256"] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if log_content:
+        detail["original"] = text[:MAX_LOGGED_CHARS]
+    return "{}", "replaced_unrepairable"
+
+
+def _describe_empty(raw: Any) -> str:
+    if raw is _MISSING:
+        return "missing"
+    if raw is None:
+        return "null"
+    return "empty_string" if raw == "" else "whitespace"
+
+
+def _as_text(value: Any) -> str:
+    """A non-string value as text, for its length and hash (JSON where possible)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (TypeError, ValueError):
+        pass
+    try:
+        return repr(value)
+    except Exception:  # a hostile __repr__ must not break the request
+        return f"<{type(value).__name__}>"
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Make every tool call's arguments a JSON-object string: repair, serialize, or {}.",
+    defect="`function.arguments` that is not a JSON-object string (broken JSON, a dict, empty)",
+    repair="serialize dicts, fill empties with `{}`, apply named lossless fixes to broken JSON; "
+    "replace what still is not an object with `{}`",
+    safety="safe",
+    default=True,
+    apply=apply,
+    wakes=scan.on(scan.BAD_ARGUMENTS),
+    options=(TRUNCATED,),
+)

@@ -1,0 +1,98 @@
+"""null-content: a message that must carry a string content gets one when it has ``null`` or none.
+
+What: a message whose role is in option ``roles`` and whose ``content`` is ``null`` or absent
+gets a string: option ``tool_content`` (default ``"(no output)"``) for a tool message, option
+``content`` (default ``""``) for any other. An assistant with tool calls is never touched: its
+empty content is tool-call-content's. Any other content (a string, a part list, junk) is left.
+Why: OpenAI and Azure allow ``null`` only on an assistant with tool calls: "Invalid value for
+'content': expected a string, got null." (provider-errors.md 1.C, langchain-ai/langchainjs#4153,
+run-llama/llama_index#17555 where a tool returned None, docker/docker-agent#63); DeepSeek
+refuses a message without it: "Failed to deserialize the JSON body into the target type:
+messages[1]: missing field `content`" (1.C, pig-mesh/deepseek4j#40/#41); older OpenAI "'content'
+is a required property" (1.C, openinterpreter/openinterpreter#251). The catalogue's repair: ``""``
+elsewhere, and a placeholder such as "(no output)" for tool results that were None (1.C,
+inferred): an empty string would read as a tool that printed nothing, and Anthropic-translating
+layers refuse empty text (hermes E9). An assistant left with ``""`` and no calls is then
+removed by empty-tool-calls, as one with ``null`` would be.
+Safety: safe. Nothing is removed; a tool result that was None says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rules.chat.tool_call_content import has_calls
+from rules.engine import scan
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
+
+NAME = "null-content"
+
+#: The roles chat completions defines; the default of every content rule and check.
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def role_set(value: Any) -> frozenset[str]:
+    """The string roles of a ``roles`` option (anything else in it is ignored)."""
+    if not isinstance(value, list | tuple):
+        return frozenset()
+    return frozenset(role for role in value if type(role) is str)
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    roles = role_set(ctx.options.get("roles", list(ROLES)))
+    suspects = [
+        index
+        for index, message in enumerate(messages)
+        if type(message) is dict and message.get("content") is None and _targeted(message, roles)
+    ]
+    if not suspects:
+        return Outcome(messages)
+    content = ctx.options.get("content", "")
+    tool_content = ctx.options.get("tool_content", "(no output)")
+    changes: list[Change] = []
+
+    def fix(index: int, message: Any) -> Any:
+        role = message["role"]
+        was = "null" if "content" in message else "absent"
+        changes.append(Change(NAME, index, "filled_content", {"role": role, "was": was}))
+        return {**message, "content": tool_content if role == "tool" else content}
+
+    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+
+
+def _targeted(message: dict[str, Any], roles: frozenset[str]) -> bool:
+    role = message.get("role")
+    if type(role) is not str or role not in roles:
+        return False
+    return role != "assistant" or not has_calls(message)
+
+
+def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
+    """A null or missing content of one of the rule's roles."""
+    return frozenset(scan.NULL + role for role in role_set(options.get("roles")))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Give messages with null or no content a string (tool results a placeholder).",
+    defect="`content: null` or no `content` where a string is required (every message except "
+    "an assistant with tool calls): OpenAI \"Invalid value for 'content': expected a string, "
+    'got null.", DeepSeek "missing field `content`"',
+    repair='`""` (option `content`); a tool message gets option `tool_content` ("(no output)"); '
+    "option `roles` limits it; assistants with tool calls are left to tool-call-content",
+    safety="safe",
+    default=False,
+    apply=apply,
+    wakes=_wakes,
+    options=(
+        Option("content", "", "the content a message with null or no content gets"),
+        Option(
+            "tool_content",
+            "(no output)",
+            "the content a tool message with null or no content gets (a tool that returned None)",
+        ),
+        Option("roles", list(ROLES), "the roles whose messages are filled"),
+    ),
+)

@@ -1,0 +1,239 @@
+"""reasoning-content: in thinking mode, every assistant tool-call turn carries its reasoning back.
+
+What: in thinking mode (``thinking.type: enabled``, or a model that thinks by default, option
+``models``), an assistant message with tool calls whose ``reasoning_content`` is absent, not a
+string or ``""`` gets the reasoning the model produced for that turn back, if the proxy recalled
+it (``RuleContext.recalled``, keyed by ``turn_key`` over the route's scope and the turn's calls);
+failing that, the option ``placeholder``. A turn that already carries a non-empty string keeps
+it, except a blank one (an earlier placeholder) when the real text was recalled. With option
+``plain_turns``, an assistant without tool calls that sits between two user messages together
+with a tool-call turn gets the placeholder too when it has no ``reasoning_content`` (absent, not a
+string or ``""``): DeepSeek counts it in the tool loop (docs/providers.md, DeepSeek: hermes-agent
+PR #14941, #15770, openclaw/openclaw#73417, and DeepSeek's thinking-mode guide).
+Why: DeepSeek in thinking mode answers 400 "Missing `reasoning_content` field in the assistant
+message at message index N" (provider-errors.md row 169) and V4 "The `reasoning_content` in the
+thinking mode must be passed back to the API." (row 170); Kimi K2.5/K2.6 "thinking is enabled but
+reasoning_content is missing in assistant tool call message at index N" (row 174). Most clients
+and SDK wrappers drop the field. DeepSeek V4 also rejects ``""`` (hermes-sanitizer-notes.md R9,
+E11, #17341): the default placeholder is a single space; Kimi's profile uses "tool call", the
+placeholder cc-switch sends Kimi targets (row 174, farion1231/cc-switch#2365).
+Safety: safe when restored (the model gets back exactly what it produced). A placeholder is
+unsafe in the sense that the model's earlier reasoning is lost (it would be without chatmend, and
+the request would fail). The changes name the tool-call ids and the reasoning's length, never the
+text. A foreign ``reasoning`` field is never promoted (hermes #15748).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
+from rules.engine.thinking import THINKING_MODELS, thinking_enabled
+
+NAME = "reasoning-content"
+FIELD: Final = "reasoning_content"
+#: DeepSeek V4 rejects ``""`` (hermes R9, #17341): one space is the smallest accepted value.
+DEFAULT_PLACEHOLDER: Final = " "
+#: Bumped if the key's recipe ever changes, so old stored entries simply stop matching.
+_KEY_VERSION: Final = "chatmend-reasoning-1"
+
+
+def tool_call_turn(message: Any) -> bool:
+    """An assistant message with a non-empty ``tool_calls`` list."""
+    if type(message) is not dict or message.get("role") != "assistant":
+        return False
+    calls = message.get("tool_calls")
+    return type(calls) is list and len(calls) > 0
+
+
+def lacks_reasoning(message: Any) -> bool:
+    """A tool-call turn whose ``reasoning_content`` is absent, not a string or blank (a blank
+    string is a placeholder the real text may replace)."""
+    if not tool_call_turn(message):
+        return False
+    value = message.get(FIELD)
+    return not (isinstance(value, str) and value.strip())
+
+
+def plain_turns_in_tool_spans(messages: list[Any]) -> list[int]:
+    """Indices of the assistant messages without tool calls that sit between two user messages
+    (or after the last one) together with a tool-call turn: DeepSeek's thinking mode counts
+    every assistant of such a span as part of the tool loop (docs/providers.md, DeepSeek)."""
+    found: list[int] = []
+    plain: list[int] = []  # the current span's plain assistants
+    calls = False  # whether the current span holds a tool-call turn
+    for index, message in enumerate(messages):
+        if type(message) is not dict:
+            continue
+        role = message.get("role")
+        if role == "user":
+            if calls:
+                found.extend(plain)
+            plain, calls = [], False
+        elif role == "assistant":
+            if tool_call_turn(message):
+                calls = True
+            else:
+                plain.append(index)
+    if calls:
+        found.extend(plain)
+    found.sort()
+    return found
+
+
+def turn_key(scope: str, calls: Sequence[Any]) -> str | None:
+    """The stash key of a tool-call turn: sha256 (hex) over the ``scope`` (the route) and, in
+    order, each call's id, function name and arguments (JSON arguments canonicalized, so a
+    client that re-serializes them still matches). ``None`` if a call has no string id.
+
+    Ids alone are not enough: some servers reuse them across turns and conversations (Kimi's
+    ``functions.read_file:0``, DESIGN.md), and a collision would restore another turn's text.
+    """
+    parts: list[Any] = [_KEY_VERSION, scope]
+    for call in calls:
+        if type(call) is not dict:
+            return None
+        cid = call.get("id")
+        if type(cid) is not str or not cid:
+            return None
+        function = call.get("function")
+        function = function if type(function) is dict else {}
+        name = function.get("name")
+        parts.append(cid)
+        parts.append(name if type(name) is str else "")
+        parts.append(canonical_arguments(function.get("arguments")))
+    return hashlib.sha256(orjson.dumps(parts)).hexdigest()
+
+
+def canonical_arguments(value: Any) -> str:
+    """Arguments as a canonical JSON text (sorted keys, no spaces); a string that is not JSON is
+    kept as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return str(value)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return type(value).__name__
+
+
+def wanted_keys(messages: Any, request: Any, options: Any, scope: str) -> list[str]:
+    """The keys the rule would look up in this request: those of the tool-call turns lacking
+    reasoning, in thinking mode (the proxy fetches them before the rules run)."""
+    if type(messages) is not list or not isinstance(request, dict):
+        return []
+    models = options.get("models", THINKING_MODELS) if isinstance(options, dict) else ()
+    if not thinking_enabled(request, models):
+        return []
+    keys: list[str] = []
+    for message in messages:
+        if lacks_reasoning(message):
+            key = turn_key(scope, message["tool_calls"])
+            if key is not None:
+                keys.append(key)
+    return keys
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if not thinking_enabled(ctx.request, ctx.options["models"]):
+        return Outcome(messages)
+    found = [index for index, message in enumerate(messages) if lacks_reasoning(message)]
+    if ctx.options.get("plain_turns") is True:
+        plain = [i for i in plain_turns_in_tool_spans(messages) if _no_reasoning(messages[i])]
+        found = sorted(found + plain) if plain else found
+    if not found:
+        return Outcome(messages)  # the common case: every turn carries its reasoning
+    placeholder = _placeholder(ctx)
+    changes: list[Change] = []
+
+    def fix(index: int, message: dict[str, Any]) -> dict[str, Any]:
+        if not tool_call_turn(message):  # a plain turn of a tool loop: no stash key, no calls
+            changes.append(Change(NAME, index, "inserted_placeholder", {"tool_call_ids": []}))
+            return {**message, FIELD: placeholder}
+        calls = message["tool_calls"]
+        ids = [call.get("id") if type(call) is dict else None for call in calls]
+        key = turn_key(ctx.scope, calls) if ctx.recalled else None
+        text = ctx.recalled.get(key) if key is not None else None
+        if isinstance(text, str) and text.strip():
+            changes.append(
+                Change(
+                    NAME, index, "restored_reasoning", {"tool_call_ids": ids, "length": len(text)}
+                )
+            )
+            return {**message, FIELD: text}
+        current = message.get(FIELD)
+        if isinstance(current, str) and current:
+            return message  # a blank placeholder already: nothing better is known
+        changes.append(Change(NAME, index, "inserted_placeholder", {"tool_call_ids": ids}))
+        return {**message, FIELD: placeholder}
+
+    out = rewrite_at(messages, found, fix)
+    return Outcome(out, tuple(changes))
+
+
+def _no_reasoning(message: dict[str, Any]) -> bool:
+    """``reasoning_content`` absent, not a string or ``""`` (a blank one is accepted)."""
+    value = message.get(FIELD)
+    return not (isinstance(value, str) and value)
+
+
+def _placeholder(ctx: RuleContext) -> str:
+    value = ctx.options.get("placeholder", DEFAULT_PLACEHOLDER)
+    return value if isinstance(value, str) and value else DEFAULT_PLACEHOLDER
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceholderOption(Option):
+    """A placeholder must be a non-empty string: DeepSeek V4 rejects ``""`` (hermes R9)."""
+
+    def validate(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return f"must be of type str, got {type(value).__name__}"
+        if not value:
+            return 'must not be empty (DeepSeek V4 rejects ""; " " is the smallest accepted)'
+        return None
+
+
+RULE = Rule(
+    name=NAME,
+    summary="In thinking mode, give tool-call turns their reasoning_content back.",
+    defect="an assistant tool-call turn without `reasoning_content` in thinking mode: DeepSeek "
+    '"The `reasoning_content` in the thinking mode must be passed back to the API", Kimi '
+    '"thinking is enabled but reasoning_content is missing"',
+    repair="restore the reasoning the model produced for that turn (recalled by the proxy from "
+    "its responses, keyed by the turn's tool calls), else the option `placeholder` "
+    '(`" "`; Kimi: `"tool call"`); option `plain_turns` also fills a plain turn of a tool loop '
+    "(DeepSeek)",
+    safety="safe",
+    default=False,
+    apply=apply,
+    options=(
+        PlaceholderOption(
+            "placeholder",
+            DEFAULT_PLACEHOLDER,
+            'What a turn gets when its reasoning is unknown (never ""; DeepSeek V4 rejects it).',
+        ),
+        Option(
+            "models",
+            list(THINKING_MODELS),
+            "Model-name patterns that think unless the request sets thinking.type: disabled.",
+        ),
+        Option(
+            "plain_turns",
+            False,
+            "Also give the placeholder to an assistant without tool calls that sits between two "
+            "user messages with a tool-call turn (DeepSeek, docs/providers.md).",
+        ),
+    ),
+    reads_request=True,
+)

@@ -1,0 +1,150 @@
+"""tool-call-content: the empty content of an assistant with tool calls, in the provider's shape.
+
+What: an assistant with tool calls (a ``tool_calls`` list holding at least one object) whose
+content is empty (absent, ``null``, ``""``, ``[]``, or a part list whose text parts are all
+empty) gets the one empty shape its provider accepts, by option ``shape``:
+``null`` (``"content": null``), ``empty`` (``"content": ""``) or ``omit`` (no ``content`` key).
+Option ``kinds`` names the empty shapes rewritten (``absent``, ``null``, ``empty_string``,
+``empty_list``, ``empty_parts``; default all of them): a profile lists only the shapes its
+provider refuses, so an accepted shape reaches it as sent (DeepSeek accepts ``""`` and ``null``
+there and refuses only lists). Non-empty content is never touched; assistants without tool calls
+are null-content's.
+Why: there is no universal value (provider-errors.md §3 item 6):
+- ``null``: OpenAI accepts ``null`` only next to tool calls (1.C, langchain-ai/langchainjs#4153);
+  DeepSeek refuses ``content: []`` there ("invalid type: sequence, expected a string", 1.C,
+  BerriAI/litellm#9905) and accepts ``null`` or ``""`` (§3.6, req_llm#966 withdrawn; a live
+  table in ranxianglei/billion-context#719: ``null`` with ``tool_calls`` is a 200), so the
+  deepseek profile rewrites only ``empty_list`` and ``empty_parts``.
+- ``empty``: xAI rejects a tool-call assistant with ``null`` or no content ("Each message must
+  have at least one content element.", 1.C, langchain-ai/langchain#34140, whose workaround is
+  ``content: ""``; AstrBotDevs/AstrBot#6447 for ``[]``).
+- ``omit``: Moonshot/Kimi reject an empty text next to tool calls ("text content is empty",
+  1.C, MoonshotAI/kimi-cli#2621 for ``""``, MoonshotAI/kimi-cli#2035 for
+  ``[{"type": "text", "text": ""}]``); kimi-cli's fix deletes the ``content`` key. No report
+  shows Kimi refusing ``null`` there, so the kimi profile leaves it.
+Safety: safe. Only an empty content is rewritten, into another empty shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rules.engine import scan
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import has_content, rewrite_at
+
+NAME = "tool-call-content"
+
+SHAPES = ("null", "empty", "omit")
+#: How an empty content can look (``empty_kind``), the values of option ``kinds``.
+KINDS = ("absent", "null", "empty_string", "empty_list", "empty_parts")
+
+
+def has_calls(message: dict[str, Any]) -> bool:
+    """True if an assistant's ``tool_calls`` is a list holding at least one object: the calls
+    empty-tool-calls keeps. Shared by null-content and the content contract checks."""
+    calls = message.get("tool_calls")
+    if type(calls) is not list:
+        return False
+    for call in calls:  # noqa: SIM110 - a plain loop: no generator per message on the hot path
+        if type(call) is dict:
+            return True
+    return False
+
+
+def empty_kind(message: dict[str, Any]) -> str:
+    """How an empty content looks, for a Change: absent, null, empty_string, empty_list or
+    empty_parts (text parts with no text). Call only when ``has_content`` is false."""
+    if "content" not in message:
+        return "absent"
+    content = message["content"]
+    if content is None:
+        return "null"
+    if content == "":
+        return "empty_string"
+    return "empty_list" if content == [] else "empty_parts"
+
+
+def kind_set(value: Any) -> frozenset[str]:
+    """The empty kinds of a ``kinds`` option (anything else in it is ignored)."""
+    if not isinstance(value, list | tuple):
+        return frozenset(KINDS)
+    return frozenset(kind for kind in value if kind in KINDS)
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    shape = ctx.options.get("shape", "null")
+    kinds = kind_set(ctx.options.get("kinds", list(KINDS)))
+    suspects = [
+        index
+        for index, message in enumerate(messages)
+        if type(message) is dict
+        and message.get("role") == "assistant"
+        and not _in_shape(message, shape)
+        and has_calls(message)
+        and not has_content(message)
+        and empty_kind(message) in kinds
+    ]
+    if not suspects:
+        return Outcome(messages)
+    changes: list[Change] = []
+
+    def fix(index: int, message: Any) -> Any:
+        was = empty_kind(message)
+        if shape == "omit":
+            changes.append(Change(NAME, index, "dropped_content", {"was": was}))
+            return {k: v for k, v in message.items() if k != "content"}
+        to = "null" if shape == "null" else "empty_string"
+        changes.append(Change(NAME, index, "set_content", {"was": was, "to": to}))
+        return {**message, "content": None if shape == "null" else ""}
+
+    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+
+
+def _in_shape(message: dict[str, Any], shape: Any) -> bool:
+    """True if the content already has the shape asked for (or the shape is unknown)."""
+    if shape == "null":
+        return "content" in message and message["content"] is None
+    if shape == "empty":
+        content = message.get("content")
+        return type(content) is str and content == ""
+    if shape == "omit":
+        return "content" not in message
+    return True  # an unvalidated shape: leave every message alone
+
+
+def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
+    """An empty content of an assistant with calls, in one of the kinds the rule reshapes."""
+    return frozenset(scan.CALL_EMPTY + kind for kind in kind_set(options.get("kinds")))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Give tool-call assistants with empty content the provider's empty shape.",
+    defect="an assistant with tool calls whose content is empty in a shape the provider refuses: "
+    'Kimi "text content is empty" (`""`), xAI "Each message must have at least one content '
+    'element." (`null`, absent, `[]`), DeepSeek "invalid type: sequence" (`[]`)',
+    repair='option `shape`: `null` (content null), `empty` (content `""`) or `omit` (no '
+    "content key), for the empty shapes option `kinds` names (the provider's refusals); "
+    "non-empty content is never touched",
+    safety="safe",
+    default=False,
+    apply=apply,
+    wakes=_wakes,
+    options=(
+        Option(
+            "shape",
+            "null",
+            "the empty content of an assistant with tool calls: null (OpenAI, DeepSeek), "
+            'empty ("", xAI) or omit (no key, Kimi)',
+            SHAPES,
+        ),
+        Option(
+            "kinds",
+            list(KINDS),
+            "the empty shapes rewritten (absent, null, empty_string, empty_list, empty_parts): "
+            "only those the provider refuses",
+        ),
+    ),
+)

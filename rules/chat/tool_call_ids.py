@@ -1,0 +1,184 @@
+"""tool-call-ids: tool-call ids in the format the upstream accepts, mapped alike on both sides.
+
+What: with option ``format`` other than ``preserve``, every tool-call id (``tool_calls[].id`` of
+an assistant) and every ``tool_call_id`` (of a tool message) that does not fit the format goes
+through one per-request map to a new id that does: ``mistral9`` ``^[a-zA-Z0-9]{9}$`` (base62 of
+the original's sha256), ``max40`` at most 40 characters (only longer ids change: ``call_`` and
+base62 of the sha256), ``anthropic`` ``^[a-zA-Z0-9_-]+$`` (each other character becomes ``_``,
+so ``functions.Bash:0`` becomes ``functions_Bash_0``). Ids that fit are kept as they are. A new
+id that is already taken (by an id kept, or by an earlier new one) is derived again from the
+original and an attempt counter, in order of first appearance, so the map is deterministic and
+one-to-one. A call and the result that answer each other share an id, so they share the new id.
+Only non-empty string ids are ids: a missing, empty or non-string id is the missing-id rules'
+business and is left alone.
+Why: Mistral (API and mistral-common, vLLM mistral mode) "Tool call id was call_0fypS1hVX but
+must be a-z, A-Z, 0-9, with a length of 9." (provider-errors.md 1.A, langchain-ai/langchain#24668,
+vllm-project/vllm#12332); OpenAI "Invalid 'messages[10].tool_calls[0].id': string too long.
+Expected a string with maximum length 40, but got a string with length 53 instead." (1.A,
+agno-agi/agno#5382; §3 item 4: the limit may have been relaxed, so only ids over 40 change);
+Anthropic "messages.92.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+(1.A, maximhq/bifrost#5097: Kimi ids like ``functions.Bash:0``). Kimi must keep its own ids
+(§2 Kimi, §3 item 10, llxprt-code#712): ``preserve``, the default, never rewrites.
+It runs after the pairing rules, so the ids it maps are unique and paired; it maps ids, not
+pairs, so anything else (a duplicate, an orphan) keeps its shape.
+Safety: safe. Ids are opaque handles between a call and its result, and both sides get the same
+new id. The model's next reply does not refer to past ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Final
+
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
+
+NAME = "tool-call-ids"
+
+FORMATS: Final = ("preserve", "mistral9", "max40", "anthropic")
+MAX_LENGTH: Final = 40
+
+_MISTRAL9: Final = re.compile(r"[a-zA-Z0-9]{9}")
+_ANTHROPIC: Final = re.compile(r"[a-zA-Z0-9_-]+")
+_NOT_ANTHROPIC: Final = re.compile(r"[^a-zA-Z0-9_-]")
+_BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def digest62(text: str, attempt: int = 0) -> str:
+    """Base62 of the sha256 of ``text`` (and of ``attempt``, from 1 on): 43 characters of
+    ``[0-9A-Za-z]``, the same for the same input on every machine."""
+    data = text if attempt == 0 else f"{text}\x00{attempt}"
+    number = int.from_bytes(hashlib.sha256(data.encode("utf-8", "surrogatepass")).digest())
+    digits: list[str] = []
+    while number:
+        number, digit = divmod(number, 62)
+        digits.append(_BASE62[digit])
+    return "".join(reversed(digits)).rjust(43, "0")
+
+
+def conforms(value: str, fmt: str) -> bool:
+    """True if the id ``value`` is acceptable as it is under ``fmt``."""
+    if fmt == "mistral9":
+        return _MISTRAL9.fullmatch(value) is not None
+    if fmt == "max40":
+        return len(value) <= MAX_LENGTH
+    if fmt == "anthropic":
+        return _ANTHROPIC.fullmatch(value) is not None
+    return True
+
+
+def _candidate(value: str, fmt: str, attempt: int) -> str:
+    """The new id for ``value`` at collision ``attempt`` (0 first); always conforms to ``fmt``."""
+    if fmt == "mistral9":
+        return digest62(value, attempt)[:9]
+    if fmt == "max40":
+        return "call_" + digest62(value, attempt)[:24]
+    readable = _NOT_ANTHROPIC.sub("_", value)  # anthropic
+    return readable if attempt == 0 else f"{readable}_{digest62(value, attempt)[:8]}"
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    fmt = ctx.options.get("format", "preserve")
+    if fmt not in FORMATS or fmt == "preserve":
+        return Outcome(messages)
+    order, suspects, bad = _scan(messages, fmt)
+    if not bad:
+        return Outcome(messages)  # the common case: every id already fits
+    mapping = _map(order, bad, fmt)
+    changes: list[Change] = []
+
+    def fix(index: int, message: Any) -> Any:
+        if message.get("role") == "tool":
+            old = message["tool_call_id"]
+            new = mapping[old]
+            changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
+            return {**message, "tool_call_id": new}
+        renamed: dict[str, str] = {}
+        calls = [_renamed_call(call, mapping, renamed) for call in message["tool_calls"]]
+        changes.append(Change(NAME, index, "renamed_ids", {"ids": renamed, "format": fmt}))
+        return {**message, "tool_calls": calls}
+
+    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+
+
+def _renamed_call(call: Any, mapping: dict[str, str], renamed: dict[str, str]) -> Any:
+    old = _id(call, "id")
+    if old is None or old not in mapping:
+        return call
+    renamed[old] = mapping[old]
+    return {**call, "id": mapping[old]}
+
+
+def _id(holder: Any, key: str) -> str | None:
+    value = holder.get(key) if type(holder) is dict else None
+    return value if type(value) is str and value else None
+
+
+def _scan(messages: list[Any], fmt: str) -> tuple[list[str], list[int], set[str]]:
+    """Every id in order of first appearance, the indices of messages holding an id that does
+    not fit, and those ids."""
+    seen: dict[str, None] = {}
+    suspects: list[int] = []
+    bad: set[str] = set()
+    for index, message in enumerate(messages):
+        if type(message) is not dict:
+            continue
+        role = message.get("role")
+        if role == "tool":
+            ids = [_id(message, "tool_call_id")]
+        elif role == "assistant" and type(message.get("tool_calls")) is list:
+            ids = [_id(call, "id") for call in message["tool_calls"]]
+        else:
+            continue
+        suspect = False
+        for value in ids:
+            if value is None:
+                continue
+            seen.setdefault(value)
+            if value in bad or not conforms(value, fmt):
+                bad.add(value)
+                suspect = True
+        if suspect:
+            suspects.append(index)
+    return list(seen), suspects, bad
+
+
+def _map(order: list[str], bad: set[str], fmt: str) -> dict[str, str]:
+    """One new, conforming id per id that does not fit, unique among every id of the request."""
+    taken = {value for value in order if value not in bad}
+    mapping: dict[str, str] = {}
+    for value in order:
+        if value not in bad:
+            continue
+        attempt = 0
+        new = _candidate(value, fmt, attempt)
+        while new in taken:
+            attempt += 1
+            new = _candidate(value, fmt, attempt)
+        taken.add(new)
+        mapping[value] = new
+    return mapping
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Rewrite tool-call ids to the upstream's format, calls and results alike.",
+    defect='tool-call ids the upstream refuses: Mistral "Tool call id was X but must be a-z, '
+    'A-Z, 0-9, with a length of 9.", OpenAI "string too long. Expected a string with maximum '
+    'length 40", Anthropic "String should match pattern \'^[a-zA-Z0-9_-]+$\'"',
+    repair="one deterministic per-request map (option `format`: `preserve`, `mistral9`, `max40`, "
+    "`anthropic`) applied to `tool_calls[].id` and `tool_call_id` alike; ids that fit are kept",
+    safety="safe",
+    default=False,
+    apply=apply,
+    options=(
+        Option(
+            "format",
+            "preserve",
+            "id format the upstream accepts: preserve (never rewrite, Kimi), mistral9, max40, "
+            "anthropic",
+            FORMATS,
+        ),
+    ),
+)

@@ -1,0 +1,114 @@
+"""tool-message-name: a tool message's ``name`` is the function name of the call it answers.
+
+What: for each tool message, its call is the call with its ``tool_call_id`` among the calls of
+the assistant that opens its block (the assistant right before the run of tool messages it
+stands in), or else the latest earlier call with that id anywhere. If that call has a non-empty
+string function name, a ``name`` that differs from it (any other value, junk included) is
+rewritten to it, and with option ``add_missing: true`` a tool message without ``name`` gets
+it. A tool message whose call cannot be found, or whose call has no usable name, is left
+alone. The default ``add_missing: false`` is hermes E17's stance (only a present and wrong name
+changes, so clean requests stay byte-identical, as every rule's defaults must); the Gemini
+profile sets it true (hermes-agent#16482: Gemini requires the name).
+Why: Gemini's OpenAI-compatible endpoint turns a tool message into a ``function_response`` whose
+name must be set and must match the call: "* GenerateContentRequest.contents[2].parts[0].
+function_response.name: Name cannot be empty." (provider-errors.md 1.A, pydantic/pydantic-ai
+#1879, NousResearch/hermes-agent#16482/#19728); §3 item 11: setting ``name`` explicitly covers
+both the missing and the unmatched case; hermes E17 and R22 (#72089: Google answers 400 on a
+name mismatch).
+Safety: safe. The name is derived from the call the message answers; no text changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
+
+NAME = "tool-message-name"
+
+
+def call_names(messages: list[Any]) -> list[tuple[int, str | None, str]]:
+    """For each tool message with a usable ``tool_call_id``: (index, the function name of its
+    call or ``None`` if no call or no string name is found, the id)."""
+    found: list[tuple[int, str | None, str]] = []
+    block: dict[str, str | None] = {}  # the calls of the assistant opening the current block
+    earlier: dict[str, str | None] = {}  # every call seen so far, the latest one per id
+    in_block = False
+    for index, message in enumerate(messages):
+        role = message.get("role") if type(message) is dict else None
+        if role == "tool":
+            rid = message.get("tool_call_id")
+            if type(rid) is str and rid:
+                if in_block and rid in block:
+                    found.append((index, block[rid], rid))
+                else:
+                    found.append((index, earlier.get(rid), rid))
+            continue
+        block = {}
+        in_block = False
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if type(calls) is not list:
+            continue
+        in_block = True
+        for call in calls:
+            cid = call.get("id") if type(call) is dict else None
+            if type(cid) is not str or not cid:
+                continue
+            function = call.get("function")
+            name = function.get("name") if type(function) is dict else None
+            name = name if type(name) is str and name else None
+            block.setdefault(cid, name)  # the first call with an id, as the pairing rules read it
+            earlier[cid] = name
+    return found
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    add_missing = ctx.options.get("add_missing", False) is True
+    wanted: dict[int, tuple[str, str]] = {}
+    for index, name, rid in call_names(messages):
+        if name is None:
+            continue
+        message = messages[index]
+        if "name" in message:
+            if message["name"] != name:
+                wanted[index] = (name, rid)
+        elif add_missing:
+            wanted[index] = (name, rid)
+    if not wanted:
+        return Outcome(messages)
+    changes: list[Change] = []
+
+    def fix(index: int, message: Any) -> Any:
+        name, rid = wanted[index]
+        if "name" in message:
+            old = message["name"]
+            was = old if type(old) is str else "null" if old is None else type(old).__name__
+            detail = {"tool_call_id": rid, "from": was, "to": name}
+            changes.append(Change(NAME, index, "aligned_name", detail))
+        else:
+            changes.append(Change(NAME, index, "added_name", {"tool_call_id": rid, "to": name}))
+        return {**message, "name": name}
+
+    return Outcome(rewrite_at(messages, sorted(wanted), fix), tuple(changes))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Set each tool message's name to the function name of the call it answers.",
+    defect="a tool message whose `name` is missing or differs from its call's function name: "
+    'Gemini "function_response.name: Name cannot be empty."',
+    repair="`name` set to the function name of the call with its `tool_call_id` (in its block, "
+    "else the latest earlier call); option `add_missing: true` also adds a missing one",
+    safety="safe",
+    default=False,
+    apply=apply,
+    options=(
+        Option(
+            "add_missing",
+            False,
+            "also give a tool message without `name` its call's name (Gemini); false: only a "
+            "present and wrong name is rewritten (hermes E17)",
+        ),
+    ),
+)

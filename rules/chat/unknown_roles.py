@@ -1,0 +1,102 @@
+"""unknown-roles: no message with a role the provider does not know reaches it.
+
+What: a message whose ``role`` is a string outside option ``roles`` (the roles the profile's
+provider accepts) and outside option ``keep`` (roles an operator lets through anyway) is
+removed; the Change names its role, its index and its content's length (the content itself only
+with ``log_content``). Entries that are no object, and messages whose role is missing or not a
+string, are left alone: they are not a role the provider refuses but no message at all, which
+the provider's own error names better than a silent drop would (the ``unknown_role`` check
+counts string roles only, and the other rules tolerate such junk in place).
+Why: agents persist their own records in the transcript and some replay them: hermes-agent's
+``session_meta`` rows leaked into the payload (hermes-sanitizer-notes.md R15, #4715: hermes
+drops every role outside {system, user, assistant, tool, function, developer}). Every provider
+deserializes ``role`` as a closed enum: DeepSeek "messages[0].role: unknown variant `developer`,
+expected one of `system`, `user`, `assistant`, `tool`" (provider-errors.md 1.B,
+earendil-works/pi#1048; the same serde error for `function`, crazyyanchao/llmcompiler#1), Qwen
+and Kimi "developer is not one of ['system', 'assistant', 'user', 'tool', 'function']" (1.B,
+earendil-works/pi#5117, can1357/oh-my-pi#843), OpenAI "Invalid value: 'tooool'. Supported values
+are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'." (code invalid_value,
+param messages[N].role). One such row makes every later request of the session fail.
+It runs after ``developer-role``, which turns ``developer`` into ``system`` where the provider
+knows only that.
+Safety: unsafe in the narrow sense that the removed message no longer reaches the model; it is
+a record no provider can read (the request fails while it is there), and its length is logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from rules.chat.null_content import role_set
+from rules.engine import scan
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import dropped_content, rewrite_at
+
+NAME = "unknown-roles"
+
+#: OpenAI's roles (its 400 lists them): the default, for providers that copy its schema.
+OPENAI_ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
+#: DeepSeek's serde enum (provider-errors.md 1.B, earendil-works/pi#1048).
+DEEPSEEK_ROLES: Final = ("system", "user", "assistant", "tool")
+#: Qwen (DashScope) and Kimi (1.B, earendil-works/pi#5117, can1357/oh-my-pi#843).
+QWEN_ROLES: Final = ("system", "assistant", "user", "tool", "function")
+#: A role longer than this is cut in the log (a hostile client could send a megabyte).
+_ROLE_LOG_LIMIT: Final = 64
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    # An empty or malformed list (a library caller's options are not validated) would remove
+    # every message: OpenAI's roles stand in for it.
+    accepted = role_set(ctx.options.get("roles")) or frozenset(OPENAI_ROLES)
+    accepted |= role_set(ctx.options.get("keep"))
+    suspects = [
+        index
+        for index, message in enumerate(messages)
+        if type(message) is dict
+        and type(message.get("role")) is str  # a junk role may be unhashable
+        and message["role"] not in accepted
+    ]
+    if not suspects:
+        return Outcome(messages)  # the common case: every role is known
+    changes = tuple(
+        Change(
+            NAME,
+            index,
+            "removed_message",
+            {
+                "role": messages[index]["role"][:_ROLE_LOG_LIMIT],
+                **dropped_content(messages[index].get("content"), ctx),
+            },
+        )
+        for index in suspects
+    )
+    return Outcome(rewrite_at(messages, suspects, lambda index, message: None), changes)
+
+
+def _wakes(options: Mapping[str, Any]) -> frozenset[str] | None:
+    """The walk's odd-role signal, when the accepted roles hold the four chat roles (the walk
+    names only the others); else ``None``: the rule always runs its own prescan."""
+    accepted = role_set(options.get("roles")) or frozenset(OPENAI_ROLES)
+    return frozenset({scan.ODD_ROLE}) if accepted >= scan.ROLES else None
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Remove messages whose role the provider does not know.",
+    defect="a message with a role outside the provider's enum (an agent's `session_meta` "
+    'record): DeepSeek "unknown variant `session_meta`, expected one of `system`, `user`, '
+    "`assistant`, `tool`\", Qwen/Kimi \"is not one of ['system', 'assistant', 'user', 'tool', "
+    "'function']\", OpenAI \"Invalid value: '...'. Supported values are: ...\"",
+    repair="remove it, logging its role, index and content length (the text with "
+    "`log_content: true`); option `roles` (the provider's roles), `keep: []` lets more through; "
+    "an entry with no string role is left alone",
+    safety="unsafe",
+    default=True,
+    apply=apply,
+    wakes=_wakes,
+    options=(
+        Option("roles", list(OPENAI_ROLES), "the roles the provider accepts"),
+        Option("keep", [], "roles let through although the provider's list lacks them"),
+    ),
+)

@@ -1,0 +1,152 @@
+"""The contract every repair rule follows: Rule, Option, Change, Outcome, RuleContext."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: A message as the client sent it. Rules must tolerate anything here: a message may be a
+#: non-dict, a field may have any JSON type.
+Message = dict[str, Any]
+
+Safety = Literal["safe", "unsafe"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One rewrite, described by ids and counts, never by message text."""
+
+    rule: str
+    #: Position of the message in the list the rule received (rules run in order, so a later
+    #: rule's indices refer to the list as the earlier rules left it).
+    index: int
+    #: What happened, snake_case past tense: ``merged``, ``renamed_id``, ``dropped_key``, ...
+    action: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "index": self.index, "action": self.action, **self.detail}
+
+
+class WorkBudgetExceeded(Exception):
+    """A rule met an input that would cost more than its work budget (a hostile shape): it
+    stops, and the pipeline skips it like any rule that raised (fail-open)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a rule returns: the (possibly identical) list and the rewrites it made."""
+
+    messages: list[Any]
+    changes: tuple[Change, ...] = ()
+    #: For a rule that reads the request (``Rule.reads_request``): the new top-level fields of
+    #: the request (a fresh dict; ``messages`` in it is ignored), or ``None`` if unchanged.
+    request: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """A rule option: declared next to the rule that reads it, validated at startup."""
+
+    name: str
+    default: Any
+    doc: str
+    #: Allowed values; ``None`` means any value of the default's type.
+    choices: tuple[Any, ...] | None = None
+
+    def validate(self, value: Any) -> str | None:
+        """Return an error text if ``value`` is not acceptable, else ``None``."""
+        if self.choices is not None:
+            if value not in self.choices:
+                allowed = ", ".join(repr(c) for c in self.choices)
+                return f"must be one of {allowed}, got {value!r}"
+            return None
+        expected = type(self.default)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            return f"must be of type {expected.__name__}, got {type(value).__name__}"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class TextOption(Option):
+    """A text option that must hold visible text: an empty or blank placeholder message is
+    itself a rejection ("Assistant message must have either content or tool_calls", Mistral;
+    "text content blocks must contain non-whitespace text", Anthropic)."""
+
+    def validate(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return f"must be of type str, got {type(value).__name__}"
+        if not value.strip():
+            return "must be a non-empty text (not only whitespace)"
+        return None
+
+
+def text_option(ctx: RuleContext, name: str, default: str) -> str:
+    """The option ``name`` if it holds visible text, else ``default`` (a library caller may pass
+    options the config loader never validated: an empty placeholder would be a new defect)."""
+    value = ctx.options.get(name, default)
+    return value if isinstance(value, str) and value.strip() else default
+
+
+@dataclass(frozen=True, slots=True)
+class RuleContext:
+    """What a rule may know besides the messages: its options, the privacy switch and, for a
+    rule that declares ``reads_request``, the request's top-level fields."""
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: When true a rule may put message-derived text into a Change (operator opt-in).
+    log_content: bool = False
+    #: The request as the earlier rules left it (``model``, ``tools``, ``tool_choice``, ...),
+    #: given only to rules with ``reads_request``; read-only. Its ``messages`` key may be stale:
+    #: the rule's ``messages`` argument is the current list.
+    request: Mapping[str, Any] = field(default_factory=dict)
+    #: For ``reasoning-content``: the route's scope and the reasoning texts the proxy recalled
+    #: for this request, keyed by ``rules.chat.reasoning_content.turn_key`` (empty outside the
+    # proxy).
+    scope: str = ""
+    recalled: Mapping[str, str] = field(default_factory=dict)
+    #: The ``rules.engine.scan`` signals that can wake this step (``Rule.wakes`` of its options), or
+    #: ``None``: the step always runs.
+    wakes: frozenset[str] | None = None
+
+
+Apply = Callable[[list[Any], RuleContext], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A named, toggleable repair. ``apply`` must never mutate its argument."""
+
+    name: str
+    summary: str
+    #: The defect, the repair, and whether the repair can change meaning (for the README).
+    defect: str
+    repair: str
+    safety: Safety
+    default: bool
+    apply: Apply
+    options: tuple[Option, ...] = ()
+    #: True for a rule that reads or rewrites request-level fields (``tools``, ``tool_choice``):
+    #: the pipeline then passes the request in ``RuleContext.request`` and takes back
+    #: ``Outcome.request``.
+    reads_request: bool = False
+    #: The ``rules.engine.scan`` signals under which ``apply`` may change anything, given the rule's
+    #: options: the pipeline skips the rule when a clean walk set none of them. ``None``: the
+    #: rule always runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
+    wakes: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None
+
+    def context(
+        self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False
+    ) -> RuleContext:
+        """Build this rule's context: declared defaults overlaid with ``overrides``."""
+        opts = {o.name: o.default for o in self.options}
+        if overrides:
+            opts.update(overrides)
+        wakes = None if self.wakes is None else self.wakes(opts)
+        return RuleContext(options=opts, log_content=log_content, wakes=wakes)
+
+
+def is_message(value: Any, role: str) -> bool:
+    """True if ``value`` is a dict message with the given role."""
+    return isinstance(value, dict) and value.get("role") == role

@@ -1,0 +1,139 @@
+"""Run an ordered set of rules over ``messages``: fail-open, never touching the caller's data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rules.engine import memo
+from rules.engine.base import Change, Rule, RuleContext
+from rules.engine.scan import scan
+
+
+@dataclass(frozen=True, slots=True)
+class RuleFailure:
+    """A rule that raised: it was skipped and the others still ran."""
+
+    rule: str
+    error: str
+    #: ``file:line`` of the frame that raised; the exception text is not kept (it may hold content).
+    where: str
+
+    @classmethod
+    def of(cls, name: str, exc: BaseException) -> RuleFailure:
+        return cls(name, type(exc).__name__, _where(exc))
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineResult:
+    messages: list[Any]
+    changes: tuple[Change, ...]
+    failures: tuple[RuleFailure, ...]
+    #: The request's new top-level fields if a request-level rule changed any, else ``None``
+    #: (``messages`` in it is stale: use ``messages`` above).
+    request: dict[str, Any] | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def clone(value: Any) -> Any:
+    """Structural copy of JSON-shaped data: dicts and lists are new, leaves are shared.
+
+    Cheaper than ``copy.deepcopy`` (no memo, no reduce protocol) and enough to make every
+    later write safe, since JSON leaves (str, int, float, bool, None) are immutable.
+    """
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
+def _where(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
+
+
+def run_rules(
+    messages: list[Any],
+    steps: Sequence[tuple[Rule, RuleContext]],
+    *,
+    private: bool = False,
+    request: Mapping[str, Any] | None = None,
+) -> PipelineResult:
+    """Apply ``steps`` in order to ``messages``.
+
+    ``private=True`` says the caller owns ``messages`` outright (the proxy's freshly parsed
+    body); otherwise the list is cloned once first, so the caller's objects are provably
+    untouched even if a rule were to break its copy-on-write contract. ``request`` holds the
+    request's other top-level fields for the rules that read them (it is never mutated: a rule
+    that changes it returns a new dict).
+    """
+    current = messages if private else clone(messages)
+    fields: Mapping[str, Any] = request if request is not None else {}
+    new_fields: dict[str, Any] | None = None
+    changes: list[Change] = []
+    failures: list[RuleFailure] = []
+    # One walk says which steps may have work (rules/engine/scan.py); it holds until a rule changes
+    # the list, and then every later rule runs its own prescan.
+    signals = _signals(current) if any(ctx.wakes is not None for _, ctx in steps) else None
+    try:
+        for rule, step_ctx in steps:
+            wakes = step_ctx.wakes
+            if signals is not None and wakes is not None and wakes.isdisjoint(signals):
+                continue
+            ctx = replace(step_ctx, request=fields) if rule.reads_request else step_ctx
+            try:
+                outcome = rule.apply(current, ctx)
+            except Exception as exc:  # fail-open: one broken rule must not block the request
+                failures.append(RuleFailure.of(rule.name, exc))
+                continue
+            if outcome.messages is not current:
+                signals = None
+            current = outcome.messages
+            changes.extend(outcome.changes)
+            if outcome.request is not None and rule.reads_request:
+                fields = new_fields = outcome.request
+    finally:
+        memo.clear()  # shared prescans are per run: keep no payload past its request
+    return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
+
+
+def _signals(messages: list[Any]) -> frozenset[str] | None:
+    try:
+        return scan(messages)
+    except Exception:  # fail-open: a walk that trips means every rule runs in full
+        return None
+
+
+def default_steps(
+    rules: Sequence[Rule],
+    settings: Mapping[str, Mapping[str, Any] | bool] | None = None,
+    *,
+    log_content: bool = False,
+) -> list[tuple[Rule, RuleContext]]:
+    """Steps for ``rules`` with each rule's default toggle, overridden by ``settings``.
+
+    ``settings`` maps a rule name to ``True``/``False`` or to ``{"enabled": bool, **options}``.
+    Names are assumed valid (the proxy's config loader validates them at startup).
+    """
+    settings = settings or {}
+    steps: list[tuple[Rule, RuleContext]] = []
+    for rule in rules:
+        setting = settings.get(rule.name, {})
+        if isinstance(setting, bool):
+            enabled, options = setting, {}
+        else:
+            options = dict(setting)
+            enabled = bool(options.pop("enabled", rule.default))
+        if enabled:
+            steps.append((rule, rule.context(options, log_content=log_content)))
+    return steps

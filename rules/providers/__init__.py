@@ -1,0 +1,1 @@
+"""Providers: what each refuses (``contract``), its profile, and the planner."""

@@ -1,0 +1,213 @@
+"""Content shape (provider-errors.md 1.C, §3 items 6 and 18): the type and emptiness of each
+message's ``content`` that DeepSeek, OpenAI, Groq, Kimi, xAI, Moonshot and DashScope reject.
+
+Every check takes option ``roles`` (the roles it applies to), so one profile can say "system
+only" (Groq) and another "every role" (DeepSeek). Texts hold indices, roles and positions, never
+content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rules.chat.null_content import ROLES, role_set
+from rules.chat.text_part_arrays import collapsible
+from rules.chat.thinking_parts import REDACTED, THINKING
+from rules.chat.tool_call_content import KINDS, empty_kind, has_calls, kind_set
+from rules.engine.messages import has_content
+from rules.providers.contract.base import Check, Found, role_of
+
+THINKING_TYPES = (THINKING, REDACTED)
+#: 1.C, xAI (nocmt/LLMSearchPlus#2): a list holding more than one element; goes with
+#: ``thinking_part`` for xAI.
+XAI_SINGLE_TEXT = (
+    '{{"code":"Client specified an invalid argument","error":"The model expects a single '
+    '`text` element per message."}}'
+)
+
+#: The roles whose messages DeepSeek deserializes with a required ``content`` (an assistant's is
+#: optional: one with neither content nor calls gets "content or tool_calls must be set").
+REQUIRED_CONTENT_ROLES = ("system", "developer", "user", "tool")
+
+
+def _in_roles(
+    messages: list[Any], options: Mapping[str, Any], default: tuple[str, ...] = ROLES
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(index, role, message) of every dict message whose role the check's ``roles`` names."""
+    roles = role_set(options.get("roles", list(default)))
+    for index, message in enumerate(messages):
+        role = role_of(message)
+        if role is not None and role in roles:
+            yield index, role, message
+
+
+def _content_not_string(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """A content that is a list (a "sequence" to serde), images included unless option
+    ``text_only`` (then only lists of text parts). ``position`` is the first part carrying a
+    ``text`` field (0 if none), for GLM's "content[N] ... text"."""
+    text_only = options.get("text_only") is True
+    for index, role, message in _in_roles(messages, options):
+        content = message.get("content")
+        if type(content) is list and not (text_only and not collapsible(content)):
+            position = next(
+                (k for k, part in enumerate(content) if type(part) is dict and "text" in part), 0
+            )
+            yield Found(index, {"role": role, "position": position, "parts": len(content)})
+
+
+def _content_null(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """``content: null`` on anything but an assistant with tool calls."""
+    for index, role, message in _in_roles(messages, options):
+        if "content" in message and message["content"] is None:
+            if role == "assistant" and has_calls(message):
+                continue
+            yield Found(index, {"role": role})
+
+
+def _content_missing(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    for index, role, message in _in_roles(messages, options, REQUIRED_CONTENT_ROLES):
+        if "content" not in message:
+            yield Found(index, {"role": role})
+
+
+def _tool_call_content_empty(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """An assistant with tool calls that sends a ``content`` key with nothing in it, in one of
+    the empty shapes option ``kinds`` names."""
+    kinds = kind_set(options.get("kinds", list(KINDS)))
+    for index, role, message in _in_roles(messages, options, ("assistant",)):
+        if (
+            role == "assistant"
+            and "content" in message
+            and has_calls(message)
+            and not has_content(message)
+            and empty_kind(message) in kinds
+        ):
+            yield Found(index, {"role": role})
+
+
+def _no_content_element(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """A message whose content is absent, ``null`` or ``[]`` (``""`` is accepted)."""
+    for index, role, message in _in_roles(messages, options):
+        content = message.get("content")
+        if content is None or content == []:
+            yield Found(index, {"role": role})
+
+
+def _multiple_text_elements(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """A content list of more than one part, all of them text (the report shows text-only
+    lists; a list with an image is left to the image rules)."""
+    for index, role, message in _in_roles(messages, options):
+        content = message.get("content")
+        if type(content) is list and len(content) > 1 and collapsible(content):
+            yield Found(index, {"role": role, "parts": len(content)})
+
+
+def _thinking_part(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """A content list holding an Anthropic ``thinking`` or ``redacted_thinking`` part;
+    ``position`` and ``type`` name the first one."""
+    for index, role, message in _in_roles(messages, options):
+        content = message.get("content")
+        if type(content) is list:
+            for position, part in enumerate(content):
+                if type(part) is dict and part.get("type") in THINKING_TYPES:
+                    yield Found(index, {"role": role, "position": position, "type": part["type"]})
+                    break
+
+
+def _content_object(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    for index, role, message in _in_roles(messages, options):
+        if type(message.get("content")) is dict:
+            yield Found(index, {"role": role})
+
+
+#: Schema checks (a provider deserializes before it validates), in the order of the 1.C rows.
+CHECKS: tuple[Check, ...] = (
+    Check(
+        "content_missing",
+        "every message of the given roles carries a content key",
+        _content_missing,
+        # 1.C, DeepSeek (pig-mesh/deepseek4j#40/#41); serde appends " at line L column C",
+        # which a re-serialized body cannot tell.
+        "Failed to deserialize the JSON body into the target type: messages[{index}]: missing "
+        "field `content`",
+        options={"roles": list(REQUIRED_CONTENT_ROLES)},
+    ),
+    Check(
+        "content_null",
+        "content is null only on an assistant with tool calls",
+        _content_null,
+        # 1.C, OpenAI / Azure (langchain-ai/langchainjs#4153, run-llama/llama_index#17555)
+        "Invalid value for 'content': expected a string, got null.",
+        options={"roles": list(ROLES)},
+    ),
+    Check(
+        "content_not_string",
+        "content is a string, not a list of parts",
+        _content_not_string,
+        # 1.C, DeepSeek (moeru-ai/airi#1222, BerriAI/litellm#9905); serde appends " at line 1
+        # column N", which a re-serialized body cannot tell.
+        "Failed to deserialize the JSON body into the target type: messages[{index}]: invalid "
+        "type: sequence, expected a string",
+        options={"roles": list(ROLES), "text_only": False},
+    ),
+    Check(
+        "content_object",
+        "content is a string or a list, never a bare object",
+        _content_object,
+        # 1.C, DashScope / Volcano compat (felinics/Memoh#744)
+        "Invalid type for 'messages.[{index}].content': expected one of a string or array of "
+        "objects, but got an object instead.",
+        options={"roles": list(ROLES)},
+    ),
+    Check(
+        "no_content_element",
+        "every message has a content element (not absent, null or [])",
+        _no_content_element,
+        # 1.C, xAI (langchain-ai/langchain#34140, AstrBotDevs/AstrBot#6447), the body as xAI
+        # returns it (braces doubled for str.format)
+        '{{"code":"Client specified an invalid argument","error":"Invalid request content: Each '
+        'message must have at least one content element."}}',
+        options={"roles": list(ROLES)},
+    ),
+    Check(
+        "multiple_text_elements",
+        "a text-only content list holds one part at most",
+        _multiple_text_elements,
+        # 1.C, xAI 2025-02 (nocmt/LLMSearchPlus#2), the body as xAI returns it
+        XAI_SINGLE_TEXT,
+        options={"roles": list(ROLES)},
+    ),
+    Check(
+        "thinking_part",
+        "no Anthropic thinking or redacted_thinking part in a content list",
+        _thinking_part,
+        # 1.C, OpenAI unknown part type (aallam/openai-kotlin#320), its wording for this type
+        "Invalid value: '{type}'. Supported values are: 'text' and 'image_url'.",
+        options={"roles": list(ROLES)},
+    ),
+    Check(
+        "tool_call_content_empty",
+        "an assistant with tool calls sends no empty content",
+        _tool_call_content_empty,
+        # 1.C, Moonshot / Kimi (MoonshotAI/kimi-cli#2621, #2035)
+        "text content is empty",
+        options={"roles": ["assistant"], "kinds": list(KINDS)},
+    ),
+)

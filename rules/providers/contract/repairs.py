@@ -1,0 +1,135 @@
+"""Which rules repair each catalogued rejection: the one table recovery (proxy/recover.py) and
+``chatmend check --error`` read.
+
+A ``Repair`` names the rules that, switched on with its options over the request's plan, make
+the check of that error class pass (tests/rules/test_repairs.py runs each on the check's own
+example). The options are the strict ones the provider's refusal calls for: the upstream has
+already said no, so a repair may do more than the profile's minimal setting would (the whole
+field allowlist, every empty content shape, any model). Several rules stand in one repair where
+one refusal has several causes: an unanswered call may be a split turn, a displaced result or a
+dangling call, and the pairing rules only ever act where their own defect is.
+
+A class no rule can repair is not here (``UNREPAIRABLE`` says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rules.chat.null_content import ROLES
+from rules.chat.tool_call_content import KINDS
+
+#: Rule name -> options (over the plan's own for that rule, else the rule's defaults).
+Settings = Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """The rules that repair one error class of one API (``chat`` or ``responses``)."""
+
+    code: str
+    api: str
+    rules: Settings
+
+
+#: The pairing rules, in registry order: an unanswered call, an orphan result, a result without
+#: its id or two results for one call may each come from a split turn (1.A, hermes E1), a result
+#: displaced past a message, or a call never answered.
+_PAIRING: Settings = {
+    "consecutive-assistant-messages": {},
+    "displaced-tool-results": {},
+    "missing-tool-call-ids": {},
+    "orphan-tool-results": {},
+    "unanswered-tool-calls": {},
+}
+#: Every empty content shape next to tool calls, in the shape Kimi asks for (1.C, kimi-cli#2621):
+#: every kind, over a profile that reshapes only some (deepseek: lists).
+_CALL_CONTENT_OMIT = {"shape": "omit", "kinds": list(KINDS)}
+#: Every role, over a profile that collapses or fills only some (groq: system).
+_ALL_ROLES = {"roles": list(ROLES)}
+
+_CHAT: dict[str, Settings] = {
+    # 1.A pairing and ids
+    "missing_tool_call_id": _PAIRING,
+    "unanswered_tool_call": _PAIRING,
+    "orphan_tool_result": _PAIRING,
+    "duplicate_tool_result": {"duplicate-tool-call-ids": {}, **_PAIRING},
+    "duplicate_tool_call_id": {"duplicate-tool-call-ids": {}},
+    "arguments_not_string": {"invalid-tool-arguments": {}},
+    "invalid_arguments": {"invalid-tool-arguments": {}},
+    "missing_tool_call_type": {"tool-call-type": {}},
+    "empty_tool_calls": {"empty-tool-calls": {}},
+    "empty_assistant": {"empty-tool-calls": {}},
+    "empty_tools": {"empty-tools": {}},
+    "thinking_tool_choice": {"thinking-tool-choice": {"models": ["*"]}},
+    # Mistral's nine characters also satisfy OpenAI's forty.
+    "tool_call_id_format": {"tool-call-ids": {"format": "mistral9"}},
+    "function_name_invalid": {"function-names": {"pattern": "strict"}},
+    "tool_message_name": {"tool-message-name": {"add_missing": True}},
+    # 1.B role sequence
+    "successive_assistant": {"consecutive-assistant-messages": {}},
+    "successive_user": {"consecutive-user-messages": {}},
+    "roles_not_alternating": {
+        "consecutive-assistant-messages": {},
+        "consecutive-user-messages": {},
+    },
+    "system_not_first": {"system-messages": {"later": "hoist"}},
+    "multiple_system": {"system-messages": {"later": "hoist"}},
+    "first_not_user": {"leading-user-message": {}},
+    "conversation_start": {"leading-user-message": {}},
+    "no_user_message": {"leading-user-message": {}},
+    "trailing_assistant": {"trailing-assistant": {"action": "continue", "prefix_allowed": False}},
+    "unexpected_role_order": {"tool-user-bridge": {}},
+    "unknown_role": {"developer-role": {}, "unknown-roles": {}},
+    # 1.C content shape
+    "content_missing": {"null-content": _ALL_ROLES},
+    "content_null": {"null-content": _ALL_ROLES},
+    "content_not_string": {
+        "thinking-parts": {},
+        "text-part-arrays": {**_ALL_ROLES, "lists": True, "min_parts": 1},
+    },
+    "content_object": {"text-part-arrays": _ALL_ROLES},
+    "multiple_text_elements": {"text-part-arrays": {**_ALL_ROLES, "lists": True}},
+    "thinking_part": {"thinking-parts": {}},
+    "tool_call_content_empty": {"tool-call-content": _CALL_CONTENT_OMIT},
+    # xAI wants "" where other providers want nothing (1.C, langchain-ai/langchain#34140).
+    "no_content_element": {
+        "null-content": _ALL_ROLES,
+        "tool-call-content": {"shape": "empty", "kinds": list(KINDS)},
+    },
+    "image_unsupported": {"image-parts": {"action": "strip"}},
+    "image_not_user": {"image-parts": {"action": "relocate"}},
+    # 1.D/1.E fields
+    "bookkeeping_field": {"bookkeeping-keys": {}},
+    "unknown_field": {"unknown-message-fields": {}},
+    # any model, and the plain turns of a tool loop too (DeepSeek, docs/providers.md)
+    "reasoning_content_missing": {"reasoning-content": {"models": ["*"], "plain_turns": True}},
+}
+
+_RESPONSES: dict[str, Settings] = {
+    "responses_orphan_output": {
+        "responses-displaced-messages": {},
+        "responses-orphan-outputs": {},
+    },
+    "responses_interrupted_output": {"responses-displaced-messages": {}},
+    "responses_unanswered_call": {"responses-unanswered-calls": {}},
+    "responses_duplicate_item": {"responses-duplicate-items": {}},
+    "responses_call_id_too_long": {"responses-call-ids": {}},
+    "responses_context_management": {"responses-context-management": {}},
+}
+
+#: Error class -> its repair, per API.
+REPAIRS: Mapping[str, Mapping[str, Repair]] = {
+    "chat": {code: Repair(code, "chat", rules) for code, rules in _CHAT.items()},
+    "responses": {code: Repair(code, "responses", rules) for code, rules in _RESPONSES.items()},
+}
+
+#: Catalogued classes no rule repairs, and why (none today: every check has its rule).
+UNREPAIRABLE: Mapping[str, str] = {}
+
+
+def repair_for(api: str, code: str) -> Repair | None:
+    """The repair of error class ``code`` for a request of ``api``, if a rule has one."""
+    return REPAIRS.get(api, {}).get(code)

@@ -1,0 +1,175 @@
+"""The Responses API contract (provider-errors.md 1.H, 1.F): what a strict ``/v1/responses``
+endpoint rejects about an ``input`` list, in the provider's words.
+
+The checks use the chat contract's ``Check`` type; their ``messages`` argument is the request's
+``input`` list, and their indices are ``input`` indices. ``violations(payload)`` runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from fnmatch import fnmatchcase
+from typing import Any
+
+from rules.providers.contract.base import Check, Found, Violation
+from rules.responses.context_management import ELIGIBLE_MODELS
+from rules.responses.context_management import FIELD as CONTEXT_MANAGEMENT
+from rules.responses.items import call_id, is_call, is_message, is_output, item_id
+
+
+def _orphan_outputs(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
+    """An output whose call_id no earlier function_call carries."""
+    calls: set[str] = set()
+    for index, item in enumerate(items):
+        if is_call(item) and call_id(item) is not None:
+            calls.add(item["call_id"])
+        elif is_output(item) and item.get("call_id") not in calls:
+            yield Found(index, {"id": item.get("call_id")})
+
+
+def _unanswered_calls(
+    items: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    """A function_call no later output answers."""
+    waiting: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        cid = call_id(item)
+        if cid is None:
+            continue
+        if is_call(item):
+            waiting.setdefault(cid, []).append(index)
+        elif is_output(item) and waiting.get(cid):
+            waiting[cid].pop(0)
+    for cid, indices in waiting.items():
+        for index in indices:
+            yield Found(index, {"id": cid})
+
+
+def _duplicate_items(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
+    seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        key = item_id(item)
+        if key is None:
+            continue
+        if key in seen:
+            yield Found(index, {"id": key, "first": seen[key]})
+        else:
+            seen[key] = index
+
+
+def _long_call_ids(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
+    limit = options.get("max_length", 64)
+    for index, item in enumerate(items):
+        cid = call_id(item)
+        if cid is not None and len(cid) > limit:
+            yield Found(index, {"length": len(cid), "max_length": limit})
+
+
+def _interrupted_outputs(
+    items: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    """An output whose call comes before it with a message item in between (DeepSeek pairs a
+    call with its output only across calls, outputs and reasoning items)."""
+    open_calls: set[str] = set()
+    for index, item in enumerate(items):
+        if is_message(item):
+            open_calls = set()
+        elif is_call(item) and call_id(item) is not None:
+            open_calls.add(item["call_id"])
+        elif is_output(item):
+            cid = call_id(item)
+            if (
+                cid is not None
+                and cid not in open_calls
+                and any(is_call(earlier) and call_id(earlier) == cid for earlier in items[:index])
+            ):
+                yield Found(index, {"id": cid})
+
+
+def _context_management(
+    items: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    if CONTEXT_MANAGEMENT not in request:
+        return
+    model = request.get("model")
+    eligible = (
+        options.get("direct_openai") is True
+        and isinstance(model, str)
+        and any(fnmatchcase(model.lower(), str(p).lower()) for p in options.get("models", ()))
+    )
+    if not eligible:
+        yield Found(None)
+
+
+CHECKS: tuple[Check, ...] = (
+    Check(
+        "responses_orphan_output",
+        "A function_call_output whose call_id no earlier function_call carries.",
+        _orphan_outputs,
+        # 1.H, OpenAI Responses (continuedev/continue#10092, microsoft/vscode#320060)
+        "No tool call found for function call output with call_id {id}.",
+    ),
+    Check(
+        "responses_interrupted_output",
+        "A message item between a function_call and its output (DeepSeek's Responses endpoint).",
+        _interrupted_outputs,
+        # 1.H, DeepSeek /v1/responses (deepseek-ai/DeepSeek-V3#1611, #1588); the quoted text
+        # ends at "call_id": the id is appended as OpenAI's wording does.
+        "No tool call found for tool output with call_id {id}",
+    ),
+    Check(
+        "responses_unanswered_call",
+        "A function_call that no later function_call_output answers.",
+        _unanswered_calls,
+        # 1.H, OpenAI Responses (tjardoo/openai-client#124)
+        "No tool output found for function call {id}.",
+    ),
+    Check(
+        "responses_duplicate_item",
+        "Two input items with one id.",
+        _duplicate_items,
+        # 1.H, OpenAI Responses (continuedev/continue#10723, OpenRouterTeam/ai-sdk-provider#254)
+        "Duplicate item found with id {id}. Remove duplicate items from your input and try again.",
+    ),
+    Check(
+        "responses_call_id_too_long",
+        "A call_id longer than 64 characters.",
+        _long_call_ids,
+        # 1.A/1.H, OpenAI Responses, Codex backend (AnswerDotAI/fastllm#45)
+        "Invalid 'input[{index}].call_id': string too long. Expected a string with maximum "
+        "length {max_length}, but got a string with length {length} instead.",
+        options={"max_length": 64},
+    ),
+    Check(
+        "responses_context_management",
+        "context_management sent to a route or model that does not understand it.",
+        _context_management,
+        # 1.F, Anthropic native / Copilot (ericc-ch/copilot-api#217); issue 5: elsewhere a 500
+        # or a stalled stream
+        "context_management: Extra inputs are not permitted",
+        options={"direct_openai": False, "models": list(ELIGIBLE_MODELS)},
+    ),
+)
+CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
+
+#: The strict Responses contract: every check, in its default words.
+RESPONSES_CONTRACT: Mapping[str, Mapping[str, Any]] = {check.code: {} for check in CHECKS}
+
+NOT_RESPONSES = "Missing required parameter: 'input'."
+
+
+def violations(
+    payload: Any, contract: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Violation]:
+    """Every rejection ``contract`` (default: all checks) gives this Responses payload (empty:
+    accepted). A string ``input`` holds no item to check; the request-level check still runs."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("input"), list | str):
+        return [Violation("not_responses", None, NOT_RESPONSES)]
+    items = payload["input"] if isinstance(payload["input"], list) else []
+    found: list[Violation] = []
+    for code, overrides in (RESPONSES_CONTRACT if contract is None else contract).items():
+        found.extend(CHECKS_BY_CODE[code].run(items, payload, overrides))
+    return found
+
+
+__all__ = ["CHECKS", "CHECKS_BY_CODE", "NOT_RESPONSES", "RESPONSES_CONTRACT", "violations"]

@@ -1,0 +1,192 @@
+"""Which rules and which contract a request gets: its profile, chosen by configuration and model.
+
+A ``Plan`` is what one request runs: the profile's name, its ordered steps (rule + context) and
+its contract. The ``Planner`` compiles one plan per profile once (at startup), and picks one per
+request from the request's ``model``: the operator's ``models`` patterns first (first match
+wins), else the default profile; then that profile's own variants (``deepseek`` sends
+``deepseek-reasoner*`` models to ``deepseek-reasoner``).
+
+A Responses API request (``/v1/responses``) runs under the one Responses plan instead
+(``Planner.responses``): the Responses rules (``rules.responses``) with the operator's overrides
+(profiles configure chat rules only), checked against the Responses contract. The planner fills
+the ``direct_openai`` option of ``responses-context-management`` (and of its check) from the
+upstream: the operator's setting, if any, wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
+from typing import Any
+
+from rules.chat import RULES
+from rules.engine.base import Rule, RuleContext
+from rules.engine.pipeline import default_steps
+from rules.providers.contract import Contract
+from rules.providers.contract.responses import RESPONSES_CONTRACT
+from rules.providers.profiles import PROFILES, Profile
+from rules.responses import RESPONSES_RULES
+from rules.responses import context_management as cm
+
+#: A rule's setting: on/off, or ``{"enabled": bool, **options}``.
+Setting = bool | Mapping[str, Any]
+Step = tuple[Rule, RuleContext]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The steps and contract one request runs under."""
+
+    profile: str
+    steps: Sequence[Step]
+    contract: Contract = field(default_factory=dict)
+    #: The API the plan repairs: ``chat`` (``messages``) or ``responses`` (``input``).
+    api: str = "chat"
+    #: Report mode: every step (enforced ones included), run on a second copy only to report
+    #: what the rules in ``reported`` would change; ``None`` when every rule is enforced.
+    report: Sequence[Step] | None = None
+    #: The rules whose changes are reported, not applied (every rule in global report mode).
+    reported: frozenset[str] = frozenset()
+    #: Check every rewritten body against ``contract`` at run time (``verify`` in the config):
+    #: off by default, since the tests prove the rules leave nothing for it to find.
+    verify: bool = False
+
+    def plan(self, model: Any) -> Plan:
+        """A plan is its own planner: every model gets it (for tests and ``check --profile``)."""
+        return self
+
+
+def merge_settings(*layers: Mapping[str, Setting]) -> dict[str, dict[str, Any]]:
+    """Overlay rule settings: later layers win, option by option. ``True``/``False`` only
+    toggles, keeping the options of the layers under it."""
+    merged: dict[str, dict[str, Any]] = {}
+    for layer in layers:
+        for name, setting in layer.items():
+            current = merged.setdefault(name, {})
+            if isinstance(setting, bool):
+                current["enabled"] = setting
+            else:
+                current.update(setting)
+    return merged
+
+
+def compile_plan(
+    profile: Profile,
+    overrides: Mapping[str, Setting] | None = None,
+    *,
+    log_content: bool = False,
+    report: frozenset[str] = frozenset(),
+    verify: bool = False,
+) -> Plan:
+    """The plan for ``profile`` with the operator's rule ``overrides`` on top; the rules named
+    in ``report`` run in report mode (their changes are logged, not applied)."""
+    settings = merge_settings(profile.rules, overrides or {})
+    steps = default_steps(RULES, settings, log_content=log_content)
+    return with_report(Plan(profile.name, steps, profile.contract, verify=verify), report)
+
+
+def with_report(plan: Plan, report: frozenset[str]) -> Plan:
+    """``plan`` with the rules in ``report`` moved to report mode (if any of them runs)."""
+    reported = frozenset(rule.name for rule, _ in plan.steps if rule.name in report)
+    if not reported:
+        return plan
+    enforced = [step for step in plan.steps if step[0].name not in reported]
+    return replace(plan, steps=enforced, report=plan.steps, reported=reported)
+
+
+def with_repair(plan: Plan, repair: Mapping[str, Mapping[str, Any]]) -> Plan:
+    """``plan`` with the rules of ``repair`` enforced (recovery,
+    ``rules.providers.contract.repairs``):
+    each with its options over the plan's own for that rule (a rule in report mode included),
+    else over its defaults, in the one registry order. Report mode is dropped: the plan's
+    report was already logged for the request."""
+    registry = RESPONSES_RULES if plan.api == "responses" else RULES
+    enforced = {rule.name: ctx for rule, ctx in plan.steps}
+    known = {rule.name: ctx for rule, ctx in (plan.report or ())} | enforced
+    log_content = any(ctx.log_content for ctx in known.values())
+    steps: list[Step] = []
+    for rule in registry:
+        ctx = known.get(rule.name)
+        if rule.name in repair:
+            base = {} if ctx is None else dict(ctx.options)
+            fresh = rule.context({**base, **repair[rule.name]}, log_content=log_content)
+            if ctx is not None:  # the proxy's per-request context (recalled reasoning) stays
+                fresh = replace(fresh, scope=ctx.scope, recalled=ctx.recalled)
+            steps.append((rule, fresh))
+        elif rule.name in enforced:
+            steps.append((rule, enforced[rule.name]))
+    return replace(plan, steps=steps, report=None, reported=frozenset())
+
+
+#: The profile name the Responses plan reports.
+RESPONSES = "responses"
+
+
+def compile_responses_plan(
+    overrides: Mapping[str, Setting] | None = None,
+    *,
+    direct_openai: bool = False,
+    log_content: bool = False,
+    verify: bool = False,
+) -> Plan:
+    """The Responses plan: every Responses rule with the operator's ``overrides`` over the
+    upstream-derived ``direct_openai``, and the Responses contract agreeing with them."""
+    settings = merge_settings({cm.NAME: {"direct_openai": direct_openai}}, overrides or {})
+    steps = default_steps(RESPONSES_RULES, settings, log_content=log_content)
+    options = {o.name: o.default for o in cm.RULE.options}
+    options.update({k: v for k, v in settings[cm.NAME].items() if k != "enabled"})
+    contract = {**RESPONSES_CONTRACT, "responses_context_management": options}
+    return Plan(RESPONSES, steps, contract, api="responses", verify=verify)
+
+
+class Planner:
+    """Picks a request's plan from its model; every plan is compiled up front."""
+
+    def __init__(
+        self,
+        default: str = "deepseek",
+        models: Sequence[tuple[str, str]] = (),
+        overrides: Mapping[str, Setting] | None = None,
+        *,
+        log_content: bool = False,
+        direct_openai: bool = False,
+        report: frozenset[str] = frozenset(),
+        verify: bool = False,
+    ) -> None:
+        self.default = default
+        #: (lower-cased glob, profile name): the operator's patterns, first match wins.
+        self.models = tuple((pattern.lower(), name) for pattern, name in models)
+        self.plans: dict[str, Plan] = {
+            name: compile_plan(
+                profile, overrides, log_content=log_content, report=report, verify=verify
+            )
+            for name, profile in PROFILES.items()
+        }
+        self._by_model: dict[str, Plan] = {}
+        #: Every Responses request's plan, whatever its model.
+        self.responses = with_report(
+            compile_responses_plan(
+                overrides, direct_openai=direct_openai, log_content=log_content, verify=verify
+            ),
+            report,
+        )
+
+    def plan(self, model: Any) -> Plan:
+        if not isinstance(model, str):
+            return self._variant(self.default, "")
+        cached = self._by_model.get(model)
+        if cached is not None:
+            return cached
+        lowered = model.lower()
+        name = next((n for p, n in self.models if fnmatchcase(lowered, p)), self.default)
+        plan = self._variant(name, lowered)
+        if len(self._by_model) < 1024:  # model names are few; never grow without bound
+            self._by_model[model] = plan
+        return plan
+
+    def _variant(self, name: str, model: str) -> Plan:
+        for pattern, variant in PROFILES[name].variants:
+            if fnmatchcase(model, pattern):
+                return self.plans[variant]
+        return self.plans[name]

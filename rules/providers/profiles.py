@@ -1,0 +1,502 @@
+"""Provider profiles: which repairs a provider needs, and what it rejects, in its own words.
+
+A profile is data: the rules it switches on or off (with options) over each rule's default, its
+contract (the checks its provider applies, with that provider's error text where the wording
+differs from the check's default), and variants (model patterns that get a stricter sibling).
+Every text is quoted from ``provider-errors.md`` (row cited). The rules run in the one order of
+``rules.RULES`` whatever the profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rules.chat import RULES
+from rules.chat.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
+from rules.providers.contract import DEFAULT_CONTRACT, Contract, content, fields, ids, reasoning
+
+Settings = Mapping[str, bool | Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    #: The provider and endpoint it describes.
+    summary: str
+    #: Rule settings over each rule's default (``True``/``False`` or ``{"enabled": ..., **opts}``).
+    rules: Settings = field(default_factory=dict)
+    contract: Contract = field(default_factory=dict)
+    #: (model glob, profile name): a request whose model matches runs under that profile.
+    variants: tuple[tuple[str, str], ...] = ()
+    #: The error envelope ``chatmend emulate`` answers with: ``openai`` or ``mistral``.
+    envelope: str = "openai"
+
+
+def _contract(base: Contract, **overrides: Mapping[str, Any]) -> Contract:
+    """``base`` with per-check overrides (``text``, ``status``, options) and added checks."""
+    merged = {code: dict(opts) for code, opts in base.items()}
+    for code, opts in overrides.items():
+        merged.setdefault(code, {}).update(opts)
+    return merged
+
+
+def _without(base: Contract, *codes: str) -> Contract:
+    return {code: opts for code, opts in base.items() if code not in codes}
+
+
+_GLM_1214 = "The messages parameter is illegal. Please check the documentation."
+_DEEPSEEK_NULL = (
+    "Failed to deserialize the JSON body into the target type: messages[{index}]: content "
+    "should be a string or a list"
+)
+
+# --- The pairing core: every strict provider applies it, in its own words (1.A) -------------------
+
+#: The DeepSeek-style core (the default contract) without deepseek-reasoner's alternation check,
+#: plus OpenAI's role list (a provider that copies OpenAI's schema refuses any other role; a
+#: profile whose provider knows fewer overrides ``roles`` and its rule option alike).
+PAIRING: Contract = _contract(
+    _without(DEFAULT_CONTRACT, "successive_assistant"),
+    unknown_role={"text": fields.OPENAI_UNKNOWN_ROLE_TEXT, "roles": list(OPENAI_ROLES)},
+)
+
+_OPENAI_PAIRING = _contract(
+    PAIRING,
+    # 1.A, OpenAI (aliasrobotics/cai#111)
+    unanswered_tool_call={
+        "text": "An assistant message with 'tool_calls' must be followed by tool messages "
+        "responding to each 'tool_call_id'. The following tool_call_ids did not have response "
+        "messages: {ids}"
+    },
+    # 1.A, OpenAI (agno-agi/agno#5116)
+    duplicate_tool_result={
+        "text": "Invalid parameter: Duplicate value for 'tool_call_id' of '{id}', in "
+        "messages[{first}] and messages[{index}]."
+    },
+    # 1.A, OpenAI (openai/openai-node#1341)
+    empty_tool_calls={
+        "text": "Invalid 'messages[{index}].tool_calls': empty array. Expected an array with "
+        "minimum length 1, but got an empty array instead."
+    },
+)
+
+#: Messages in DeepSeek's serde shape: roles it knows, no images, string contents (1.B, 1.C).
+#: A tool-call assistant's ``""`` and ``null`` are accepted (§3 item 6, ranxianglei/billion-
+#: context#719's live table): only a list there is refused, so only lists are reshaped.
+_DEEPSEEK_SHAPE: Settings = {
+    "developer-role": True,
+    "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
+    # 1.C content as array and 1.D rows 169/170: DeepSeek reads the thinking as reasoning_content
+    "thinking-parts": {"enabled": True, "action": "reasoning_content"},
+    "image-parts": {"enabled": True, "action": "strip"},
+    "text-part-arrays": True,
+    "null-content": True,
+    "tool-call-content": {
+        "enabled": True,
+        "shape": "null",
+        "kinds": ["empty_list", "empty_parts"],
+    },
+}
+
+DEEPSEEK = Profile(
+    "deepseek",
+    "DeepSeek (api.deepseek.com, deepseek-chat and V3.2/V4 models); the default",
+    rules={
+        **_DEEPSEEK_SHAPE,
+        "empty-tools": True,
+        "thinking-tool-choice": True,
+        # docs/providers.md, DeepSeek: plain turns of a tool loop need the field too
+        "reasoning-content": {"enabled": True, "plain_turns": True},
+    },
+    contract=_contract(
+        DEFAULT_CONTRACT,
+        empty_tools={},
+        thinking_tool_choice={},
+        unknown_role={},  # 1.B, DeepSeek (earendil-works/pi#1048)
+        image_unsupported={},  # 1.C, DeepSeek (browser-use/web-ui#99)
+        content_missing={},  # 1.C, DeepSeek (pig-mesh/deepseek4j#40)
+        content_not_string={},  # 1.C, DeepSeek (moeru-ai/airi#1222)
+        content_object={},  # 1.C, DashScope-style (felinics/Memoh#744)
+        # 1.C, DeepSeek V4: null content on a system, user or tool message is a 400
+        # (BigPizzaV3/CodexPlusPlus#1731's text, HKUDS/nanobot#3869)
+        content_null={"roles": ["system", "developer", "user", "tool"], "text": _DEEPSEEK_NULL},
+        # 1.D row 170, DeepSeek V4 (anomalyco/opencode#24083); plain turns of a tool loop too
+        # (hermes-agent PR #14941, docs/providers.md)
+        reasoning_content_missing={"plain_turns": True},
+    ),
+    variants=(("deepseek-reasoner*", "deepseek-reasoner"),),
+)
+
+DEEPSEEK_REASONER = Profile(
+    "deepseek-reasoner",
+    "DeepSeek's deepseek-reasoner alias: DeepSeek's rules plus alternation and position rules",
+    rules={
+        **DEEPSEEK.rules,
+        "consecutive-user-messages": True,
+        "leading-user-message": True,
+        "trailing-assistant": {"enabled": True, "action": "continue"},
+    },
+    contract=_contract(
+        DEEPSEEK.contract,
+        successive_user={},  # 1.B, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
+        first_not_user={},  # 1.B, deepseek-reasoner (ChatGPTNextWeb/NextChat#6343)
+        # 1.B, deepseek-reasoner (BerriAI/litellm#8090)
+        trailing_assistant={
+            "text": "The last message of deepseek-reasoner must be a user message, or an "
+            "assistant message with prefix mode on (refer to "
+            "https://api-docs.deepseek.com/guides/chat_prefix_completion)."
+        },
+        # 1.D row 169, deepseek-reasoner / V3.2 with thinking (hotovo/aider-desk#529)
+        reasoning_content_missing={"text": reasoning.DEEPSEEK_TEXT},
+    ),
+)
+
+#: Kimi models that think (K2.5/K2.6 unless ``thinking.type: disabled``, K2-thinking), also
+#: under a router's prefix (``moonshotai/kimi-k2.5``): provider-errors.md row 174.
+KIMI_THINKING_MODELS = ["*kimi-k2.5*", "*kimi-k2.6*", "*kimi-k2-thinking*"]
+
+KIMI = Profile(
+    "kimi",
+    "Moonshot / Kimi (api.moonshot.ai, api.moonshot.cn, kimi-code); tool ids are preserved",
+    rules={
+        "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
+        "thinking-parts": {"enabled": True, "action": "reasoning_content"},  # 1.D row 174
+        # Kimi takes part lists; only a bare part object is refused (1.C, LnYo-Cly/ai4j#62).
+        "text-part-arrays": {"enabled": True, "lists": False},
+        # ``""`` and an empty text part are refused next to tool calls (1.C, kimi-cli#2621,
+        # #2035); no report shows ``null`` refused, so it is left.
+        "tool-call-content": {
+            "enabled": True,
+            "shape": "omit",
+            "kinds": ["empty_string", "empty_parts"],
+        },
+        # row 174: "tool call" is the placeholder cc-switch sends Kimi (farion1231/cc-switch#2365)
+        "reasoning-content": {
+            "enabled": True,
+            "placeholder": "tool call",
+            "models": KIMI_THINKING_MODELS,
+        },
+    },
+    contract=_contract(
+        PAIRING,
+        # 1.D row 174, Kimi K2.5/K2.6 thinking (iOfficeAI/AionUi#2746)
+        reasoning_content_missing={"text": reasoning.KIMI_TEXT, "models": KIMI_THINKING_MODELS},
+        # 1.A, Moonshot / Kimi (MoonshotAI/kimi-cli#1977)
+        unanswered_tool_call={
+            "text": "an assistant message with 'tool_calls' must be followed by tool messages "
+            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            "response messages: {ids}"
+        },
+        # 1.C, Moonshot (CherryHQ/cherry-studio#1313)
+        empty_assistant={
+            "text": "Invalid request: the message at position {index} with role 'assistant' "
+            "must not be empty"
+        },
+        # 1.C, Kimi (MoonshotAI/kimi-cli#2621, #2035)
+        tool_call_content_empty={"kinds": ["empty_string", "empty_parts"]},
+        # 1.C, Moonshot (LnYo-Cly/ai4j#62)
+        content_object={
+            "text": "Invalid request: the `messages.content` field in the request (expected "
+            "type []object) is illegal, and object is not acceptable"
+        },
+        # 1.B, Kimi and Qwen via OpenRouter (can1357/oh-my-pi#843)
+        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
+    ),
+)
+
+MISTRAL = Profile(
+    "mistral",
+    "Mistral (api.mistral.ai; vLLM --tokenizer-mode mistral, NVIDIA NIM)",
+    rules={
+        "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
+        "unknown-message-fields": {"enabled": True, "deny": ["name"]},
+        "tool-call-ids": {"enabled": True, "format": "mistral9"},
+        "function-names": {"enabled": True, "pattern": "strict"},
+        "system-messages": {"enabled": True, "later": "hoist"},
+        "tool-user-bridge": True,
+        "trailing-assistant": {"enabled": True, "action": "continue"},
+        "empty-tools": True,
+    },
+    contract=_contract(
+        PAIRING,
+        # 1.A, mistral-common validator.py
+        unanswered_tool_call={"text": "Not the same number of function calls and responses"},
+        orphan_tool_result={"text": "Unexpected tool call id {id} in tool results"},
+        duplicate_tool_result={"text": "Duplicate tool call id {id} in tool results"},
+        duplicate_tool_call_id={"text": "Duplicate tool call id {id} in assistant message"},
+        missing_tool_call_id={"text": "Tool call id has to be defined."},
+        # 1.C, Mistral (solbrowse/extension#16)
+        empty_assistant={
+            "text": "Assistant message must have either content or tool_calls, but not none."
+        },
+        # 1.A, Mistral 422 extra_forbidden at ["body","tools"] (partITech/php-mistral#76)
+        empty_tools={"text": "Extra inputs are not permitted", "status": 422},
+        # 1.D/1.E, Mistral 422 extra_forbidden (charmbracelet/crush#1590, mistral-go#2)
+        unknown_field={"text": fields.MISTRAL_FIELD_TEXT, "status": 422, "deny": ["name"]},
+        tool_call_id_format={},  # 1.A, Mistral (langchain-ai/langchain#24668)
+        function_name_invalid={},  # 1.A, mistral-common
+        unexpected_role_order={},  # 1.B, Mistral (datapizza-labs/datapizza-ai#98)
+        conversation_start={},  # 1.B, mistral-common validator.py
+        trailing_assistant={},  # 1.B, Mistral (NEKOparapa/AiNiee#641)
+        # mistral-common's four roles (inferred wording, see fields.MISTRAL_ROLE_TEXT)
+        unknown_role={
+            "text": fields.MISTRAL_ROLE_TEXT,
+            "status": 422,
+            "roles": list(DEEPSEEK_ROLES),
+        },
+    ),
+    envelope="mistral",
+)
+
+GROQ = Profile(
+    "groq",
+    "Groq (api.groq.com/openai): strict per-role field allowlist",
+    rules={
+        "unknown-message-fields": True,
+        "text-part-arrays": {"enabled": True, "roles": ["system"]},
+    },
+    contract=_contract(
+        PAIRING,
+        # 1.A, Groq (hackclub/ai#22)
+        missing_tool_call_id={
+            "text": "'messages.{index}' : for 'role:tool' the following must be satisfied"
+            "[('messages.{index}.tool_call_id' : property 'tool_call_id' is missing)]"
+        },
+        unknown_field={},  # 1.E, Groq (ServiceStack/llms#17)
+        # 1.C, Groq (OpenHands/OpenHands#4643)
+        content_not_string={
+            "roles": ["system"],
+            "text": "'messages.{index}' : for 'role:system' the following must be satisfied"
+            "[('messages.{index}.content' : value must be a string)]",
+        },
+    ),
+)
+
+CEREBRAS = Profile(
+    "cerebras",
+    "Cerebras (api.cerebras.ai): strict fields, strict JSON",
+    rules={"unknown-message-fields": True},
+    contract=_contract(
+        PAIRING,
+        unknown_field={"text": fields.CEREBRAS_FIELD_TEXT},  # 1.D (Kilo-Org/kilocode#10375)
+    ),
+)
+
+QWEN = Profile(
+    "qwen",
+    "Qwen / DashScope (Bailian, Qwen Portal) and Qwen3.5+ chat templates",
+    rules={
+        "developer-role": True,
+        "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
+        # DashScope takes part lists; only a bare part object is refused (1.C, Memoh#744).
+        "text-part-arrays": {"enabled": True, "lists": False},
+        "system-messages": {"enabled": True, "later": "hoist"},
+        "leading-user-message": True,
+        "empty-tools": True,
+    },
+    contract=_contract(
+        PAIRING,
+        # 1.A, Qwen DashScope (QwenLM/qwen-code#315)
+        unanswered_tool_call={
+            "text": "<400> InternalError.Algo.InvalidParameter: An assistant message with "
+            '"tool_calls" must be followed by tool messages responding to each "tool_call_id". '
+            "The following tool_call_ids did not have response messages: message[{index}].role"
+        },
+        # 1.A, Qwen DashScope (philschmid/mcp-openai-gemini-llama-example#5)
+        orphan_tool_result={
+            "text": '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must '
+            'be a response to a preceeding message with "tool_calls".'
+        },
+        # 1.A, Qwen DashScope (smallmain/vscode-unify-chat-provider#65)
+        empty_tool_calls={"text": "Empty tool_calls is not supported in message"},
+        system_not_first={},  # 1.B, Qwen3.5 template (vllm-project/vllm#41114)
+        no_user_message={},  # 1.B, DashScope (agentscope-ai/agentscope-java#613)
+        content_object={},  # 1.C, DashScope (felinics/Memoh#744)
+        # 1.B, Qwen (earendil-works/pi#5117)
+        unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
+        empty_tools={},
+    ),
+)
+
+GLM = Profile(
+    "glm",
+    "Zhipu GLM (open.bigmodel.cn, api.z.ai): one generic 1214 error for many causes",
+    rules={"text-part-arrays": True, "leading-user-message": True},
+    contract=_contract(
+        PAIRING,
+        # 1.C, GLM-5.1 via a platform (BigPizzaV3/CodexPlusPlus#329)
+        content_not_string={
+            "text": "request param validation error, Value error, "
+            "message[{index}].content[{position}] has invalid field(s): text",
+            "text_only": True,
+        },
+        # 1.A, Zhipu GLM (MetaGLM/zhipuai-sdk-python-v4#14): the generic 1214
+        duplicate_tool_call_id={"text": _GLM_1214},
+        no_user_message={"text": _GLM_1214},  # 1.B, GLM-4.5 (anomalyco/opencode#2557)
+    ),
+)
+
+MINIMAX = Profile(
+    "minimax",
+    "MiniMax (api.minimax.io): error code 2013",
+    rules={"system-messages": {"enabled": True, "later": "hoist"}},
+    contract=_contract(
+        PAIRING,
+        # 1.A, MiniMax (Kilo-Org/kilocode#3967)
+        unanswered_tool_call={"text": "invalid params, tool call and result not match (2013)"},
+        # 1.A, MiniMax (MiniMax-AI/MiniMax-M2#76)
+        orphan_tool_result={"text": "invalid params, tool result's tool id({id}) not found (2013)"},
+        multiple_system={},  # 1.B, MiniMax (BigPizzaV3/CodexPlusPlus#267)
+    ),
+)
+
+GEMINI_OPENAI = Profile(
+    "gemini-openai",
+    "Google Gemini's OpenAI-compatible endpoint (generativelanguage.googleapis.com/v1beta/openai)",
+    rules={
+        "leading-user-message": True,
+        "function-names": {"enabled": True, "pattern": "gemini"},
+        "tool-message-name": {"enabled": True, "add_missing": True},
+        # Gemini 3 needs its thought signatures back on the calls (1.D, Gitlawb/openclaude#76)
+        "bookkeeping-keys": {"keep": ["extra_content"]},
+    },
+    contract=_contract(
+        PAIRING,
+        # 1.A, Gemini (google-gemini/gemini-cli#4217)
+        unanswered_tool_call={
+            "text": "Please ensure that the number of function response parts is equal to the "
+            "number of function call parts of the function call turn."
+        },
+        # 1.A, Gemini (langchain-ai/langchain#27799)
+        orphan_tool_result={
+            "text": "Please ensure that function response turn comes immediately after a "
+            "function call turn"
+        },
+        # 1.B, Gemini (google-gemini/gemini-cli#11814)
+        first_not_user={
+            "text": "Please ensure that function call turn comes immediately after a user turn "
+            "or after a function response turn.",
+            "tool_calls_only": True,
+        },
+        # 1.A, Gemini (google-gemini/gemini-cli#7878)
+        function_name_invalid={"pattern": "gemini", "text": ids.GEMINI_NAME_TEXT},
+        tool_message_name={},  # 1.A, Gemini (pydantic/pydantic-ai#1879)
+        bookkeeping_field={"keep": ["extra_content"]},
+    ),
+)
+
+XAI = Profile(
+    "xai",
+    "xAI Grok (api.x.ai): every message needs a content element",
+    rules={
+        "thinking-parts": True,
+        # more than one text element is refused, one is not (1.C, nocmt/LLMSearchPlus#2)
+        "text-part-arrays": {"enabled": True, "min_parts": 2},
+        "null-content": True,
+        # null, absent and [] are refused next to tool calls, "" is the workaround (1.C,
+        # langchain-ai/langchain#34140, AstrBotDevs/AstrBot#6447)
+        "tool-call-content": {
+            "enabled": True,
+            "shape": "empty",
+            "kinds": ["absent", "null", "empty_list"],
+        },
+    },
+    contract=_contract(
+        PAIRING,
+        no_content_element={},  # 1.C, xAI (langchain-ai/langchain#34140)
+        multiple_text_elements={},  # 1.C, xAI (nocmt/LLMSearchPlus#2)
+        thinking_part={"text": content.XAI_SINGLE_TEXT},  # 1.C, xAI (nocmt/LLMSearchPlus#2)
+    ),
+)
+
+OPENAI = Profile(
+    "openai",
+    "OpenAI (api.openai.com) Chat Completions: `developer` is kept, images only in user messages",
+    rules={
+        "empty-tools": True,
+        "thinking-parts": True,
+        "image-parts": {"enabled": True, "action": "relocate"},
+        "tool-call-ids": {"enabled": True, "format": "max40"},
+        "function-names": {"enabled": True, "pattern": "strict"},
+        "null-content": True,
+    },
+    contract=_contract(
+        _OPENAI_PAIRING,
+        empty_tools={},
+        image_not_user={},  # 1.C, OpenAI (OpenHands/OpenHands#7700)
+        # 1.A, OpenAI (agno-agi/agno#5382)
+        tool_call_id_format={"format": "max40", "text": ids.OPENAI_ID_LENGTH_TEXT},
+        function_name_invalid={"text": ids.OPENAI_NAME_TEXT},  # 1.A (mcp-use/mcp-use#90)
+        content_null={},  # 1.C, OpenAI/Azure (langchain-ai/langchainjs#4153)
+        thinking_part={},  # 1.C, OpenAI unknown part type (aallam/openai-kotlin#320)
+    ),
+)
+
+AZURE = Profile(
+    "azure",
+    "Azure OpenAI / Azure AI Inference: OpenAI's rules plus a strict field allowlist",
+    rules={**OPENAI.rules, "unknown-message-fields": True},
+    contract=_contract(
+        OPENAI.contract,
+        unknown_field={"text": fields.AZURE_FIELD_TEXT},  # 1.E (microsoft/azurechat#503)
+    ),
+)
+
+CHAT_TEMPLATE = Profile(
+    "chat-template",
+    "Self-hosted servers rendering HF chat templates (vLLM, SGLang, TGI, llama.cpp, LM Studio)",
+    rules={
+        # HF templates know system, user, assistant and tool: a `developer` turn breaks their
+        # alternation check (1.B, microsoft/autogen#1037)
+        "developer-role": True,
+        "system-messages": {"enabled": True, "later": "hoist"},
+        "consecutive-user-messages": True,
+        "leading-user-message": True,
+        "tool-user-bridge": True,
+        "trailing-assistant": {"enabled": True, "action": "continue", "prefix_allowed": False},
+    },
+    contract=_contract(
+        PAIRING,
+        system_not_first={},  # 1.B, Qwen3.5 templates (vllm-project/vllm#41114)
+        roles_not_alternating={},  # 1.B, HF templates (microsoft/autogen#1037)
+        # 1.B, llama.cpp (ggml-org/llama.cpp#20861)
+        trailing_assistant={
+            "text": "Assistant response prefill is incompatible with enable_thinking.",
+            "prefix_allowed": False,
+        },
+    ),
+)
+
+PASSTHROUGH = Profile(
+    "passthrough",
+    "No repair and no contract: chatmend only relays (and logs)",
+    rules=dict.fromkeys((rule.name for rule in RULES), False),
+    contract={},
+)
+
+#: Every profile, by name, in the order the README lists them.
+PROFILES: Mapping[str, Profile] = {
+    profile.name: profile
+    for profile in (
+        DEEPSEEK,
+        DEEPSEEK_REASONER,
+        KIMI,
+        MISTRAL,
+        GROQ,
+        CEREBRAS,
+        QWEN,
+        GLM,
+        MINIMAX,
+        GEMINI_OPENAI,
+        XAI,
+        OPENAI,
+        AZURE,
+        CHAT_TEMPLATE,
+        PASSTHROUGH,
+    )
+}
+DEFAULT_PROFILE = DEEPSEEK.name
