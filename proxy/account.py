@@ -1,0 +1,225 @@
+"""What chatmend says about one request, in one place: its metrics, its log events and the
+``X-Chatmend-*`` headers of its response.
+
+The handler (proxy/handler.py) fills a ``RequestState`` on the way through and calls these at
+the step they describe; nothing here changes a body or decides where it goes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from proxy.log import get_logger
+from proxy.metrics import Metrics, classify
+from proxy.provenance import explain
+from proxy.sanitize import FIELDS, Sanitized
+from proxy.streaming import RelayResult
+from rules.engine.base import Change
+
+log = get_logger()
+
+REQUEST_ID_HEADER = "X-Request-ID"
+CHANGES_HEADER = "X-Chatmend-Changes"
+#: On a 4xx to a rewritten body whose error text cites an index: ``messages[2]=messages[3];
+#: rules=a,b`` (the index chatmend sent = the client's; ``inserted`` for a message it added).
+CLIENT_INDEX_HEADER = "X-Chatmend-Client-Index"
+OVERHEAD_HEADER = "X-Chatmend-Overhead-Ms"
+_VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+@dataclass(slots=True)
+class RequestState:
+    """What one request collects on its way through, for its one ``request_done`` line."""
+
+    request_id: str
+    upstream_ms: float | None = None
+    sanitize_ms: float | None = None
+    changes: int = 0
+    outcome: str | None = None
+    #: Rules that changed the body, and the count of changes report mode only logged.
+    rules: tuple[str, ...] = ()
+    reported: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    #: For the metrics: the config route, the API repaired (``chat``, ``responses``, else
+    #: ``other``), the profile the body ran under, chatmend's own time up to the upstream's
+    #: headers (``None`` if the upstream was never reached).
+    route: str = "default"
+    api: str = "other"
+    profile: str = "none"
+    overhead_ms: float | None = None
+
+    @classmethod
+    def of(cls, request: web.Request) -> RequestState:
+        """A fresh state, with the client's ``X-Request-ID`` if it is printable (else a new id)."""
+        given = request.headers.get(REQUEST_ID_HEADER, "")
+        return cls(given if _VALID_REQUEST_ID.fullmatch(given) else os.urandom(16).hex())
+
+    def took(self, changes: tuple[Change, ...]) -> None:
+        """The changes the body sent upstream carries (what the headers and the log describe)."""
+        self.changes = len(changes)
+        self.rules = tuple(sorted({change.rule for change in changes}))
+
+
+def headers(state: RequestState, *, reached: bool = False) -> dict[str, str]:
+    """The request id, what chatmend changed (``2; rules=a,b``, plus ``; reported=N`` in report
+    mode) and its own time: until the upstream answered, minus the upstream's, or until its
+    own answer (milliseconds). Only a request that reached the upstream is observed in the
+    overhead histogram: an early 401 or 413 would drag it toward zero."""
+    changes = str(state.changes)
+    if state.rules:
+        changes += "; rules=" + ",".join(state.rules)
+    if state.reported:
+        changes += f"; reported={state.reported}"
+    overhead = max((time.perf_counter() - state.started) * 1000 - (state.upstream_ms or 0.0), 0.0)
+    if reached:
+        state.overhead_ms = overhead
+    return {
+        REQUEST_ID_HEADER: state.request_id,
+        CHANGES_HEADER: changes,
+        OVERHEAD_HEADER: f"{overhead:.3f}",
+    }
+
+
+def answered(state: RequestState, response: web.StreamResponse) -> web.StreamResponse:
+    """``response`` with chatmend's headers, unless it is already on its way (a relayed
+    response was prepared with them)."""
+    if not response.prepared:
+        response.headers.update(headers(state))
+    return response
+
+
+def limited(meter: Metrics, state: RequestState, limit: str, **fields: object) -> None:
+    """Count and log a request that met one of chatmend's limits."""
+    meter.limits.labels(limit).inc()
+    log.warning("limit_exceeded", request_id=state.request_id, limit=limit, **fields)
+
+
+def sanitized(
+    meter: Metrics, state: RequestState, path: str, result: Sanitized, started: float
+) -> None:
+    """Count and log what the rules did to a body (``started``: when they began)."""
+    state.sanitize_ms = ms(started)
+    state.took(result.changes)
+    state.reported = len(result.reported)
+    state.profile = result.profile or "none"
+    for change in result.changes:
+        meter.rewrites.labels(change.rule, change.action).inc()
+        if "over_cost_cap" in change.detail:
+            limited(meter, state, "arguments_cost_cap", rule=change.rule)
+    for change in result.reported:
+        meter.reported.labels(change.rule, change.action).inc()
+    for failure in result.failures:
+        meter.rule_failures.labels(failure.rule).inc()
+        if failure.error == "WorkBudgetExceeded":  # a hostile shape: the rule was skipped
+            limited(meter, state, "work_budget", rule=failure.rule)
+        log.error(
+            "rule_failed",
+            request_id=state.request_id,
+            rule=failure.rule,
+            error=failure.error,
+            where=failure.where,
+        )
+    for violation in result.violations:
+        meter.violations.labels(state.profile, violation.code).inc()
+    if result.skipped:
+        log.info("payload_not_sanitized", request_id=state.request_id, reason=result.skipped)
+    if result.changed:
+        _changes("payload_sanitized", state, path, result.profile, result.changes)
+    if result.reported:
+        # Report mode: what the rules would have changed; the body went as the rules left it
+        # without them (the original bytes, in global report mode).
+        _changes("payload_reported", state, path, result.profile, result.reported)
+    if result.violations:
+        # What the provider will still reject: a rule switched off, or a defect no rule repairs.
+        log.warning(
+            "contract_violation",
+            request_id=state.request_id,
+            profile=result.profile,
+            count=len(result.violations),
+            codes=dict(Counter(v.code for v in result.violations)),
+            violations=[v.as_dict() for v in result.violations],
+        )
+
+
+def _changes(
+    event: str, state: RequestState, path: str, profile: str | None, changes: tuple[Change, ...]
+) -> None:
+    log.info(
+        event,
+        request_id=state.request_id,
+        path=path,
+        profile=profile,
+        count=len(changes),
+        rules=dict(Counter(change.rule for change in changes)),
+        changes=[change.as_dict() for change in changes],
+    )
+
+
+def rejected(
+    meter: Metrics,
+    state: RequestState,
+    result: RelayResult,
+    *,
+    original: bytes | None,
+    sent: Sanitized | None,
+    api: str | None,
+) -> None:
+    """Count a 4xx by its error class; when chatmend had rewritten the body, log what was
+    applied and, when the provider's text cites an index of the list chatmend sent, the
+    client's index for it (also in the ``X-Chatmend-Client-Index`` header of a response not
+    yet sent). The body stays as it is."""
+    meter.rejections.labels(str(result.response.status), classify(result.readable)).inc()
+    if sent is None or not sent.changed or original is None or api is None:
+        return
+    field = FIELDS[api]
+    # The whole body: the index may be in the message or in a field beside it (``param``).
+    text = result.readable.decode("utf-8", "replace") if result.readable else None
+    mapped = explain(original, sent.body, field, text)
+    client = None if mapped is None or mapped[1] is None else f"{field}[{mapped[1]}]"
+    log.warning(
+        "upstream_rejected_rewritten",
+        request_id=state.request_id,
+        status=result.response.status,
+        error_class=classify(result.readable),
+        rules=list(state.rules),
+        changes=state.changes,
+        cited=None if mapped is None else f"{field}[{mapped[0]}]",
+        client_index=None if mapped is None else mapped[1],
+        inserted_by_chatmend=mapped is not None and mapped[1] is None,
+    )
+    if mapped is not None and not result.response.prepared:
+        value = f"{field}[{mapped[0]}]={client or 'inserted'}; rules={','.join(state.rules)}"
+        result.response.headers[CLIENT_INDEX_HEADER] = value
+
+
+def upstream_failed(state: RequestState, error: str | None, **fields: object) -> None:
+    log.warning("upstream_failed", request_id=state.request_id, error=error, **fields)
+
+
+def done(meter: Metrics, request: web.Request, state: RequestState, status: int) -> None:
+    """The request's one ``request_done`` line and its counters."""
+    meter.requests.labels(state.route, state.api, str(status), state.profile).inc()
+    if state.overhead_ms is not None:
+        meter.overhead_seconds.observe(state.overhead_ms / 1000)
+    log.info(
+        "request_done",
+        request_id=state.request_id,
+        method=request.method,
+        path=request.path,
+        status=status,
+        duration_ms=ms(state.started),
+        upstream_ms=state.upstream_ms,
+        sanitize_ms=state.sanitize_ms,
+        changes=state.changes,
+        outcome=state.outcome,
+    )
+
+
+def ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)

@@ -1,0 +1,18 @@
+"""The objects one app holds for all its requests, by key (``request.app[KEY]``)."""
+
+from __future__ import annotations
+
+from aiohttp import ClientSession, web
+
+from proxy.metrics import Metrics
+from proxy.offload import Offloader
+from proxy.recover import Suggestions
+from proxy.routing import RuntimeHolder
+from proxy.stash.hooks import ReasoningHooks
+
+SESSION_KEY = web.AppKey("session", ClientSession)
+RUNTIME_KEY = web.AppKey("runtime", RuntimeHolder)
+METRICS_KEY = web.AppKey("metrics", Metrics)
+REASONING_KEY = web.AppKey("reasoning", ReasoningHooks)
+SUGGESTIONS_KEY = web.AppKey("recovery_suggestions", Suggestions)
+OFFLOAD_KEY = web.AppKey("offload", Offloader)

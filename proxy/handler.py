@@ -1,0 +1,413 @@
+"""One request's trip through chatmend, top to bottom:
+route and limits -> read -> sanitize -> relay -> account.
+
+``handle`` is the app's catch-all route (proxy/app.py answers the probes before it). Each step
+is one function below, in the order a request meets them; a step that answers the request
+itself (an error, a refusal) returns that answer, and the trip ends there. What is said about
+the request (metrics, log events, ``X-Chatmend-*`` headers) is in proxy/account.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+
+from aiohttp import ClientError, web
+from multidict import CIMultiDict
+
+from proxy import account, body, errors
+from proxy.account import RequestState
+from proxy.appkeys import (
+    METRICS_KEY,
+    OFFLOAD_KEY,
+    REASONING_KEY,
+    RUNTIME_KEY,
+    SESSION_KEY,
+    SUGGESTIONS_KEY,
+)
+from proxy.config import Config
+from proxy.credentials import apply_upstream_credentials, authorized
+from proxy.log import get_logger
+from proxy.metrics import Metrics
+from proxy.recover import RECOVERED_HEADER, may_retry, plan_retry, record
+from proxy.routing import RefusedPath, Route, Runtime, route_path
+from proxy.sanitize import Sanitized, sanitize_body
+from proxy.stash.hooks import RequestReasoning
+from proxy.streaming import RelayResult, relay
+from proxy.upstream import open_upstream, request_headers, upstream_url
+
+#: The methods chatmend forwards. TRACE would echo the request headers back, a route's own
+#: upstream key included; CONNECT and the rest have no business with an HTTP API.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+log = get_logger()
+
+#: What sending a body upstream gives: its status and the relay's result, or chatmend's own
+#: error response (the upstream could not be reached).
+Answer = tuple[int, RelayResult] | web.Response
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """A request's body as read: ``raw`` as it came (forwarded when no rule changed it),
+    ``decoded`` what the rules read (``raw`` inflated, if it came compressed), and ``api``, the
+    API whose body chatmend repairs on this path (``None``: passed through as it came)."""
+
+    raw: bytes | None = None
+    decoded: bytes | None = None
+    api: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """What the rules made of a body (``None``: they did not run), and the reasoning the stash
+    recalled for it (its response is then observed)."""
+
+    sanitized: Sanitized | None = None
+    reasoning: RequestReasoning | None = None
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
+    """Serve one request, contain unexpected errors, and account for it once."""
+    state = RequestState.of(request)
+    meter = request.app[METRICS_KEY]
+    status = 499  # stays so if the client disconnects and the handler is cancelled
+    try:
+        response = account.answered(state, await _serve(request, state))
+        status = response.status
+        return response
+    except web.HTTPException as exc:  # aiohttp's own answers (none expected from the route)
+        status = exc.status
+        raise
+    except (asyncio.CancelledError, ConnectionResetError):  # the client left mid-request
+        state.outcome = state.outcome or "client_disconnected"
+        raise
+    except Exception as exc:  # nothing a client sends may crash the server
+        log.error("request_failed", request_id=state.request_id, error=type(exc).__name__)
+        status = 500
+        return account.answered(state, errors.internal_error())
+    finally:
+        account.done(meter, request, state, status)
+
+
+async def _serve(request: web.Request, state: RequestState) -> web.StreamResponse:
+    runtime = request.app[RUNTIME_KEY].current  # read once: a reload does not touch this request
+    # 1. Route and limits: nothing is read of a request chatmend will not serve.
+    route = _admit(request, state, runtime)
+    if isinstance(route, web.Response):
+        return route
+    # 2. Read: the body as it came, and decoded where chatmend repairs it.
+    read = await _read(request, state, runtime.config)
+    if isinstance(read, web.Response):
+        return read
+    # 3. Sanitize: the route's rules, fail-open within the deadline.
+    repair = await _sanitize(request, state, route, read, runtime.config)
+    if isinstance(repair, web.Response):
+        return repair
+    # 4. Relay: send it upstream and stream the answer back (a 400 a rule repairs: once more).
+    return await _relay(request, state, route, read, repair, config=runtime.config)
+
+
+# 1. Route and limits ------------------------------------------------------------------------
+
+
+def _admit(request: web.Request, state: RequestState, runtime: Runtime) -> Route | web.Response:
+    """The route for the request's path, or the refusal of a path, a method, a size or a
+    client without the route's token."""
+    meter = request.app[METRICS_KEY]
+    try:
+        path = route_path(request.rel_url.raw_path)
+    except RefusedPath as exc:
+        return _refused(meter, state, "path", errors.bad_path(str(exc)), reason=str(exc))
+    route = runtime.route_for(path)
+    state.route = route.name
+    if request.method not in METHODS:
+        allowed = ", ".join(sorted(METHODS))
+        return _refused(meter, state, "method", errors.method_not_allowed(allowed))
+    early = body.refused_early(request, runtime.config)
+    if early is not None:
+        limit = "header_size" if early.status == 431 else "body_size"
+        return _refused(meter, state, limit, early)
+    if not authorized(route.config, request.headers):
+        state.outcome = "unauthorized"
+        return errors.closing(errors.unauthorized(route.name))
+    return route
+
+
+def _refused(
+    meter: Metrics, state: RequestState, limit: str, response: web.Response, **fields: object
+) -> web.Response:
+    state.outcome = "rejected"
+    account.limited(meter, state, limit, **fields)
+    return errors.closing(response)
+
+
+def api_of(request: web.Request) -> str | None:
+    """The API whose body chatmend repairs on this path: ``chat`` (a POST to any path ending in
+    /chat/completions), ``responses`` (ending in /responses), else ``None``."""
+    if request.method != "POST":
+        return None
+    path = request.path.rstrip("/")
+    if path.endswith("/chat/completions"):
+        return "chat"
+    return "responses" if path.endswith("/responses") else None
+
+
+# 2. Read ------------------------------------------------------------------------------------
+
+
+async def _read(request: web.Request, state: RequestState, config: Config) -> Body | web.Response:
+    """The body within ``client_body_timeout`` and ``max_body_bytes``, decoded (within
+    ``max_body_bytes`` too) when it is one chatmend repairs."""
+    if not request.body_exists:
+        return Body()
+    meter = request.app[METRICS_KEY]
+    try:
+        raw = await body.read(request, config)
+    except web.HTTPRequestEntityTooLarge:
+        return _refused(meter, state, "body_size", errors.too_large(config.max_body_bytes))
+    except TimeoutError:
+        state.outcome = "client_timeout"
+        return errors.body_timeout(config.client_body_timeout)
+    api = api_of(request)
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if api is None or encoding in ("", "identity"):
+        return Body(raw, raw, api)
+    try:
+        decoded = await body.decoded(raw, encoding, config.max_body_bytes)
+    except body.TooLarge:
+        return _refused(meter, state, "decoded_size", errors.too_large(config.max_body_bytes))
+    if decoded is None:  # an encoding chatmend does not read, or broken: sent as it came
+        log.info("payload_not_sanitized", request_id=state.request_id, reason="encoding")
+        return Body(raw)
+    return Body(raw, decoded, api)
+
+
+# 3. Sanitize --------------------------------------------------------------------------------
+
+
+async def _sanitize(
+    request: web.Request, state: RequestState, route: Route, read: Body, config: Config
+) -> Repair | web.Response:
+    """The rules over the decoded body, in a worker process if it is big; the body goes as it
+    came if they do not finish within ``sanitize_deadline`` (or the worker fails)."""
+    if read.decoded is None or read.api is None:
+        return Repair()
+    state.api = read.api
+    app = request.app
+    offload = app[OFFLOAD_KEY]
+    big = offload.enabled and len(read.decoded) > config.offload_body_bytes
+    reasoning: RequestReasoning | None = None
+    sanitized: Sanitized | None = None
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(config.sanitize_deadline):
+            if read.api == "chat":  # issue 4: one stash lookup before the rules (scope: the route)
+                reasoning = await app[REASONING_KEY].before_rules(
+                    route.planner,
+                    read.decoded,
+                    route.config.upstream.url,
+                    request.headers,
+                    request.rel_url.query,
+                    offload=offload.call if big else None,
+                )
+            started = time.perf_counter()
+            scope = "" if reasoning is None else reasoning.scope
+            recalled = None if reasoning is None else reasoning.recalled
+            if big:  # parsed and repaired in a worker process (proxy/offload.py)
+                sanitized = await offload.sanitize(
+                    read.decoded, route.planner, read.api, scope=scope, recalled=recalled
+                )
+            else:
+                parsed = None if reasoning is None else reasoning.payload
+                sanitized = sanitize_body(
+                    read.decoded,
+                    route.planner,
+                    read.api,
+                    parsed=parsed,
+                    scope=scope,
+                    recalled=recalled,
+                )
+    except TimeoutError:
+        # Fail-open: the body goes as it came, as if chatmend were not there.
+        limit = "sanitize_deadline"
+        account.limited(app[METRICS_KEY], state, limit, seconds=config.sanitize_deadline)
+    except Exception as exc:
+        if not big:
+            raise
+        # A broken worker process or pool: fail-open too.
+        log.error("offload_failed", request_id=state.request_id, error=type(exc).__name__)
+    if sanitized is None:
+        return Repair(None, reasoning)
+    account.sanitized(app[METRICS_KEY], state, request.path, sanitized, started)
+    app[REASONING_KEY].report(state.request_id, sanitized.changes)
+    if sanitized.skipped == "json_too_deep":
+        state.outcome = "rejected"
+        return errors.too_deep()
+    return Repair(sanitized, reasoning)
+
+
+# 4. Relay -----------------------------------------------------------------------------------
+
+
+async def _relay(
+    request: web.Request,
+    state: RequestState,
+    route: Route,
+    read: Body,
+    repair: Repair,
+    *,
+    config: Config,
+) -> web.StreamResponse:
+    """Send the body upstream (the client's bytes, compressed or not, if no rule changed them)
+    and relay the answer; a 400 of a class a rule repairs is repaired and sent once more."""
+    sanitized, reasoning = repair.sanitized, repair.reasoning
+    rewritten = sanitized is not None and sanitized.changed
+    headers = request_headers(request.headers)
+    if rewritten:
+        headers.popall("Content-Encoding", None)  # the new body is sent decoded
+    apply_upstream_credentials(route.config, headers)
+    hooks = request.app[REASONING_KEY]
+    profile = None if sanitized is None else sanitized.profile
+    if hooks.observes(route.planner, profile, reasoning):
+        hooks.offer_readable_encodings(headers)
+    send = partial(
+        _exchange,
+        request=request,
+        state=state,
+        route=route,
+        headers=headers,
+        profile=profile,
+        reasoning=reasoning,
+    )
+    answer = await send(sanitized.body if sanitized is not None and rewritten else read.raw, {})
+    if isinstance(answer, web.Response):
+        return answer
+    if (
+        answer[0] == 400
+        and route.config.recover.active
+        and sanitized is not None
+        and read.decoded
+        and len(read.decoded) <= config.offload_body_bytes  # the retry's repair runs inline
+    ):
+        # issue 19: the retry goes decoded.
+        headers.popall("Content-Encoding", None)
+        retried = await _recover(
+            request,
+            state,
+            route,
+            answer[1],
+            original=read.decoded,
+            sanitized=sanitized,
+            reasoning=reasoning,
+            max_body_bytes=config.max_body_bytes,
+            send=send,
+        )
+        if retried is not None:
+            sanitized, answer = retried
+            if isinstance(answer, web.Response):
+                return answer
+    status, result = answer
+    if 400 <= status < 500:
+        meter = request.app[METRICS_KEY]
+        account.rejected(meter, state, result, original=read.decoded, sent=sanitized, api=read.api)
+    state.outcome = result.outcome
+    if result.outcome == "upstream_failed":
+        account.upstream_failed(state, result.error, bytes_relayed=result.bytes_relayed)
+    return result.response
+
+
+async def _exchange(
+    body: bytes | None,
+    extra_headers: Mapping[str, str],
+    *,
+    request: web.Request,
+    state: RequestState,
+    route: Route,
+    headers: CIMultiDict[str],
+    profile: str | None,
+    reasoning: RequestReasoning | None,
+) -> Answer:
+    """Send ``body`` upstream and relay the answer: its status and the relay's result, or
+    chatmend's own error response if the upstream could not be reached."""
+    hooks = request.app[REASONING_KEY]
+    started = time.perf_counter()
+    try:
+        upstream = await open_upstream(
+            request.app[SESSION_KEY],
+            request.method,
+            upstream_url(
+                route.config.upstream.url, route.upstream_path(request.rel_url.raw_path_qs)
+            ),
+            headers,
+            body,
+            timeout=route.timeout,
+        )
+    except TimeoutError as exc:
+        state.outcome = "upstream_timeout"
+        account.upstream_failed(state, type(exc).__name__)
+        return errors.upstream_timeout()
+    except ClientError as exc:
+        state.outcome = "upstream_unreachable"
+        account.upstream_failed(state, type(exc).__name__)
+        return errors.upstream_unreachable()
+    state.upstream_ms = account.ms(started)
+    meter = request.app[METRICS_KEY]
+    meter.upstream_seconds.observe(state.upstream_ms / 1000)
+    meter.streams.inc()
+    observer = hooks.observer(route.planner, profile, reasoning, upstream, state.request_id)
+    try:
+        own = account.headers(state, reached=True)
+        result = await relay(request, upstream, {**own, **extra_headers}, observer)
+        await hooks.after_relay(observer)
+    finally:
+        meter.streams.dec()
+    return upstream.status, result
+
+
+async def _recover(
+    request: web.Request,
+    state: RequestState,
+    route: Route,
+    first: RelayResult,
+    *,
+    original: bytes,
+    sanitized: Sanitized,
+    reasoning: RequestReasoning | None,
+    max_body_bytes: int,
+    send: Callable[[bytes, Mapping[str, str]], Awaitable[Answer]],
+) -> tuple[Sanitized, Answer] | None:
+    """Send the retry a 400 calls for (``proxy.recover``): the body sent and the answer, or
+    ``None`` (the first answer stands)."""
+    if first.readable is None or sanitized.skipped:
+        return None
+    retry = plan_retry(
+        first.readable,
+        original,
+        sanitized,
+        route.planner,
+        state.api,
+        scope="" if reasoning is None else reasoning.scope,
+        recalled=None if reasoning is None else reasoning.recalled,
+    )
+    if retry is None or not may_retry(
+        request, first, retry, request_id=state.request_id, max_body_bytes=max_body_bytes
+    ):
+        return None
+    # What X-Chatmend-Changes and request_done describe is the body the upstream accepted.
+    state.took(retry.sanitized.changes)
+    answer = await send(retry.sanitized.body, {RECOVERED_HEADER: retry.header})
+    status, result = (answer.status, None) if isinstance(answer, web.Response) else answer
+    record(
+        retry,
+        status,
+        result,
+        request_id=state.request_id,
+        route=route.name,
+        meter=request.app[METRICS_KEY],
+        suggestions=request.app[SUGGESTIONS_KEY],
+    )
+    return retry.sanitized, answer
