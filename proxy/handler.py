@@ -215,21 +215,15 @@ async def _sanitize(
                     offload=offload.call if big else None,
                 )
             started = time.perf_counter()
-            scope = "" if reasoning is None else reasoning.scope
-            recalled = None if reasoning is None else reasoning.recalled
+            given = None if reasoning is None else reasoning.given
             if big:  # parsed and repaired in a worker process (proxy/offload.py)
                 sanitized = await offload.sanitize(
-                    read.decoded, route.planner, read.api, scope=scope, recalled=recalled
+                    read.decoded, route.planner, read.api, given=given
                 )
             else:
                 parsed = None if reasoning is None else reasoning.payload
                 sanitized = sanitize_body(
-                    read.decoded,
-                    route.planner,
-                    read.api,
-                    parsed=parsed,
-                    scope=scope,
-                    recalled=recalled,
+                    read.decoded, route.planner, read.api, parsed=parsed, given=given
                 )
     except TimeoutError:
         # Fail-open: the body goes as it came, as if chatmend were not there.
@@ -390,8 +384,7 @@ async def _recover(
         sanitized,
         route.planner,
         state.api,
-        scope="" if reasoning is None else reasoning.scope,
-        recalled=None if reasoning is None else reasoning.recalled,
+        given=None if reasoning is None else reasoning.given,
     )
     if retry is None or not may_retry(
         request, first, retry, request_id=state.request_id, max_body_bytes=max_body_bytes

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import pickle
-from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
@@ -21,6 +20,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from proxy.sanitize import Sanitized, sanitize_body
+from rules.engine.base import Given
 from rules.providers.planner import Planner
 
 #: Planners a worker has unpickled, by digest (one per route and config generation).
@@ -60,13 +60,10 @@ class Offloader:
         planner: Planner,
         api: str,
         *,
-        scope: str = "",
-        recalled: Mapping[str, str] | None = None,
+        given: Given | None = None,
     ) -> Sanitized:
         """``sanitize_body`` in a worker process."""
-        result: Sanitized = await self.call(
-            _sanitize, body, planner, (api, scope, dict(recalled or {}))
-        )
+        result: Sanitized = await self.call(_sanitize, body, planner, api, given)
         return result
 
     async def call(self, function: Any, body: bytes, planner: Planner, *args: Any) -> Any:
@@ -106,9 +103,8 @@ def _unpickled(key: bytes, blob: bytes) -> Planner:
     return planner
 
 
-def _sanitize(body: bytes, planner: Planner, request: tuple[str, str, dict[str, str]]) -> Sanitized:
-    api, scope, recalled = request
-    return sanitize_body(body, planner, api, scope=scope, recalled=recalled)
+def _sanitize(body: bytes, planner: Planner, api: str, given: Given | None) -> Sanitized:
+    return sanitize_body(body, planner, api, given=given)
 
 
 def _call(function: Any, key: bytes, blob: bytes, body: bytes, args: tuple[Any, ...]) -> Any:

@@ -31,7 +31,7 @@ from proxy.metrics import Metrics, classes, error_text
 from proxy.provenance import cited_index
 from proxy.sanitize import FIELDS, PlanSource, Sanitized, plan_for, sanitize_body
 from proxy.streaming import RelayResult
-from rules.engine.base import Change
+from rules.engine.base import Change, Given
 from rules.providers.contract.repairs import repair_for
 from rules.providers.planner import with_repair
 
@@ -63,8 +63,7 @@ def plan_retry(
     planner: PlanSource,
     api: str,
     *,
-    scope: str = "",
-    recalled: Mapping[str, str] | None = None,
+    given: Given | None = None,
 ) -> Retry | None:
     """The retry a 400 with body ``error`` calls for, or ``None``: the first class the error
     text matches (most specific first) whose repair, enforced over the plan of the request, makes
@@ -79,7 +78,7 @@ def plan_retry(
         return None  # not a body the rules read (sanitize_body skipped it too)
     for repair in repairs:
         plan = with_repair(plan_for(planner, model, api), repair.rules)
-        result = sanitize_body(original, plan, api, scope=scope, recalled=recalled)
+        result = sanitize_body(original, plan, api, given=given)
         if result.skipped or result.body == first.body:
             continue
         rules = {

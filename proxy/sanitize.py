@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from rules.chat import lone_surrogates, reasoning_content
-from rules.engine.base import Change, Rule, RuleContext
+from rules.chat import lone_surrogates
+from rules.engine.base import Change, Given, Rule, RuleContext
 from rules.engine.pipeline import RuleFailure, run_rules
+from rules.engine.text import repair_value
 from rules.providers.contract import DEFAULT_CONTRACT, Violation, violations
 from rules.providers.contract import responses as responses_contract
 from rules.providers.planner import Plan, Planner, compile_responses_plan
@@ -59,8 +60,7 @@ def sanitize_body(
     api: str = "chat",
     *,
     parsed: dict[str, Any] | None = None,
-    scope: str = "",
-    recalled: Mapping[str, str] | None = None,
+    given: Given | None = None,
 ) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
@@ -68,7 +68,7 @@ def sanitize_body(
 
     ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (the proxy, to look up
     the stashed reasoning): it is used instead of a second parse, and is the caller's no more.
-    ``scope`` and ``recalled`` go to the ``reasoning-content`` rule (see proxy/stash).
+    ``given`` (what the proxy recalled for the request, see proxy/stash) goes to every rule.
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
@@ -88,8 +88,8 @@ def sanitize_body(
     if not isinstance(payload, dict):
         return Sanitized(raw, skipped="body_not_object")
     plan = plan_for(source, payload.get("model"), api)
-    if recalled:
-        plan = _with_recalled(plan, scope, recalled)
+    if given is not None and given.recalled:
+        plan = plan.given(given)
     field = FIELDS[api]
     steps = plan.steps
     if readable:
@@ -140,21 +140,6 @@ def sanitize_body(
     )
 
 
-def _with_recalled(plan: Plan, scope: str, recalled: Mapping[str, str]) -> Plan:
-    """``plan`` with the recalled reasoning in the ``reasoning-content`` step's context."""
-
-    def give(steps: Sequence[tuple[Rule, RuleContext]]) -> list[tuple[Rule, RuleContext]]:
-        return [
-            (rule, replace(ctx, scope=scope, recalled=recalled))
-            if rule.name == reasoning_content.NAME
-            else (rule, ctx)
-            for rule, ctx in steps
-        ]
-
-    report = None if plan.report is None else give(plan.report)
-    return replace(plan, steps=give(plan.steps), report=report)
-
-
 def _report(raw: bytes, plan: Plan, field: str) -> tuple[Change, ...]:
     """What the report-mode rules would change: every step runs on a second parse of the body
     (the enforced run owns the first), and their changes are kept."""
@@ -198,7 +183,7 @@ def _repair_fields(
     (that is left to the lone-surrogates rules; a non-list ``field`` is repaired here)."""
     listed = isinstance(payload.get(field), list)
     rest = {key: value for key, value in payload.items() if not (listed and key == field)}
-    fixed, paths = lone_surrogates.repair_value(rest)
+    fixed, paths = repair_value(rest)
     if not paths:
         return payload, ()
     if listed:

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import Sanitized, sanitize_body
-from rules.chat import RULES, lone_surrogates
+from rules.chat import RULES
 from rules.engine.pipeline import default_steps
+from rules.engine.text import repair_value
 from tests.bodies import (
     NESTING_DEPTHS,
     SCALING_SHAPES,
@@ -67,7 +68,7 @@ def check(raw: bytes) -> Sanitized:
     try:
         original = orjson.loads(raw)
     except orjson.JSONDecodeError:  # the one kind of body orjson refuses that chatmend repairs
-        original = lone_surrogates.repair_value(json.loads(raw))[0]
+        original = repair_value(json.loads(raw))[0]
     assert isinstance(payload, dict)
     assert isinstance(payload["messages"], list)
     # ...that keeps every other field as it parsed...

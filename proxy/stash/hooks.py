@@ -1,16 +1,18 @@
 """Where the proxy calls into the stash: before the rules (one lookup) and around the relay.
 
 ``ReasoningHooks`` is built once per app. Per request it costs nothing unless the request runs
-under a profile whose plan has ``reasoning-content``: then a body holding ``"tool_calls"`` is
-parsed here once (``sanitize_body`` reuses that parse), the keys of the tool-call turns lacking
-reasoning go to the store in one ``get_many``, and a 200 response gets an observer.
+under a profile whose plan has a rule that recalls (``Rule.recall``: ``reasoning-content``):
+then the body is parsed here once (``sanitize_body`` reuses that parse); if the rule serves the
+request (thinking mode) and the body holds ``"tool_calls"``, the keys it asks for go to the
+store in one ``get_many`` and reach the rules in ``RuleContext.given``; and a 200 response gets
+an observer. No rule is looked up by name.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -23,10 +25,9 @@ from proxy.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.keys import request_scope
 from proxy.stash.observer import READABLE_ENCODINGS, ResponseObserver, readable_accept_encoding
-from rules.chat.reasoning_content import NAME, wanted_keys
-from rules.engine.base import Change, RuleContext
-from rules.engine.thinking import THINKING_MODELS, thinking_enabled
-from rules.providers.planner import Plan, Planner
+from rules.chat.reasoning_content import NAME
+from rules.engine.base import Change, Given
+from rules.providers.planner import Planner
 
 log = get_logger()
 
@@ -35,10 +36,10 @@ log = get_logger()
 class RequestReasoning:
     """What the request side hands to the rules and to the response side."""
 
-    scope: str
+    #: The request's scope and what was recalled for it, given to every rule.
+    given: Given
     #: The body parsed for the lookup, for ``sanitize_body`` to reuse (``None``: not parsed).
     payload: dict[str, Any] | None = None
-    recalled: Mapping[str, str] = field(default_factory=dict)
     #: Whether the response is worth observing: the request runs in thinking mode (a model
     #: that does not think produces no reasoning to store). ``True`` where it was not read.
     thinking: bool = True
@@ -48,19 +49,9 @@ class RequestReasoning:
 Offload = Callable[..., Awaitable[Any]]
 
 
-def reasoning_step(plan: Plan) -> tuple[Any, RuleContext] | None:
-    """The plan's ``reasoning-content`` step (enforced or reported), or ``None``."""
-    for step in (*plan.steps, *(plan.report or ())):
-        if step[0].name == NAME:
-            return step
-    return None
-
-
 def _wanted(payload: dict[str, Any], planner: Planner, scope: str) -> list[str]:
-    step = reasoning_step(planner.plan(payload.get("model")))
-    if step is None:
-        return []
-    return list(wanted_keys(payload.get("messages"), payload, step[1].options, scope))
+    recalling = planner.plan(payload.get("model")).recalling()
+    return [] if recalling is None else recalling[0].keys(payload, recalling[1], scope)
 
 
 def wanted_keys_of(body: bytes, planner: Planner, scope: str) -> list[str]:
@@ -77,14 +68,14 @@ class ReasoningHooks:
     def __init__(self, stash: Stash | None, metrics: Metrics) -> None:
         self.stash = stash
         self.metrics = metrics
-        #: Per planner (one per route, replaced on reload): the profiles whose plan has the rule.
+        #: Per planner (one per route, replaced on reload): the profiles whose plan recalls.
         self._profiles: WeakKeyDictionary[Planner, frozenset[str]] = WeakKeyDictionary()
 
     def profiles(self, planner: Planner) -> frozenset[str]:
-        """The profiles whose plan has the rule, computed once per planner."""
+        """The profiles whose plan has a rule that recalls, computed once per planner."""
         found = self._profiles.get(planner)
         if found is None:
-            found = frozenset(name for name, plan in planner.plans.items() if reasoning_step(plan))
+            found = frozenset(name for name, plan in planner.plans.items() if plan.recalling())
             self._profiles[planner] = found
         return found
 
@@ -107,14 +98,14 @@ class ReasoningHooks:
         scope = request_scope(upstream, headers, query)
         if scope is None:
             return None
-        reasoning = RequestReasoning(scope)
+        reasoning = RequestReasoning(Given(scope))
         try:
             if offload is not None:
                 # A big body is read in a worker: its response is observed in any case.
                 if b'"tool_calls"' in body:
                     keys = await offload(wanted_keys_of, body, planner, scope)
                     if keys:
-                        reasoning.recalled = await self.stash.recall(keys)
+                        reasoning.given = Given(scope, await self.stash.recall(keys))
                 return reasoning
             try:
                 payload = orjson.loads(body)  # the one parse: sanitize_body reuses it
@@ -123,16 +114,15 @@ class ReasoningHooks:
             if type(payload) is not dict:
                 return reasoning
             reasoning.payload = payload
-            step = reasoning_step(planner.plan(payload.get("model")))
-            options = step[1].options if step is not None else {}
-            # Not in thinking mode: no reasoning to restore, and none in the response to keep.
-            reasoning.thinking = step is not None and thinking_enabled(
-                payload, options.get("models", THINKING_MODELS)
+            recalling = planner.plan(payload.get("model")).recalling()
+            # Not served (thinking mode off): nothing to restore, nothing in the response to keep.
+            reasoning.thinking = recalling is not None and recalling[0].serves(
+                payload, recalling[1]
             )
-            if reasoning.thinking and b'"tool_calls"' in body:  # a first turn looks up nothing
-                keys = wanted_keys(payload.get("messages"), payload, options, scope)
+            if recalling is not None and reasoning.thinking and b'"tool_calls"' in body:
+                keys = recalling[0].keys(payload, recalling[1], scope)  # a first turn: none
                 if keys:
-                    reasoning.recalled = await self.stash.recall(keys)
+                    reasoning.given = Given(scope, await self.stash.recall(keys))
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning
@@ -186,7 +176,7 @@ class ReasoningHooks:
                 encoding=encoding[:32],
             )
             return None
-        return self.stash.observer_for(reasoning.scope, upstream.content_type, encoding)
+        return self.stash.observer_for(reasoning.given.scope, upstream.content_type, encoding)
 
     async def after_relay(self, observer: ResponseObserver | None) -> None:
         """Wait for the observer's writes: the response ends only once they are stored."""

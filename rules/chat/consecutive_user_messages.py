@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.messages import has_content
+from rules.engine.merge import merge_messages, runs
 
 NAME = "consecutive-user-messages"
 
@@ -35,13 +35,13 @@ SEPARATOR = "\n\n"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    runs = _user_runs(messages)
-    if not runs:
+    found = runs(messages, "user")
+    if not found:
         return Outcome(messages)  # the common case, checked in one tight pass
     out: list[Any] = []
     changes: list[Change] = []
     done = 0  # messages[:done] are in ``out``
-    for start, end in runs:
+    for start, end in found:
         out.extend(messages[done:start])
         out.append(merge_messages(messages[start:end], SEPARATOR))
         detail = {"merged_indices": list(range(start, end)), "count": end - start}
@@ -49,75 +49,6 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         done = end
     out.extend(messages[done:])
     return Outcome(out, tuple(changes))
-
-
-def _user_runs(messages: list[Any]) -> list[tuple[int, int]]:
-    """``(start, end)`` of every run of two or more directly adjacent user messages."""
-    runs: list[tuple[int, int]] = []
-    start = -1  # start of the current user run, -1 outside one
-    for index, message in enumerate(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            if start < 0:
-                start = index
-        else:
-            if start >= 0 and index - start > 1:
-                runs.append((start, index))
-            start = -1
-    if start >= 0 and len(messages) - start > 1:
-        runs.append((start, len(messages)))
-    return runs
-
-
-def merge_messages(run: list[dict[str, Any]], separator: str) -> dict[str, Any]:
-    """The messages of ``run`` (dicts, two or more) as one new message: the first's keys, the
-    non-empty contents joined by ``join_contents``, keys only a later message has added."""
-    first = run[0]
-    merged = dict(first)  # new top level only; nested values are shared and never written
-    contents = [message["content"] for message in run if has_content(message)]
-    if contents:
-        merged["content"] = join_contents(contents, separator)
-    for later in run[1:]:
-        for key, value in later.items():
-            if key != "content" and key not in merged:
-                merged[key] = value
-    return merged
-
-
-def join_contents(contents: list[Any], separator: str) -> Any:
-    """One content from non-empty ``contents``, as folding them pairwise in order would give.
-
-    Strings join with ``separator``; from the first content that is not a string on, the result
-    is a part list: the text so far becomes a leading text part, a list's parts are appended, a
-    later string becomes its own text part and any other value is appended as one element.
-    """
-    if len(contents) == 1:
-        return contents[0]
-    texts: list[str] = []
-    rest = iter(contents)
-    for content in rest:
-        if isinstance(content, str):
-            texts.append(content)
-            continue
-        parts: list[Any] = [_text_part(separator.join(texts))] if texts else []
-        _extend(parts, content)
-        for later in rest:
-            if isinstance(later, str):
-                parts.append(_text_part(later))
-            else:
-                _extend(parts, later)
-        return parts
-    return separator.join(texts)
-
-
-def _extend(parts: list[Any], content: Any) -> None:
-    if isinstance(content, list):
-        parts.extend(content)
-    else:
-        parts.append(content)  # junk content: kept as it came, as one element
-
-
-def _text_part(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
 
 
 RULE = Rule(

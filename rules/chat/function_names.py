@@ -32,8 +32,8 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from rules.chat.tool_call_ids import digest62
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.ids import digest62
 from rules.engine.messages import rewrite_at
 
 NAME = "function-names"

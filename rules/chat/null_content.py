@@ -22,22 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.chat.tool_call_content import has_calls
 from rules.engine import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import rewrite_at
+from rules.engine.messages import ROLES, has_calls, rewrite_at, role_set
 
 NAME = "null-content"
 
 #: The roles chat completions defines; the default of every content rule and check.
-ROLES = ("system", "developer", "user", "assistant", "tool")
-
-
-def role_set(value: Any) -> frozenset[str]:
-    """The string roles of a ``roles`` option (anything else in it is ignored)."""
-    if not isinstance(value, list | tuple):
-        return frozenset()
-    return frozenset(role for role in value if type(role) is str)
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:

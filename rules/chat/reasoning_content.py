@@ -3,7 +3,7 @@
 What: in thinking mode (``thinking.type: enabled``, or a model that thinks by default, option
 ``models``), an assistant message with tool calls whose ``reasoning_content`` is absent, not a
 string or ``""`` gets the reasoning the model produced for that turn back, if the proxy recalled
-it (``RuleContext.recalled``, keyed by ``turn_key`` over the route's scope and the turn's calls);
+it (``RuleContext.given``, keyed by ``turn_key`` over the route's scope and the turn's calls);
 failing that, the option ``placeholder``. A turn that already carries a non-empty string keeps
 it, except a blank one (an earlier placeholder) when the real text was recalled. With option
 ``plain_turns``, an assistant without tool calls that sits between two user messages together
@@ -26,18 +26,18 @@ text. A foreign ``reasoning`` field is never promoted (hermes #15748).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
 from rules.engine.messages import rewrite_at
-from rules.engine.thinking import THINKING_MODELS, thinking_enabled
+from rules.engine.thinking import REASONING_FIELD, THINKING_MODELS, thinking_enabled
 
 NAME = "reasoning-content"
-FIELD: Final = "reasoning_content"
+FIELD: Final = REASONING_FIELD
 #: DeepSeek V4 rejects ``""`` (hermes R9, #17341): one space is the smallest accepted value.
 DEFAULT_PLACEHOLDER: Final = " "
 #: Bumped if the key's recipe ever changes, so old stored entries simply stop matching.
@@ -127,13 +127,17 @@ def canonical_arguments(value: Any) -> str:
         return type(value).__name__
 
 
-def wanted_keys(messages: Any, request: Any, options: Any, scope: str) -> list[str]:
+def thinking(request: Mapping[str, Any], ctx: RuleContext) -> bool:
+    """The request runs in thinking mode: the rule serves it, and its response holds reasoning
+    worth keeping."""
+    return thinking_enabled(request, ctx.options.get("models", THINKING_MODELS))
+
+
+def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> list[str]:
     """The keys the rule would look up in this request: those of the tool-call turns lacking
     reasoning, in thinking mode (the proxy fetches them before the rules run)."""
-    if type(messages) is not list or not isinstance(request, dict):
-        return []
-    models = options.get("models", THINKING_MODELS) if isinstance(options, dict) else ()
-    if not thinking_enabled(request, models):
+    messages = request.get("messages")
+    if type(messages) is not list or not thinking(request, ctx):
         return []
     keys: list[str] = []
     for message in messages:
@@ -162,8 +166,9 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
             return {**message, FIELD: placeholder}
         calls = message["tool_calls"]
         ids = [call.get("id") if type(call) is dict else None for call in calls]
-        key = turn_key(ctx.scope, calls) if ctx.recalled else None
-        text = ctx.recalled.get(key) if key is not None else None
+        recalled = ctx.given.recalled
+        key = turn_key(ctx.given.scope, calls) if recalled else None
+        text = recalled.get(key) if key is not None else None
         if isinstance(text, str) and text.strip():
             changes.append(
                 Change(
@@ -236,4 +241,5 @@ RULE = Rule(
         ),
     ),
     reads_request=True,
+    recall=Recall(serves=thinking, keys=wanted_keys),
 )

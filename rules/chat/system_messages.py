@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.chat.consecutive_user_messages import join_contents, merge_messages
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.blocks import is_assistant, rejoin
+from rules.engine.merge import join_contents, merge_messages
 from rules.engine.messages import has_content
 
 NAME = "system-messages"

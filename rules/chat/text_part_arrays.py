@@ -37,11 +37,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.chat.null_content import ROLES, role_set
-from rules.chat.tool_call_content import has_calls
 from rules.engine import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import rewrite_at
+from rules.engine.messages import ROLES, has_calls, rewrite_at, role_set
 
 NAME = "text-part-arrays"
 

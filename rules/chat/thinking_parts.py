@@ -31,11 +31,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.chat.reasoning_content import FIELD
-from rules.chat.tool_call_content import has_calls
 from rules.engine import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import content_length, has_content, rewrite_at
+from rules.engine.messages import content_length, has_calls, has_content, rewrite_at
+from rules.engine.thinking import REASONING_FIELD as FIELD
 
 NAME = "thinking-parts"
 

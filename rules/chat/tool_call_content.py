@@ -32,25 +32,13 @@ from typing import Any
 
 from rules.engine import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import has_content, rewrite_at
+from rules.engine.messages import has_calls, has_content, rewrite_at
 
 NAME = "tool-call-content"
 
 SHAPES = ("null", "empty", "omit")
 #: How an empty content can look (``empty_kind``), the values of option ``kinds``.
 KINDS = ("absent", "null", "empty_string", "empty_list", "empty_parts")
-
-
-def has_calls(message: dict[str, Any]) -> bool:
-    """True if an assistant's ``tool_calls`` is a list holding at least one object: the calls
-    empty-tool-calls keeps. Shared by null-content and the content contract checks."""
-    calls = message.get("tool_calls")
-    if type(calls) is not list:
-        return False
-    for call in calls:  # noqa: SIM110 - a plain loop: no generator per message on the hot path
-        if type(call) is dict:
-            return True
-    return False
 
 
 def empty_kind(message: dict[str, Any]) -> str:

@@ -27,11 +27,11 @@ new id. The model's next reply does not refer to past ids.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any, Final
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.ids import digest62
 from rules.engine.messages import rewrite_at
 
 NAME = "tool-call-ids"
@@ -42,19 +42,6 @@ MAX_LENGTH: Final = 40
 _MISTRAL9: Final = re.compile(r"[a-zA-Z0-9]{9}")
 _ANTHROPIC: Final = re.compile(r"[a-zA-Z0-9_-]+")
 _NOT_ANTHROPIC: Final = re.compile(r"[^a-zA-Z0-9_-]")
-_BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def digest62(text: str, attempt: int = 0) -> str:
-    """Base62 of the sha256 of ``text`` (and of ``attempt``, from 1 on): 43 characters of
-    ``[0-9A-Za-z]``, the same for the same input on every machine."""
-    data = text if attempt == 0 else f"{text}\x00{attempt}"
-    number = int.from_bytes(hashlib.sha256(data.encode("utf-8", "surrogatepass")).digest())
-    digits: list[str] = []
-    while number:
-        number, digit = divmod(number, 62)
-        digits.append(_BASE62[digit])
-    return "".join(reversed(digits)).rjust(43, "0")
 
 
 def conforms(value: str, fmt: str) -> bool:

@@ -28,10 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from rules.chat.null_content import role_set
 from rules.engine import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import dropped_content, rewrite_at
+from rules.engine.messages import dropped_content, rewrite_at, role_set
 
 NAME = "unknown-roles"
 

@@ -90,6 +90,30 @@ def text_option(ctx: RuleContext, name: str, default: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Given:
+    """What the server gives every rule of one request: the request's ``scope`` (the route and
+    the client's credential, hashed) and the values it ``recalled`` from what it kept of earlier
+    responses, for the keys the plan's rules asked for (``Rule.recall``). A rule reads only
+    the keys it computes itself, so one mapping serves all."""
+
+    scope: str = ""
+    recalled: Mapping[str, Any] = field(default_factory=dict)
+
+
+NOTHING_GIVEN = Given()
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """How a rule asks the server for what it kept from earlier responses (the reasoning
+    stash): whether a request is one the rule ``serves`` (its response is then worth keeping),
+    and the ``keys`` it would read, given the request and the scope. Both are pure."""
+
+    serves: Callable[[Mapping[str, Any], RuleContext], bool]
+    keys: Callable[[Mapping[str, Any], RuleContext, str], list[str]]
+
+
+@dataclass(frozen=True, slots=True)
 class RuleContext:
     """What a rule may know besides the messages: its options, the privacy switch and, for a
     rule that declares ``reads_request``, the request's top-level fields."""
@@ -101,11 +125,8 @@ class RuleContext:
     #: given only to rules with ``reads_request``; read-only. Its ``messages`` key may be stale:
     #: the rule's ``messages`` argument is the current list.
     request: Mapping[str, Any] = field(default_factory=dict)
-    #: For ``reasoning-content``: the route's scope and the reasoning texts the proxy recalled
-    #: for this request, keyed by ``rules.chat.reasoning_content.turn_key`` (empty outside the
-    # proxy).
-    scope: str = ""
-    recalled: Mapping[str, str] = field(default_factory=dict)
+    #: What the server gives the rules for this request (``Given``; empty outside the proxy).
+    given: Given = NOTHING_GIVEN
     #: The ``rules.engine.scan`` signals that can wake this step (``Rule.wakes`` of its options), or
     #: ``None``: the step always runs.
     wakes: frozenset[str] | None = None
@@ -135,6 +156,9 @@ class Rule:
     #: options: the pipeline skips the rule when a clean walk set none of them. ``None``: the
     #: rule always runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
     wakes: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None
+    #: For a rule that restores what the server kept from earlier responses: what to keep and
+    #: what to look up (``Recall``); the values come back in ``RuleContext.given``.
+    recall: Recall | None = None
 
     def context(
         self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False

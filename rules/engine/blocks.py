@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rules.chat.consecutive_assistant_messages import apply as merge_adjacent_assistants
-from rules.engine.base import Change, RuleContext
+from rules.engine.base import Change
 from rules.engine.memo import per_run
+from rules.engine.merge import merge_assistants
 
 
 @per_run  # the four pairing rules ask it of the same list on a clean request
@@ -251,13 +251,10 @@ def rejoin(out: list[Any], seams: list[int], rule: str, changes: list[Change]) -
         runs.append((start, end))
     merged: list[Change] = []
     for start, end in reversed(runs):  # from the back, so earlier positions stay valid
-        outcome = merge_adjacent_assistants(out[start:end], _PLAIN)
-        if outcome.changes:
-            out[start:end] = outcome.messages
-            detail = {"merged": end - start, "into": len(outcome.messages)}
+        messages, merges = merge_assistants(out[start:end], rule)
+        if merges:
+            out[start:end] = messages
+            detail = {"merged": end - start, "into": len(messages)}
             merged.append(Change(rule, start, "merged_assistants", detail))
     changes.extend(reversed(merged))
     return out
-
-
-_PLAIN = RuleContext()

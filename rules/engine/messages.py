@@ -112,3 +112,26 @@ def rewrite_at(
     if removed:
         return [message for index, message in enumerate(out) if index not in removed]
     return out
+
+
+def has_calls(message: dict[str, Any]) -> bool:
+    """True if an assistant's ``tool_calls`` is a list holding at least one object: the calls
+    empty-tool-calls keeps. Shared by null-content and the content contract checks."""
+    calls = message.get("tool_calls")
+    if type(calls) is not list:
+        return False
+    for call in calls:  # noqa: SIM110 - a plain loop: no generator per message on the hot path
+        if type(call) is dict:
+            return True
+    return False
+
+
+#: The chat roles, in the order of the ``roles`` options that list them.
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def role_set(value: Any) -> frozenset[str]:
+    """The string roles of a ``roles`` option (anything else in it is ignored)."""
+    if not isinstance(value, list | tuple):
+        return frozenset()
+    return frozenset(role for role in value if type(role) is str)

@@ -1,4 +1,4 @@
-"""Whether a request runs in thinking mode, shared by the rule and the check that care."""
+"""Thinking mode: whether a request runs in it, and where a turn carries its reasoning."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 #: Models that think unless the request says otherwise: DeepSeek's reasoner alias and V4
 #: (thinking on by default, provider-errors.md section 2, DeepSeek item 10).
 THINKING_MODELS: tuple[str, ...] = ("deepseek-reasoner*", "deepseek-v4*")
+#: Where a chat assistant message carries the model's reasoning (DeepSeek, Kimi).
+REASONING_FIELD = "reasoning_content"
 
 
 def thinking_enabled(request: Mapping[str, Any], models: Sequence[str]) -> bool:

@@ -21,7 +21,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.chat import RULES
-from rules.engine.base import Rule, RuleContext
+from rules.engine.base import Given, Recall, Rule, RuleContext
 from rules.engine.pipeline import default_steps
 from rules.providers.contract import Contract
 from rules.providers.contract.responses import RESPONSES_CONTRACT
@@ -55,6 +55,24 @@ class Plan:
     def plan(self, model: Any) -> Plan:
         """A plan is its own planner: every model gets it (for tests and ``check --profile``)."""
         return self
+
+    def given(self, given: Given) -> Plan:
+        """This plan with ``given`` (what the server recalled for the request) in every step's
+        context, enforced and reported alike."""
+
+        def give(steps: Sequence[Step]) -> list[Step]:
+            return [(rule, replace(ctx, given=given)) for rule, ctx in steps]
+
+        report = None if self.report is None else give(self.report)
+        return replace(self, steps=give(self.steps), report=report)
+
+    def recalling(self) -> tuple[Recall, RuleContext] | None:
+        """The ``Rule.recall`` of the first step (enforced or reported) whose rule asks the
+        server for what it kept, with the step's context; ``None`` if no rule does."""
+        for rule, ctx in (*self.steps, *(self.report or ())):
+            if rule.recall is not None:
+                return rule.recall, ctx
+        return None
 
 
 def merge_settings(*layers: Mapping[str, Setting]) -> dict[str, dict[str, Any]]:
@@ -111,8 +129,8 @@ def with_repair(plan: Plan, repair: Mapping[str, Mapping[str, Any]]) -> Plan:
         if rule.name in repair:
             base = {} if ctx is None else dict(ctx.options)
             fresh = rule.context({**base, **repair[rule.name]}, log_content=log_content)
-            if ctx is not None:  # the proxy's per-request context (recalled reasoning) stays
-                fresh = replace(fresh, scope=ctx.scope, recalled=ctx.recalled)
+            if ctx is not None:  # what the proxy gave the request (recalled reasoning) stays
+                fresh = replace(fresh, given=ctx.given)
             steps.append((rule, fresh))
         elif rule.name in enforced:
             steps.append((rule, enforced[rule.name]))

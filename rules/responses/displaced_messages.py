@@ -16,30 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.responses.items import call_id, is_call, is_message, is_output
+from rules.responses.items import call_id, is_call, is_message, is_output, pair_calls
 
 NAME = "responses-displaced-messages"
-
-
-def _answered_later(items: list[Any]) -> set[int]:
-    """Indices of the calls whose output comes after them (the first such output)."""
-    waiting: dict[str, list[int]] = {}
-    answered: set[int] = set()
-    for index, item in enumerate(items):
-        cid = call_id(item)
-        if cid is None:
-            continue
-        if is_call(item):
-            waiting.setdefault(cid, []).append(index)
-        elif is_output(item) and waiting.get(cid):
-            answered.add(waiting[cid].pop(0))
-    return answered
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     if not any(is_output(item) for item in items):
         return Outcome(items)
-    answered = _answered_later(items)
+    answered, _ = pair_calls(items)
     pending: dict[str, int] = {}  # call_id -> calls answered later, not yet
     held: list[tuple[int, Any]] = []
     out: list[Any] = []

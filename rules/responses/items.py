@@ -7,6 +7,7 @@ tolerate anything here: an item may be a non-dict, a field any JSON type.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 CALL = "function_call"
@@ -59,3 +60,22 @@ def output_length(item: dict[str, Any]) -> int:
     """The length of an output's ``output`` (a string's characters, a list's entries)."""
     output = item.get("output")
     return len(output) if isinstance(output, str | list) else 0
+
+
+def pair_calls(items: list[Any]) -> tuple[set[int], list[int]]:
+    """The call/output pairing, as the Responses API reads it: each output answers the first
+    earlier call of its ``call_id`` not yet answered. Returns the indices of the calls that are
+    answered and, in order, of those that are not."""
+    waiting: dict[str, deque[int]] = {}
+    answered: set[int] = set()
+    calls: list[int] = []
+    for index, item in enumerate(items):
+        cid = call_id(item)
+        if cid is None:
+            continue
+        if is_call(item):
+            waiting.setdefault(cid, deque()).append(index)
+            calls.append(index)
+        elif is_output(item) and waiting.get(cid):
+            answered.add(waiting[cid].popleft())
+    return answered, [index for index in calls if index not in answered]

@@ -1,7 +1,7 @@
 """responses-lone-surrogates: no string of a Responses ``input`` leaves with a lone surrogate.
 
 What: every unpaired UTF-16 surrogate in any string of any ``input`` item (keys included) becomes
-U+FFFD, with the chat rule's own repair (``rules/chat/lone_surrogates.py``). The proxy also
+U+FFFD, with the repair the chat rule uses (``rules/engine/text.py``). The proxy also
 repairs the
 request's other fields, and reads bodies orjson refuses for this reason with the standard library.
 Why: a cut emoji makes the body invalid JSON for the provider: DeepSeek "messages[N].content:
@@ -12,20 +12,17 @@ Safety: safe, as the chat rule: the lone half encodes no character.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from rules.chat import lone_surrogates
 from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.text import replace_lone_surrogates
 
 NAME = "responses-lone-surrogates"
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
-    outcome = lone_surrogates.apply(items, ctx)
-    if not outcome.changes:
-        return outcome
-    return replace(outcome, changes=tuple(replace(c, rule=NAME) for c in outcome.changes))
+    out, changes = replace_lone_surrogates(items, NAME)
+    return Outcome(out, tuple(changes))
 
 
 RULE = Rule(

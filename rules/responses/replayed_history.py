@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rules.chat.replayed_history import (
+from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.replay import (
     SIDECAR_FIELDS,
     canonical_arguments,
     collapse_replays,
@@ -26,7 +27,6 @@ from rules.chat.replayed_history import (
     normalize_content,
     normalize_text,
 )
-from rules.engine.base import Outcome, Rule, RuleContext
 from rules.responses.items import is_call
 
 NAME = "responses-replayed-history"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.responses.items import OUTPUT, call_id, is_call, is_output
+from rules.responses.items import OUTPUT, call_id, pair_calls
 
 NAME = "responses-unanswered-calls"
 
@@ -23,19 +23,10 @@ DEFAULT_OUTPUT = "[chatmend] No result was recorded for this tool call."
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
-    waiting: dict[str, list[int]] = {}
-    unanswered: set[int] = set()
-    for index, item in enumerate(items):
-        cid = call_id(item)
-        if cid is None:
-            continue
-        if is_call(item):
-            waiting.setdefault(cid, []).append(index)
-            unanswered.add(index)
-        elif is_output(item) and waiting.get(cid):
-            unanswered.discard(waiting[cid].pop(0))
-    if not unanswered:
+    _, left = pair_calls(items)
+    if not left:
         return Outcome(items)
+    unanswered = set(left)
     text = ctx.options.get("output", DEFAULT_OUTPUT)
     out: list[Any] = []
     changes: list[Change] = []

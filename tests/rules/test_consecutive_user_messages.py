@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES
-from rules.chat.consecutive_user_messages import NAME, RULE, apply, join_contents
+from rules.chat.consecutive_user_messages import NAME, RULE, apply
 from rules.engine.base import RuleContext
+from rules.engine.merge import join_contents
 from tests.rules.sequence_helpers import found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents
 

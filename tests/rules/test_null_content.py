@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES
-from rules.chat.null_content import NAME, ROLES, RULE, apply
-from rules.chat.tool_call_content import has_calls
+from rules.chat.null_content import NAME, RULE, apply
+from rules.engine.messages import ROLES, has_calls
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract.content import REQUIRED_CONTENT_ROLES
 from tests.strategies import arbitrary_messages, clean_transcripts

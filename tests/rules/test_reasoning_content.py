@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
 from rules.chat.reasoning_content import RULE, canonical_arguments, turn_key, wanted_keys
+from rules.engine.base import Given
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
 from tests.requests import BrokenRequest, broken_requests
@@ -35,7 +36,7 @@ def conversation(**assistant: Any) -> list[dict[str, Any]]:
 
 def context(recalled: dict[str, str], model: str = "deepseek-v4-pro") -> Any:
     ctx = RULE.context()
-    return replace(ctx, request={"model": model}, scope=SCOPE, recalled=recalled)
+    return replace(ctx, request={"model": model}, given=Given(SCOPE, recalled))
 
 
 # --- the key --------------------------------------------------------------------------------
@@ -113,12 +114,12 @@ def test_the_proxy_looks_up_exactly_the_keys_the_rule_reads() -> None:
         {"role": "assistant", "reasoning_content": "kept", "tool_calls": [{**CALL, "id": "c3"}]},
         {"role": "tool", "tool_call_id": "c3", "content": "c"},
     ]
-    options = dict(RULE.context().options)
+    ctx = RULE.context()
     request = {"model": "deepseek-reasoner", "messages": messages}
-    keys = wanted_keys(messages, request, options, SCOPE)
+    keys = wanted_keys(request, ctx, SCOPE)
     expected = [turn_key(SCOPE, [CALL]), turn_key(SCOPE, [{**CALL, "id": "call_2"}])]
     assert keys == expected
-    assert wanted_keys(messages, {"model": "deepseek-chat"}, options, SCOPE) == []
+    assert wanted_keys({"model": "deepseek-chat", "messages": messages}, ctx, SCOPE) == []
     recalled = {key: f"text {n}" for n, key in enumerate(keys)}
     outcome = RULE.apply(messages, replace(context(recalled), request=request))
     assert [c.action for c in outcome.changes] == ["restored_reasoning"] * 2
@@ -129,7 +130,7 @@ def test_sanitize_body_hands_the_recalled_texts_to_the_rule() -> None:
     assert key is not None
     raw = orjson.dumps({"model": "deepseek-v4-flash", "messages": conversation()})
     plan = PLANNER.plan("deepseek-v4-flash")
-    out = sanitize_body(raw, plan, parsed=orjson.loads(raw), scope=SCOPE, recalled={key: "T"})
+    out = sanitize_body(raw, plan, parsed=orjson.loads(raw), given=Given(SCOPE, {key: "T"}))
     assert orjson.loads(out.body)["messages"][1]["reasoning_content"] == "T"
     assert not out.violations
     plain = sanitize_body(raw, plan)
@@ -162,20 +163,20 @@ def test_in_thinking_mode_the_profile_contract_holds_and_nothing_is_mutated(
         payload["model"] = "kimi-k2.5" if profile == "kimi" else "deepseek-v4-pro"
     plan = PLANNER.plans[profile]
     step = next(ctx for rule, ctx in plan.steps if rule.name == RULE.name)
-    keys = wanted_keys(payload["messages"], payload, dict(step.options), SCOPE)
+    keys = wanted_keys(payload, step, SCOPE)
     recalled = {key: f"recalled {n}" for n, key in enumerate(keys)} if hit else {}
     snapshot = copy.deepcopy(payload)
 
     outcome = RULE.apply(
-        payload["messages"], replace(step, request=payload, scope=SCOPE, recalled=recalled)
+        payload["messages"], replace(step, request=payload, given=Given(SCOPE, recalled))
     )
     assert payload == snapshot, "the rule wrote into its input"
     again = RULE.apply(
-        outcome.messages, replace(step, request=payload, scope=SCOPE, recalled=recalled)
+        outcome.messages, replace(step, request=payload, given=Given(SCOPE, recalled))
     )
     assert again.changes == () and again.messages is outcome.messages
 
-    result = sanitize_body(orjson.dumps(payload), plan, scope=SCOPE, recalled=recalled)
+    result = sanitize_body(orjson.dumps(payload), plan, given=Given(SCOPE, recalled))
     assert result.failures == ()
     out = orjson.loads(result.body)
     left = [v for v in violations(out, plan.contract) if v.code == "reasoning_content_missing"]

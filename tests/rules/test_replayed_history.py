@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from rules.chat import RULES, replayed_history, sanitize_messages
 from rules.chat.replayed_history import NAME, RULE, apply, message_anchors
+from rules.engine import replay
 from rules.engine.base import WorkBudgetExceeded
 from rules.engine.pipeline import run_rules
 from tests.fake_upstream import strict_errors
@@ -237,8 +238,8 @@ def reused_id_turns(turns: int) -> list[Any]:
 
 def test_one_id_reused_by_thousands_of_turns_costs_linear_work(monkeypatch: Any) -> None:
     # Four work units per item, no floor: the old walk needed about turns**2 / 2.
-    monkeypatch.setattr(replayed_history, "WORK_FLOOR", 0)
-    monkeypatch.setattr(replayed_history, "WORK_PER_ITEM", 4)
+    monkeypatch.setattr(replay, "WORK_FLOOR", 0)
+    monkeypatch.setattr(replay, "WORK_PER_ITEM", 4)
     for turns in (500, 4000):
         out = apply(reused_id_turns(turns), RULE.context())
         assert out.messages == reused_id_turns(1)
@@ -249,8 +250,8 @@ def test_one_id_reused_by_thousands_of_turns_costs_linear_work(monkeypatch: Any)
 def test_a_shape_past_the_work_budget_raises_and_the_pipeline_skips_the_rule(
     monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr(replayed_history, "WORK_FLOOR", 10)
-    monkeypatch.setattr(replayed_history, "WORK_PER_ITEM", 0)
+    monkeypatch.setattr(replay, "WORK_FLOOR", 10)
+    monkeypatch.setattr(replay, "WORK_PER_ITEM", 0)
     messages = reused_id_turns(50)
     with pytest.raises(WorkBudgetExceeded):
         apply(messages, RULE.context())

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES, sanitize_messages
-from rules.chat.tool_call_ids import FORMATS, NAME, RULE, apply, digest62
+from rules.chat.tool_call_ids import FORMATS, NAME, RULE, apply
+from rules.engine.ids import digest62
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
 from rules.providers.contract.ids import ID_TEXTS
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts

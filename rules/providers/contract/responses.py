@@ -14,7 +14,7 @@ from typing import Any
 from rules.providers.contract.base import Check, Found, Violation
 from rules.responses.context_management import ELIGIBLE_MODELS
 from rules.responses.context_management import FIELD as CONTEXT_MANAGEMENT
-from rules.responses.items import call_id, is_call, is_message, is_output, item_id
+from rules.responses.items import call_id, is_call, is_message, is_output, item_id, pair_calls
 
 
 def _orphan_outputs(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
@@ -31,18 +31,9 @@ def _unanswered_calls(
     items: list[Any], request: Mapping[str, Any], options: Any
 ) -> Iterator[Found]:
     """A function_call no later output answers."""
-    waiting: dict[str, list[int]] = {}
-    for index, item in enumerate(items):
-        cid = call_id(item)
-        if cid is None:
-            continue
-        if is_call(item):
-            waiting.setdefault(cid, []).append(index)
-        elif is_output(item) and waiting.get(cid):
-            waiting[cid].pop(0)
-    for cid, indices in waiting.items():
-        for index in indices:
-            yield Found(index, {"id": cid})
+    _, unanswered = pair_calls(items)
+    for index in unanswered:
+        yield Found(index, {"id": call_id(items[index])})
 
 
 def _duplicate_items(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
