@@ -127,7 +127,7 @@ def planner_of(app: web.Application, route: str = "default") -> Planner:
 
 
 async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
-    session = create_session(app[RUNTIME_KEY].current.config.upstream)
+    session = create_session(app[RUNTIME_KEY].current.config.default.upstream)
     app[SESSION_KEY] = session
     yield
     await session.close()

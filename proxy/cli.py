@@ -240,9 +240,9 @@ def log_started(config: Config, **extra: Any) -> None:
     log.info(
         "proxy_started",
         **extra,
-        upstream=config.upstream.url,
-        profile=config.profile,
-        profile_reason=config.profile_reason,
+        upstream=config.default.upstream.url,
+        profile=config.default.profile,
+        profile_reason=config.default.profile_reason,
         routes={
             route.name: {
                 "prefix": route.prefix,
@@ -252,9 +252,9 @@ def log_started(config: Config, **extra: Any) -> None:
             }
             for route in config.routes
         },
-        models=dict(config.models),
-        rules=[rule.name for rule, _ in planner.plans[config.profile].steps],
-        log_content=config.log_content,
+        models=dict(config.default.models),
+        rules=[rule.name for rule, _ in planner.plans[config.default.profile].steps],
+        log_content=config.default.log_content,
         sources=dict(config.sources),
     )
     for route in config.all_routes():

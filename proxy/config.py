@@ -172,7 +172,10 @@ class RouteConfig:
 @dataclass(frozen=True, slots=True)
 class Config:
     listen: ListenConfig = field(default_factory=ListenConfig)
-    upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
+    #: The default route: the top-level keys (``upstream``, ``profile``, ``models``, ``rules``,
+    #: ``mode``, ``client_tokens_env``, ``log_content``, ``verify``, ``recover``), for every
+    #: path no named route's prefix matches. Named routes inherit from it.
+    default: RouteConfig = field(default_factory=RouteConfig)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     #: Seconds a client has to send its whole request body once the headers are in (slow
     #: clients and slow-loris bodies get a 408 rather than holding a connection forever).
@@ -184,60 +187,26 @@ class Config:
     #: Seconds a request's repair may take (stash lookup included); past it the body goes
     #: upstream as it came (fail-open), counted and logged as ``limit_exceeded``.
     sanitize_deadline: float = DEFAULT_SANITIZE_DEADLINE
-    #: Opt-in: allow message-derived text (e.g. unrepairable arguments) into the logs.
-    log_content: bool = False
-    #: Opt-in: check every rewritten body against the profile's contract at run time, logging
-    #: and counting what is left (``contract_violation``).
-    verify: bool = False
-    #: The profile of requests whose model matches no ``models`` pattern.
-    profile: str = DEFAULT_PROFILE
-    #: Why ``profile`` (set by the operator, or implied by the upstream's host).
-    profile_reason: str = field(default="default", compare=False)
-    #: (model glob, profile name), first match wins; matched case-insensitively.
-    models: tuple[tuple[str, str], ...] = ()
-    #: The operator's rule settings, over every profile's (only the rules named in the file).
-    rules: Mapping[str, RuleSetting] = field(default_factory=dict)
-    #: ``enforce`` applies the rewrites; ``report`` only logs them and forwards the original.
-    mode: str = "enforce"
-    #: Bearer tokens clients must present on the default route (see ``RouteConfig``).
-    client_tokens: tuple[Secret, ...] = ()
     #: The named routes, by path prefix; every other path takes the default route.
     routes: tuple[RouteConfig, ...] = ()
     #: Seconds a SIGTERM leaves in-flight requests (streams included) to finish before exit.
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
-    #: Recovery of a 400 that got through: repair once, retry once (routes may set their own).
-    recover: RecoverConfig = field(default_factory=RecoverConfig)
     #: The reasoning stash (proxy/stash): which store, how big, how long (all routes).
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
     #: Which source set each top-level value (and each value a flag or the environment set):
     #: ``default``, ``file``, ``env CHATMEND_UPSTREAM``, ``flag --port``, ...
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
-    def default_route(self) -> RouteConfig:
-        """The route the top-level keys describe."""
-        return RouteConfig(
-            upstream=self.upstream,
-            profile=self.profile,
-            profile_reason=self.profile_reason,
-            models=self.models,
-            rules=self.rules,
-            mode=self.mode,
-            client_tokens=self.client_tokens,
-            log_content=self.log_content,
-            verify=self.verify,
-            recover=self.recover,
-        )
-
     def all_routes(self) -> tuple[RouteConfig, ...]:
         """The named routes, then the default one."""
-        return (*self.routes, self.default_route())
+        return (*self.routes, self.default)
 
     def rule_settings(self) -> dict[str, dict[str, Any]]:
-        return self.default_route().rule_settings()
+        return self.default.rule_settings()
 
     def planner(self) -> Planner:
         """The default route's planner (what ``chatmend check`` uses)."""
-        return self.default_route().planner()
+        return self.default.planner()
 
 
 _TOP_KEYS = (
@@ -382,7 +351,18 @@ def parse_config(
             host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
             port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
         ),
-        upstream=upstream,
+        default=RouteConfig(
+            upstream=upstream,
+            profile=profile,
+            profile_reason=reason,
+            models=_models(_mapping(data.get("models", {}), "models")),
+            rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
+            mode=_mode(data.get("mode", "enforce"), "mode"),
+            client_tokens=client_tokens,
+            log_content=_bool(data.get("log_content", False), "log_content"),
+            verify=_bool(data.get("verify", False), "verify"),
+            recover=_recover(data.get("recover"), "recover", RecoverConfig()),
+        ),
         max_body_bytes=_positive_int(
             data.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES), "max_body_bytes"
         ),
@@ -398,21 +378,14 @@ def parse_config(
         sanitize_deadline=_seconds(
             data.get("sanitize_deadline", DEFAULT_SANITIZE_DEADLINE), "sanitize_deadline"
         ),
-        log_content=_bool(data.get("log_content", False), "log_content"),
-        verify=_bool(data.get("verify", False), "verify"),
-        profile=profile,
-        profile_reason=reason,
-        models=_models(_mapping(data.get("models", {}), "models")),
-        rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
-        mode=_mode(data.get("mode", "enforce"), "mode"),
-        client_tokens=client_tokens,
         drain_seconds=_seconds(data.get("drain_seconds", DEFAULT_DRAIN_SECONDS), "drain_seconds"),
         reasoning=_reasoning(data.get("reasoning")),
-        recover=_recover(data.get("recover"), "recover", RecoverConfig()),
         sources=sources,
     )
     routes = _mapping(data.get("routes", {}), "routes")
-    return replace(config, routes=_routes(routes, config, env, inherit_profile="profile" in data))
+    return replace(
+        config, routes=_routes(routes, config.default, env, inherit_profile="profile" in data)
+    )
 
 
 def _upstream(
@@ -467,7 +440,7 @@ def _needs_tokens(upstream: UpstreamConfig, tokens: tuple[Secret, ...], key: str
 
 
 def _routes(
-    raw: Mapping[str, Any], top: Config, env: Mapping[str, str], *, inherit_profile: bool
+    raw: Mapping[str, Any], top: RouteConfig, env: Mapping[str, str], *, inherit_profile: bool
 ) -> tuple[RouteConfig, ...]:
     """The named routes, longest prefix first. Each inherits the top level's models, mode and
     upstream timeouts; its ``rules`` apply over the top level's, rule by rule. Its profile: its

@@ -50,7 +50,7 @@ def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
         "config_reloaded",
         generation=holder.generation,
         routes={route.name: route.config.profile for route in runtime.routes},
-        mode=config.mode,
+        mode=config.default.mode,
         restart_needed=[key for key in RESTART_ONLY if getattr(loaded, key) != getattr(old, key)],
     )
     return True

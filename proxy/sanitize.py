@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import orjson
@@ -73,25 +74,18 @@ def sanitize_body(
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
     """
-    early: tuple[Change, ...] = ()  # what was repaired before the rules ran
-    readable = True  # orjson read it: no string can hold a lone surrogate
-    try:
-        payload = orjson.loads(raw) if parsed is None else parsed
-    except orjson.JSONDecodeError as exc:
-        # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
-        if exc.msg.startswith("depth limit"):
-            return Sanitized(raw, skipped="json_too_deep")
-        payload = _read_with_surrogates(raw) if "surrogate" in exc.msg else None
-        if payload is None:
-            return Sanitized(raw, skipped="body_not_json")
-        readable = False
-    if not isinstance(payload, dict):
-        return Sanitized(raw, skipped="body_not_object")
+    # 1. Parse, once: a body chatmend cannot read goes as it came.
+    read = _parse(raw, parsed)
+    if isinstance(read, str):
+        return Sanitized(raw, skipped=read)
+    payload, readable = read
+    # 2. The plan for its model, with what the proxy recalled for it.
     plan = plan_for(source, payload.get("model"), api)
     if given is not None and given.recalled:
         plan = plan.given(given)
     field = FIELDS[api]
     steps = plan.steps
+    early: tuple[Change, ...] = ()  # what was repaired before the rules ran
     if readable:
         # orjson decodes only valid UTF-8 and paired surrogates: the rule has nothing to find.
         steps = [step for step in steps if step[0].name not in _SURROGATE_RULES]
@@ -107,10 +101,12 @@ def sanitize_body(
     else:
         return Sanitized(raw, skipped=f"{field}_missing" if items is None else f"{field}_not_list")
     reported = _report(raw, plan, field) if plan.report is not None and readable else ()
-    # The freshly parsed payload is already a private deep copy: no clone needed.
+    # 3. The rules. The freshly parsed payload is already a private deep copy: no clone.
     result = run_rules(listed, steps, private=True, request=payload)
+    done = partial(Sanitized, failures=result.failures, profile=plan.profile, reported=reported)
     if not result.changed and not early:
-        return Sanitized(raw, failures=result.failures, profile=plan.profile, reported=reported)
+        return done(raw)
+    # 4. Written back, and checked against the contract when the plan says ``verify``.
     if result.request is not None:
         payload = dict(result.request)
     if isinstance(items, list):
@@ -119,25 +115,33 @@ def sanitize_body(
         body = orjson.dumps(payload)
     except TypeError:
         # e.g. a value orjson cannot write back; never forward something half-done.
-        return Sanitized(
-            raw,
-            failures=result.failures,
-            skipped="unserializable",
-            profile=plan.profile,
-            reported=reported,
-        )
+        return done(raw, skipped="unserializable")
     changes = (*early, *result.changes)
     if not plan.verify:
-        return Sanitized(body, changes, result.failures, profile=plan.profile, reported=reported)
+        return done(body, changes)
+    sent = done(body, changes)
     try:
         check = responses_contract.violations if plan.api == "responses" else violations
-        left = tuple(check(payload, plan.contract))
+        return replace(sent, violations=tuple(check(payload, plan.contract)))
     except Exception as exc:  # the check is a report: it must never block a repaired body
-        failures = (*result.failures, RuleFailure.of("contract", exc))
-        return Sanitized(body, changes, failures, profile=plan.profile, reported=reported)
-    return Sanitized(
-        body, changes, result.failures, violations=left, profile=plan.profile, reported=reported
-    )
+        return replace(sent, failures=(*result.failures, RuleFailure.of("contract", exc)))
+
+
+def _parse(raw: bytes, parsed: dict[str, Any] | None) -> tuple[dict[str, Any], bool] | str:
+    """The body as a JSON object, and whether orjson could read it (else the standard library
+    read it, keeping its lone surrogates); or why it is not one (``skipped``)."""
+    try:
+        payload = orjson.loads(raw) if parsed is None else parsed
+        readable = True  # orjson read it: no string can hold a lone surrogate
+    except orjson.JSONDecodeError as exc:
+        # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
+        if exc.msg.startswith("depth limit"):
+            return "json_too_deep"
+        payload = _read_with_surrogates(raw) if "surrogate" in exc.msg else None
+        if payload is None:
+            return "body_not_json"
+        readable = False
+    return (payload, readable) if isinstance(payload, dict) else "body_not_object"
 
 
 def _report(raw: bytes, plan: Plan, field: str) -> tuple[Change, ...]:

@@ -48,7 +48,8 @@ async def make_proxy(
             yaml or {}, default_upstream=base_url(fake_server), env=env or {}
         )
         if upstream:
-            config = replace(config, upstream=replace(config.upstream, **upstream))
+            default = replace(config.default, upstream=replace(config.default.upstream, **upstream))
+            config = replace(config, default=default)
         return await aiohttp_client(create_app(config))
 
     return start

@@ -120,7 +120,7 @@ def test_the_empty_shipped_config_is_the_embedded_defaults(tmp_path: Path) -> No
     assert load_config(shipped, env={}) == Config()
     # and CHATMEND_UPSTREAM still fills the upstream, as the YAML leaves it unset.
     env = {"CHATMEND_UPSTREAM": "https://api.moonshot.ai"}
-    assert load_config(shipped, env=env).upstream.url == "https://api.moonshot.ai"
+    assert load_config(shipped, env=env).default.upstream.url == "https://api.moonshot.ai"
 
 
 def dockerignored() -> list[str]:
@@ -252,7 +252,7 @@ def test_kubernetes_chatmend_args_parse_and_load_the_mounted_config_map(
         path.write_text(text, encoding="utf-8")
         config = load_config(path, env={}, upstream=args.upstream, host=args.host, port=args.port)
         assert config.listen.port == PORT
-        assert config.upstream.url.startswith("https://")
+        assert config.default.upstream.url.startswith("https://")
 
 
 def probe_target(probe: dict[str, Any], host: str) -> tuple[str, int]:

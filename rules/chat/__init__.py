@@ -1,4 +1,5 @@
-"""chatmend's repair rules: pure functions over a chat ``messages`` list, in one explicit order."""
+"""The chat-completions rules: pure functions over a ``messages`` list, one module each, and
+``RULES``, their one explicit order."""
 
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ from rules.chat import (
     unknown_message_fields,
     unknown_roles,
 )
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.pipeline import PipelineResult, RuleFailure, clone, default_steps, run_rules
+from rules.engine.base import Rule
+from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 
 #: The one ordered tuple of rules. Order is behaviour; each position is justified:
 RULES: tuple[Rule, ...] = (
@@ -161,18 +162,4 @@ def sanitize_messages(
     return run_rules(messages, default_steps(RULES, settings), private=False)
 
 
-__all__ = [
-    "RULES",
-    "RULES_BY_NAME",
-    "Change",
-    "Option",
-    "Outcome",
-    "PipelineResult",
-    "Rule",
-    "RuleContext",
-    "RuleFailure",
-    "clone",
-    "default_steps",
-    "run_rules",
-    "sanitize_messages",
-]
+__all__ = ["RULES", "RULES_BY_NAME", "sanitize_messages"]

@@ -85,7 +85,7 @@ def run_rules(
     # One walk says which steps may have work (rules/engine/scan.py); it holds until a rule changes
     # the list, and then every later rule runs its own prescan.
     signals = _signals(current) if any(ctx.wakes is not None for _, ctx in steps) else None
-    try:
+    with memo.run():  # shared prescans are per run: no payload is kept past its request
         for rule, step_ctx in steps:
             wakes = step_ctx.wakes
             if signals is not None and wakes is not None and wakes.isdisjoint(signals):
@@ -102,8 +102,6 @@ def run_rules(
             changes.extend(outcome.changes)
             if outcome.request is not None and rule.reads_request:
                 fields = new_fields = outcome.request
-    finally:
-        memo.clear()  # shared prescans are per run: keep no payload past its request
     return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
 
 

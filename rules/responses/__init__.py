@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.chat import RULES_BY_NAME
 from rules.engine.base import Rule
 from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 from rules.responses import (
@@ -50,9 +49,6 @@ RESPONSES_RULES: tuple[Rule, ...] = (
 )
 
 RESPONSES_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RESPONSES_RULES}
-
-_shared = set(RULES_BY_NAME) & set(RESPONSES_RULES_BY_NAME)
-assert not _shared, f"rule names must be unique across chat and Responses rules: {_shared}"
 
 
 def sanitize_input(

@@ -36,10 +36,14 @@ def test_embedded_defaults() -> None:
     config = load_config(env={})
     assert config.listen.host == "127.0.0.1"
     assert config.listen.port == 8787
-    assert config.upstream.url == "https://api.deepseek.com"
+    assert config.default.upstream.url == "https://api.deepseek.com"
     assert config.max_body_bytes == DEFAULT_MAX_BODY_BYTES == 64 * 1024 * 1024
-    assert config.log_content is False
-    assert (config.profile, config.models, config.rules) == ("deepseek", (), {})
+    assert config.default.log_content is False
+    assert (config.default.profile, config.default.models, config.default.rules) == (
+        "deepseek",
+        (),
+        {},
+    )
     steps = config.planner().plans["deepseek"].steps
     assert [rule.name for rule, _ in steps] == [
         r.name for r in RULES if r.default or PROFILES["deepseek"].rules.get(r.name)
@@ -49,17 +53,17 @@ def test_embedded_defaults() -> None:
 def test_precedence_flags_over_env_over_yaml(tmp_path: Path) -> None:
     """The container convention: flags > environment > file > defaults, each source logged."""
     env = {"CHATMEND_UPSTREAM": "http://env.example"}
-    assert load_config(env=env).upstream.url == "http://env.example"
+    assert load_config(env=env).default.upstream.url == "http://env.example"
     path = write(tmp_path, {"upstream": {"url": "http://yaml.example"}, "listen": {"port": 9000}})
-    assert load_config(path, env={}).upstream.url == "http://yaml.example"
+    assert load_config(path, env={}).default.upstream.url == "http://yaml.example"
     from_env = load_config(path, env=env)
-    assert from_env.upstream.url == "http://env.example"  # the environment beats the file
+    assert from_env.default.upstream.url == "http://env.example"  # the environment beats the file
     assert from_env.listen.port == 9000
     assert from_env.sources["upstream.url"] == "env CHATMEND_UPSTREAM"
     assert from_env.sources["listen"] == "file"
     assert from_env.sources["max_body_bytes"] == "default"
     flagged = load_config(path, env=env, upstream="http://flag.example/", port=9100, host="0.0.0.0")
-    assert flagged.upstream.url == "http://flag.example"
+    assert flagged.default.upstream.url == "http://flag.example"
     assert (flagged.listen.host, flagged.listen.port) == ("0.0.0.0", 9100)
     assert flagged.sources["upstream.url"] == "flag --upstream"
     assert flagged.sources["listen.port"] == "flag --port"
@@ -187,9 +191,9 @@ def test_rule_toggles_and_options(tmp_path: Path) -> None:
     config = parse_config(
         {"rules": {"empty-tool-calls": False, "invalid-tool-arguments": {"truncated": "empty"}}}
     )
-    assert config.rules["empty-tool-calls"].enabled is False
-    assert config.rules["invalid-tool-arguments"].enabled is None  # the profile decides
-    assert config.rules["invalid-tool-arguments"].options == {"truncated": "empty"}
+    assert config.default.rules["empty-tool-calls"].enabled is False
+    assert config.default.rules["invalid-tool-arguments"].enabled is None  # the profile decides
+    assert config.default.rules["invalid-tool-arguments"].options == {"truncated": "empty"}
     settings = config.rule_settings()
     assert settings == {
         "empty-tool-calls": {"enabled": False},
@@ -212,12 +216,15 @@ def test_overrides_apply_over_every_profile_and_keep_its_options() -> None:
 
 def test_profile_and_models(tmp_path: Path) -> None:
     config = parse_config({"profile": "openai", "models": {"Mistral-*": "mistral"}})
-    assert (config.profile, config.models) == ("openai", (("Mistral-*", "mistral"),))
+    assert (config.default.profile, config.default.models) == (
+        "openai",
+        (("Mistral-*", "mistral"),),
+    )
     planner = config.planner()
     assert planner.plan("mistral-large-latest").profile == "mistral"
     assert planner.plan("gpt-5").profile == "openai"
     assert planner.plan(None).profile == "openai"
-    assert load_config(env={}, profile="kimi").profile == "kimi"
+    assert load_config(env={}, profile="kimi").default.profile == "kimi"
     # the default profile hands deepseek-reasoner to its stricter sibling
     default = parse_config({}).planner()
     assert default.plan("deepseek-reasoner").profile == "deepseek-reasoner"
@@ -314,7 +321,7 @@ def test_the_example_routes_and_credentials_are_valid_once_uncommented() -> None
 
 
 def test_recover_top_level_and_per_route() -> None:
-    assert load_config(env={}).recover == RecoverConfig(enabled=False, max_attempts=1)
+    assert load_config(env={}).default.recover == RecoverConfig(enabled=False, max_attempts=1)
     routes = {
         "a": {"upstream": {"url": "http://a.example"}},
         "b": {"upstream": {"url": "http://b.example"}, "recover": {"enabled": False}},

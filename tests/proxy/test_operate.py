@@ -53,7 +53,7 @@ async def test_reload_swaps_the_config_and_rejects_an_invalid_one(
         assert not reload_config(app, _fail)
     assert planner_of(app) is not before
     running = app[RUNTIME_KEY].current.config
-    assert running.profile == "kimi" and running.listen == app_listen  # bound at start-up
+    assert running.default.profile == "kimi" and running.listen == app_listen  # bound at start-up
     reloaded, failed = logs
     assert reloaded["event"] == "config_reloaded" and reloaded["generation"] == 1
     assert reloaded["restart_needed"] == ["listen"]

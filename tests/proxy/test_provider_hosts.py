@@ -78,16 +78,22 @@ def test_host_matching_is_case_insensitive() -> None:
 
 def test_an_explicit_profile_always_wins(tmp_path: Path) -> None:
     moonshot = "https://api.moonshot.ai"
-    assert load_config(env={}, upstream=moonshot).profile == "kimi"
+    assert load_config(env={}, upstream=moonshot).default.profile == "kimi"
     flagged = load_config(env={}, upstream=moonshot, profile="passthrough")
-    assert (flagged.profile, flagged.sources["profile"]) == ("passthrough", "flag --profile")
-    assert flagged.profile_reason == "profile set by flag --profile"
+    assert (flagged.default.profile, flagged.sources["profile"]) == (
+        "passthrough",
+        "flag --profile",
+    )
+    assert flagged.default.profile_reason == "profile set by flag --profile"
     path = tmp_path / "c.yaml"
     path.write_text("profile: mistral\n")
     filed = load_config(path, env={}, upstream=moonshot)
-    assert (filed.profile, filed.profile_reason) == ("mistral", "profile set by file")
+    assert (filed.default.profile, filed.default.profile_reason) == (
+        "mistral",
+        "profile set by file",
+    )
     # the environment's upstream implies the profile as a flag's would
-    assert load_config(env={"CHATMEND_UPSTREAM": moonshot}).profile == "kimi"
+    assert load_config(env={"CHATMEND_UPSTREAM": moonshot}).default.profile == "kimi"
 
 
 def test_routes_pick_their_own_profile_from_their_upstream() -> None:

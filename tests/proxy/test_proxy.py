@@ -346,7 +346,7 @@ async def test_head_passes_through(proxy: Client, fake: FakeUpstream) -> None:
     assert response.status == 200
     assert fake.received[-1].method == "HEAD"
     direct = await proxy.app[SESSION_KEY].head(
-        f"{proxy.app[RUNTIME_KEY].current.config.upstream.url}/v1/models"
+        f"{proxy.app[RUNTIME_KEY].current.config.default.upstream.url}/v1/models"
     )
     # The upstream's Content-Length describes the body a GET would get; HEAD relays it as is.
     assert response.headers["Content-Length"] == direct.headers["Content-Length"] != "0"

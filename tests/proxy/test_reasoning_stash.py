@@ -306,7 +306,7 @@ async def test_a_named_route_restores_its_own_turns(
     start: Start, upstream: ThinkingUpstream
 ) -> None:
     proxy = await start()
-    url = proxy.app[RUNTIME_KEY].current.config.upstream.url
+    url = proxy.app[RUNTIME_KEY].current.config.default.upstream.url
     routed = await start({"routes": {"ds": {"upstream": {"url": url}}}})
     message = await first_turn(routed, stream=True, path="/ds" + URL)
     response = await routed.post("/ds" + URL, data=turn_two(message))

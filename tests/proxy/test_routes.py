@@ -319,7 +319,7 @@ def test_routes_inherit_the_top_level_and_sort_longest_prefix_first() -> None:
     assert a.upstream.api_key is None
     assert ab.rules["empty-tool-calls"].enabled is False
     assert ab.rules["tool-call-type"].enabled is True
-    assert orjson.dumps(config.default_route().name) == b'"default"'
+    assert orjson.dumps(config.default.name) == b'"default"'
 
 
 async def test_an_upstream_url_ending_in_v1_gets_the_path_the_client_meant(
