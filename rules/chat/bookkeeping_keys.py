@@ -64,8 +64,16 @@ _PLAIN: Final = frozenset(
 _PLAIN_CALL: Final = frozenset({"id", "type", "function", "index"})
 
 
+#: The rule's options (the record below lists them; read them through these).
+KEEP = Option(
+    "keep",
+    [],
+    "bookkeeping keys kept anyway (gemini-openai: [extra_content], Gemini's thought signatures)",
+)
+
+
 def _keep(options: Mapping[str, Any]) -> frozenset[str]:
-    value = options.get("keep")
+    value = KEEP.of(options)
     if not isinstance(value, list | tuple):
         return frozenset()
     return frozenset(name for name in value if isinstance(name, str))
@@ -139,12 +147,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     wakes=scan.on(scan.KEYS, scan.CALL_KEYS),
-    options=(
-        Option(
-            "keep",
-            [],
-            "bookkeeping keys kept anyway (gemini-openai: [extra_content], Gemini's thought "
-            "signatures)",
-        ),
-    ),
+    options=(KEEP,),
 )

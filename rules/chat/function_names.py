@@ -52,6 +52,16 @@ _FIRST: Final = re.compile(r"[a-zA-Z_]")
 _CUT: Final = MAX_LENGTH - 9  # room for "_" and 8 hash characters
 
 
+#: The rule's options (the record below lists them; read them through these).
+PATTERN = Option(
+    "pattern",
+    "strict",
+    "strict: ^[a-zA-Z0-9_-]{1,64}$ (Mistral, OpenAI); gemini: ^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}$",
+    PATTERNS,
+)
+EMPTY = Option("empty", "invalid_tool_call", "the name an empty function name becomes")
+
+
 def conforms(name: str, pattern: str) -> bool:
     return _VALID[pattern].fullmatch(name) is not None
 
@@ -104,10 +114,10 @@ def _tool_choice_name(request: Any) -> str | None:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    pattern = ctx.options.get("pattern", "strict")
+    pattern = PATTERN.of(ctx)
     if pattern not in PATTERNS:
         return Outcome(messages)
-    empty = ctx.options.get("empty", "invalid_tool_call")
+    empty = EMPTY.of(ctx)
     empty = empty if type(empty) is str else "invalid_tool_call"
     request = ctx.request
     order: dict[str, None] = {}
@@ -210,14 +220,8 @@ RULE = Rule(
     default=False,
     apply=apply,
     options=(
-        Option(
-            "pattern",
-            "strict",
-            "strict: ^[a-zA-Z0-9_-]{1,64}$ (Mistral, OpenAI); gemini: "
-            "^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}$",
-            PATTERNS,
-        ),
-        Option("empty", "invalid_tool_call", "the name an empty function name becomes"),
+        PATTERN,
+        EMPTY,
     ),
     reads_request=True,
 )

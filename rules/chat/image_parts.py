@@ -45,10 +45,30 @@ DEFAULT_TYPES: Final = ("image_url",)
 NOT_USER: Final = frozenset({"system", "developer", "assistant", "tool", "function"})
 
 
+#: The rule's options (the record below lists them; read them through these).
+ACTION = Option(
+    "action",
+    "strip",
+    "strip: every image becomes a placeholder text part (no vision); relocate: images "
+    "outside user messages move into a user message after the message (or its tool block)",
+    ("strip", "relocate"),
+)
+PLACEHOLDER = Option(
+    "placeholder", DEFAULT_PLACEHOLDER, "the text part that replaces an image (strip)"
+)
+MOVED = Option("moved", DEFAULT_MOVED, "the text part left where an image was moved from")
+CARRIER = Option(
+    "carrier",
+    DEFAULT_CARRIER,
+    'the text part before the moved images in the new user message ("": none)',
+)
+TYPES = Option("types", list(DEFAULT_TYPES), "content part types counted as images")
+
+
 def image_types(options: Mapping[str, Any]) -> frozenset[str]:
     """The part types counted as images (option ``types``; never ``text``, the type the
     placeholders have), tolerant of an odd value."""
-    types = options.get("types", DEFAULT_TYPES)
+    types = TYPES.of(options)
     if not isinstance(types, list | tuple | set | frozenset):
         return frozenset(DEFAULT_TYPES)
     return frozenset(t for t in types if isinstance(t, str) and t != "text")
@@ -70,12 +90,12 @@ def moves_images(message: Any, types: frozenset[str]) -> bool:
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     types = image_types(ctx.options)
-    if ctx.options.get("action", "strip") == "relocate":
+    if ACTION.of(ctx) == "relocate":
         return _relocate(messages, types, ctx.options)
     suspects = [index for index, m in enumerate(messages) if count_images(m, types)]
     if not suspects:
         return Outcome(messages)  # the common case: no image anywhere
-    text = str(ctx.options.get("placeholder", DEFAULT_PLACEHOLDER))
+    text = str(PLACEHOLDER.of(ctx))
     changes = tuple(
         Change(NAME, index, "replaced_images", {"count": count_images(messages[index], types)})
         for index in suspects
@@ -101,8 +121,8 @@ def _relocate(messages: list[Any], types: frozenset[str], options: Mapping[str, 
     sources = [index for index, m in enumerate(messages) if moves_images(m, types)]
     if not sources:
         return Outcome(messages)
-    text = str(options.get("moved", DEFAULT_MOVED))
-    carrier = str(options.get("carrier", DEFAULT_CARRIER))
+    text = str(MOVED.of(options))
+    carrier = str(CARRIER.of(options))
     # Where each source's images go: before ``at``, past the tool messages after it.
     groups: dict[int, list[int]] = {}
     for index in sources:
@@ -151,20 +171,10 @@ RULE = Rule(
     apply=apply,
     wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
-        Option(
-            "action",
-            "strip",
-            "strip: every image becomes a placeholder text part (no vision); relocate: images "
-            "outside user messages move into a user message after the message (or its tool block)",
-            ("strip", "relocate"),
-        ),
-        Option("placeholder", DEFAULT_PLACEHOLDER, "the text part that replaces an image (strip)"),
-        Option("moved", DEFAULT_MOVED, "the text part left where an image was moved from"),
-        Option(
-            "carrier",
-            DEFAULT_CARRIER,
-            'the text part before the moved images in the new user message ("": none)',
-        ),
-        Option("types", list(DEFAULT_TYPES), "content part types counted as images"),
+        ACTION,
+        PLACEHOLDER,
+        MOVED,
+        CARRIER,
+        TYPES,
     ),
 )

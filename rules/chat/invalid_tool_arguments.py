@@ -72,7 +72,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     suspects = _suspects(messages)
     if not suspects:
         return Outcome(messages)  # the common case, checked in one tight pass
-    close_strings = ctx.options.get(TRUNCATED.name, TRUNCATED.default) != "empty"
+    close_strings = TRUNCATED.of(ctx) != "empty"
     changes: list[Change] = []
     budget = _Budget(MAX_REQUEST_TOKENS)
 

@@ -39,13 +39,22 @@ KNOWN_ROLES = frozenset({"assistant", "tool", "function"})
 DEFAULT_CONTENT = "."
 
 
+#: The rule's options (the record below lists them; read them through these).
+CONTENT = Option(
+    "content",
+    DEFAULT_CONTENT,
+    "the inserted user message's content: fixed text, so the same request always gives "
+    "the same bytes",
+)
+
+
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     at = opening(messages)
     if at is not None and messages[at]["role"] == "user":
         return Outcome(messages)  # the common case: the first message after the system prompt
     if not messages:
         return Outcome(messages)
-    inserted = {"role": "user", "content": ctx.options.get("content", DEFAULT_CONTENT)}
+    inserted = {"role": "user", "content": CONTENT.of(ctx)}
     if at is None:
         detail = {"role": "user", "reason": "no_conversation_message"}
         return Outcome(
@@ -82,12 +91,5 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    options=(
-        Option(
-            "content",
-            DEFAULT_CONTENT,
-            "the inserted user message's content: fixed text, so the same request always gives "
-            "the same bytes",
-        ),
-    ),
+    options=(CONTENT,),
 )

@@ -31,8 +31,18 @@ NAME = "null-content"
 #: The roles chat completions defines; the default of every content rule and check.
 
 
+#: The rule's options (the record below lists them; read them through these).
+CONTENT = Option("content", "", "the content a message with null or no content gets")
+TOOL_CONTENT = Option(
+    "tool_content",
+    "(no output)",
+    "the content a tool message with null or no content gets (a tool that returned None)",
+)
+ROLES_OPTION = Option("roles", list(ROLES), "the roles whose messages are filled")
+
+
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    roles = role_set(ctx.options.get("roles", list(ROLES)))
+    roles = role_set(ROLES_OPTION.of(ctx))
     suspects = [
         index
         for index, message in enumerate(messages)
@@ -40,8 +50,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     ]
     if not suspects:
         return Outcome(messages)
-    content = ctx.options.get("content", "")
-    tool_content = ctx.options.get("tool_content", "(no output)")
+    content = CONTENT.of(ctx)
+    tool_content = TOOL_CONTENT.of(ctx)
     changes: list[Change] = []
 
     def fix(index: int, message: Any) -> Any:
@@ -62,7 +72,7 @@ def _targeted(message: dict[str, Any], roles: frozenset[str]) -> bool:
 
 def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
     """A null or missing content of one of the rule's roles."""
-    return frozenset(scan.NULL + role for role in role_set(options.get("roles")))
+    return frozenset(scan.NULL + role for role in role_set(ROLES_OPTION.of(options)))
 
 
 RULE = Rule(
@@ -78,12 +88,8 @@ RULE = Rule(
     apply=apply,
     wakes=_wakes,
     options=(
-        Option("content", "", "the content a message with null or no content gets"),
-        Option(
-            "tool_content",
-            "(no output)",
-            "the content a tool message with null or no content gets (a tool that returned None)",
-        ),
-        Option("roles", list(ROLES), "the roles whose messages are filled"),
+        CONTENT,
+        TOOL_CONTENT,
+        ROLES_OPTION,
     ),
 )

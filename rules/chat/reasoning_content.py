@@ -130,7 +130,7 @@ def canonical_arguments(value: Any) -> str:
 def thinking(request: Mapping[str, Any], ctx: RuleContext) -> bool:
     """The request runs in thinking mode: the rule serves it, and its response holds reasoning
     worth keeping."""
-    return thinking_enabled(request, ctx.options.get("models", THINKING_MODELS))
+    return thinking_enabled(request, MODELS.of(ctx))
 
 
 def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> list[str]:
@@ -149,10 +149,10 @@ def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> lis
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if not thinking_enabled(ctx.request, ctx.options["models"]):
+    if not thinking_enabled(ctx.request, MODELS.of(ctx)):
         return Outcome(messages)
     found = [index for index, message in enumerate(messages) if lacks_reasoning(message)]
-    if ctx.options.get("plain_turns") is True:
+    if PLAIN_TURNS.of(ctx) is True:
         plain = [i for i in plain_turns_in_tool_spans(messages) if _no_reasoning(messages[i])]
         found = sorted(found + plain) if plain else found
     if not found:
@@ -193,7 +193,7 @@ def _no_reasoning(message: dict[str, Any]) -> bool:
 
 
 def _placeholder(ctx: RuleContext) -> str:
-    value = ctx.options.get("placeholder", DEFAULT_PLACEHOLDER)
+    value = PLACEHOLDER.of(ctx)
     return value if isinstance(value, str) and value else DEFAULT_PLACEHOLDER
 
 
@@ -207,6 +207,25 @@ class PlaceholderOption(Option):
         if not value:
             return 'must not be empty (DeepSeek V4 rejects ""; " " is the smallest accepted)'
         return None
+
+
+#: The rule's options (the record below lists them; read them through these).
+PLACEHOLDER = PlaceholderOption(
+    "placeholder",
+    DEFAULT_PLACEHOLDER,
+    'What a turn gets when its reasoning is unknown (never ""; DeepSeek V4 rejects it).',
+)
+MODELS = Option(
+    "models",
+    list(THINKING_MODELS),
+    "Model-name patterns that think unless the request sets thinking.type: disabled.",
+)
+PLAIN_TURNS = Option(
+    "plain_turns",
+    False,
+    "Also give the placeholder to an assistant without tool calls that sits between two "
+    "user messages with a tool-call turn (DeepSeek, docs/providers.md).",
+)
 
 
 RULE = Rule(
@@ -223,22 +242,9 @@ RULE = Rule(
     default=False,
     apply=apply,
     options=(
-        PlaceholderOption(
-            "placeholder",
-            DEFAULT_PLACEHOLDER,
-            'What a turn gets when its reasoning is unknown (never ""; DeepSeek V4 rejects it).',
-        ),
-        Option(
-            "models",
-            list(THINKING_MODELS),
-            "Model-name patterns that think unless the request sets thinking.type: disabled.",
-        ),
-        Option(
-            "plain_turns",
-            False,
-            "Also give the placeholder to an assistant without tool calls that sits between two "
-            "user messages with a tool-call turn (DeepSeek, docs/providers.md).",
-        ),
+        PLACEHOLDER,
+        MODELS,
+        PLAIN_TURNS,
     ),
     reads_request=True,
     recall=Recall(serves=thinking, keys=wanted_keys),

@@ -46,6 +46,21 @@ LATER_CHOICES = ("hoist", "user")
 DEFAULT_PREFIX = "[system] "
 
 
+#: The rule's options (the record below lists them; read them through these).
+LATER = Option(
+    "later",
+    "hoist",
+    "a system message after the first non-system one: `hoist` appends its text to the "
+    "leading system message, `user` turns it into a user message where it stands",
+    LATER_CHOICES,
+)
+PREFIX = Option(
+    "prefix",
+    DEFAULT_PREFIX,
+    "with `later: user`, text put before the converted message's text",
+)
+
+
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     lead = 0
     while lead < len(messages) and _is_system(messages[lead]):
@@ -57,8 +72,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if lead > 1:
         detail = {"merged_indices": list(range(lead)), "count": lead}
         changes.append(Change(NAME, 0, "merged", detail))
-    if ctx.options.get("later", "hoist") == "user":
-        return _to_user(messages, lead, later, str(ctx.options.get("prefix", "")), changes)
+    if LATER.of(ctx) == "user":
+        return _to_user(messages, lead, later, str(PREFIX.of(ctx)), changes)
     return _hoist(messages, lead, later, changes)
 
 
@@ -159,17 +174,7 @@ RULE = Rule(
     default=False,
     apply=apply,
     options=(
-        Option(
-            "later",
-            "hoist",
-            "a system message after the first non-system one: `hoist` appends its text to the "
-            "leading system message, `user` turns it into a user message where it stands",
-            LATER_CHOICES,
-        ),
-        Option(
-            "prefix",
-            DEFAULT_PREFIX,
-            "with `later: user`, text put before the converted message's text",
-        ),
+        LATER,
+        PREFIX,
     ),
 )

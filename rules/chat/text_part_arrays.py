@@ -47,6 +47,23 @@ NAME = "text-part-arrays"
 _KEPT = ("type", "text")
 
 
+#: The rule's options (the record below lists them; read them through these).
+SEPARATOR = Option("separator", "", 'what joins the texts of the parts ("": back to back)')
+ROLES_OPTION = Option("roles", list(ROLES), "the roles whose content is collapsed")
+LISTS = Option(
+    "lists",
+    True,
+    "collapse part lists (false: only a bare part object, for Kimi and DashScope, "
+    "which accept lists)",
+)
+MIN_PARTS = Option(
+    "min_parts",
+    1,
+    "leave text-only lists with fewer parts than this (xAI: 2, it refuses more than one "
+    "text element); `[]` is always replaced",
+)
+
+
 def text_of(part: Any) -> str | None:
     """The text of a text part (``{"type": "text", "text": <string>}``), else ``None``."""
     if type(part) is dict and part.get("type") == "text":
@@ -71,9 +88,9 @@ def collapsible(content: Any, *, lists: bool = True, min_parts: int = 1) -> bool
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    roles = role_set(ctx.options.get("roles", list(ROLES)))
-    lists = ctx.options.get("lists", True) is not False
-    min_parts = ctx.options.get("min_parts", 1)
+    roles = role_set(ROLES_OPTION.of(ctx))
+    lists = LISTS.of(ctx) is not False
+    min_parts = MIN_PARTS.of(ctx)
     min_parts = min_parts if type(min_parts) is int else 1
     suspects = [
         index
@@ -86,7 +103,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     ]
     if not suspects:
         return Outcome(messages)
-    separator = ctx.options.get("separator", "")
+    separator = SEPARATOR.of(ctx)
     separator = separator if type(separator) is str else ""
     changes: list[Change] = []
 
@@ -128,19 +145,9 @@ RULE = Rule(
     apply=apply,
     wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
-        Option("separator", "", 'what joins the texts of the parts ("": back to back)'),
-        Option("roles", list(ROLES), "the roles whose content is collapsed"),
-        Option(
-            "lists",
-            True,
-            "collapse part lists (false: only a bare part object, for Kimi and DashScope, "
-            "which accept lists)",
-        ),
-        Option(
-            "min_parts",
-            1,
-            "leave text-only lists with fewer parts than this (xAI: 2, it refuses more than one "
-            "text element); `[]` is always replaced",
-        ),
+        SEPARATOR,
+        ROLES_OPTION,
+        LISTS,
+        MIN_PARTS,
     ),
 )

@@ -44,6 +44,15 @@ REDACTED: Final = "redacted_thinking"
 SEPARATOR: Final = "\n\n"
 
 
+#: The rule's options (the record below lists them; read them through these).
+ACTION = Option(
+    "action",
+    "drop",
+    "drop the thinking (logged with its length), or move it to reasoning_content",
+    choices=("drop", "reasoning_content"),
+)
+
+
 def has_thinking(content: Any) -> bool:
     """True if ``content`` is a list holding a thinking or redacted_thinking part."""
     if type(content) is not list:
@@ -65,7 +74,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     ]
     if not suspects:
         return Outcome(messages)  # the common case: no Anthropic block in chat content
-    move = ctx.options.get("action") == "reasoning_content"
+    move = ACTION.of(ctx) == "reasoning_content"
     changes: list[Change] = []
     out = rewrite_at(
         messages, suspects, lambda index, message: _fix(index, message, move, ctx, changes)
@@ -152,12 +161,5 @@ RULE = Rule(
     default=False,
     apply=apply,
     wakes=scan.on(scan.LIST_CONTENT),
-    options=(
-        Option(
-            "action",
-            "drop",
-            "drop the thinking (logged with its length), or move it to reasoning_content",
-            choices=("drop", "reasoning_content"),
-        ),
-    ),
+    options=(ACTION,),
 )

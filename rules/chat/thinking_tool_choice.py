@@ -20,6 +20,20 @@ from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 NAME = "thinking-tool-choice"
 
 
+#: The rule's options (the record below lists them; read them through these).
+REPLACEMENT = Option(
+    "replacement",
+    "auto",
+    "What a forced choice becomes: `auto`, or `omit` (the key is removed).",
+    choices=("auto", "omit"),
+)
+MODELS = Option(
+    "models",
+    list(THINKING_MODELS),
+    "Model-name patterns that think unless the request sets thinking.type: disabled.",
+)
+
+
 def forced(choice: Any) -> str | None:
     """``required`` or ``function`` for a choice thinking mode refuses, else ``None``."""
     if choice == "required":
@@ -32,10 +46,10 @@ def forced(choice: Any) -> str | None:
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     request = ctx.request
     kind = forced(request.get("tool_choice"))
-    if kind is None or not thinking_enabled(request, ctx.options["models"]):
+    if kind is None or not thinking_enabled(request, MODELS.of(ctx)):
         return Outcome(messages)
     fields = {key: value for key, value in request.items() if key != "tool_choice"}
-    replacement = ctx.options["replacement"]
+    replacement = REPLACEMENT.of(ctx)
     if replacement == "auto":
         fields["tool_choice"] = "auto"
     change = Change(NAME, -1, "replaced_tool_choice", {"was": kind, "now": replacement})
@@ -52,17 +66,8 @@ RULE = Rule(
     default=False,
     apply=apply,
     options=(
-        Option(
-            "replacement",
-            "auto",
-            "What a forced choice becomes: `auto`, or `omit` (the key is removed).",
-            choices=("auto", "omit"),
-        ),
-        Option(
-            "models",
-            list(THINKING_MODELS),
-            "Model-name patterns that think unless the request sets thinking.type: disabled.",
-        ),
+        REPLACEMENT,
+        MODELS,
     ),
     reads_request=True,
 )

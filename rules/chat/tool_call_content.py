@@ -41,6 +41,22 @@ SHAPES = ("null", "empty", "omit")
 KINDS = ("absent", "null", "empty_string", "empty_list", "empty_parts")
 
 
+#: The rule's options (the record below lists them; read them through these).
+SHAPE = Option(
+    "shape",
+    "null",
+    "the empty content of an assistant with tool calls: null (OpenAI, DeepSeek), "
+    'empty ("", xAI) or omit (no key, Kimi)',
+    SHAPES,
+)
+KINDS_OPTION = Option(
+    "kinds",
+    list(KINDS),
+    "the empty shapes rewritten (absent, null, empty_string, empty_list, empty_parts): "
+    "only those the provider refuses",
+)
+
+
 def empty_kind(message: dict[str, Any]) -> str:
     """How an empty content looks, for a Change: absent, null, empty_string, empty_list or
     empty_parts (text parts with no text). Call only when ``has_content`` is false."""
@@ -62,8 +78,8 @@ def kind_set(value: Any) -> frozenset[str]:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    shape = ctx.options.get("shape", "null")
-    kinds = kind_set(ctx.options.get("kinds", list(KINDS)))
+    shape = SHAPE.of(ctx)
+    kinds = kind_set(KINDS_OPTION.of(ctx))
     suspects = [
         index
         for index, message in enumerate(messages)
@@ -104,7 +120,7 @@ def _in_shape(message: dict[str, Any], shape: Any) -> bool:
 
 def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
     """An empty content of an assistant with calls, in one of the kinds the rule reshapes."""
-    return frozenset(scan.CALL_EMPTY + kind for kind in kind_set(options.get("kinds")))
+    return frozenset(scan.CALL_EMPTY + kind for kind in kind_set(KINDS_OPTION.of(options)))
 
 
 RULE = Rule(
@@ -121,18 +137,7 @@ RULE = Rule(
     apply=apply,
     wakes=_wakes,
     options=(
-        Option(
-            "shape",
-            "null",
-            "the empty content of an assistant with tool calls: null (OpenAI, DeepSeek), "
-            'empty ("", xAI) or omit (no key, Kimi)',
-            SHAPES,
-        ),
-        Option(
-            "kinds",
-            list(KINDS),
-            "the empty shapes rewritten (absent, null, empty_string, empty_list, empty_parts): "
-            "only those the provider refuses",
-        ),
+        SHAPE,
+        KINDS_OPTION,
     ),
 )

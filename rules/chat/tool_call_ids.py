@@ -44,6 +44,15 @@ _ANTHROPIC: Final = re.compile(r"[a-zA-Z0-9_-]+")
 _NOT_ANTHROPIC: Final = re.compile(r"[^a-zA-Z0-9_-]")
 
 
+#: The rule's options (the record below lists them; read them through these).
+FORMAT = Option(
+    "format",
+    "preserve",
+    "id format the upstream accepts: preserve (never rewrite, Kimi), mistral9, max40, anthropic",
+    FORMATS,
+)
+
+
 def conforms(value: str, fmt: str) -> bool:
     """True if the id ``value`` is acceptable as it is under ``fmt``."""
     if fmt == "mistral9":
@@ -66,7 +75,7 @@ def _candidate(value: str, fmt: str, attempt: int) -> str:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    fmt = ctx.options.get("format", "preserve")
+    fmt = FORMAT.of(ctx)
     if fmt not in FORMATS or fmt == "preserve":
         return Outcome(messages)
     order, suspects, bad = _scan(messages, fmt)
@@ -159,13 +168,5 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    options=(
-        Option(
-            "format",
-            "preserve",
-            "id format the upstream accepts: preserve (never rewrite, Kimi), mistral9, max40, "
-            "anthropic",
-            FORMATS,
-        ),
-    ),
+    options=(FORMAT,),
 )

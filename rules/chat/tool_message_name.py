@@ -28,6 +28,15 @@ from rules.engine.messages import rewrite_at
 NAME = "tool-message-name"
 
 
+#: The rule's options (the record below lists them; read them through these).
+ADD_MISSING = Option(
+    "add_missing",
+    False,
+    "also give a tool message without `name` its call's name (Gemini); false: only a "
+    "present and wrong name is rewritten (hermes E17)",
+)
+
+
 def call_names(messages: list[Any]) -> list[tuple[int, str | None, str]]:
     """For each tool message with a usable ``tool_call_id``: (index, the function name of its
     call or ``None`` if no call or no string name is found, the id)."""
@@ -64,7 +73,7 @@ def call_names(messages: list[Any]) -> list[tuple[int, str | None, str]]:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    add_missing = ctx.options.get("add_missing", False) is True
+    add_missing = ADD_MISSING.of(ctx) is True
     wanted: dict[int, tuple[str, str]] = {}
     for index, name, rid in call_names(messages):
         if name is None:
@@ -103,12 +112,5 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    options=(
-        Option(
-            "add_missing",
-            False,
-            "also give a tool message without `name` its call's name (Gemini); false: only a "
-            "present and wrong name is rewritten (hermes E17)",
-        ),
-    ),
+    options=(ADD_MISSING,),
 )

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption, text_option
+from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
 
 NAME = "tool-user-bridge"
 
@@ -40,11 +40,20 @@ NAME = "tool-user-bridge"
 DEFAULT_CONTENT = "I have processed the tool results."
 
 
+#: The rule's options (the record below lists them; read them through these).
+CONTENT = TextOption(
+    "content",
+    DEFAULT_CONTENT,
+    "the bridge's text: fixed, so the same request always gives the same bytes; never "
+    "empty (Mistral rejects an assistant with neither content nor tool calls)",
+)
+
+
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     gaps = _gaps(messages)
     if not gaps:
         return Outcome(messages)  # the common case, found in one pass
-    content = text_option(ctx, "content", DEFAULT_CONTENT)
+    content = CONTENT.of(ctx)
     out: list[Any] = []
     changes: list[Change] = []
     start = 0
@@ -81,12 +90,5 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    options=(
-        TextOption(
-            "content",
-            DEFAULT_CONTENT,
-            "the bridge's text: fixed, so the same request always gives the same bytes; never "
-            "empty (Mistral rejects an assistant with neither content nor tool calls)",
-        ),
-    ),
+    options=(CONTENT,),
 )

@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, text_option
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
 from rules.engine.messages import dropped_content
 
 NAME = "trailing-assistant"
@@ -50,6 +50,29 @@ NAME = "trailing-assistant"
 ACTIONS = ("continue", "prefix", "drop")
 #: The continuation vscode-unify-chat-provider#250 appends (provider-errors.md 1.B).
 DEFAULT_CONTENT = "Continue."
+
+
+#: The rule's options (the record below lists them; read them through these).
+ACTION = Option(
+    "action",
+    "continue",
+    "continue: append a user message; prefix: set prefix: true on the assistant (falls "
+    "back to continue for a lone assistant); drop: remove it (unsafe; falls back to "
+    "continue when nothing would remain)",
+    ACTIONS,
+)
+CONTENT = TextOption(
+    "content",
+    DEFAULT_CONTENT,
+    "the appended user message's text (action continue): fixed, so the same request "
+    "always gives the same bytes; never empty",
+)
+PREFIX_ALLOWED = Option(
+    "prefix_allowed",
+    True,
+    "false for a provider without prefix completion (llama.cpp): an assistant's "
+    "prefix: true then does not keep it trailing",
+)
 
 
 def is_plain_assistant(message: Any) -> bool:
@@ -76,8 +99,8 @@ def ends_open(messages: list[Any], prefix_allowed: bool, end: int | None = None)
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if not messages or not is_plain_assistant(messages[-1]):
         return Outcome(messages)  # the common case: a request ending on a user or tool message
-    action = ctx.options.get("action", "continue")
-    prefix_allowed = action == "prefix" or ctx.options.get("prefix_allowed", True) is not False
+    action = ACTION.of(ctx)
+    prefix_allowed = action == "prefix" or PREFIX_ALLOWED.of(ctx) is not False
     if not ends_open(messages, prefix_allowed):
         return Outcome(messages)
     last = len(messages) - 1
@@ -100,7 +123,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 
 def _continue(messages: list[Any], ctx: RuleContext) -> Outcome:
     last = len(messages) - 1
-    content = text_option(ctx, "content", DEFAULT_CONTENT)
+    content = CONTENT.of(ctx)
     out = list(messages)
     changes: list[Change] = []
     if out[last].get("prefix") is True:  # no longer last: Mistral rejects a prefix before others
@@ -145,25 +168,8 @@ RULE = Rule(
     default=False,
     apply=apply,
     options=(
-        Option(
-            "action",
-            "continue",
-            "continue: append a user message; prefix: set prefix: true on the assistant (falls "
-            "back to continue for a lone assistant); drop: remove it (unsafe; falls back to "
-            "continue when nothing would remain)",
-            ACTIONS,
-        ),
-        TextOption(
-            "content",
-            DEFAULT_CONTENT,
-            "the appended user message's text (action continue): fixed, so the same request "
-            "always gives the same bytes; never empty",
-        ),
-        Option(
-            "prefix_allowed",
-            True,
-            "false for a provider without prefix completion (llama.cpp): an assistant's "
-            "prefix: true then does not keep it trailing",
-        ),
+        ACTION,
+        CONTENT,
+        PREFIX_ALLOWED,
     ),
 )

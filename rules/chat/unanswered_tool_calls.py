@@ -30,19 +30,18 @@ NAME = "unanswered-tool-calls"
 
 DEFAULT_CONTENT: Final = "[chatmend] No result was recorded for this tool call."
 
-OPTIONS = (
-    Option(
-        "content",
-        DEFAULT_CONTENT,
-        "Text of the stub tool message that answers a call no result answered.",
-    ),
+#: The rule's option (the record below lists it; read it through this).
+CONTENT = Option(
+    "content",
+    DEFAULT_CONTENT,
+    "Text of the stub tool message that answers a call no result answered.",
 )
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if is_paired(messages):
         return Outcome(messages)  # the common case: every block answers exactly its calls
-    content = ctx.options.get("content", DEFAULT_CONTENT)
+    content = CONTENT.of(ctx)
     inserts: dict[int, list[tuple[int, Any]]] = {}
     stubs: list[tuple[int, str]] = []  # (assistant index, call id), by key
     for block in analyse(messages).blocks:
@@ -72,5 +71,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     wakes=scan.on(scan.UNPAIRED),
-    options=OPTIONS,
+    options=(CONTENT,),
 )

@@ -68,6 +68,26 @@ REQUIRED: Final = frozenset({"role", "content", "tool_call_id"})
 Path = tuple[Any, ...]
 
 
+#: The rule's options (the record below lists them; read them through these).
+ALLOW = Option(
+    "allow",
+    [],
+    "extra key names kept on every message, call and function (e.g. "
+    '["reasoning_content"] for DeepSeek and Kimi)',
+)
+DENY = Option(
+    "deny",
+    [],
+    'message keys dropped even where the role allows them (Mistral: ["name"]; never '
+    "role, content or tool_call_id)",
+)
+DROP_NULL = Option(
+    "drop_null",
+    True,
+    "also drop optional keys whose value is null (never role, content or tool_call_id)",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """The rule's (and the check's) options, read once."""
@@ -82,9 +102,9 @@ class Settings:
     def of(cls, options: Mapping[str, Any]) -> Settings:
         """From rule or check options, tolerant of a missing or odd value."""
         return cls(
-            _names(options.get("allow")),
-            _names(options.get("deny")) - REQUIRED,
-            bool(options.get("drop_null", True)),
+            _names(ALLOW.of(options)),
+            _names(DENY.of(options)) - REQUIRED,
+            bool(DROP_NULL.of(options)),
         )
 
     def allowed(self, role: Any) -> frozenset[str] | None:
@@ -201,22 +221,8 @@ RULE = Rule(
     default=False,
     apply=apply,
     options=(
-        Option(
-            "allow",
-            [],
-            "extra key names kept on every message, call and function (e.g. "
-            '["reasoning_content"] for DeepSeek and Kimi)',
-        ),
-        Option(
-            "deny",
-            [],
-            'message keys dropped even where the role allows them (Mistral: ["name"]; never '
-            "role, content or tool_call_id)",
-        ),
-        Option(
-            "drop_null",
-            True,
-            "also drop optional keys whose value is null (never role, content or tool_call_id)",
-        ),
+        ALLOW,
+        DENY,
+        DROP_NULL,
     ),
 )

@@ -44,11 +44,16 @@ QWEN_ROLES: Final = ("system", "assistant", "user", "tool", "function")
 _ROLE_LOG_LIMIT: Final = 64
 
 
+#: The rule's options (the record below lists them; read them through these).
+ROLES = Option("roles", list(OPENAI_ROLES), "the roles the provider accepts")
+KEEP = Option("keep", [], "roles let through although the provider's list lacks them")
+
+
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     # An empty or malformed list (a library caller's options are not validated) would remove
     # every message: OpenAI's roles stand in for it.
-    accepted = role_set(ctx.options.get("roles")) or frozenset(OPENAI_ROLES)
-    accepted |= role_set(ctx.options.get("keep"))
+    accepted = role_set(ROLES.of(ctx)) or frozenset(OPENAI_ROLES)
+    accepted |= role_set(KEEP.of(ctx))
     suspects = [
         index
         for index, message in enumerate(messages)
@@ -76,7 +81,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 def _wakes(options: Mapping[str, Any]) -> frozenset[str] | None:
     """The walk's odd-role signal, when the accepted roles hold the four chat roles (the walk
     names only the others); else ``None``: the rule always runs its own prescan."""
-    accepted = role_set(options.get("roles")) or frozenset(OPENAI_ROLES)
+    accepted = role_set(ROLES.of(options)) or frozenset(OPENAI_ROLES)
     return frozenset({scan.ODD_ROLE}) if accepted >= scan.ROLES else None
 
 
@@ -95,7 +100,7 @@ RULE = Rule(
     apply=apply,
     wakes=_wakes,
     options=(
-        Option("roles", list(OPENAI_ROLES), "the roles the provider accepts"),
-        Option("keep", [], "roles let through although the provider's list lacks them"),
+        ROLES,
+        KEEP,
     ),
 )

@@ -55,6 +55,12 @@ class Option:
     #: Allowed values; ``None`` means any value of the default's type.
     choices: tuple[Any, ...] | None = None
 
+    def of(self, source: RuleContext | Mapping[str, Any]) -> Any:
+        """This option's value in a rule's context (or its options mapping): the operator's or
+        the profile's, else the default declared here, the one place it is written."""
+        options = source.options if isinstance(source, RuleContext) else source
+        return options.get(self.name, self.default)
+
     def validate(self, value: Any) -> str | None:
         """Return an error text if ``value`` is not acceptable, else ``None``."""
         if self.choices is not None:
@@ -74,19 +80,19 @@ class TextOption(Option):
     itself a rejection ("Assistant message must have either content or tool_calls", Mistral;
     "text content blocks must contain non-whitespace text", Anthropic)."""
 
+    def of(self, source: RuleContext | Mapping[str, Any]) -> Any:
+        """The option's text if it is visible, else the default (a library caller may pass
+        options the config loader never validated: an empty placeholder would be a new
+        defect)."""
+        value = Option.of(self, source)
+        return value if isinstance(value, str) and value.strip() else self.default
+
     def validate(self, value: Any) -> str | None:
         if not isinstance(value, str):
             return f"must be of type str, got {type(value).__name__}"
         if not value.strip():
             return "must be a non-empty text (not only whitespace)"
         return None
-
-
-def text_option(ctx: RuleContext, name: str, default: str) -> str:
-    """The option ``name`` if it holds visible text, else ``default`` (a library caller may pass
-    options the config loader never validated: an empty placeholder would be a new defect)."""
-    value = ctx.options.get(name, default)
-    return value if isinstance(value, str) and value.strip() else default
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,10 @@ NAME = "responses-call-ids"
 MAX_LENGTH = 64
 
 
+#: The rule's options (the record below lists them; read them through these).
+MAX_LENGTH_OPTION = Option("max_length", MAX_LENGTH, "Longest call_id the upstream accepts.")
+
+
 def shorten(value: str, max_length: int) -> str:
     """``value`` cut to ``max_length``: a prefix, ``_`` and 16 hex digits of its sha256."""
     if len(value) <= max_length:
@@ -37,7 +41,7 @@ def shorten(value: str, max_length: int) -> str:
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
-    limit = ctx.options.get("max_length", MAX_LENGTH)
+    limit = MAX_LENGTH_OPTION.of(ctx)
     limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else MAX_LENGTH
     # Prescan: any id too long, or any call id twice?
     calls: set[str] = set()
@@ -96,5 +100,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    options=(Option("max_length", MAX_LENGTH, "Longest call_id the upstream accepts."),),
+    options=(MAX_LENGTH_OPTION,),
 )

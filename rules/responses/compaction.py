@@ -28,6 +28,14 @@ NAME = "responses-compaction"
 DEFAULT_BUDGET = 20000
 
 
+#: The rule's options (the record below lists them; read them through these).
+USER_BUDGET_TOKENS = Option(
+    "user_budget_tokens",
+    DEFAULT_BUDGET,
+    "Tokens (text characters / 4) of pre-checkpoint user messages kept, newest first.",
+)
+
+
 def _text_chars(content: Any) -> int:
     """The characters of a message's text: a string, or the text of its parts."""
     if isinstance(content, str):
@@ -52,7 +60,7 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
         first -= 1
     if first == 0:
         return Outcome(items)  # nothing before the checkpoints: already as the server reads it
-    budget = ctx.options.get("user_budget_tokens", DEFAULT_BUDGET)
+    budget = USER_BUDGET_TOKENS.of(ctx)
     budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else DEFAULT_BUDGET
     users = [i for i in range(first) if is_message(items[i]) and items[i].get("role") == "user"]
     kept: list[int] = []
@@ -85,11 +93,5 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
-    options=(
-        Option(
-            "user_budget_tokens",
-            DEFAULT_BUDGET,
-            "Tokens (text characters / 4) of pre-checkpoint user messages kept, newest first.",
-        ),
-    ),
+    options=(USER_BUDGET_TOKENS,),
 )

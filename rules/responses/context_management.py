@@ -26,6 +26,20 @@ FIELD = "context_management"
 ELIGIBLE_MODELS = ("gpt-5.6*",)
 
 
+#: The rule's options (the record below lists them; read them through these).
+DIRECT_OPENAI = Option(
+    "direct_openai",
+    False,
+    "The upstream is a direct OpenAI route; filled from upstream.url (host "
+    "api.openai.com) unless set here.",
+)
+MODELS = Option(
+    "models",
+    list(ELIGIBLE_MODELS),
+    "Model-name patterns (globs) eligible for server-side compaction.",
+)
+
+
 def eligible(model: Any, direct_openai: Any, models: Any) -> str | None:
     """``None`` if a request for ``model`` may keep the field, else why not."""
     if direct_openai is not True:
@@ -45,8 +59,8 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     options = ctx.options
     reason = eligible(
         request.get("model"),
-        options.get("direct_openai", False),
-        options.get("models", list(ELIGIBLE_MODELS)),
+        DIRECT_OPENAI.of(options),
+        MODELS.of(options),
     )
     if reason is None:
         return Outcome(items)
@@ -66,17 +80,8 @@ RULE = Rule(
     default=True,
     apply=apply,
     options=(
-        Option(
-            "direct_openai",
-            False,
-            "The upstream is a direct OpenAI route; filled from upstream.url (host "
-            "api.openai.com) unless set here.",
-        ),
-        Option(
-            "models",
-            list(ELIGIBLE_MODELS),
-            "Model-name patterns (globs) eligible for server-side compaction.",
-        ),
+        DIRECT_OPENAI,
+        MODELS,
     ),
     reads_request=True,
 )

@@ -22,12 +22,20 @@ NAME = "responses-unanswered-calls"
 DEFAULT_OUTPUT = "[chatmend] No result was recorded for this tool call."
 
 
+#: The rule's options (the record below lists them; read them through these).
+OUTPUT_OPTION = Option(
+    "output",
+    DEFAULT_OUTPUT,
+    "The stub's output: fixed text, so the same request always gives the same bytes.",
+)
+
+
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     _, left = pair_calls(items)
     if not left:
         return Outcome(items)
     unanswered = set(left)
-    text = ctx.options.get("output", DEFAULT_OUTPUT)
+    text = OUTPUT_OPTION.of(ctx)
     out: list[Any] = []
     changes: list[Change] = []
     for index, item in enumerate(items):
@@ -50,11 +58,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    options=(
-        Option(
-            "output",
-            DEFAULT_OUTPUT,
-            "The stub's output: fixed text, so the same request always gives the same bytes.",
-        ),
-    ),
+    options=(OUTPUT_OPTION,),
 )
