@@ -63,6 +63,9 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+_YAML_SPECIAL = frozenset(":#,[]{}&*!|>'\"%@`")
+
+
 def yaml_value(value: Any) -> str:
     """``value`` in YAML flow style, reading back as ``value`` (strings quoted only if needed)."""
     if isinstance(value, bool):
@@ -72,7 +75,7 @@ def yaml_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(yaml_value(item) for item in value) + "]"
     if isinstance(value, str):
-        plain = value and value == value.strip() and not any(c in value for c in ":#,[]{}&*!|>'\"%@`")
+        plain = value and value == value.strip() and not any(c in _YAML_SPECIAL for c in value)
         if plain and yaml.safe_load(value) == value:
             return value
         return json.dumps(value, ensure_ascii=False)
