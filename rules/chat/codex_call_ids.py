@@ -13,13 +13,13 @@ call with an alias and no usable ``id`` gets ``id`` = its ``call_id`` (else its
 on the calls (removing them is ``bookkeeping-keys``' job).
 Why: every pairing rule after this one matches a result to its call by ``id``; a result that
 names the ``call_id`` is taken for an orphan and dropped, and its call gets a stub "No result
-was recorded" although the result is right there (hermes-sanitizer-notes.md E3: hermes-agent
+was recorded" although the result is right there (hermes-agent's sanitizer E3: hermes-agent
 #58168 "valid results were dropped when keyed on `call_id`, leaving calls unanswered → DeepSeek/
 Kimi 400", #55626 "[Result unavailable…] shown for tools that ran fine", #63000, #93251; hermes
 pairs on every alias of a call as one group, R4). A call with only ``call_id`` kept its result
 unmatched and itself unanswered, which the provider refuses ("An assistant message with
 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'",
-provider-errors.md 1.A).
+docs/providers.md#pairing).
 Safety: safe. A result is renamed only to the one call its id names unambiguously: an alias that
 is also some call's ``id`` (anywhere in the request), or that one assistant gives to a call of
 its own id already, is never rewritten, so two different calls' results are never merged. The

@@ -13,7 +13,7 @@ Why: strict providers need every result directly after its call. DeepSeek and Op
 stray result with 400 "Messages with role 'tool' must be a response to a preceding message with
 'tool_calls'" and its call with "An assistant message with 'tool_calls' must be followed by tool
 messages responding to each 'tool_call_id'. (insufficient tool messages following tool_calls
-message)" (provider-errors.md 1.A; a user message between calls and results, ogx-ai/ogx#6367).
+message)" (docs/providers.md#pairing; a user message between calls and results, ogx-ai/ogx#6367).
 Context compressors move results past a user turn (hermes #84481, #94704); hermes drops and
 stubs them (E5), which replaces a result that exists by a placeholder.
 Safety: safe. Nothing is dropped or rewritten: one message changes place, to the only place a

@@ -10,7 +10,7 @@ answers the k-th kept call that had id X; a further result for X is a second ans
 and is dropped. A tool message whose id an earlier tool message already carries, and which
 answers no call of its block, is dropped. Calls and results without a usable id are left alone.
 Why: DeepSeek checks tool_call_id uniqueness across the whole ``messages[]`` and answers 400
-"Duplicate value for 'tool_call_id' of in message[4]" (provider-errors.md 1.A,
+"Duplicate value for 'tool_call_id' of in message[4]" (docs/providers.md#deepseek-pairing,
 craft-ai-agents/craft-agents-oss#630; OpenAI says "Duplicate value for 'tool_call_id' of
 'call_…', in messages[7] and messages[8]", agno-agi/agno#5116). Yet Kimi (``terminal:0``,
 ``functions.Bash:0``), per-turn ``call_00_…`` counters and llama.cpp reuse ids across turns on

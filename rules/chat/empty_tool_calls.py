@@ -4,10 +4,10 @@ What: an assistant whose ``tool_calls`` is ``[]``, ``null`` or not a list loses 
 that are not objects are removed from the list first. An assistant left with neither content
 nor tool calls is removed.
 Why: DeepSeek, OpenAI and Qwen answer 400 "Invalid 'messages[N].tool_calls': empty array ..."
-(provider-errors.md 1.A), and "content or tool_calls must be set" for an assistant with neither
-(1.C). It runs last, so no earlier rule can leave ``[]`` behind (hermes #74101, E2).
-Safety: safe. The removed pieces carried nothing (an empty list, a ``null`` entry, a message
-with no text and no calls).
+(docs/providers.md#qwen-pairing), and "content or tool_calls must be set" for an assistant with
+neither (docs/providers.md#qwen-content). It runs last, so no earlier rule can leave ``[]`` behind
+(hermes #74101, E2). Safety: safe. The removed pieces carried nothing (an empty list, a ``null``
+entry, a message with no text and no calls).
 """
 
 from __future__ import annotations

@@ -17,13 +17,15 @@ in responses is not done here; the client must accept the new name (or a later r
 step must map it back). The legacy ``functions``/``function_call`` fields are not rewritten.
 Why: OpenAI "Invalid 'messages[9].tool_calls[0].function.name': string does not match pattern.
 Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'." (same for
-``tools[0].function.name``; provider-errors.md 1.A, mcp-use/mcp-use#90, CherryHQ/cherry-studio
+``tools[0].function.name``; docs/providers.md#openai-pairing, mcp-use/mcp-use#90,
+CherryHQ/cherry-studio
 #2895: MCP names with dots); mistral-common "Function name was {name} but must be a-z, A-Z, 0-9,
-or contain underscores and dashes, with a maximum length of 64." (1.A); Gemini "Invalid function
-name. Must start with a letter or an underscore. ..." (1.A, google-gemini/gemini-cli#7878);
-hermes R37 (#51944: ``multi_tool_use.parallel`` failed every later request).
-Safety: unsafe. The model sees (and will answer with) the new name, not the one the client
-defined; history and tools stay consistent with each other.
+or contain underscores and dashes, with a maximum length of 64."
+(docs/providers.md#mistral-pairing); Gemini "Invalid function name. Must start with a letter or an
+underscore. ..." (docs/providers.md#gemini-pairing, google-gemini/gemini-cli#7878); hermes R37
+(#51944: ``multi_tool_use.parallel`` failed every later request). Safety: unsafe. The model sees
+(and will answer with) the new name, not the one the client defined; history and tools stay
+consistent with each other.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ comments, unquoted keys, missing commas and invalid escapes are not guessed at.
 Why: MiniMax, vLLM, llama.cpp and a Moonshot-like gateway reject the whole request when a
 historical ``arguments`` is not valid JSON ("invalid function arguments json string (2013)",
 "arguments must be a valid JSON object string"), SGLang and HF templates fail on non-object JSON,
-and OpenAI rejects an object where a string belongs (provider-errors.md 1.A). Hermes replaced
-such text with ``{}`` without trying to repair it and lost a ``write_file`` (#74146, #119389);
-its repairs closed brackets in the wrong order and counted braces inside strings (#102311,
+and OpenAI rejects an object where a string belongs (docs/providers.md#openai-pairing). Hermes
+replaced such text with ``{}`` without trying to repair it and lost a ``write_file`` (#74146,
+#119389); its repairs closed brackets in the wrong order and counted braces inside strings (#102311,
 E14), and it turned dict arguments into ``{}`` (E25).
 Safety: safe. The repairs keep every value that was sent, with exceptions that only affect
 text which was already incomplete: a cut-off member (a key without a value, a number cut

@@ -7,8 +7,8 @@ instead, repairs it, and forwards the repaired body.
 Why: a truncated emoji (an agent cutting a string between the two halves of a surrogate pair)
 poisons the whole session: DeepSeek answers 400 "messages[N].content: unexpected end of hex
 escape", Cerebras "Invalid JSON: lone leading surrogate in hex escape", Anthropic "The request
-body is not valid JSON: no low surrogate in string" (provider-errors.md 1.G; hermes R26).
-Safety: safe. The lone half encodes no character on its own; U+FFFD marks where it was, the
+body is not valid JSON: no low surrogate in string" (docs/providers.md#anthropic-encoding; hermes
+R26). Safety: safe. The lone half encodes no character on its own; U+FFFD marks where it was, the
 way every UTF-8 decoder does, and the rest of the text is kept.
 """
 

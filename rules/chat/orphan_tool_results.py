@@ -8,8 +8,8 @@ string, of the JSON text otherwise); the content itself only with ``log_content`
 dropped messages stood between two assistants and the first has no call to answer, the two are
 merged as consecutive-assistant-messages merges them (that rule already ran).
 Why: DeepSeek and OpenAI answer 400 "Messages with role 'tool' must be a response to a preceding
-message with 'tool_calls'" (provider-errors.md 1.A, FoundationAgents/OpenManus#23 and #744;
-Qwen, MiniMax, Mistral and Gemini reject the same), and the older OpenAI wording names the
+message with 'tool_calls'" (docs/providers.md#openai-pairing, FoundationAgents/OpenManus#23 and
+#744; Qwen, MiniMax, Mistral and Gemini reject the same), and the older OpenAI wording names the
 orphan at messages[0] left by context truncation (run-llama/llama_index#10493). It runs after
 displaced-tool-results and missing-tool-call-ids, so only what neither could pair is dropped
 (hermes R4, R19, R20).

@@ -17,7 +17,7 @@ Why: agents that chain turns store their history twice after an in-place reshapi
 message: N messages become 2N+1 at every turn (one deployment stored 403 messages for a
 59-message conversation; issue 5). The replay repeats every tool-call id, so a strict provider
 answers "Invalid parameter: Duplicate value for 'tool_call_id' ..." or, after a naive dedupe,
-"Invalid 'messages[45].tool_calls': empty array" (provider-errors.md 1.A, agno-agi/agno#5116,
+"Invalid 'messages[45].tool_calls': empty array" (docs/providers.md#pairing, agno-agi/agno#5116,
 openai/openai-node#1341); before that it multiplies the cost and defeats the prompt cache.
 Safety: safe. Only a block that repeats a tool-call id is collapsed (the strong signal: a
 provider never issues one id twice), and only when it is replayed whole, right after itself; a

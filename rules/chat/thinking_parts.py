@@ -14,17 +14,18 @@ Change with the number of parts and the thinking's length (the text only with
 alone) is always dropped, with its count and length.
 Why: a history carried over from a Claude session holds Anthropic content blocks, and OpenAI-
 style providers refuse the part: DeepSeek reads content as a string only ("invalid type:
-sequence, expected a string", provider-errors.md 1.C, moeru-ai/airi#1222), OpenAI refuses an
-unknown part type ("Invalid value: 'image'. Supported values are: 'text' and 'image_url'.",
-1.C, aallam/openai-kotlin#320), xAI wants "a single `text` element per message" (1.C,
-nocmt/LLMSearchPlus#2), and Ollama Cloud answers "invalid message format" for ``{"type":
-"thinking"}`` parts ("Strip non-standard part types", 1.C, OpenCoworkAI/open-cowork#254).
-DeepSeek and Kimi read the same reasoning as ``reasoning_content`` in thinking mode (1.D rows
-169, 170, 174), so their profiles move it there instead of losing it; a signed Anthropic block
-means nothing to another issuer (1.D "Anthropic: thinking signature", the signature is not
-kept). Hermes drops thinking-only turns outright (hermes-sanitizer-notes.md R23, #16959).
-Safety: unsafe with ``drop`` (the earlier reasoning no longer reaches the model; length
-logged); ``reasoning_content`` keeps the text, in the field those providers read.
+sequence, expected a string", docs/providers.md#deepseek-content, moeru-ai/airi#1222), OpenAI
+refuses an unknown part type ("Invalid value: 'image'. Supported values are: 'text' and
+'image_url'.", docs/providers.md#openai-content, aallam/openai-kotlin#320), xAI wants "a single
+`text` element per message" (docs/providers.md#xai-content, nocmt/LLMSearchPlus#2), and Ollama Cloud
+answers "invalid message format" for ``{"type": "thinking"}`` parts ("Strip non-standard part
+types", docs/providers.md#ollama-content, OpenCoworkAI/open-cowork#254). DeepSeek and Kimi read the
+same reasoning as ``reasoning_content`` in thinking mode (docs/providers.md#deepseek-reasoning), so
+their profiles move it there instead of losing it; a signed Anthropic block means nothing to another
+issuer (docs/providers.md#anthropic-reasoning "Anthropic: thinking signature", the signature is not
+kept). Hermes drops thinking-only turns outright (hermes-agent's sanitizer R23, #16959). Safety:
+unsafe with ``drop`` (the earlier reasoning no longer reaches the model; length logged);
+``reasoning_content`` keeps the text, in the field those providers read.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 What: a tool call (a dict in an assistant's ``tool_calls``) with no ``type``, or ``type: null``,
 gets ``"type": "function"``. A call with any other type is left as it is.
 Why: OpenAI-compatible servers require the field; Azure AI Inference answers "Missing required
-parameter: 'messages[2].tool_calls[0].type'." (provider-errors.md 1.A, langchain-ai/
+parameter: 'messages[2].tool_calls[0].type'." (docs/providers.md#azure-pairing, langchain-ai/
 langchain-azure#35). Agents that rebuild calls from their own records often drop it.
 Safety: safe. ``function`` is the only type a chat-completions call with a ``function`` has.
 """

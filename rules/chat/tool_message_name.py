@@ -11,7 +11,7 @@ changes, so clean requests stay byte-identical, as every rule's defaults must); 
 profile sets it true (hermes-agent#16482: Gemini requires the name).
 Why: Gemini's OpenAI-compatible endpoint turns a tool message into a ``function_response`` whose
 name must be set and must match the call: "* GenerateContentRequest.contents[2].parts[0].
-function_response.name: Name cannot be empty." (provider-errors.md 1.A, pydantic/pydantic-ai
+function_response.name: Name cannot be empty." (docs/providers.md#pairing, pydantic/pydantic-ai
 #1879, NousResearch/hermes-agent#16482/#19728); §3 item 11: setting ``name`` explicitly covers
 both the missing and the unmatched case; hermes E17 and R22 (#72089: Google answers 400 on a
 name mismatch).

@@ -7,7 +7,7 @@ call and the outputs that answer it (those after it, up to the next call with th
 pairs stay pairs.
 Why: OpenAI Responses (Codex backend) answers "Invalid 'input[95].call_id': string too long.
 Expected a string with maximum length 64, but got a string with length 116 instead."
-(provider-errors.md 1.A/1.H, AnswerDotAI/fastllm#45); a reused call_id (Kimi-style counters,
+(docs/providers.md#openai-pairing, AnswerDotAI/fastllm#45); a reused call_id (Kimi-style counters,
 merged histories) leaves one call's output answering two calls, and the pairing below could not
 tell them apart (issue 5: "call_id over 64 characters: shortened deterministically,
 consistently on both sides").

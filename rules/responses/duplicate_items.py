@@ -2,11 +2,12 @@
 
 What: an item whose ``id`` an earlier item already carries is dropped; the first is kept.
 Why: OpenAI Responses (also OpenRouter and Copilot) answer "Duplicate item found with id
-rs_0468... Remove duplicate items from your input and try again." (provider-errors.md 1.H,
-continuedev/continue#10723, #10200 after a provider switch, OpenRouterTeam/ai-sdk-provider#254).
-Safety: unsafe in principle: two items with one id are one item sent twice, but when their
-contents differ the second is lost (logged with its id and type; a function call's output, if
-then unanswered or doubled, is handled by the pairing rules after this one).
+rs_0468... Remove duplicate items from your input and try again."
+(docs/providers.md#openai-responses, continuedev/continue#10723, #10200 after a provider switch,
+OpenRouterTeam/ai-sdk-provider#254). Safety: unsafe in principle: two items with one id are one item
+sent twice, but when their contents differ the second is lost (logged with its id and type; a
+function call's output, if then unanswered or doubled, is handled by the pairing rules after this
+one).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ U+FFFD, with the chat rule's own repair (``rules/chat/lone_surrogates.py``). The
 repairs the
 request's other fields, and reads bodies orjson refuses for this reason with the standard library.
 Why: a cut emoji makes the body invalid JSON for the provider: DeepSeek "messages[N].content:
-unexpected end of hex escape", Anthropic "no low surrogate in string" (provider-errors.md 1.G);
-the Responses endpoints parse the same JSON (issue 5).
+unexpected end of hex escape", Anthropic "no low surrogate in string"
+(docs/providers.md#anthropic-encoding); the Responses endpoints parse the same JSON (issue 5).
 Safety: safe, as the chat rule: the lone half encodes no character.
 """
 

@@ -5,7 +5,7 @@ answers gets a stub output right after it: ``{"type": "function_call_output", "c
 "output": <option output>}``. Outputs are counted per call, in order, as the orphan rule pairs
 them.
 Why: OpenAI Responses answers "No tool output found for function call call_XXX." (param input;
-provider-errors.md 1.H, tjardoo/openai-client#124); the repair column: "Add a synthetic
+docs/providers.md#openai-responses, tjardoo/openai-client#124); the repair column: "Add a synthetic
 function_call_output ("[no result]")".
 Safety: safe: the stub says no result was recorded.
 """
