@@ -15,7 +15,7 @@ assistant messages (messages[1] and messages[2] in your input). You should inter
 user/assistant messages in the message sequence." (docs/providers.md#deepseek-roles, deepseek-ai/
 DeepSeek-R1#21, BerriAI/litellm#8018), and HF chat templates on vLLM/TGI/llama.cpp raise
 "Conversation roles must alternate user/assistant/user/assistant/..."
-(docs/providers.md#chat-templates-roles, microsoft/ autogen#1037,
+(docs/providers.md#chat-templates-roles, microsoft/autogen#1037,
 huggingface/text-generation-inference#3198). The join follows hermes R6/R23 (str + str with
 "\\n\\n", lists concatenated, a string as a text part). Safety: safe. No text is dropped and the
 order is kept; what goes is an empty content, or a later message's value for a key the first already

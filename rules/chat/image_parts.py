@@ -19,10 +19,11 @@ are only allowed for messages with role 'user', but this message with role 'tool
 image URL." (docs/providers.md#openai-content, OpenHands/OpenHands#7700; "... with role 'assistant'
 ...", openai/openai-node#1030); the fix is a text-only tool message for pairing and a user message
 with the images after the block of tool messages (docs/providers.md#openai-content, wave-agent#1368,
-OpenHands/OpenHands#10200; section 2 ``relocate_images``; GPT-5.2 accepts but ignores tool images,
-section 3 item 5). Safety: ``relocate`` is safe: every image still reaches the model, one message
-later, and the text left in place says where it went. ``strip`` is unsafe: the image is gone (an
-upstream without vision could not have used it; the placeholder tells the model one was there).
+OpenHands/OpenHands#10200; docs/providers.md#repairs ``relocate_images``; GPT-5.2 accepts but
+ignores tool images, docs/providers.md#question-5). Safety: ``relocate`` is safe: every image still
+reaches the model, one message later, and the text left in place says where it went. ``strip`` is
+unsafe: the image is gone (an upstream without vision could not have used it; the placeholder tells
+the model one was there).
 """
 
 from __future__ import annotations

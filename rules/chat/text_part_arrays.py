@@ -12,9 +12,9 @@ one text element, not one).
 Why: providers that want a string refuse the array: DeepSeek "Failed to deserialize the JSON
 body into the target type: messages[19]: invalid type: sequence, expected a string" (all roles,
 and ``content: []`` next to tool calls; docs/providers.md#deepseek-content, moeru-ai/airi#1222,
-BerriAI/litellm#9905, EvoScientist/EvoScientist#77; §3 item 18: collapse for all roles); Groq
-"'messages.0' : for 'role:system' the following must be satisfied[('messages.0.content' : value
-must be a string)]" (docs/providers.md#groq-content, OpenHands/OpenHands#4643) and
+BerriAI/litellm#9905, EvoScientist/EvoScientist#77; docs/providers.md#question-18: collapse for all
+roles); Groq "'messages.0' : for 'role:system' the following must be satisfied[('messages.0.content'
+: value must be a string)]" (docs/providers.md#groq-content, OpenHands/OpenHands#4643) and
 "message[4].content must be a string" (browser-use/browser-use#54); xAI "The model expects a single
 `text` element per message." (docs/providers.md#xai-content, nocmt/LLMSearchPlus#2); GLM
 "message[3].content[2] has invalid field(s): text" (docs/providers.md#glm-content,

@@ -13,9 +13,9 @@ Why: there is no universal value (docs/providers.md#question-6):
 - ``null``: OpenAI accepts ``null`` only next to tool calls (docs/providers.md#openai-content,
   langchain-ai/langchainjs#4153); DeepSeek refuses ``content: []`` there ("invalid type: sequence,
   expected a string", docs/providers.md#deepseek-content, BerriAI/litellm#9905) and accepts ``null``
-  or ``""`` (§3.6, req_llm#966 withdrawn; a live table in ranxianglei/billion-context#719: ``null``
-  with ``tool_calls`` is a 200), so the deepseek profile rewrites only ``empty_list`` and
-  ``empty_parts``.
+  or ``""`` (docs/providers.md#question-6, req_llm#966 withdrawn; a live table in
+  ranxianglei/billion-context#719: ``null`` with ``tool_calls`` is a 200), so the deepseek profile
+  rewrites only ``empty_list`` and ``empty_parts``.
 - ``empty``: xAI rejects a tool-call assistant with ``null`` or no content ("Each message must
   have at least one content element.", docs/providers.md#xai-content, langchain-ai/langchain#34140,
   whose workaround is ``content: ""``; AstrBotDevs/AstrBot#6447 for ``[]``).

@@ -15,15 +15,15 @@ Why: Mistral (API and mistral-common, vLLM mistral mode) "Tool call id was call_
 must be a-z, A-Z, 0-9, with a length of 9." (docs/providers.md#chat-templates-pairing,
 langchain-ai/langchain#24668, vllm-project/vllm#12332); OpenAI "Invalid
 'messages[10].tool_calls[0].id': string too long. Expected a string with maximum length 40, but got
-a string with length 53 instead." (docs/providers.md#openai-pairing, agno-agi/agno#5382; §3 item 4:
-the limit may have been relaxed, so only ids over 40 change); Anthropic
-"messages.92.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+a string with length 53 instead." (docs/providers.md#openai-pairing, agno-agi/agno#5382;
+docs/providers.md#question-4: the limit may have been relaxed, so only ids over 40 change);
+Anthropic "messages.92.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
 (docs/providers.md#kimi-pairing, maximhq/bifrost#5097: Kimi ids like ``functions.Bash:0``). Kimi
-must keep its own ids (§2 Kimi, §3 item 10, llxprt-code#712): ``preserve``, the default, never
-rewrites. It runs after the pairing rules, so the ids it maps are unique and paired; it maps ids,
-not pairs, so anything else (a duplicate, an orphan) keeps its shape. Safety: safe. Ids are opaque
-handles between a call and its result, and both sides get the same new id. The model's next reply
-does not refer to past ids.
+must keep its own ids (docs/providers.md#kimi, docs/providers.md#question-10, llxprt-code#712):
+``preserve``, the default, never rewrites. It runs after the pairing rules, so the ids it maps are
+unique and paired; it maps ids, not pairs, so anything else (a duplicate, an orphan) keeps its
+shape. Safety: safe. Ids are opaque handles between a call and its result, and both sides get the
+same new id. The model's next reply does not refer to past ids.
 """
 
 from __future__ import annotations

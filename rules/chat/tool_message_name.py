@@ -12,9 +12,9 @@ profile sets it true (hermes-agent#16482: Gemini requires the name).
 Why: Gemini's OpenAI-compatible endpoint turns a tool message into a ``function_response`` whose
 name must be set and must match the call: "* GenerateContentRequest.contents[2].parts[0].
 function_response.name: Name cannot be empty." (docs/providers.md#pairing, pydantic/pydantic-ai
-#1879, NousResearch/hermes-agent#16482/#19728); §3 item 11: setting ``name`` explicitly covers
-both the missing and the unmatched case; hermes E17 and R22 (#72089: Google answers 400 on a
-name mismatch).
+#1879, NousResearch/hermes-agent#16482/#19728); docs/providers.md#question-11: setting ``name``
+explicitly covers both the missing and the unmatched case; hermes E17 and R22 (#72089: Google
+answers 400 on a name mismatch).
 Safety: safe. The name is derived from the call the message answers; no text changes.
 """
 

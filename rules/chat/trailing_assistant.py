@@ -30,7 +30,7 @@ deepseek-reasoner must be a user message, or an assistant message with prefix mo
 (docs/providers.md#deepseek-roles, BerriAI/litellm#8090, huggingface/smolagents#430); llama.cpp with
 thinking on "Assistant response prefill is incompatible with enable_thinking."
 (docs/providers.md#chat-templates-roles, ggml-org/llama.cpp#20861, #21889); Claude 4.6+ "This model
-does not support assistant message prefill." (docs/providers.md#chat-templates-roles). Appending
+does not support assistant message prefill." (docs/providers.md#anthropic-roles). Appending
 "Continue." is what vscode-unify-chat-provider#250 does for the last one: the assistant's turn stays
 in the context. Safety: safe with ``continue`` (the default) and ``prefix``: nothing is removed, the
 model is asked to go on (a new user turn, or a completion of the assistant's text). ``drop`` is

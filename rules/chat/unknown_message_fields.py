@@ -46,9 +46,10 @@ NAME = "unknown-message-fields"
 
 _BASE: Final = frozenset({"role", "content", "name"})
 
-#: The keys each known role may carry (docs/providers.md#mistral-fields and section 2, inferred;
-#: Mistral's and DeepSeek's ``prefix`` on assistants). ``developer`` and the legacy ``function``
-#: role are OpenAI's own and have system's and function's shapes.
+#: The keys each known role may carry (docs/providers.md#mistral-fields and
+#: docs/providers.md#repairs, inferred; Mistral's and DeepSeek's ``prefix`` on assistants).
+#: ``developer`` and the legacy ``function`` role are OpenAI's own and have system's and function's
+#: shapes.
 ALLOWED: Final[Mapping[str, frozenset[str]]] = {
     "system": _BASE,
     "developer": _BASE,

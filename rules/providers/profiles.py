@@ -3,8 +3,8 @@
 A profile is data: the rules it switches on or off (with options) over each rule's default, its
 contract (the checks its provider applies, with that provider's error text where the wording
 differs from the check's default), and variants (model patterns that get a stricter sibling).
-Every text is quoted from ``docs/providers.md`` (row cited). The rules run in the one order of
-``rules.RULES`` whatever the profile.
+Every text is quoted from ``docs/providers.md`` (the section cited next to each). The rules run in
+the one order of ``rules.RULES`` whatever the profile.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ _OPENAI_PAIRING = _contract(
 
 #: Messages in DeepSeek's serde shape: roles it knows, no images, string contents
 #: (docs/providers.md#deepseek-roles, docs/providers.md#deepseek-content). A tool-call assistant's
-#: ``""`` and ``null`` are accepted (§3 item 6, ranxianglei/billion- context#719's live table): only
-#: a list there is refused, so only lists are reshaped.
+#: ``""`` and ``null`` are accepted (docs/providers.md#question-6, ranxianglei/billion-
+#: context#719's live table): only a list there is refused, so only lists are reshaped.
 _DEEPSEEK_SHAPE: Settings = {
     "developer-role": True,
     "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},

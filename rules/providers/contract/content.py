@@ -1,5 +1,6 @@
-"""Content shape (docs/providers.md#content, §3 items 6 and 18): the type and emptiness of each
-message's ``content`` that DeepSeek, OpenAI, Groq, Kimi, xAI, Moonshot and DashScope reject.
+"""Content shape (docs/providers.md#content, docs/providers.md#question-6,
+docs/providers.md#question-18): the type and emptiness of each message's ``content`` that DeepSeek,
+OpenAI, Groq, Kimi, xAI, Moonshot and DashScope reject.
 
 Every check takes option ``roles`` (the roles it applies to), so one profile can say "system
 only" (Groq) and another "every role" (DeepSeek). Texts hold indices, roles and positions, never

@@ -1,6 +1,7 @@
 """Tool-call id formats, function names and tool-message names (docs/providers.md#mistral-pairing;
-§2 Mistral, Kimi, OpenAI, Gemini, Anthropic; §3 items 4, 10, 11): what Mistral, OpenAI, Anthropic
-and Gemini reject about the identifiers of calls, functions and results.
+docs/providers.md#providers; docs/providers.md#question-4, docs/providers.md#question-10,
+docs/providers.md#question-11): what Mistral, OpenAI, Anthropic and Gemini reject about the
+identifiers of calls, functions and results.
 
 Each check's default text is one provider's; the module also exports the other providers'
 wordings of the same rejection, for the profiles' ``text`` overrides. The fields a check yields
@@ -44,7 +45,7 @@ ID_TEXTS: Final[Mapping[str, str]] = {
 _ID_FORMATS: Final[Mapping[str, re.Pattern[str]]] = {
     # docs/providers.md#mistral-pairing, mistral-common's regex
     "mistral9": re.compile(r"^[a-zA-Z0-9]{9}\Z"),
-    # docs/providers.md#mistral-pairing, "maximum length 40"
+    # docs/providers.md#openai-pairing, "maximum length 40"
     "max40": re.compile(r"^.{0,40}\Z", re.DOTALL),
     # docs/providers.md#anthropic-pairing, Anthropic's pattern
     "anthropic": re.compile(r"^[a-zA-Z0-9_-]+\Z"),
@@ -106,8 +107,8 @@ GEMINI_NAME_TEXT: Final = (
 )
 
 _NAME_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = {
-    "strict": re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z"),  # §2 Mistral, OpenAI
-    "gemini": re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}\Z"),  # §2 Gemini
+    "strict": re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z"),  # docs/providers.md#mistral, OpenAI
+    "gemini": re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}\Z"),  # docs/providers.md#gemini
 }
 
 
