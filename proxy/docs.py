@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -91,6 +92,17 @@ def options_text(options: Mapping[str, Any]) -> str:
     return ", ".join(f"{code(name)}: {shown(value)}" for name, value in options.items())
 
 
+_CITED = re.compile(r"docs/providers\.md(#[a-z0-9-]+)?")
+
+
+def linked(text: str) -> str:
+    """``text`` with each ``docs/providers.md#anchor`` it cites made a link (the page sits in
+    docs/, next to providers.md)."""
+    return _CITED.sub(
+        lambda m: f"[providers.md{m.group(1) or ''}](providers.md{m.group(1) or ''})", text
+    )
+
+
 def anchor(name: str) -> str:
     return f'<a id="{name}"></a>'
 
@@ -123,7 +135,7 @@ def _option_table(rule: Rule) -> list[str]:
         allowed = _allowed(option)
         lines.append(
             f"| {code(option.name)} | {cell(shown(option.default))} | {cell(allowed)} "
-            f"| {cell(option.doc)} |"
+            f"| {cell(linked(option.doc))} |"
         )
     return lines
 
@@ -140,7 +152,7 @@ def _allowed(option: Option) -> str:
 
 
 def _rule_section(rule: Rule, position: int, profiles: Mapping[str, Profile] | None) -> list[str]:
-    level = "request level, " if rule.reads_request else ""
+    level = "reads the request, " if rule.reads_request else ""
     lines = [
         anchor(rule.name),
         f"### {position}. {code(rule.name)}",
@@ -148,8 +160,8 @@ def _rule_section(rule: Rule, position: int, profiles: Mapping[str, Profile] | N
         f"{rule.summary}",
         "",
         f"- **Default:** {'on' if rule.default else 'off'} ({level}{rule.safety})",
-        f"- **Defect:** {rule.defect}",
-        f"- **Repair ({rule.safety}):** {rule.repair}",
+        f"- **Defect:** {linked(rule.defect)}",
+        f"- **Repair ({rule.safety}):** {linked(rule.repair)}",
         "",
         *_option_table(rule),
         "",

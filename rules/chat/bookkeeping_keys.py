@@ -129,12 +129,16 @@ def _strip(message: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
 RULE = Rule(
     name=NAME,
     summary="Drop an agent's bookkeeping keys from messages and tool calls.",
-    defect="keys an agent stores for itself (`timestamp`, `api_content`, `tool_name`, `_…`, "
-    "`display_…`, `codex_…`; `call_id`, `response_item_id`, `extra_content` on calls): Moonshot "
-    "\"Extra inputs are not permitted, field: 'messages[N].tool_name'\", a strict gateway "
-    "\"Unknown parameter: '_empty_recovery_synthetic'\"",
-    repair="drop those keys (option `keep` keeps some: `extra_content` for Gemini); every other "
-    "key is left (the per-role allowlist is `unknown-message-fields`)",
+    defect="keys an agent stores for itself and no provider reads (`timestamp`, `api_content`, "
+    "`tool_name`, `effect_disposition`, keys starting with `_`, `display_` or `codex_`; `call_id`, "
+    '`response_item_id`, `extra_content` on tool calls): Moonshot/Kimi and Fireworks "Extra '
+    "inputs are not permitted, field: 'messages[N].tool_name'\" (NousResearch/hermes-agent#47868), "
+    "a strict gateway \"Unknown parameter: '_empty_recovery_synthetic'\", every later turn of the "
+    "session failing the same way",
+    repair="drop those keys, naming them in the log (never their values); option `keep` keeps some "
+    "(gemini-openai keeps `extra_content`, Gemini 3's thought signatures); every other key, "
+    "standard or not, is left (the per-role allowlist is `unknown-message-fields`). The keys are "
+    "the agent's own notes",
     safety="safe",
     default=True,
     apply=apply,

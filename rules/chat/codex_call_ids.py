@@ -195,13 +195,15 @@ def _describe(value: Any, call: dict[str, Any]) -> str:
 RULE = Rule(
     name=NAME,
     summary="Pair tool results that answer a call's Codex call_id with the call's id.",
-    defect="a tool result naming its call's Codex `call_id` (or `response_item_id`) instead of "
-    "its `id`, or a call with only a `call_id`: the result is dropped as an orphan and its call "
-    'stubbed (hermes-agent #58168, #55626), or the call left unanswered: "An assistant message '
-    "with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'\"",
+    defect="a tool result naming its call's Codex `call_id` (or `response_item_id`) instead of its "
+    "`id`, or a call with only a `call_id`: the result is dropped as an orphan and its call "
+    'stubbed (NousResearch/hermes-agent#58168, #55626), or the call left unanswered: "An '
+    "assistant message with 'tool_calls' must be followed by tool messages responding to each "
+    "'tool_call_id'\" (aliasrobotics/cai#111; docs/providers.md#openai-pairing)",
     repair="the result's `tool_call_id` becomes the call's `id` (the latest call carrying that "
     "alias; the k-th result of a turn answers its k-th call carrying it); a call without a usable "
-    "`id` takes its `call_id`; an alias that is also some call's `id` is left alone",
+    "`id` takes its `call_id`; an alias that is also some call's `id` is ambiguous and left alone. "
+    "A result moves only to the one call its id names, so two calls' results are never merged",
     safety="safe",
     default=True,
     apply=apply,

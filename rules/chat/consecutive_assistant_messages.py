@@ -172,8 +172,14 @@ def _text_part(text: str) -> dict[str, Any]:
 RULE = Rule(
     name=NAME,
     summary="Merge directly adjacent assistant messages into the first one.",
-    defect="two or more assistant messages in a row (a turn split into text and tool calls)",
-    repair="merge the run into its first message: calls concatenated, contents joined losslessly",
+    defect="two or more assistant messages in a row (a turn split into text and tool calls): "
+    "DeepSeek and Kimi \"An assistant message with 'tool_calls' must be followed by tool messages "
+    "responding to each 'tool_call_id'. (insufficient tool messages following tool_calls "
+    'message)" (langgenius/dify#32222), deepseek-reasoner "does not support successive user or '
+    'assistant messages" (deepseek-ai/DeepSeek-R1#21; docs/providers.md#deepseek-pairing)',
+    repair="merge the run into its first message: tool calls concatenated in order, string "
+    "contents joined with `\\n`, part lists concatenated, the first non-empty `reasoning_content` "
+    "kept; never across a tool or user message. No text and no call is dropped",
     safety="safe",
     default=True,
     apply=apply,

@@ -124,10 +124,13 @@ def _text_part(text: str) -> dict[str, Any]:
 RULE = Rule(
     name=NAME,
     summary="Merge directly adjacent user messages into the first one.",
-    defect="two or more user messages in a row: deepseek-reasoner 'does not support successive "
-    "user or assistant messages', chat templates 'Conversation roles must alternate'",
-    repair="merge the run into its first message: strings joined with a blank line, part lists "
-    "concatenated; never across another message",
+    defect='two or more user messages in a row: deepseek-reasoner "does not support successive '
+    'user or assistant messages" (deepseek-ai/DeepSeek-R1#21), chat templates "Conversation '
+    'roles must alternate user/assistant/user/assistant/..." (microsoft/autogen#1037; '
+    "docs/providers.md#deepseek-roles)",
+    repair="merge them into the first: strings joined with a blank line, part lists concatenated "
+    "(a string becomes a text part), the first's other fields kept; never across another message. "
+    "No text is dropped and the order is kept",
     safety="safe",
     default=False,
     apply=apply,

@@ -46,8 +46,12 @@ RULE = Rule(
     name=NAME,
     summary="Send developer messages as system messages.",
     defect='role `developer` where only `system` is known: DeepSeek "messages[0].role: unknown '
-    'variant `developer`, expected one of `system`, `user`, `assistant`, `tool`"',
-    repair="the role becomes `system`; content and position are kept",
+    'variant `developer`, expected one of `system`, `user`, `assistant`, `tool`" '
+    "(earendil-works/pi#1048), Qwen and Kimi \"developer is not one of ['system', 'assistant', "
+    "'user', 'tool', 'function']\" (earendil-works/pi#5117, can1357/oh-my-pi#843; "
+    "docs/providers.md#deepseek-roles)",
+    repair="the role becomes `system`; content, other keys and position are kept. `developer` is "
+    "what OpenAI calls its reasoning models' system message",
     safety="safe",
     default=False,
     apply=apply,

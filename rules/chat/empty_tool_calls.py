@@ -83,8 +83,14 @@ def _describe(calls: Any) -> str:
 RULE = Rule(
     name=NAME,
     summary="Drop empty, null or non-list tool_calls; remove assistants left with nothing.",
-    defect="`tool_calls: []`, `null` or a non-list; an assistant with neither content nor calls",
-    repair="drop the key (and non-object entries); remove an assistant left with nothing",
+    defect="`tool_calls: []`, `null` or not a list: \"Invalid 'messages[N].tool_calls': empty "
+    'array" (openai/openai-node#1341, anomalyco/opencode#41860), Qwen "Empty tool_calls is not '
+    'supported in message" (smallmain/vscode-unify-chat-provider#65); an assistant with neither '
+    'content nor tool calls: "content or tool_calls must be set" (carlrobertoh/ProxyAI#830; '
+    "docs/providers.md#pairing)",
+    repair="drop the key (and non-object entries); remove an assistant left with neither content "
+    "nor tool calls. It runs after every rule that writes tool calls, so none can leave `[]` "
+    "behind; it removes only empty pieces",
     safety="safe",
     default=True,
     apply=apply,

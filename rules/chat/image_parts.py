@@ -141,12 +141,17 @@ def _is_tool(message: Any) -> bool:
 RULE = Rule(
     name=NAME,
     summary="Replace images for text-only upstreams, or move them into user messages.",
-    defect='image parts a text-only upstream cannot parse (DeepSeek "data did not match any '
-    'variant of untagged enum ChatCompletionRequestContent"), or outside user messages (OpenAI '
-    "\"Image URLs are only allowed for messages with role 'user'\")",
-    repair="`action: strip` (default): each image becomes the text part `[image omitted]`; "
-    "`action: relocate`: images of system/assistant/tool messages become the text `[image moved "
-    "to the next user message]` and a new user message carries them, after the whole tool block",
+    defect='image parts a text-only upstream cannot parse: DeepSeek "data did not match any '
+    'variant of untagged enum ChatCompletionRequestContent" (browser-use/web-ui#99); images '
+    "outside user messages: OpenAI \"Image URLs are only allowed for messages with role 'user', "
+    "but this message with role 'tool' contains an image URL.\" (OpenHands/OpenHands#7700; "
+    "docs/providers.md#openai-content)",
+    repair="option `action`: `strip` (each image part becomes the text part `placeholder`; tool "
+    "messages are kept) or `relocate` (images of system, assistant and tool messages become the "
+    "text `moved`, and one new user message carries them after the `carrier` text, right after the "
+    "message or after its whole tool block, so results stay right after their call); option "
+    "`types` names the part types counted as images. Unsafe with `strip` (the image is gone); "
+    "`relocate` keeps every image",
     safety="unsafe",
     default=False,
     apply=apply,

@@ -76,11 +76,15 @@ def opening(messages: list[Any]) -> int | None:
 RULE = Rule(
     name=NAME,
     summary="Insert a placeholder user message when the conversation does not open with one.",
-    defect="the first non-system message is an assistant or tool message, or there is none: "
-    "deepseek-reasoner 'The first message (except the system message) ... must be a user "
-    "message', Gemini 'function call turn comes immediately after a user turn', Qwen 'do not "
-    "contain elements with the role of user'",
-    repair='insert a user message (option `content: "."`) before it, or append one',
+    defect="the first non-system message is not a user message, or there is none: "
+    'deepseek-reasoner "The first message (except the system message) of deepseek-reasoner must '
+    'be a user message" (ChatGPTNextWeb/NextChat#6343), Gemini "Please ensure that function call '
+    'turn comes immediately after a user turn" (google-gemini/gemini-cli#11814), Qwen "do not '
+    'contain elements with the role of user" (agentscope-ai/agentscope-java#613; '
+    "docs/providers.md#roles)",
+    repair="insert a user message with option `content` (langchain4j's placeholder) right before "
+    "it, or append one; an empty list is left alone. One neutral user turn is added, nothing is "
+    "changed",
     safety="safe",
     default=False,
     apply=apply,

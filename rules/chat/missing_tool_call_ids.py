@@ -141,9 +141,14 @@ def _was(message: dict[str, Any]) -> str:
 RULE = Rule(
     name=NAME,
     summary="Give a tool message without tool_call_id the id of the one call it can answer.",
-    defect="a tool message in a block with no usable `tool_call_id` (absent, null, empty)",
-    repair="take the id of the one unanswered call, or of the call at its position when the "
-    "block's messages and calls are in step",
+    defect='a tool message in a block without a usable `tool_call_id` (absent, `null`, `""`): '
+    "OpenAI \"Missing parameter 'tool_call_id': messages with role 'tool' must have a "
+    "'tool_call_id'.\" (langchain-ai/langchain#22600), Groq \"property 'tool_call_id' is missing\" "
+    "(hackclub/ai#22; docs/providers.md#openai-pairing)",
+    repair="give it the id of the one call left unanswered, or, when the block's results and calls "
+    "are in step, of the call at its position; an id off by surrounding whitespace takes the "
+    "call's exact id; anything ambiguous is left alone. An id is written only where it is forced, "
+    "or where every id present confirms the call order",
     safety="safe",
     default=True,
     apply=apply,

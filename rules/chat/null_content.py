@@ -78,11 +78,14 @@ def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
 RULE = Rule(
     name=NAME,
     summary="Give messages with null or no content a string (tool results a placeholder).",
-    defect="`content: null` or no `content` where a string is required (every message except "
-    "an assistant with tool calls): OpenAI \"Invalid value for 'content': expected a string, "
-    'got null.", DeepSeek "missing field `content`"',
-    repair='`""` (option `content`); a tool message gets option `tool_content` ("(no output)"); '
-    "option `roles` limits it; assistants with tool calls are left to tool-call-content",
+    defect="`content: null` or no `content` where a string is required (any message but an "
+    "assistant with tool calls): OpenAI and Azure \"Invalid value for 'content': expected a "
+    'string, got null." (langchain-ai/langchainjs#4153), DeepSeek "missing field `content`" '
+    "(pig-mesh/deepseek4j#40; docs/providers.md#deepseek-content)",
+    repair='option `content` (`""`); a tool message gets option `tool_content` (a tool that '
+    "returned None); option `roles` limits it; an assistant with tool calls is left to "
+    '`tool-call-content`, and one left with `""` and no calls is removed by `empty-tool-calls`. '
+    "Nothing is removed; the placeholder says the tool returned nothing",
     safety="safe",
     default=False,
     apply=apply,

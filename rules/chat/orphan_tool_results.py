@@ -67,9 +67,13 @@ def _detail(message: dict[str, Any], reason: str, ctx: RuleContext) -> dict[str,
 RULE = Rule(
     name=NAME,
     summary="Drop tool messages that answer no call of their block.",
-    defect="a tool message outside every block, without an id, or with an id its block's calls "
-    "do not have (or have answered already)",
-    repair="drop it; its id, the reason and its content length are logged",
+    defect="a tool message that answers no call of its block (before any tool call, after a user "
+    "message, an unknown or missing id, a second answer): \"Messages with role 'tool' must be a "
+    "response to a preceding message with 'tool_calls'\" (FoundationAgents/OpenManus#23, "
+    "run-llama/llama_index#10493; docs/providers.md#deepseek-pairing)",
+    repair="drop it, logging its id, the reason and its content length (the text with "
+    "`log_content: true`). Unsafe: the dropped result no longer reaches the model, but it answered "
+    "no call the model can see",
     safety="unsafe",
     default=True,
     apply=apply,

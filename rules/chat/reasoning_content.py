@@ -209,13 +209,22 @@ class PlaceholderOption(Option):
 RULE = Rule(
     name=NAME,
     summary="In thinking mode, give tool-call turns their reasoning_content back.",
-    defect="an assistant tool-call turn without `reasoning_content` in thinking mode: DeepSeek "
-    '"The `reasoning_content` in the thinking mode must be passed back to the API", Kimi '
-    '"thinking is enabled but reasoning_content is missing"',
-    repair="restore the reasoning the model produced for that turn (recalled by the proxy from "
-    "its responses, keyed by the turn's tool calls), else the option `placeholder` "
-    '(`" "`; Kimi: `"tool call"`); option `plain_turns` also fills a plain turn of a tool loop '
-    "(DeepSeek)",
+    defect="in thinking mode (`thinking.type: enabled`, or a model matching option `models` "
+    "without `thinking.type: disabled`), an assistant tool-call turn without `reasoning_content`, "
+    'or with `""` or a non-string: DeepSeek "Missing `reasoning_content` field in the assistant '
+    'message at message index N" (hotovo/aider-desk#529) and V4 "The `reasoning_content` in the '
+    'thinking mode must be passed back to the API." (anomalyco/opencode#24083), Kimi "thinking '
+    'is enabled but reasoning_content is missing in assistant tool call message at index N" '
+    "(iOfficeAI/AionUi#2746; docs/providers.md#deepseek-reasoning, "
+    "docs/providers.md#kimi-reasoning)",
+    repair="the reasoning the model produced for that turn, recalled by the proxy from the "
+    "responses it relayed (the reasoning stash, keyed by the turn's tool calls; a blank earlier "
+    'placeholder is upgraded too), else option `placeholder` (never `""`: DeepSeek V4 rejects '
+    "it); a foreign `reasoning` field is never promoted; with option `plain_turns`, an assistant "
+    "without tool calls that sits between two user messages together with a tool-call turn gets "
+    "the placeholder too (docs/providers.md#deepseek-plain-turns); the log names the tool-call ids "
+    "and the length, never the text. Restored text is the model's own; a placeholder loses only "
+    "what the client had already dropped",
     safety="safe",
     default=False,
     apply=apply,
@@ -234,7 +243,8 @@ RULE = Rule(
             "plain_turns",
             False,
             "Also give the placeholder to an assistant without tool calls that sits between two "
-            "user messages with a tool-call turn (DeepSeek, docs/providers.md).",
+            "user messages with a tool-call turn (DeepSeek: "
+            "docs/providers.md#deepseek-plain-turns).",
         ),
     ),
     reads_request=True,

@@ -150,11 +150,15 @@ def _prefixed(content: Any, prefix: str) -> Any:
 RULE = Rule(
     name=NAME,
     summary="Merge system messages into one leading system message.",
-    defect="system messages after the first message or more than one: Qwen3.5+ templates "
-    "'System message must be at the beginning.', MiniMax 'invalid params, chat content has "
-    "invalid message role: system (2013)'",
-    repair="merge the leading run into one; a later one is appended to it (option `later: "
-    "hoist`) or becomes a user message with a `[system] ` prefix (`later: user`)",
+    defect='system messages after index 0, or more than one: Qwen3.5+ templates "System message '
+    'must be at the beginning." (vLLM 400, llama.cpp 500; vllm-project/vllm#41114), MiniMax '
+    '"invalid params, chat content has invalid message role: system (2013)" '
+    "(BigPizzaV3/CodexPlusPlus#267; docs/providers.md#minimax-roles)",
+    repair="merge the leading run into one (texts joined with a blank line; image parts keep a "
+    "part list); a later one is appended to it (option `later: hoist`) or becomes a user message "
+    "with its text after option `prefix` (`later: user`); two assistants a hoisted message stood "
+    "between are merged. Unsafe: no text is lost, but a later instruction moves to the start "
+    "(`hoist`) or reads as the user's (`user`)",
     safety="unsafe",
     default=False,
     apply=apply,

@@ -120,13 +120,19 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Collapse content made only of text parts into a string.",
-    defect="content as a list of text parts where a string is required: DeepSeek "
-    '"invalid type: sequence, expected a string", Groq "value must be a string", xAI "a single '
-    '`text` element per message", GLM "has invalid field(s): text", Ollama "cannot unmarshal '
-    'array"; a bare text part object (Moonshot, DashScope "but got an object instead")',
-    repair='the texts joined (option `separator`, default `""`); `[]` becomes `null` on an '
-    'assistant with tool calls, `""` elsewhere; lists with an image or any other part are left; '
-    "option `roles`",
+    defect='content as a list of text parts where a string is required: DeepSeek "Failed to '
+    "deserialize the JSON body into the target type: messages[N]: invalid type: sequence, expected "
+    'a string" (moeru-ai/airi#1222), Groq (system) "value must be a string" '
+    '(OpenHands/OpenHands#4643), xAI "a single `text` element per message" '
+    '(nocmt/LLMSearchPlus#2), GLM "has invalid field(s): text" (BigPizzaV3/CodexPlusPlus#329), '
+    'Ollama "cannot unmarshal array" (ollama/ollama#3824); a bare text-part object: Moonshot, '
+    'DashScope "but got an object instead" (felinics/Memoh#744; docs/providers.md#content)',
+    repair="the texts joined back to back (option `separator`: as LiteLLM and HF templates read "
+    "the parts); other part keys (`cache_control`) dropped and named in the log; `[]` becomes "
+    '`null` on an assistant with tool calls and `""` elsewhere; a list holding an image or any '
+    "other part is left; options `roles` (which messages), `lists` (false: only a bare part "
+    "object) and `min_parts` (shorter text-only lists are left). The text is kept whole and in "
+    "order",
     safety="safe",
     default=False,
     apply=apply,

@@ -143,13 +143,17 @@ RULE = Rule(
     name=NAME,
     summary="Move Anthropic thinking parts out of assistant content (reasoning_content, or drop).",
     defect="Anthropic `thinking` / `redacted_thinking` parts in a chat assistant's content (a "
-    'history carried over from Claude): DeepSeek "invalid type: sequence, expected a string", '
-    "OpenAI \"Invalid value: '...'. Supported values are: 'text' and 'image_url'.\", xAI \"a "
-    'single `text` element per message", Ollama Cloud "invalid message format"',
-    repair="remove the parts, other parts kept in order; option `action: drop` (the default; "
-    "count and length logged) or `reasoning_content` (the text becomes the turn's "
-    "`reasoning_content`, joined after an existing different one); `redacted_thinking` is always "
-    "dropped; a turn left with nothing is removed by `empty-tool-calls`",
+    'history carried over from a Claude session): DeepSeek "invalid type: sequence, expected a '
+    "string\" (moeru-ai/airi#1222), OpenAI \"Invalid value: '...'. Supported values are: 'text' "
+    'and \'image_url\'." (aallam/openai-kotlin#320), xAI "a single `text` element per message" '
+    '(nocmt/LLMSearchPlus#2), Ollama Cloud "invalid message format" '
+    "(OpenCoworkAI/open-cowork#254; docs/providers.md#deepseek-thinking-parts)",
+    repair="remove the parts, the others kept in order (`text-part-arrays` collapses what is left; "
+    "a turn left with nothing is removed by `empty-tool-calls`); option `action`: `drop` (count "
+    "and length logged, the text with `log_content: true`) or `reasoning_content` (the thinking "
+    "becomes the turn's `reasoning_content`, joined after an existing different one with a blank "
+    "line); `redacted_thinking` is always dropped. Unsafe with `drop`: the earlier reasoning is "
+    "gone (its length is logged); `reasoning_content` keeps it where DeepSeek and Kimi read it",
     safety="unsafe",
     default=False,
     apply=apply,

@@ -45,9 +45,12 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="In thinking mode, turn a forced tool_choice into auto.",
-    defect='`tool_choice: "required"` or a named function in thinking mode: DeepSeek "Thinking '
-    'mode does not support this tool_choice"',
-    repair="`tool_choice` becomes `auto` (option `replacement: auto`, or `omit`)",
+    defect="request level, in thinking mode (`thinking.type: enabled`, or a model matching option "
+    '`models` without `thinking.type: disabled`): `tool_choice` `"required"` or a named '
+    'function: DeepSeek V4 "Thinking mode does not support this tool_choice" '
+    "(deepseek-ai/DeepSeek-V3#1376, BerriAI/litellm#37470; docs/providers.md#deepseek-reasoning)",
+    repair='it becomes `"auto"` (option `replacement`, or `omit` to remove it). Unsafe: the '
+    "model may answer without the tool the client forced (logged with the original kind)",
     safety="unsafe",
     default=False,
     apply=apply,

@@ -123,12 +123,16 @@ def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
 RULE = Rule(
     name=NAME,
     summary="Give tool-call assistants with empty content the provider's empty shape.",
-    defect="an assistant with tool calls whose content is empty in a shape the provider refuses: "
-    'Kimi "text content is empty" (`""`), xAI "Each message must have at least one content '
-    'element." (`null`, absent, `[]`), DeepSeek "invalid type: sequence" (`[]`)',
-    repair='option `shape`: `null` (content null), `empty` (content `""`) or `omit` (no '
-    "content key), for the empty shapes option `kinds` names (the provider's refusals); "
-    "non-empty content is never touched",
+    defect="the empty content of an assistant with tool calls in a shape the provider refuses "
+    '(there is no universal value, docs/providers.md#question-6): Kimi "text content is empty" '
+    'for `""` and an empty text part (MoonshotAI/kimi-cli#2621, #2035), xAI "Each message must '
+    'have at least one content element." for `null`, absent and `[]` '
+    '(langchain-ai/langchain#34140), DeepSeek "invalid type: sequence" for `[]` '
+    "(BerriAI/litellm#9905)",
+    repair='option `shape`: `null` (OpenAI, DeepSeek), `empty` (`""`, xAI) or `omit` (the key '
+    "removed, as kimi-cli does), only for the empty kinds option `kinds` names: each profile lists "
+    'just its provider\'s refusals, so DeepSeek gets `""` and `null` as sent; non-empty content '
+    "is never touched. An empty content becomes another empty shape",
     safety="safe",
     default=False,
     apply=apply,

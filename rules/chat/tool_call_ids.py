@@ -165,11 +165,16 @@ def _map(order: list[str], bad: set[str], fmt: str) -> dict[str, str]:
 RULE = Rule(
     name=NAME,
     summary="Rewrite tool-call ids to the upstream's format, calls and results alike.",
-    defect='tool-call ids the upstream refuses: Mistral "Tool call id was X but must be a-z, '
-    'A-Z, 0-9, with a length of 9.", OpenAI "string too long. Expected a string with maximum '
-    'length 40", Anthropic "String should match pattern \'^[a-zA-Z0-9_-]+$\'"',
-    repair="one deterministic per-request map (option `format`: `preserve`, `mistral9`, `max40`, "
-    "`anthropic`) applied to `tool_calls[].id` and `tool_call_id` alike; ids that fit are kept",
+    defect='tool-call ids the upstream refuses: Mistral "Tool call id was call_0fypS1hVX but must '
+    'be a-z, A-Z, 0-9, with a length of 9." (langchain-ai/langchain#24668), OpenAI "string too '
+    'long. Expected a string with maximum length 40" (agno-agi/agno#5382), Anthropic "String '
+    "should match pattern '^[a-zA-Z0-9_-]+$'\" for Kimi's `functions.Bash:0` "
+    "(maximhq/bifrost#5097; docs/providers.md#mistral-pairing)",
+    repair="one deterministic per-request map, the same for `tool_calls[].id` and `tool_call_id`, "
+    "in the format of option `format`: `preserve` (never rewrite: Kimi needs its own ids), "
+    "`mistral9` (9 base62 characters of the id's sha256), `max40` (only ids over 40 characters "
+    "change), `anthropic` (other characters become `_`); ids that fit are kept, new ids are unique "
+    "in the request. A call and its result get the same new id",
     safety="safe",
     default=False,
     apply=apply,

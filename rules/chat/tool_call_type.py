@@ -62,9 +62,11 @@ def _suspects(messages: list[Any]) -> list[int]:
 RULE = Rule(
     name=NAME,
     summary='Give tool calls without a type the type "function".',
-    defect='a tool call without `type` (or `type: null`): "Missing required parameter: '
-    "'messages[N].tool_calls[0].type'\"",
-    repair='set `"type": "function"` on such calls; any other type is kept',
+    defect='a tool call without `type` (or `type: null`): Azure AI Inference "Missing required '
+    "parameter: 'messages[N].tool_calls[0].type'.\" (langchain-ai/langchain-azure#35; "
+    "docs/providers.md#azure-pairing)",
+    repair='set `"type": "function"`; any other type is kept. `function` is the only type such '
+    "a call has",
     safety="safe",
     default=True,
     apply=apply,

@@ -97,9 +97,11 @@ RULE = Rule(
     name=NAME,
     summary="Set each tool message's name to the function name of the call it answers.",
     defect="a tool message whose `name` is missing or differs from its call's function name: "
-    'Gemini "function_response.name: Name cannot be empty."',
-    repair="`name` set to the function name of the call with its `tool_call_id` (in its block, "
-    "else the latest earlier call); option `add_missing: true` also adds a missing one",
+    'Gemini "function_response.name: Name cannot be empty." (pydantic/pydantic-ai#1879, '
+    "NousResearch/hermes-agent#16482; docs/providers.md#gemini-pairing)",
+    repair="`name` becomes the function name of the call with its `tool_call_id` (in its block, "
+    "else the latest earlier call): a present and wrong name always, a missing one too with option "
+    "`add_missing` (Gemini). The name comes from the call the message answers",
     safety="safe",
     default=False,
     apply=apply,

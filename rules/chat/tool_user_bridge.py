@@ -74,10 +74,15 @@ def _gaps(messages: list[Any]) -> list[int]:
 RULE = Rule(
     name=NAME,
     summary="Insert an assistant message between a tool message and a user message.",
-    defect="a user message right after a tool message: Mistral \"Unexpected role 'user' after "
-    "role 'tool'\"",
-    repair='insert an assistant message (option `content: "I have processed the tool results."`)'
-    " between them",
+    defect="a user message right after a tool message: Mistral (also vLLM's mistral mode, NVIDIA "
+    "NIM, OpenRouter) \"Unexpected role 'user' after role 'tool'\" "
+    '(datapizza-labs/datapizza-ai#98), Mistral and Devstral chat templates "conversation roles '
+    'must alternate user and assistant roles except for tool calls and results" '
+    "(ggml-org/llama.cpp#19851; docs/providers.md#mistral-roles)",
+    repair="insert an assistant message with option `content` (pi-ai's bridge) between them; never "
+    "empty, since Mistral rejects an assistant with neither content nor tool calls. A system "
+    "message after a tool is `system-messages`'. One assistant turn saying the results were "
+    "received is added",
     safety="safe",
     default=False,
     apply=apply,

@@ -136,12 +136,16 @@ RULE = Rule(
     name=NAME,
     summary="Do not end a request on an assistant message without tool calls.",
     defect='the last message is an assistant without tool calls: Mistral "Expected last role User '
-    'or Tool (or Assistant with prefix True) for serving but got assistant", deepseek-reasoner '
-    '"The last message of deepseek-reasoner must be a user message", llama.cpp "Assistant '
-    'response prefill is incompatible with enable_thinking."',
-    repair='`action: continue` appends a user message (option `content: "Continue."`); `prefix` '
-    'sets `"prefix": true` on it (Mistral, DeepSeek beta); `drop` removes it. An assistant with '
-    "`prefix: true` is kept (unless `prefix_allowed: false`)",
+    'or Tool (or Assistant with prefix True) for serving but got assistant" '
+    '(NEKOparapa/AiNiee#641), deepseek-reasoner "The last message of deepseek-reasoner must be a '
+    'user message, or an assistant message with prefix mode on" (BerriAI/litellm#8090), llama.cpp '
+    '"Assistant response prefill is incompatible with enable_thinking." '
+    "(ggml-org/llama.cpp#20861; docs/providers.md#mistral-roles)",
+    repair="option `action`: `continue` appends a user message with option `content`; `prefix` "
+    'sets `"prefix": true` on the assistant (Mistral, DeepSeek beta; a lone assistant gets '
+    "`continue`); `drop` removes the trailing plain assistants (never all messages); one sent with "
+    "`prefix: true` is kept unless option `prefix_allowed` is false (llama.cpp). Safe with "
+    "`continue` and `prefix`; `drop` loses the text (index and length logged)",
     safety="safe",
     default=False,
     apply=apply,

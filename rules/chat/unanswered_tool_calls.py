@@ -64,10 +64,13 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Answer every call left without a result with a fixed stub, right after its block.",
-    defect="a tool call with no tool message answering it in its block (dangling or partly "
-    "answered calls)",
-    repair="insert a stub tool message per unanswered call after the block's results, in call "
-    "order, with a fixed text",
+    defect='a tool call with no tool message answering it in its block: "An assistant message '
+    "with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'\" "
+    '(aliasrobotics/cai#111, langgenius/dify#32222), Mistral "Not the same number of function '
+    'calls and responses" (mistral-common; docs/providers.md#pairing)',
+    repair="insert a stub tool message per missing result right after the block's results, in call "
+    "order, with the fixed text of option `content` (the same request always gives the same "
+    "bytes). The stub says no result was recorded",
     safety="safe",
     default=True,
     apply=apply,

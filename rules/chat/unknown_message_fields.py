@@ -193,12 +193,18 @@ def _strip(obj: dict[Any, Any], paths: Iterable[Path]) -> dict[Any, Any]:
 RULE = Rule(
     name=NAME,
     summary="Drop message keys outside each role's allowlist (and null optional keys).",
-    defect="keys a strict upstream does not know (`timestamp`, `refusal`, `reasoning_content`, "
-    "`extra_content` on calls, `name: null`): Groq \"property 'timestamp' is unsupported\", Azure "
-    '"Additional properties are not allowed", Mistral 422 `extra_forbidden`',
-    repair="keep only the role's keys (system/user: role, content, name; assistant: + tool_calls, "
-    "prefix; tool: role, content, tool_call_id, name), calls' id/type/function and functions' "
-    "name/arguments, plus option `allow`; `drop_null` also drops null optional keys",
+    defect="message keys a strict upstream does not know, stamped by agents and SDKs (`timestamp`, "
+    "`refusal`, `parsed`, `reasoning_content`, `extra_content` on calls, `name: null`): Groq "
+    '"property \'timestamp\' is unsupported" (ServiceStack/llms#17), Azure "Additional properties '
+    "are not allowed ('parsed', 'refusal' were unexpected)\" (microsoft/azurechat#503), Mistral "
+    "422 `extra_forbidden` (Gage-Technologies/mistral-go#2), Cerebras \"property '...' is "
+    'unsupported" (docs/providers.md#fields)',
+    repair="keep only each role's keys (system/user: role, content, name; assistant: + tool_calls, "
+    "prefix; tool: role, content, tool_call_id, name), a call's id/type/function and its "
+    "function's name/arguments; option `allow` keeps more, `deny` drops allowed ones (Mistral: "
+    "`name`), `drop_null` also drops null optional keys (never role, content or tool_call_id); the "
+    "log names the keys, never values; a message with an unknown role is left to `unknown-roles`. "
+    "Safe for the upstreams that refuse these keys: none of them reads one",
     safety="safe",
     default=False,
     apply=apply,

@@ -85,13 +85,17 @@ def _wakes(options: Mapping[str, Any]) -> frozenset[str] | None:
 RULE = Rule(
     name=NAME,
     summary="Remove messages whose role the provider does not know.",
-    defect="a message with a role outside the provider's enum (an agent's `session_meta` "
-    'record): DeepSeek "unknown variant `session_meta`, expected one of `system`, `user`, '
-    "`assistant`, `tool`\", Qwen/Kimi \"is not one of ['system', 'assistant', 'user', 'tool', "
-    "'function']\", OpenAI \"Invalid value: '...'. Supported values are: ...\"",
-    repair="remove it, logging its role, index and content length (the text with "
-    "`log_content: true`); option `roles` (the provider's roles), `keep: []` lets more through; "
-    "an entry with no string role is left alone",
+    defect="a message whose role the provider does not know (an agent's `session_meta` record, "
+    'NousResearch/hermes-agent#4715; a legacy `function` message for DeepSeek): DeepSeek "unknown '
+    'variant `session_meta`, expected one of `system`, `user`, `assistant`, `tool`" '
+    "(earendil-works/pi#1048), Qwen and Kimi \"is not one of ['system', 'assistant', 'user', "
+    "'tool', 'function']\" (earendil-works/pi#5117), OpenAI \"Invalid value: '...'. Supported "
+    "values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.\" "
+    "(docs/providers.md#roles)",
+    repair="remove it, logging its role, index and content length (the text with `log_content: "
+    "true`); option `roles` is the provider's list (each profile sets its own, the list its "
+    "`unknown_role` check uses), `keep` lets more roles through; an entry with no string role is "
+    "left alone. Unsafe: the record no longer reaches the model, but no provider can read it",
     safety="unsafe",
     default=True,
     apply=apply,

@@ -89,10 +89,13 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Shorten call_ids over 64 characters and rename reused ones, calls and outputs alike.",
-    defect="a `call_id` over 64 characters: \"Invalid 'input[N].call_id': string too long\"; "
-    "a call_id reused by a later call",
-    repair="shorten deterministically (prefix, `_`, 16 hex digits of its sha256); a reused one "
-    "becomes `<call_id>_d<n>`; one map for a call and its outputs",
+    defect="a `call_id` over 64 characters: \"Invalid 'input[95].call_id': string too long. "
+    'Expected a string with maximum length 64, but got a string with length 116 instead." '
+    "(AnswerDotAI/fastllm#45; docs/providers.md#openai-pairing); a `call_id` reused by a later "
+    "call, which leaves one output answering two calls",
+    repair="shorten deterministically to option `max_length` (a prefix, `_`, 16 hex digits of its "
+    "sha256); a reused one becomes `<call_id>_d<n>`; one map for a call and its outputs. Ids are "
+    "opaque, and the same id always maps to the same new id",
     safety="safe",
     default=True,
     apply=apply,

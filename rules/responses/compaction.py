@@ -78,9 +78,13 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Rebuild an input holding compaction checkpoints the way the server reads it.",
-    defect="`compaction` checkpoints sent after the whole history they replace",
-    repair="newest run of checkpoints, then the earlier user messages newest-first within a "
-    "token budget (text characters / 4), then everything after the run",
+    defect="`compaction` checkpoints sent after the whole history they replace: the upstream pays "
+    "for it twice, and one that does not read checkpoints sees a transcript the model never saw "
+    "(docs/providers.md#question-16)",
+    repair="rebuild `input` as the server reads it: the newest contiguous run of checkpoints, then "
+    "the user messages from before it chosen newest-first within option `user_budget_tokens` (text "
+    "characters / 4) and kept in order, then everything after the run unchanged. Unsafe: the items "
+    "a checkpoint stands for are no longer sent (counted in the log)",
     safety="unsafe",
     default=True,
     apply=apply,

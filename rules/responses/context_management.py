@@ -58,10 +58,13 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Drop `context_management` unless the route is direct OpenAI and the model eligible.",
-    defect="request level: `context_management` sent to a route that does not understand it: "
-    '"context_management: Extra inputs are not permitted", a 500 or a stalled stream',
-    repair="drop the field unless `direct_openai` (filled from `upstream.url`: host "
-    "api.openai.com) and the model matches `models`",
+    defect="request level: `context_management` on a route that does not understand it: "
+    '"context_management: Extra inputs are not permitted" (ericc-ch/copilot-api#217), a 500 or a '
+    "stalled stream; LiteLLM strips it for Azure (BerriAI/litellm#36391; "
+    "docs/providers.md#anthropic-request)",
+    repair="drop it unless option `direct_openai` is true (filled from the configuration: the "
+    "route's `upstream.url` host is api.openai.com) and the model matches option `models`. The "
+    "upstream could not honour the field; the request is served without server-side compaction",
     safety="safe",
     default=True,
     apply=apply,

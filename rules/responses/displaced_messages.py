@@ -76,9 +76,12 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Move message items standing between a function call and its output after it.",
-    defect='a message between a call and its output: "No tool call found for tool output with '
-    'call_id" (DeepSeek)',
-    repair="move it right after the output (after the last output of the calls it interrupted)",
+    defect='a message item between a call and its output: DeepSeek "No tool call found for tool '
+    'output with call_id" (deepseek-ai/DeepSeek-V3#1588, #1611; '
+    "docs/providers.md#deepseek-responses)",
+    repair="move it right after the output (after the last output of the parallel calls it "
+    "interrupted), order kept. Nothing is dropped: a message moves past the output of a call made "
+    "before it",
     safety="safe",
     default=True,
     apply=apply,

@@ -53,8 +53,11 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Drop an input item whose `id` an earlier item carries (the first is kept).",
-    defect='an item id twice in `input`: "Duplicate item found with id ..."',
-    repair="drop every later item with that id, logging its id and type",
+    defect='an item id twice in `input`: "Duplicate item found with id rs_0468... Remove '
+    'duplicate items from your input and try again." (continuedev/continue#10723, '
+    "OpenRouterTeam/ai-sdk-provider#254; docs/providers.md#openai-responses)",
+    repair="drop every later item with that `id` (the first is kept), logging its id and type. "
+    "Unsafe: a second item with the same id but other content is lost (logged)",
     safety="unsafe",
     default=True,
     apply=apply,

@@ -31,8 +31,10 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Replace unpaired UTF-16 surrogates with U+FFFD in every string of `input`.",
-    defect='a lone surrogate in an input item: "unexpected end of hex escape"',
-    repair="replace it with U+FFFD (the chat rule's repair)",
+    defect='a lone surrogate in an input item: "unexpected end of hex escape" '
+    '(CherryHQ/cherry-studio#20614), "no low surrogate in string" (anthropics/claude-code#56064; '
+    "docs/providers.md#encoding)",
+    repair="replace it with U+FFFD, as `lone-surrogates` does. The lone half encodes no character",
     safety="safe",
     default=True,
     apply=apply,

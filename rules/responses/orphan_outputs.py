@@ -56,10 +56,13 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Drop a function_call_output that answers no function_call before it (or a second).",
-    defect='an output with no call before it: "No tool call found for function call output '
-    'with call_id ..."',
-    repair="drop it, logging its call_id, the reason and its length (the text with "
-    "`log_content: true`)",
+    defect="a `function_call_output` with no `function_call` before it, a second output for one "
+    'call, or one without `call_id`: "No tool call found for function call output with call_id '
+    '..." (continuedev/continue#10092, leookun/cursor-byok#307; '
+    "docs/providers.md#openai-responses)",
+    repair="drop it, logging its call_id, the reason and its length (the text with `log_content: "
+    "true`). Unsafe: the dropped output no longer reaches the model, but it answered no call the "
+    "model could see",
     safety="unsafe",
     default=True,
     apply=apply,

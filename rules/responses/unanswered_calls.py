@@ -53,9 +53,10 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Add a stub function_call_output right after each call no output answers.",
-    defect='a call without output: "No tool output found for function call ..."',
-    repair="insert a stub output right after the call (option `output: [chatmend] No result "
-    "was recorded for this tool call.`)",
+    defect='a `function_call` without output: "No tool output found for function call call_XXX." '
+    "(tjardoo/openai-client#124; docs/providers.md#openai-responses)",
+    repair="a stub `function_call_output` with option `output` right after the call. The stub says "
+    "no result was recorded",
     safety="safe",
     default=True,
     apply=apply,
