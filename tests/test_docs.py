@@ -60,7 +60,8 @@ def test_the_rules_page_documents_every_rule_and_option_with_its_default() -> No
     for rule in (*RULES, *RESPONSES_RULES):
         assert f'<a id="{rule.name}"></a>' in text, rule.name
         section = text.split(f'<a id="{rule.name}"></a>', 1)[1].split("<a id=", 1)[0]
-        assert rule.defect in section and rule.repair in section, rule.name
+        assert docs.linked(rule.defect) in section, rule.name
+        assert docs.linked(rule.repair) in section, rule.name
         for option in rule.options:
             row = f"| `{option.name}` | {docs.cell(docs.shown(option.default))} |"
             assert row in section, (rule.name, option.name)
