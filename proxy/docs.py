@@ -96,7 +96,7 @@ _CITED = re.compile(r"docs/providers\.md(#[a-z0-9-]+)?")
 
 
 def linked(text: str) -> str:
-    """``text`` with each ``docs/providers.md#anchor`` it cites made a link (the page sits in
+    """``text`` with each ``docs/providers.md#<anchor>`` it cites made a link (the page sits in
     docs/, next to providers.md)."""
     return _CITED.sub(
         lambda m: f"[providers.md{m.group(1) or ''}](providers.md{m.group(1) or ''})", text

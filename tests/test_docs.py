@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -87,3 +88,60 @@ def test_the_example_rules_section_lists_every_rule_in_order() -> None:
     lines = [line for line in section.splitlines() if "# rule default:" in line]
     names = [line.split("# ", 1)[1].split(":", 1)[0] for line in lines]
     assert names == [rule.name for rule in (*RULES, *RESPONSES_RULES)]
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as dashes."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    found = set(_ANCHOR.findall(text))
+    for line in text.splitlines():
+        if line.startswith("#"):
+            found.add(_slug(line.lstrip("#")))
+    return found
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    """Each link between README.md, SECURITY.md, CONTRIBUTING.md and docs/ names a file the
+    repository holds and, with a #fragment, an anchor in it (the catalogue's anchors are cited
+    from fixtures and docstrings too: they must stay stable)."""
+    pages = [
+        path
+        for path in tracked()
+        if path.suffix == ".md" and path.is_file() and "tests" not in path.parts
+    ]
+    broken: list[str] = []
+    for page in pages:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            name, _, fragment = target.partition("#")
+            path = (page.parent / name).resolve() if name else page
+            if not path.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif (
+                fragment
+                and path.suffix == ".md"
+                and fragment not in anchors(path.read_text(encoding="utf-8"))
+            ):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such anchor)")
+    assert not broken, "\n".join(broken)
+
+
+def test_every_cited_catalogue_anchor_exists() -> None:
+    """``docs/providers.md#<anchor>`` cited in a fixture, docstring or record names a section."""
+    known = anchors((ROOT / "docs" / "providers.md").read_text(encoding="utf-8"))
+    missing: list[str] = []
+    for path in tracked():
+        if not path.is_file() or path.suffix not in {".py", ".json", ".md", ".yaml"}:
+            continue
+        cited = re.findall(r"providers\.md#([a-z0-9-]+)", path.read_text(encoding="utf-8"))
+        missing.extend(f"{path.relative_to(ROOT)}: #{a}" for a in cited if a not in known)
+    assert not missing, "\n".join(missing)

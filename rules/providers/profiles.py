@@ -511,7 +511,7 @@ PASSTHROUGH = Profile(
     contract={},
 )
 
-#: Every profile, by name, in the order the README lists them.
+#: Every profile, by name, in the order docs/profiles.md lists them.
 PROFILES: Mapping[str, Profile] = {
     profile.name: profile
     for profile in (
