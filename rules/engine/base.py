@@ -120,7 +120,7 @@ class Rule:
 
     name: str
     summary: str
-    #: The defect, the repair, and whether the repair can change meaning (rendered into docs/rules.md).
+    #: The defect, the repair, and whether the repair can change meaning (docs/rules.md).
     defect: str
     repair: str
     safety: Safety

@@ -283,7 +283,7 @@ def test_missing_and_broken_files(tmp_path: Path) -> None:
 
 
 def test_the_example_routes_and_credentials_are_valid_once_uncommented() -> None:
-    """The commented ``routes:`` example and the credential lines parse as docs/configuration.md says."""
+    """The commented ``routes:`` example and the credential lines parse as documented."""
     text = EXAMPLE.read_text()
     block = text.split("\nroutes: {}\n", 1)[1].split("\n\n", 1)[0]
     routes = yaml.safe_load("\n".join(line.removeprefix("#") for line in block.splitlines()))
