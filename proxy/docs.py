@@ -208,6 +208,17 @@ def render_rules() -> str:
         "beyond the shape the provider refuses; `unsafe` ones can (a dropped record, a renamed "
         "function, a moved instruction), are named as such, and log what they did.",
         "",
+        "After the chat pipeline the payload satisfies every rule at once: no lone surrogate, "
+        "no two assistant messages in a row, every `arguments` a JSON object string, every call "
+        "with a `type`, no tool-call id or `tool_call_id` twice, every call answered exactly once "
+        "by the tool messages right after it, every tool message answering a call of its block, "
+        "no empty `tool_calls` and no empty assistant. The property tests "
+        "(`tests/rules/test_properties.py`, `tests/rules/test_profiles.py`) check this over random "
+        "broken transcripts, with: the input is never modified, a second run changes nothing, no "
+        "user or assistant text is lost, and no tool result is lost except orphans (logged). A "
+        "rule that raises is skipped and logged as `rule_failed` (fail-open); a body that is not "
+        "JSON, or whose `messages` is not a list, is forwarded unchanged.",
+        "",
         "## Chat Completions rules",
         "",
         "| # | rule | default | safety | summary |",
