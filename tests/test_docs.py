@@ -70,8 +70,8 @@ def test_the_rules_page_documents_every_rule_and_option_with_its_default() -> No
 
 def test_the_profiles_page_names_every_profile_its_hosts_and_the_rules_it_switches_on() -> None:
     text = docs.render_profiles()
-    for pattern, profile in HOST_PROFILES:
-        assert f"| `{pattern}` | [`{profile}`](#{profile}) |" in text, pattern
+    for pattern, host_profile in HOST_PROFILES:
+        assert f"| `{pattern}` | [`{host_profile}`](#{host_profile}) |" in text, pattern
     for name, profile in PROFILES.items():
         section = text.split(f'<a id="{name}"></a>', 1)[1].split("<a id=", 1)[0]
         for rule in RULES:
