@@ -13,7 +13,8 @@ call with an alias and no usable ``id`` gets ``id`` = its ``call_id`` (else its
 on the calls (removing them is ``bookkeeping-keys``' job).
 Why: every pairing rule after this one matches a result to its call by ``id``; a result that
 names the ``call_id`` is taken for an orphan and dropped, and its call gets a stub "No result
-was recorded" although the result is right there (hermes-agent's sanitizer E3: hermes-agent
+was recorded" although the result is right there (docs/providers.md#hermes-e3:
+hermes-agent
 #58168 "valid results were dropped when keyed on `call_id`, leaving calls unanswered → DeepSeek/
 Kimi 400", #55626 "[Result unavailable…] shown for tools that ran fine", #63000, #93251; hermes
 pairs on every alias of a call as one group, R4). A call with only ``call_id`` kept its result

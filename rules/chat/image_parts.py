@@ -13,8 +13,8 @@ Parts that are no object, non-list contents and messages with an unknown role ar
 Why: DeepSeek has no vision and its deserializer rejects an image part outright: "Failed to
 deserialize the JSON body into the target type: messages[1]: data did not match any variant of
 untagged enum ChatCompletionRequestContent" (docs/providers.md#content, browser-use/web-ui#99;
-hermes-agent's sanitizer R31/E28 strip images and keep tool messages, with placeholder text,
-so pairing holds). OpenAI accepts images only from users: "Invalid 'messages[234]'. Image URLs
+docs/providers.md#hermes-r31/E28 strip images and keep tool messages, with placeholder
+text, so pairing holds). OpenAI accepts images only from users: "Invalid 'messages[234]'. Image URLs
 are only allowed for messages with role 'user', but this message with role 'tool' contains an
 image URL." (docs/providers.md#openai-content, OpenHands/OpenHands#7700; "... with role 'assistant'
 ...", openai/openai-node#1030); the fix is a text-only tool message for pairing and a user message

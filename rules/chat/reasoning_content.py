@@ -15,13 +15,13 @@ message at message index N" (docs/providers.md#deepseek-reasoning) and V4 "The `
 in the thinking mode must be passed back to the API." (docs/providers.md#deepseek-reasoning); Kimi
 K2.5/K2.6 "thinking is enabled but reasoning_content is missing in assistant tool call message at
 index N" (docs/providers.md#kimi-reasoning). Most clients and SDK wrappers drop the field. DeepSeek
-V4 also rejects ``""`` (hermes-agent's sanitizer R9, E11, #17341): the default placeholder is a
-single space; Kimi's profile uses "tool call", the placeholder cc-switch sends Kimi targets
-(docs/providers.md#kimi-reasoning, farion1231/cc-switch#2365). Safety: safe when restored (the model
-gets back exactly what it produced). A placeholder is unsafe in the sense that the model's earlier
-reasoning is lost (it would be without chatmend, and the request would fail). The changes name the
-tool-call ids and the reasoning's length, never the text. A foreign ``reasoning`` field is never
-promoted (hermes #15748).
+V4 also rejects ``""`` (docs/providers.md#hermes-r9, E11, #17341): the default
+placeholder is a single space; Kimi's profile uses "tool call", the placeholder cc-switch sends Kimi
+targets (docs/providers.md#kimi-reasoning, farion1231/cc-switch#2365). Safety: safe when restored
+(the model gets back exactly what it produced). A placeholder is unsafe in the sense that the
+model's earlier reasoning is lost (it would be without chatmend, and the request would fail). The
+changes name the tool-call ids and the reasoning's length, never the text. A foreign ``reasoning``
+field is never promoted (hermes #15748).
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ types", docs/providers.md#ollama-content, OpenCoworkAI/open-cowork#254). DeepSee
 same reasoning as ``reasoning_content`` in thinking mode (docs/providers.md#deepseek-reasoning), so
 their profiles move it there instead of losing it; a signed Anthropic block means nothing to another
 issuer (docs/providers.md#anthropic-reasoning "Anthropic: thinking signature", the signature is not
-kept). Hermes drops thinking-only turns outright (hermes-agent's sanitizer R23, #16959). Safety:
-unsafe with ``drop`` (the earlier reasoning no longer reaches the model; length logged);
-``reasoning_content`` keeps the text, in the field those providers read.
+kept). Hermes drops thinking-only turns outright (docs/providers.md#hermes-r23,
+#16959). Safety: unsafe with ``drop`` (the earlier reasoning no longer reaches the model; length
+logged); ``reasoning_content`` keeps the text, in the field those providers read.
 """
 
 from __future__ import annotations

@@ -12,25 +12,25 @@ rules' business). Messages with an unknown role (or none), entries that are no o
 another type (``custom``) and calls or functions that are no object are left alone. The change names
 the dropped keys (paths like ``tool_calls.0.index`` inside calls), never their values.
 Why: strict gateways reject any key they do not know, and agents stamp their own bookkeeping on the
-messages they replay (hermes-agent's sanitizer E16: ``_…`` markers, ``timestamp``, ``tool_name``,
-``api_content``, ``display_*``, ``finish_reason``, Gemini ``extra_content`` on calls sent to a
-non-Gemini target; "every subsequent request … fails identically"). Groq: "'messages.0' : for
-'role:user' the following must be satisfied[('messages.0' : property 'timestamp' is unsupported)]"
-(docs/providers.md#groq-fields, ServiceStack/llms#17); Azure OpenAI: "Additional properties are not
-allowed ('parsed', 'refusal' were unexpected) - 'messages.2'" (docs/providers.md#azure-fields,
-microsoft/azurechat#503); Mistral 422 ``extra_forbidden`` "Extra inputs are not permitted", even for
-``name`` and ``tool_calls`` on a user message when null (docs/providers.md#mistral-fields,
-Gage-Technologies/mistral-go#2; mistral-common's UserMessage, SystemMessage and AssistantMessage
-have no ``name``); Cerebras "property '…' is unsupported" (docs/providers.md#cerebras-fields).
-Reasoning fields replayed from a thinking model are the most common case: Groq, Cerebras, Mistral
-and vLLM's mistral mode reject ``reasoning_content``/``reasoning``
-(docs/providers.md#mistral-reasoning, janhq/jan#8136, Kilo-Org/kilocode#10375,
-charmbracelet/crush#1590, vllm-project/vllm#20973); profiles whose upstream needs
-``reasoning_content`` back (DeepSeek, Kimi) keep it with ``allow``. The allowlist is section 2's
-``strip_unknown_fields`` (docs/providers.md#fields "Allowlist per role", inferred), with Mistral's
-and DeepSeek's assistant ``prefix``. Safety: safe for the upstreams it is meant for: they reject the
-request while the keys are there, and none of them reads such a key. Whatever an upstream does
-accept and use (``audio``, ``reasoning_content``) must be named in ``allow``.
+messages they replay (docs/providers.md#hermes-e16: ``_…`` markers, ``timestamp``,
+``tool_name``, ``api_content``, ``display_*``, ``finish_reason``, Gemini ``extra_content`` on calls
+sent to a non-Gemini target; "every subsequent request … fails identically"). Groq: "'messages.0' :
+for 'role:user' the following must be satisfied[('messages.0' : property 'timestamp' is
+unsupported)]" (docs/providers.md#groq-fields, ServiceStack/llms#17); Azure OpenAI: "Additional
+properties are not allowed ('parsed', 'refusal' were unexpected) - 'messages.2'"
+(docs/providers.md#azure-fields, microsoft/azurechat#503); Mistral 422 ``extra_forbidden`` "Extra
+inputs are not permitted", even for ``name`` and ``tool_calls`` on a user message when null
+(docs/providers.md#mistral-fields, Gage-Technologies/mistral-go#2; mistral-common's UserMessage,
+SystemMessage and AssistantMessage have no ``name``); Cerebras "property '…' is unsupported"
+(docs/providers.md#cerebras-fields). Reasoning fields replayed from a thinking model are the most
+common case: Groq, Cerebras, Mistral and vLLM's mistral mode reject
+``reasoning_content``/``reasoning`` (docs/providers.md#mistral-reasoning, janhq/jan#8136,
+Kilo-Org/kilocode#10375, charmbracelet/crush#1590, vllm-project/vllm#20973); profiles whose upstream
+needs ``reasoning_content`` back (DeepSeek, Kimi) keep it with ``allow``. The allowlist is section
+2's ``strip_unknown_fields`` (docs/providers.md#fields "Allowlist per role", inferred), with
+Mistral's and DeepSeek's assistant ``prefix``. Safety: safe for the upstreams it is meant for: they
+reject the request while the keys are there, and none of them reads such a key. Whatever an upstream
+does accept and use (``audio``, ``reasoning_content``) must be named in ``allow``.
 """
 
 from __future__ import annotations

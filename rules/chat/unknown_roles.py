@@ -8,17 +8,17 @@ string, are left alone: they are not a role the provider refuses but no message 
 the provider's own error names better than a silent drop would (the ``unknown_role`` check
 counts string roles only, and the other rules tolerate such junk in place).
 Why: agents persist their own records in the transcript and some replay them: hermes-agent's
-``session_meta`` rows leaked into the payload (hermes-agent's sanitizer R15, #4715: hermes
-drops every role outside {system, user, assistant, tool, function, developer}). Every provider
-deserializes ``role`` as a closed enum: DeepSeek "messages[0].role: unknown variant `developer`,
-expected one of `system`, `user`, `assistant`, `tool`" (docs/providers.md#deepseek-roles,
-earendil-works/pi#1048; the same serde error for `function`, crazyyanchao/llmcompiler#1), Qwen
-and Kimi "developer is not one of ['system', 'assistant', 'user', 'tool', 'function']"
-(docs/providers.md#kimi-roles, earendil-works/pi#5117, can1357/oh-my-pi#843), OpenAI "Invalid value:
-'tooool'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."
-(code invalid_value, param messages[N].role). One such row makes every later request of the session
-fail. It runs after ``developer-role``, which turns ``developer`` into ``system`` where the provider
-knows only that.
+``session_meta`` rows leaked into the payload (docs/providers.md#hermes-r15, #4715:
+hermes drops every role outside {system, user, assistant, tool, function, developer}). Every
+provider deserializes ``role`` as a closed enum: DeepSeek "messages[0].role: unknown variant
+`developer`, expected one of `system`, `user`, `assistant`, `tool`"
+(docs/providers.md#deepseek-roles, earendil-works/pi#1048; the same serde error for `function`,
+crazyyanchao/llmcompiler#1), Qwen and Kimi "developer is not one of ['system', 'assistant', 'user',
+'tool', 'function']" (docs/providers.md#kimi-roles, earendil-works/pi#5117, can1357/oh-my-pi#843),
+OpenAI "Invalid value: 'tooool'. Supported values are: 'system', 'assistant', 'user', 'function',
+'tool', and 'developer'." (code invalid_value, param messages[N].role). One such row makes every
+later request of the session fail. It runs after ``developer-role``, which turns ``developer`` into
+``system`` where the provider knows only that.
 Safety: unsafe in the narrow sense that the removed message no longer reaches the model; it is
 a record no provider can read (the request fails while it is there), and its length is logged.
 """
