@@ -15,11 +15,11 @@ on every later turn of the session: Moonshot/Kimi and Fireworks "Extra inputs ar
 field: 'messages[N].tool_name'", and the same for ``messages[0].timestamp``
 (NousResearch/hermes-agent#47868); an internal marker reached a strict gateway as "Unknown
 parameter: '_empty_recovery_synthetic'" and "every subsequent request in that session carries the
-poisoned key" (hermes-agent commit 775a17284); Groq "property 'timestamp' is unsupported" (1.E,
-ServiceStack/llms#17). hermes-agent's own send path strips exactly this list (its
-``convert_messages``), ``extra_content`` only for models other than Gemini and Gemma. The pairing
-reads ``call_id`` first: ``codex-call-ids`` runs earlier and makes a result that names it name the
-call's ``id``.
+poisoned key" (hermes-agent commit 775a17284); Groq "property 'timestamp' is unsupported"
+(docs/providers.md#groq-fields, ServiceStack/llms#17). hermes-agent's own send path strips exactly
+this list (its ``convert_messages``), ``extra_content`` only for models other than Gemini and Gemma.
+The pairing reads ``call_id`` first: ``codex-call-ids`` runs earlier and makes a result that names
+it name the call's ``id``.
 Safety: safe. The keys are the agent's own notes; the provider never reads them.
 """
 
