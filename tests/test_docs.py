@@ -11,6 +11,7 @@ import pytest
 from proxy import docs
 from proxy.provider_hosts import HOST_PROFILES
 from rules.chat import RULES
+from rules.providers.planner import compile_plan
 from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES
 
@@ -66,6 +67,11 @@ def test_the_rules_page_documents_every_rule_and_option_with_its_default() -> No
         for option in rule.options:
             row = f"| `{option.name}` | {docs.cell(docs.shown(option.default))} |"
             assert row in section, (rule.name, option.name)
+    for rule in RULES:  # each chat rule names the profiles that run it
+        section = text.split(f'<a id="{rule.name}"></a>', 1)[1].split("<a id=", 1)[0]
+        on_under = next(line for line in section.splitlines() if line.startswith("On under:"))
+        for name, profile in PROFILES.items():
+            assert (f"`{name}`" in on_under) is docs.setting(profile, rule)[0], (rule.name, name)
 
 
 def test_the_profiles_page_names_every_profile_its_hosts_and_the_rules_it_switches_on() -> None:
@@ -145,3 +151,16 @@ def test_every_cited_catalogue_anchor_exists() -> None:
         cited = re.findall(r"providers\.md#([a-z0-9-]+)", path.read_text(encoding="utf-8"))
         missing.extend(f"{path.relative_to(ROOT)}: #{a}" for a in cited if a not in known)
     assert not missing, "\n".join(missing)
+
+
+def test_the_documented_settings_are_what_the_planner_runs() -> None:
+    """docs.setting (on/off and options per profile, read from the records) agrees with the plan
+    the planner compiles for each profile: the pages describe what runs."""
+    for name, profile in PROFILES.items():
+        steps = {rule.name: ctx.options for rule, ctx in compile_plan(profile).steps}
+        for rule in RULES:
+            on, options = docs.setting(profile, rule)
+            assert on is (rule.name in steps), (name, rule.name)
+            if on:
+                defaults = {o.name: o.default for o in rule.options}
+                assert {**defaults, **options} == dict(steps[rule.name]), (name, rule.name)
