@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint typecheck pytest redis-server bench bench-observe soak fuzz clean
+.PHONY: run test lint typecheck pytest docs redis-server bench bench-observe soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ typecheck: $(VENV)/.test-installed
 
 pytest: $(VENV)/.test-installed redis-server
 	$(BIN)/pytest
+
+## Regenerate docs/rules.md, docs/profiles.md and config.example.yaml's rules section from the
+## records (rule, option, profile and check records); tests/test_docs.py fails until they match.
+docs: $(VENV)/.run-installed
+	$(BIN)/python -m proxy.docs --write
 
 ## The reasoning stash's Redis backend is tested against a real redis-server on loopback
 ## (each test starts its own on a free port, no persistence): installed here if missing.

@@ -2,8 +2,9 @@
 
 Run: ``.venv/bin/python bench/arguments_repair_eval.py`` (``pip install json-repair`` to compare;
 without it only chatmend's repair is measured). Each corpus entry is a malformed ``arguments``
-string from a reported failure family (hermes-sanitizer-notes.md §3, provider-errors.md 1.A) and
-the object a careful human would recover, or ``UNREPAIRABLE`` where any answer is a guess.
+string from a reported failure family (docs/providers.md#hermes-arguments,
+docs/providers.md#pairing) and the object a careful human would recover, or ``UNREPAIRABLE`` where
+any answer is a guess.
 
 Verdicts: *correct* = the expected object (or gave up where giving up is expected); *wrong* =
 an object other than the expected one (a guess); *gave up* = no object where one was expected.

@@ -40,7 +40,8 @@ log = get_logger()
 
 def provider_error(status: int, message: str, envelope: str = "openai") -> web.Response:
     """A rejected request in the provider's envelope: ``openai`` (DeepSeek, OpenAI and most
-    compatible providers) or ``mistral`` (an ``object: error`` body, provider-errors.md 1.B)."""
+    compatible providers) or ``mistral`` (an ``object: error`` body,
+    docs/providers.md#mistral-roles)."""
     body: dict[str, Any]
     if envelope == "mistral":
         body = {

@@ -1,8 +1,8 @@
 """The provider profile an upstream URL implies, for a config that names none.
 
 ``profile:`` (top level, a route's, or ``--profile``) always wins. Without one, the upstream's
-host picks the profile from ``HOST_PROFILES`` (the README's Profiles section lists the same
-table), so ``--upstream https://api.moonshot.ai`` runs under ``kimi`` rather than the default.
+host picks the profile from ``HOST_PROFILES`` (docs/profiles.md renders the same table), so
+``--upstream https://api.moonshot.ai`` runs under ``kimi`` rather than the default.
 A host not in the table gets ``DEFAULT_PROFILE`` (``deepseek``, chatmend's first target); the
 choice and its reason are logged in ``proxy_started``.
 """

@@ -1,9 +1,10 @@
 """A fake *strict* Responses API upstream for end-to-end tests.
 
 It rejects a broken ``/v1/responses`` body the way OpenAI's Responses endpoint does, with the
-texts of provider-errors.md 1.H (and 1.F for ``context_management``: this fake is no direct
-OpenAI route) through the product's own Responses contract, and otherwise answers a canned
-Response (SSE events when ``stream: true``). It records every body it receives.
+texts of docs/providers.md#openai-responses (and docs/providers.md#openai-request for
+``context_management``: this fake is no direct OpenAI route) through the product's own Responses
+contract, and otherwise answers a canned Response (SSE events when ``stream: true``). It records
+every body it receives.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Turn 1 (a request whose last message is the user's) is answered with reasoning a
 as DeepSeek's thinking mode answers (streamed as SSE when ``stream: true``, the reasoning and
 the arguments in several deltas). Every request is first judged by ``chatmend emulate``'s
 deepseek contract, so a later turn whose tool-call turn lacks ``reasoning_content`` gets
-DeepSeek V4's 400 (provider-errors.md rows 169/170): a strict thinking-mode upstream.
+DeepSeek V4's 400 (docs/providers.md#deepseek-reasoning): a strict thinking-mode upstream.
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ def test_nesting_at_every_depth_is_handled(depth: int) -> None:
     ],
 )
 def test_integers_at_64_bits(number: bytes, written: bytes) -> None:
-    """Only a rewritten body is re-serialized; the README lists wider integers as a limit."""
+    """Only a rewritten body is re-serialized; docs/limits.md lists wider integers as a limit."""
     result = check(b'{"seed": ' + number + b", " + _split()[1:])
     assert result.changed
     assert result.body.startswith(b'{"seed":' + written + b",")

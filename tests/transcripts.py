@@ -37,7 +37,7 @@ BROKEN: dict[str, list[dict[str, Any]]] = {
         {"role": "assistant", "content": "Found it."},
         {"role": "user", "content": "Go on."},
     ],
-    # provider-errors.md 1.A: DeepSeek "Invalid 'messages.tool_calls': empty array"
+    # docs/providers.md#deepseek-pairing: DeepSeek "Invalid 'messages.tool_calls': empty array"
     # (anomalyco/opencode#41860).
     "empty_tool_calls": [
         USER,
@@ -101,7 +101,7 @@ BROKEN: dict[str, list[dict[str, Any]]] = {
         result("call_o", "3 matches"),
         {"role": "user", "content": "Fine."},
     ],
-    # provider-errors.md 1.A orphan tool result (run-llama/llama_index#10493): context truncation
+    # docs/providers.md#pairing orphan tool result (run-llama/llama_index#10493): context truncation
     # cut the call and left its result first.
     "orphan_tool_result": [
         result("call_gone", "output of a call truncated away"),
@@ -109,8 +109,8 @@ BROKEN: dict[str, list[dict[str, Any]]] = {
         {"role": "assistant", "content": "On it."},
         {"role": "user", "content": "Go."},
     ],
-    # provider-errors.md 1.A dangling tool call, DeepSeek (hermes #56980): two parallel calls,
-    # one answered, then the user interrupts.
+    # docs/providers.md#deepseek-pairing dangling tool call, DeepSeek (hermes #56980): two parallel
+    # calls, one answered, then the user interrupts.
     "unanswered_tool_call": [
         USER,
         {
@@ -121,7 +121,7 @@ BROKEN: dict[str, list[dict[str, Any]]] = {
         result("call_u1", "src tests"),
         {"role": "user", "content": "Stop, that is enough."},
     ],
-    # provider-errors.md 1.A user message between tool_calls and tool results (ogx-ai/ogx#6367);
+    # docs/providers.md#pairing user message between tool_calls and tool results (ogx-ai/ogx#6367);
     # hermes E5 (#84481: a result compressed past a user turn).
     "displaced_tool_result": [
         USER,
@@ -136,7 +136,7 @@ BROKEN: dict[str, list[dict[str, Any]]] = {
         {"role": "assistant", "content": "Both read."},
         {"role": "user", "content": "Now fix it."},
     ],
-    # provider-errors.md 1.A missing tool_call_id, OpenAI (langchain-ai/langchain#22600).
+    # docs/providers.md#openai-pairing missing tool_call_id, OpenAI (langchain-ai/langchain#22600).
     "missing_tool_call_id": [
         USER,
         {"role": "assistant", "content": None, "tool_calls": [call("call_m", "pytest", "{}")]},
@@ -145,7 +145,7 @@ BROKEN: dict[str, list[dict[str, Any]]] = {
     ],
 }
 
-#: Kind -> the text of the strict fake's first rejection (provider-errors.md 1.A, as quoted).
+#: Kind -> the text of the strict fake's first rejection (docs/providers.md#pairing, as quoted).
 REJECTED_WITH: dict[str, str] = {
     "orphan_tool_result": (
         "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'"

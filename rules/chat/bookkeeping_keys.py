@@ -15,11 +15,11 @@ on every later turn of the session: Moonshot/Kimi and Fireworks "Extra inputs ar
 field: 'messages[N].tool_name'", and the same for ``messages[0].timestamp``
 (NousResearch/hermes-agent#47868); an internal marker reached a strict gateway as "Unknown
 parameter: '_empty_recovery_synthetic'" and "every subsequent request in that session carries the
-poisoned key" (hermes-agent commit 775a17284); Groq "property 'timestamp' is unsupported" (1.E,
-ServiceStack/llms#17). hermes-agent's own send path strips exactly this list (its
-``convert_messages``), ``extra_content`` only for models other than Gemini and Gemma. The pairing
-reads ``call_id`` first: ``codex-call-ids`` runs earlier and makes a result that names it name the
-call's ``id``.
+poisoned key" (hermes-agent commit 775a17284); Groq "property 'timestamp' is unsupported"
+(docs/providers.md#groq-fields, ServiceStack/llms#17). hermes-agent's own send path strips exactly
+this list (its ``convert_messages``), ``extra_content`` only for models other than Gemini and Gemma.
+The pairing reads ``call_id`` first: ``codex-call-ids`` runs earlier and makes a result that names
+it name the call's ``id``.
 Safety: safe. The keys are the agent's own notes; the provider never reads them.
 """
 
@@ -137,12 +137,16 @@ def _strip(message: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
 RULE = Rule(
     name=NAME,
     summary="Drop an agent's bookkeeping keys from messages and tool calls.",
-    defect="keys an agent stores for itself (`timestamp`, `api_content`, `tool_name`, `_…`, "
-    "`display_…`, `codex_…`; `call_id`, `response_item_id`, `extra_content` on calls): Moonshot "
-    "\"Extra inputs are not permitted, field: 'messages[N].tool_name'\", a strict gateway "
-    "\"Unknown parameter: '_empty_recovery_synthetic'\"",
-    repair="drop those keys (option `keep` keeps some: `extra_content` for Gemini); every other "
-    "key is left (the per-role allowlist is `unknown-message-fields`)",
+    defect="keys an agent stores for itself and no provider reads (`timestamp`, `api_content`, "
+    "`tool_name`, `effect_disposition`, keys starting with `_`, `display_` or `codex_`; `call_id`, "
+    '`response_item_id`, `extra_content` on tool calls): Moonshot/Kimi and Fireworks "Extra '
+    "inputs are not permitted, field: 'messages[N].tool_name'\" (NousResearch/hermes-agent#47868), "
+    "a strict gateway \"Unknown parameter: '_empty_recovery_synthetic'\", every later turn of the "
+    "session failing the same way",
+    repair="drop those keys, naming them in the log (never their values); option `keep` keeps some "
+    "(gemini-openai keeps `extra_content`, Gemini 3's thought signatures); every other key, "
+    "standard or not, is left (the per-role allowlist is `unknown-message-fields`). The keys are "
+    "the agent's own notes",
     safety="safe",
     default=True,
     apply=apply,

@@ -13,13 +13,14 @@ call with an alias and no usable ``id`` gets ``id`` = its ``call_id`` (else its
 on the calls (removing them is ``bookkeeping-keys``' job).
 Why: every pairing rule after this one matches a result to its call by ``id``; a result that
 names the ``call_id`` is taken for an orphan and dropped, and its call gets a stub "No result
-was recorded" although the result is right there (hermes-sanitizer-notes.md E3: hermes-agent
+was recorded" although the result is right there (docs/providers.md#hermes-e3:
+hermes-agent
 #58168 "valid results were dropped when keyed on `call_id`, leaving calls unanswered → DeepSeek/
 Kimi 400", #55626 "[Result unavailable…] shown for tools that ran fine", #63000, #93251; hermes
 pairs on every alias of a call as one group, R4). A call with only ``call_id`` kept its result
 unmatched and itself unanswered, which the provider refuses ("An assistant message with
 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'",
-provider-errors.md 1.A).
+docs/providers.md#pairing).
 Safety: safe. A result is renamed only to the one call its id names unambiguously: an alias that
 is also some call's ``id`` (anywhere in the request), or that one assistant gives to a call of
 its own id already, is never rewritten, so two different calls' results are never merged. The
@@ -195,13 +196,15 @@ def _describe(value: Any, call: dict[str, Any]) -> str:
 RULE = Rule(
     name=NAME,
     summary="Pair tool results that answer a call's Codex call_id with the call's id.",
-    defect="a tool result naming its call's Codex `call_id` (or `response_item_id`) instead of "
-    "its `id`, or a call with only a `call_id`: the result is dropped as an orphan and its call "
-    'stubbed (hermes-agent #58168, #55626), or the call left unanswered: "An assistant message '
-    "with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'\"",
+    defect="a tool result naming its call's Codex `call_id` (or `response_item_id`) instead of its "
+    "`id`, or a call with only a `call_id`: the result is dropped as an orphan and its call "
+    'stubbed (NousResearch/hermes-agent#58168, #55626), or the call left unanswered: "An '
+    "assistant message with 'tool_calls' must be followed by tool messages responding to each "
+    "'tool_call_id'\" (aliasrobotics/cai#111; docs/providers.md#openai-pairing)",
     repair="the result's `tool_call_id` becomes the call's `id` (the latest call carrying that "
     "alias; the k-th result of a turn answers its k-th call carrying it); a call without a usable "
-    "`id` takes its `call_id`; an alias that is also some call's `id` is left alone",
+    "`id` takes its `call_id`; an alias that is also some call's `id` is ambiguous and left alone. "
+    "A result moves only to the one call its id names, so two calls' results are never merged",
     safety="safe",
     default=True,
     apply=apply,

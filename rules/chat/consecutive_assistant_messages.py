@@ -10,14 +10,14 @@ only a later message has are added. A tool, user, system or unrecognised entry e
 Why: a turn split in two (text, then the tool calls) leaves the first assistant unanswered, and
 DeepSeek and Moonshot/Kimi answer 400 "An assistant message with 'tool_calls' must be followed
 by tool messages responding to each 'tool_call_id'. (insufficient tool messages following
-tool_calls message)" (provider-errors.md 1.A; hermes R3, #29148, #49147). deepseek-reasoner and
-alternating chat templates reject successive assistant messages outright (1.B). It runs first,
-so the later rules see the union of the turn's calls (hermes E1).
-Safety: safe. No text and no call is dropped: texts are joined without stripping, and where
-hermes discarded the later content next to a part list (R3), the string becomes a text part.
-What goes is empty (a null or empty content, a later ``tool_calls: []``) or a later message's
-value for a key the first already sets (the first wins). Two assistants whose non-empty contents
-it cannot combine (an object, a number) are left as they are.
+tool_calls message)" (docs/providers.md#kimi-pairing; hermes R3, #29148, #49147). deepseek-reasoner
+and alternating chat templates reject successive assistant messages outright
+(docs/providers.md#chat-templates-roles). It runs first, so the later rules see the union of the
+turn's calls (hermes E1). Safety: safe. No text and no call is dropped: texts are joined without
+stripping, and where hermes discarded the later content next to a part list (R3), the string becomes
+a text part. What goes is empty (a null or empty content, a later ``tool_calls: []``) or a later
+message's value for a key the first already sets (the first wins). Two assistants whose non-empty
+contents it cannot combine (an object, a number) are left as they are.
 """
 
 from __future__ import annotations
@@ -39,8 +39,14 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Merge directly adjacent assistant messages into the first one.",
-    defect="two or more assistant messages in a row (a turn split into text and tool calls)",
-    repair="merge the run into its first message: calls concatenated, contents joined losslessly",
+    defect="two or more assistant messages in a row (a turn split into text and tool calls): "
+    "DeepSeek and Kimi \"An assistant message with 'tool_calls' must be followed by tool messages "
+    "responding to each 'tool_call_id'. (insufficient tool messages following tool_calls "
+    'message)" (langgenius/dify#32222), deepseek-reasoner "does not support successive user or '
+    'assistant messages" (deepseek-ai/DeepSeek-R1#21; docs/providers.md#deepseek-pairing)',
+    repair="merge the run into its first message: tool calls concatenated in order, string "
+    "contents joined with `\\n`, part lists concatenated, the first non-empty `reasoning_content` "
+    "kept; never across a tool or user message. No text and no call is dropped",
     safety="safe",
     default=True,
     apply=apply,

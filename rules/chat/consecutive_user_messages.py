@@ -12,13 +12,14 @@ nothing is lost and no two users stay adjacent. Every other key keeps the first 
 unrecognised entry ends the run: nothing is merged across another message.
 Why: deepseek-reasoner answers 400 "deepseek-reasoner does not support successive user or
 assistant messages (messages[1] and messages[2] in your input). You should interleave the
-user/assistant messages in the message sequence." (provider-errors.md 1.B, deepseek-ai/
+user/assistant messages in the message sequence." (docs/providers.md#deepseek-roles, deepseek-ai/
 DeepSeek-R1#21, BerriAI/litellm#8018), and HF chat templates on vLLM/TGI/llama.cpp raise
-"Conversation roles must alternate user/assistant/user/assistant/..." (1.B, microsoft/
-autogen#1037, huggingface/text-generation-inference#3198). The join follows hermes R6/R23
-(str + str with "\\n\\n", lists concatenated, a string as a text part).
-Safety: safe. No text is dropped and the order is kept; what goes is an empty content, or a later
-message's value for a key the first already sets (a later ``name`` gives way to the first's).
+"Conversation roles must alternate user/assistant/user/assistant/..."
+(docs/providers.md#chat-templates-roles, microsoft/autogen#1037,
+huggingface/text-generation-inference#3198). The join follows hermes R6/R23 (str + str with
+"\\n\\n", lists concatenated, a string as a text part). Safety: safe. No text is dropped and the
+order is kept; what goes is an empty content, or a later message's value for a key the first already
+sets (a later ``name`` gives way to the first's).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from rules.engine.merge import merge_messages, runs
 
 NAME = "consecutive-user-messages"
 
-#: What joins two string contents (hermes R6, provider-errors.md 1.B "joining content with \n\n").
+#: What joins two string contents (hermes R6, docs/providers.md#roles "joining content with \n\n").
 SEPARATOR = "\n\n"
 
 
@@ -54,10 +55,13 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Merge directly adjacent user messages into the first one.",
-    defect="two or more user messages in a row: deepseek-reasoner 'does not support successive "
-    "user or assistant messages', chat templates 'Conversation roles must alternate'",
-    repair="merge the run into its first message: strings joined with a blank line, part lists "
-    "concatenated; never across another message",
+    defect='two or more user messages in a row: deepseek-reasoner "does not support successive '
+    'user or assistant messages" (deepseek-ai/DeepSeek-R1#21), chat templates "Conversation '
+    'roles must alternate user/assistant/user/assistant/..." (microsoft/autogen#1037; '
+    "docs/providers.md#deepseek-roles)",
+    repair="merge them into the first: strings joined with a blank line, part lists concatenated "
+    "(a string becomes a text part), the first's other fields kept; never across another message. "
+    "No text is dropped and the order is kept",
     safety="safe",
     default=False,
     apply=apply,

@@ -5,12 +5,12 @@ reasoning models, sent by the Responses-era SDKs and agents) gets ``"role": "sys
 else in it changes. Other roles, and messages that are no object, are left alone.
 Why: every non-OpenAI upstream knows only ``system``. DeepSeek answers 400 "Failed to
 deserialize the JSON body into the target type: messages[0].role: unknown variant `developer`,
-expected one of `system`, `user`, `assistant`, `tool`" (provider-errors.md 1.B,
+expected one of `system`, `user`, `assistant`, `tool`" (docs/providers.md#deepseek-roles,
 earendil-works/pi#1048); Qwen (DashScope), and Kimi and others via OpenRouter or Kilo, answer
-"developer is not one of ['system', 'assistant', 'user', 'tool', 'function']" (1.B,
-earendil-works/pi#5117, can1357/oh-my-pi#843). Section 2 (`normalize_roles`, DeepSeek, Qwen):
-map ``developer`` → ``system`` for every upstream but OpenAI. It runs before the rules that
-place or merge system messages, so they see one role for instructions.
+"developer is not one of ['system', 'assistant', 'user', 'tool', 'function']"
+(docs/providers.md#kimi-roles, earendil-works/pi#5117, can1357/oh-my-pi#843). Section 2
+(`normalize_roles`, DeepSeek, Qwen): map ``developer`` → ``system`` for every upstream but OpenAI.
+It runs before the rules that place or merge system messages, so they see one role for instructions.
 Safety: safe. OpenAI itself treats ``developer`` as the reasoning models' ``system``; the text
 and its position are kept.
 """
@@ -46,8 +46,12 @@ RULE = Rule(
     name=NAME,
     summary="Send developer messages as system messages.",
     defect='role `developer` where only `system` is known: DeepSeek "messages[0].role: unknown '
-    'variant `developer`, expected one of `system`, `user`, `assistant`, `tool`"',
-    repair="the role becomes `system`; content and position are kept",
+    'variant `developer`, expected one of `system`, `user`, `assistant`, `tool`" '
+    "(earendil-works/pi#1048), Qwen and Kimi \"developer is not one of ['system', 'assistant', "
+    "'user', 'tool', 'function']\" (earendil-works/pi#5117, can1357/oh-my-pi#843; "
+    "docs/providers.md#deepseek-roles)",
+    repair="the role becomes `system`; content, other keys and position are kept. `developer` is "
+    "what OpenAI calls its reasoning models' system message",
     safety="safe",
     default=False,
     apply=apply,

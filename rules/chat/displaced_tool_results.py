@@ -13,7 +13,7 @@ Why: strict providers need every result directly after its call. DeepSeek and Op
 stray result with 400 "Messages with role 'tool' must be a response to a preceding message with
 'tool_calls'" and its call with "An assistant message with 'tool_calls' must be followed by tool
 messages responding to each 'tool_call_id'. (insufficient tool messages following tool_calls
-message)" (provider-errors.md 1.A; a user message between calls and results, ogx-ai/ogx#6367).
+message)" (docs/providers.md#pairing; a user message between calls and results, ogx-ai/ogx#6367).
 Context compressors move results past a user turn (hermes #84481, #94704); hermes drops and
 stubs them (E5), which replaces a result that exists by a placeholder.
 Safety: safe. Nothing is dropped or rewritten: one message changes place, to the only place a
@@ -88,8 +88,13 @@ def _positions(out: list[Any], messages: list[Any], moved: dict[int, int]) -> di
 RULE = Rule(
     name=NAME,
     summary="Move a tool result that strayed past another message back into its call's block.",
-    defect="a tool result separated from its call's block by a user, system or assistant message",
-    repair="move it back, after the block's results, if its id names one unanswered earlier call",
+    defect="a tool result separated from its call's block by a user, system or assistant message "
+    "(compression, late results): \"Messages with role 'tool' must be a response to a preceding "
+    "message with 'tool_calls'\" (FoundationAgents/OpenManus#744, ogx-ai/ogx#6367; "
+    "docs/providers.md#openai-pairing)",
+    repair="move it back, after the block's results, when its id names exactly one earlier call "
+    "still unanswered there; two assistants it stood between are merged. Nothing is dropped: one "
+    "message changes place, to the only place a strict provider accepts it",
     safety="safe",
     default=True,
     apply=apply,

@@ -10,7 +10,7 @@ answers the k-th kept call that had id X; a further result for X is a second ans
 and is dropped. A tool message whose id an earlier tool message already carries, and which
 answers no call of its block, is dropped. Calls and results without a usable id are left alone.
 Why: DeepSeek checks tool_call_id uniqueness across the whole ``messages[]`` and answers 400
-"Duplicate value for 'tool_call_id' of in message[4]" (provider-errors.md 1.A,
+"Duplicate value for 'tool_call_id' of in message[4]" (docs/providers.md#deepseek-pairing,
 craft-ai-agents/craft-agents-oss#630; OpenAI says "Duplicate value for 'tool_call_id' of
 'call_…', in messages[7] and messages[8]", agno-agi/agno#5116). Yet Kimi (``terminal:0``,
 ``functions.Bash:0``), per-turn ``call_00_…`` counters and llama.cpp reuse ids across turns on
@@ -306,8 +306,14 @@ def _number(value: Any) -> Any:
 RULE = Rule(
     name=NAME,
     summary="Make every tool-call id unique: drop same-turn replays, rename reused ids.",
-    defect="a tool-call id used by two calls, or a tool_call_id carried by two tool messages",
-    repair="drop exact same-turn replays and second results; rename reused ids in call and result",
+    defect="a tool-call id used by two calls, or a `tool_call_id` carried by two tool messages: "
+    "OpenAI \"Duplicate value for 'tool_call_id' of '...', in messages[7] and messages[8].\" "
+    "(agno-agi/agno#5116), DeepSeek \"Duplicate value for 'tool_call_id' of in message[4]\" "
+    "(craft-ai-agents/craft-agents-oss#630; docs/providers.md#deepseek-pairing)",
+    repair="an exact replay inside one turn is dropped with its duplicate result; an id reused by "
+    "a later turn (Kimi's `terminal:0`) is renamed `<id>_d<n>` in the call and its result; a "
+    "second result for one call gives way to the first. Only copies are dropped, so no result is "
+    "lost",
     safety="safe",
     default=True,
     apply=apply,

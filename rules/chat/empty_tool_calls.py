@@ -4,10 +4,10 @@ What: an assistant whose ``tool_calls`` is ``[]``, ``null`` or not a list loses 
 that are not objects are removed from the list first. An assistant left with neither content
 nor tool calls is removed.
 Why: DeepSeek, OpenAI and Qwen answer 400 "Invalid 'messages[N].tool_calls': empty array ..."
-(provider-errors.md 1.A), and "content or tool_calls must be set" for an assistant with neither
-(1.C). It runs last, so no earlier rule can leave ``[]`` behind (hermes #74101, E2).
-Safety: safe. The removed pieces carried nothing (an empty list, a ``null`` entry, a message
-with no text and no calls).
+(docs/providers.md#qwen-pairing), and "content or tool_calls must be set" for an assistant with
+neither (docs/providers.md#qwen-content). It runs last, so no earlier rule can leave ``[]`` behind
+(hermes #74101, E2). Safety: safe. The removed pieces carried nothing (an empty list, a ``null``
+entry, a message with no text and no calls).
 """
 
 from __future__ import annotations
@@ -83,8 +83,14 @@ def _describe(calls: Any) -> str:
 RULE = Rule(
     name=NAME,
     summary="Drop empty, null or non-list tool_calls; remove assistants left with nothing.",
-    defect="`tool_calls: []`, `null` or a non-list; an assistant with neither content nor calls",
-    repair="drop the key (and non-object entries); remove an assistant left with nothing",
+    defect="`tool_calls: []`, `null` or not a list: \"Invalid 'messages[N].tool_calls': empty "
+    'array" (openai/openai-node#1341, anomalyco/opencode#41860), Qwen "Empty tool_calls is not '
+    'supported in message" (smallmain/vscode-unify-chat-provider#65); an assistant with neither '
+    'content nor tool calls: "content or tool_calls must be set" (carlrobertoh/ProxyAI#830; '
+    "docs/providers.md#pairing)",
+    repair="drop the key (and non-object entries); remove an assistant left with neither content "
+    "nor tool calls. It runs after every rule that writes tool calls, so none can leave `[]` "
+    "behind; it removes only empty pieces",
     safety="safe",
     default=True,
     apply=apply,

@@ -4,8 +4,8 @@ What: a request whose ``tools`` is an empty list or ``null`` loses the key, with
 ``tool_choice`` and ``parallel_tool_calls`` that only make sense with tools.
 Why: DeepSeek "Invalid 'tools': empty array. Expected an array with minimum length 1, but got
 an empty array instead." and Mistral 422 ``extra_forbidden`` at ["body","tools"]
-(provider-errors.md 1.A, marimo-team/marimo#6108, partITech/php-mistral#76); agents send an
-empty list when every tool is disabled. OpenAI refuses ``tool_choice`` and
+(docs/providers.md#mistral-pairing, marimo-team/marimo#6108, partITech/php-mistral#76); agents send
+an empty list when every tool is disabled. OpenAI refuses ``tool_choice`` and
 ``parallel_tool_calls`` without tools.
 Safety: safe. No tool was offered either way.
 """
@@ -35,8 +35,11 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Drop `tools: []` (or null) with its tool_choice and parallel_tool_calls.",
-    defect="request-level `tools: []` or `tools: null`: DeepSeek \"Invalid 'tools': empty array\"",
-    repair="drop `tools`, and `tool_choice` and `parallel_tool_calls` with it",
+    defect="request level: `tools: []` or `tools: null`: DeepSeek \"Invalid 'tools': empty array. "
+    'Expected an array with minimum length 1" (marimo-team/marimo#6108), Mistral 422 '
+    "`extra_forbidden` (partITech/php-mistral#76; docs/providers.md#deepseek-pairing)",
+    repair="drop `tools`, with the `tool_choice` and `parallel_tool_calls` that ride on it. No "
+    "tool was offered either way",
     safety="safe",
     default=False,
     apply=apply,

@@ -17,13 +17,15 @@ in responses is not done here; the client must accept the new name (or a later r
 step must map it back). The legacy ``functions``/``function_call`` fields are not rewritten.
 Why: OpenAI "Invalid 'messages[9].tool_calls[0].function.name': string does not match pattern.
 Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'." (same for
-``tools[0].function.name``; provider-errors.md 1.A, mcp-use/mcp-use#90, CherryHQ/cherry-studio
+``tools[0].function.name``; docs/providers.md#openai-pairing, mcp-use/mcp-use#90,
+CherryHQ/cherry-studio
 #2895: MCP names with dots); mistral-common "Function name was {name} but must be a-z, A-Z, 0-9,
-or contain underscores and dashes, with a maximum length of 64." (1.A); Gemini "Invalid function
-name. Must start with a letter or an underscore. ..." (1.A, google-gemini/gemini-cli#7878);
-hermes R37 (#51944: ``multi_tool_use.parallel`` failed every later request).
-Safety: unsafe. The model sees (and will answer with) the new name, not the one the client
-defined; history and tools stay consistent with each other.
+or contain underscores and dashes, with a maximum length of 64."
+(docs/providers.md#mistral-pairing); Gemini "Invalid function name. Must start with a letter or an
+underscore. ..." (docs/providers.md#gemini-pairing, google-gemini/gemini-cli#7878); hermes R37
+(#51944: ``multi_tool_use.parallel`` failed every later request). Safety: unsafe. The model sees
+(and will answer with) the new name, not the one the client defined; history and tools stay
+consistent with each other.
 """
 
 from __future__ import annotations
@@ -208,14 +210,18 @@ def _map(order: list[str], bad: set[str], pattern: str, empty: str) -> dict[str,
 RULE = Rule(
     name=NAME,
     summary="Rewrite function names to the upstream's pattern in tools, history and tool_choice.",
-    defect="a function name outside `^[a-zA-Z0-9_-]{1,64}$` (MCP names with dots, long names): "
+    defect="function names outside `^[a-zA-Z0-9_-]{1,64}$` (MCP names with dots, long names): "
     'OpenAI "string does not match pattern. Expected a string that matches the pattern '
-    "'^[a-zA-Z0-9_-]+$'\", Mistral \"Function name was X but must be a-z, A-Z, 0-9, or contain "
-    'underscores and dashes, with a maximum length of 64."',
-    repair="one deterministic per-request map (other characters become `_`, over 64 cut with a "
-    "hash suffix, collisions suffixed) applied to `tools`, history `tool_calls`, tool messages' "
-    "`name` and `tool_choice`; option `pattern: gemini` keeps dots and needs a letter or `_` "
-    "first. Names in the model's reply are not mapped back",
+    "'^[a-zA-Z0-9_-]+$'\" (mcp-use/mcp-use#90), Mistral \"Function name was X but must be a-z, "
+    'A-Z, 0-9, or contain underscores and dashes, with a maximum length of 64." (mistral-common), '
+    'Gemini "Invalid function name. Must start with a letter or an underscore." '
+    "(google-gemini/gemini-cli#7878; docs/providers.md#openai-pairing)",
+    repair="request level too: one deterministic map over `tools`, history `tool_calls`, tool "
+    "messages' `name` and `tool_choice` (`my.tool` becomes `my_tool`; over 64 characters cut with "
+    "a hash suffix; collisions suffixed); option `pattern: gemini` keeps dots and puts `_` before "
+    "a name that does not start with a letter or `_`; an empty name becomes option `empty`. "
+    "Unsafe: names in the model's reply are not mapped back, so the model calls the new name, "
+    "which the client may not know",
     safety="unsafe",
     default=False,
     apply=apply,

@@ -12,17 +12,18 @@ block (an assistant and its results) travel in one user message, in order. User 
 Parts that are no object, non-list contents and messages with an unknown role are left alone.
 Why: DeepSeek has no vision and its deserializer rejects an image part outright: "Failed to
 deserialize the JSON body into the target type: messages[1]: data did not match any variant of
-untagged enum ChatCompletionRequestContent" (provider-errors.md 1.C, browser-use/web-ui#99;
-hermes-sanitizer-notes.md R31/E28 strip images and keep tool messages, with placeholder text,
-so pairing holds). OpenAI accepts images only from users: "Invalid 'messages[234]'. Image URLs
+untagged enum ChatCompletionRequestContent" (docs/providers.md#content, browser-use/web-ui#99;
+docs/providers.md#hermes-r31/E28 strip images and keep tool messages, with placeholder
+text, so pairing holds). OpenAI accepts images only from users: "Invalid 'messages[234]'. Image URLs
 are only allowed for messages with role 'user', but this message with role 'tool' contains an
-image URL." (1.C, OpenHands/OpenHands#7700; "... with role 'assistant' ...",
-openai/openai-node#1030); the fix is a text-only tool message for pairing and a user message with
-the images after the block of tool messages (1.C, wave-agent#1368, OpenHands/OpenHands#10200;
-section 2 ``relocate_images``; GPT-5.2 accepts but ignores tool images, section 3 item 5).
-Safety: ``relocate`` is safe: every image still reaches the model, one message later, and the
-text left in place says where it went. ``strip`` is unsafe: the image is gone (an upstream
-without vision could not have used it; the placeholder tells the model one was there).
+image URL." (docs/providers.md#openai-content, OpenHands/OpenHands#7700; "... with role 'assistant'
+...", openai/openai-node#1030); the fix is a text-only tool message for pairing and a user message
+with the images after the block of tool messages (docs/providers.md#openai-content, wave-agent#1368,
+OpenHands/OpenHands#10200; docs/providers.md#repairs ``relocate_images``; GPT-5.2 accepts but
+ignores tool images, docs/providers.md#question-5). Safety: ``relocate`` is safe: every image still
+reaches the model, one message later, and the text left in place says where it went. ``strip`` is
+unsafe: the image is gone (an upstream without vision could not have used it; the placeholder tells
+the model one was there).
 """
 
 from __future__ import annotations
@@ -160,12 +161,17 @@ def _is_tool(message: Any) -> bool:
 RULE = Rule(
     name=NAME,
     summary="Replace images for text-only upstreams, or move them into user messages.",
-    defect='image parts a text-only upstream cannot parse (DeepSeek "data did not match any '
-    'variant of untagged enum ChatCompletionRequestContent"), or outside user messages (OpenAI '
-    "\"Image URLs are only allowed for messages with role 'user'\")",
-    repair="`action: strip` (default): each image becomes the text part `[image omitted]`; "
-    "`action: relocate`: images of system/assistant/tool messages become the text `[image moved "
-    "to the next user message]` and a new user message carries them, after the whole tool block",
+    defect='image parts a text-only upstream cannot parse: DeepSeek "data did not match any '
+    'variant of untagged enum ChatCompletionRequestContent" (browser-use/web-ui#99); images '
+    "outside user messages: OpenAI \"Image URLs are only allowed for messages with role 'user', "
+    "but this message with role 'tool' contains an image URL.\" (OpenHands/OpenHands#7700; "
+    "docs/providers.md#openai-content)",
+    repair="option `action`: `strip` (each image part becomes the text part `placeholder`; tool "
+    "messages are kept) or `relocate` (images of system, assistant and tool messages become the "
+    "text `moved`, and one new user message carries them after the `carrier` text, right after the "
+    "message or after its whole tool block, so results stay right after their call); option "
+    "`types` names the part types counted as images. Unsafe with `strip` (the image is gone); "
+    "`relocate` keeps every image",
     safety="unsafe",
     default=False,
     apply=apply,

@@ -13,9 +13,9 @@ comments, unquoted keys, missing commas and invalid escapes are not guessed at.
 Why: MiniMax, vLLM, llama.cpp and a Moonshot-like gateway reject the whole request when a
 historical ``arguments`` is not valid JSON ("invalid function arguments json string (2013)",
 "arguments must be a valid JSON object string"), SGLang and HF templates fail on non-object JSON,
-and OpenAI rejects an object where a string belongs (provider-errors.md 1.A). Hermes replaced
-such text with ``{}`` without trying to repair it and lost a ``write_file`` (#74146, #119389);
-its repairs closed brackets in the wrong order and counted braces inside strings (#102311,
+and OpenAI rejects an object where a string belongs (docs/providers.md#openai-pairing). Hermes
+replaced such text with ``{}`` without trying to repair it and lost a ``write_file`` (#74146,
+#119389); its repairs closed brackets in the wrong order and counted braces inside strings (#102311,
 E14), and it turned dict arguments into ``{}`` (E25).
 Safety: safe. The repairs keep every value that was sent, with exceptions that only affect
 text which was already incomplete: a cut-off member (a key without a value, a number cut
@@ -250,9 +250,18 @@ def _as_text(value: Any) -> str:
 RULE = Rule(
     name=NAME,
     summary="Make every tool call's arguments a JSON-object string: repair, serialize, or {}.",
-    defect="`function.arguments` that is not a JSON-object string (broken JSON, a dict, empty)",
-    repair="serialize dicts, fill empties with `{}`, apply named lossless fixes to broken JSON; "
-    "replace what still is not an object with `{}`",
+    defect="`function.arguments` that is not a string holding a JSON object (a dict, missing or "
+    "empty, truncated JSON, trailing commas, misnested or extra closers, control characters, "
+    "Python literals and single quotes, code fences, double-encoded or concatenated JSON, `NaN`): "
+    'MiniMax "invalid function arguments json string (2013)" (NousResearch/hermes-agent#12167), '
+    '"arguments must be a valid JSON object string" (justrach/codegraff#752), vLLM '
+    '"Unterminated string" (OpenHands/software-agent-sdk#2887), OpenAI "expected a string, but '
+    'got an object instead" (aaif-goose/goose-mobile#20; docs/providers.md#pairing)',
+    repair="one string-aware, linear scan: a dict is serialized, valid JSON stays byte-identical, "
+    "each fix is named in the log (`trailing_comma`, `closed_brackets`, ...); text cut inside a "
+    "string is closed or emptied (option `truncated`); only what cannot be repaired becomes "
+    '`"{}"`, with the original\'s length and sha256 logged (its text with `log_content: true`). '
+    "Every value that was sent is kept, except in text that was already incomplete",
     safety="safe",
     default=True,
     apply=apply,

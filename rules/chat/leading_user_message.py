@@ -10,16 +10,18 @@ request schema rejects them on its own). An empty ``messages`` list is left alon
 with no conversation is a different rejection ("Conversation must have at least one message",
 mistral-common), and answering a lone placeholder would invent one.
 Why: deepseek-reasoner answers 400 "The first message (except the system message) of
-deepseek-reasoner must be a user message, but an assistant message detected." (provider-errors.md
-1.B, ChatGPTNextWeb/NextChat#6343); Gemini "Please ensure that function call turn comes
-immediately after a user turn or after a function response turn." for a history opening with a
-function call (1.B, google-gemini/gemini-cli#11814); Qwen DashScope "The input messages do not
-contain elements with the role of user" (1.B, agentscope-ai/agentscope-java#613) and Zhipu GLM
-1214 (anomalyco/opencode#2557) for a request without a user message; chat templates that must
-start with user (1.B, "Conversation roles must alternate"). The placeholder "." is what
-langchain4j inserts for Anthropic's "first message must use the user role"
-(provider-errors.md 1.B, langchain4j/langchain4j#1197): short, neutral, and no instruction.
-Safety: safe. Nothing is removed or changed; the model sees one extra, empty-meaning user turn.
+deepseek-reasoner must be a user message, but an assistant message detected."
+(docs/providers.md#deepseek-roles, ChatGPTNextWeb/NextChat#6343); Gemini "Please ensure that
+function call turn comes immediately after a user turn or after a function response turn." for a
+history opening with a function call (docs/providers.md#gemini-roles,
+google-gemini/gemini-cli#11814); Qwen DashScope "The input messages do not contain elements with the
+role of user" (docs/providers.md#qwen-roles, agentscope-ai/agentscope-java#613) and Zhipu GLM 1214
+(anomalyco/opencode#2557) for a request without a user message; chat templates that must start with
+user (docs/providers.md#chat-templates-roles, "Conversation roles must alternate"). The placeholder
+"." is what langchain4j inserts for Anthropic's "first message must use the user role"
+(docs/providers.md#anthropic-roles, langchain4j/langchain4j#1197): short, neutral, and no
+instruction. Safety: safe. Nothing is removed or changed; the model sees one extra, empty-meaning
+user turn.
 """
 
 from __future__ import annotations
@@ -83,11 +85,15 @@ def opening(messages: list[Any]) -> int | None:
 RULE = Rule(
     name=NAME,
     summary="Insert a placeholder user message when the conversation does not open with one.",
-    defect="the first non-system message is an assistant or tool message, or there is none: "
-    "deepseek-reasoner 'The first message (except the system message) ... must be a user "
-    "message', Gemini 'function call turn comes immediately after a user turn', Qwen 'do not "
-    "contain elements with the role of user'",
-    repair='insert a user message (option `content: "."`) before it, or append one',
+    defect="the first non-system message is not a user message, or there is none: "
+    'deepseek-reasoner "The first message (except the system message) of deepseek-reasoner must '
+    'be a user message" (ChatGPTNextWeb/NextChat#6343), Gemini "Please ensure that function call '
+    'turn comes immediately after a user turn" (google-gemini/gemini-cli#11814), Qwen "do not '
+    'contain elements with the role of user" (agentscope-ai/agentscope-java#613; '
+    "docs/providers.md#roles)",
+    repair="insert a user message with option `content` (langchain4j's placeholder) right before "
+    "it, or append one; an empty list is left alone. One neutral user turn is added, nothing is "
+    "changed",
     safety="safe",
     default=False,
     apply=apply,

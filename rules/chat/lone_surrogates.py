@@ -7,8 +7,8 @@ instead, repairs it, and forwards the repaired body.
 Why: a truncated emoji (an agent cutting a string between the two halves of a surrogate pair)
 poisons the whole session: DeepSeek answers 400 "messages[N].content: unexpected end of hex
 escape", Cerebras "Invalid JSON: lone leading surrogate in hex escape", Anthropic "The request
-body is not valid JSON: no low surrogate in string" (provider-errors.md 1.G; hermes R26).
-Safety: safe. The lone half encodes no character on its own; U+FFFD marks where it was, the
+body is not valid JSON: no low surrogate in string" (docs/providers.md#anthropic-encoding; hermes
+R26). Safety: safe. The lone half encodes no character on its own; U+FFFD marks where it was, the
 way every UTF-8 decoder does, and the rest of the text is kept.
 """
 
@@ -30,10 +30,14 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Replace unpaired UTF-16 surrogates with U+FFFD in every string.",
-    defect='a lone surrogate (half of a cut emoji): "unexpected end of hex escape", '
-    '"no low surrogate in string"',
-    repair="replace each lone surrogate with U+FFFD; the proxy also reads and repairs bodies "
-    "orjson refuses for this reason",
+    defect="a lone UTF-16 surrogate (half of a cut emoji) in any string: DeepSeek "
+    '"messages[N].content: unexpected end of hex escape" (CherryHQ/cherry-studio#20614), '
+    'Anthropic "no low surrogate in string" (anthropics/claude-code#56064), Cerebras "lone '
+    'leading surrogate in hex escape" (elizaOS/eliza#18079); the session stays poisoned '
+    "(docs/providers.md#encoding)",
+    repair="replace each lone surrogate with U+FFFD; a body orjson refuses for this reason is read "
+    "with the standard library and repaired whole (every field, not only messages). The lone half "
+    "encodes no character, and the rest of the text is kept",
     safety="safe",
     default=True,
     apply=apply,

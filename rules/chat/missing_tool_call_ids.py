@@ -16,16 +16,16 @@ its calls, and nothing is guessed. Apart from that, an id that differs from exac
 id only by surrounding whitespace, when that call is unanswered, is replaced by the call's id.
 Anything else is left for orphan-tool-results and unanswered-tool-calls.
 Why: OpenAI and Azure answer 400 "Missing parameter 'tool_call_id': messages with role 'tool'
-must have a 'tool_call_id'." and Groq "property 'tool_call_id' is missing" (provider-errors.md
-1.A; langchain-ai/langchain#22600, hackclub/ai#22); a Responses-to-chat relay turned a missing
-``call_id`` into ``tool_call_id: ""`` (openai/codex#42088). The catalogue's repair recovers the
-id from the assistant's unanswered calls. Hermes drops such results (R19), and a result whose id
-carried a stray space was stubbed although it had arrived (E4, #9999).
-Safety: safe. An id is written only where it is forced (one message for one call) or where every
-id present confirms the positional reading; the way each was found is logged (``by``). The
-residual risk: a block whose results all lost their ids and came out of call order is paired by
-position. A block that fits neither case loses its id-less messages to orphan-tool-results
-(logged) rather than pairing a result with a call by a guess.
+must have a 'tool_call_id'." and Groq "property 'tool_call_id' is missing"
+(docs/providers.md#groq-pairing; langchain-ai/langchain#22600, hackclub/ai#22); a Responses-to-chat
+relay turned a missing ``call_id`` into ``tool_call_id: ""`` (openai/codex#42088). The catalogue's
+repair recovers the id from the assistant's unanswered calls. Hermes drops such results (R19), and a
+result whose id carried a stray space was stubbed although it had arrived (E4, #9999). Safety: safe.
+An id is written only where it is forced (one message for one call) or where every id present
+confirms the positional reading; the way each was found is logged (``by``). The residual risk: a
+block whose results all lost their ids and came out of call order is paired by position. A block
+that fits neither case loses its id-less messages to orphan-tool-results (logged) rather than
+pairing a result with a call by a guess.
 """
 
 from __future__ import annotations
@@ -141,9 +141,14 @@ def _was(message: dict[str, Any]) -> str:
 RULE = Rule(
     name=NAME,
     summary="Give a tool message without tool_call_id the id of the one call it can answer.",
-    defect="a tool message in a block with no usable `tool_call_id` (absent, null, empty)",
-    repair="take the id of the one unanswered call, or of the call at its position when the "
-    "block's messages and calls are in step",
+    defect='a tool message in a block without a usable `tool_call_id` (absent, `null`, `""`): '
+    "OpenAI \"Missing parameter 'tool_call_id': messages with role 'tool' must have a "
+    "'tool_call_id'.\" (langchain-ai/langchain#22600), Groq \"property 'tool_call_id' is missing\" "
+    "(hackclub/ai#22; docs/providers.md#openai-pairing)",
+    repair="give it the id of the one call left unanswered, or, when the block's results and calls "
+    "are in step, of the call at its position; an id off by surrounding whitespace takes the "
+    "call's exact id; anything ambiguous is left alone. An id is written only where it is forced, "
+    "or where every id present confirms the call order",
     safety="safe",
     default=True,
     apply=apply,

@@ -5,16 +5,17 @@ gets a string: option ``tool_content`` (default ``"(no output)"``) for a tool me
 ``content`` (default ``""``) for any other. An assistant with tool calls is never touched: its
 empty content is tool-call-content's. Any other content (a string, a part list, junk) is left.
 Why: OpenAI and Azure allow ``null`` only on an assistant with tool calls: "Invalid value for
-'content': expected a string, got null." (provider-errors.md 1.C, langchain-ai/langchainjs#4153,
-run-llama/llama_index#17555 where a tool returned None, docker/docker-agent#63); DeepSeek
-refuses a message without it: "Failed to deserialize the JSON body into the target type:
-messages[1]: missing field `content`" (1.C, pig-mesh/deepseek4j#40/#41); older OpenAI "'content'
-is a required property" (1.C, openinterpreter/openinterpreter#251). The catalogue's repair: ``""``
-elsewhere, and a placeholder such as "(no output)" for tool results that were None (1.C,
-inferred): an empty string would read as a tool that printed nothing, and Anthropic-translating
-layers refuse empty text (hermes E9). An assistant left with ``""`` and no calls is then
-removed by empty-tool-calls, as one with ``null`` would be.
-Safety: safe. Nothing is removed; a tool result that was None says so.
+'content': expected a string, got null." (docs/providers.md#azure-content,
+langchain-ai/langchainjs#4153, run-llama/llama_index#17555 where a tool returned None,
+docker/docker-agent#63); DeepSeek refuses a message without it: "Failed to deserialize the JSON body
+into the target type: messages[1]: missing field `content`" (docs/providers.md#deepseek-content,
+pig-mesh/deepseek4j#40/#41); older OpenAI "'content' is a required property"
+(docs/providers.md#openai-content, openinterpreter/openinterpreter#251). The catalogue's repair:
+``""`` elsewhere, and a placeholder such as "(no output)" for tool results that were None
+(docs/providers.md#openai-content, inferred): an empty string would read as a tool that printed
+nothing, and Anthropic-translating layers refuse empty text (hermes E9). An assistant left with
+``""`` and no calls is then removed by empty-tool-calls, as one with ``null`` would be. Safety:
+safe. Nothing is removed; a tool result that was None says so.
 """
 
 from __future__ import annotations
@@ -78,11 +79,14 @@ def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
 RULE = Rule(
     name=NAME,
     summary="Give messages with null or no content a string (tool results a placeholder).",
-    defect="`content: null` or no `content` where a string is required (every message except "
-    "an assistant with tool calls): OpenAI \"Invalid value for 'content': expected a string, "
-    'got null.", DeepSeek "missing field `content`"',
-    repair='`""` (option `content`); a tool message gets option `tool_content` ("(no output)"); '
-    "option `roles` limits it; assistants with tool calls are left to tool-call-content",
+    defect="`content: null` or no `content` where a string is required (any message but an "
+    "assistant with tool calls): OpenAI and Azure \"Invalid value for 'content': expected a "
+    'string, got null." (langchain-ai/langchainjs#4153), DeepSeek "missing field `content`" '
+    "(pig-mesh/deepseek4j#40; docs/providers.md#deepseek-content)",
+    repair='option `content` (`""`); a tool message gets option `tool_content` (a tool that '
+    "returned None); option `roles` limits it; an assistant with tool calls is left to "
+    '`tool-call-content`, and one left with `""` and no calls is removed by `empty-tool-calls`. '
+    "Nothing is removed; the placeholder says the tool returned nothing",
     safety="safe",
     default=False,
     apply=apply,

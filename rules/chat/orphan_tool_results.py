@@ -8,8 +8,8 @@ string, of the JSON text otherwise); the content itself only with ``log_content`
 dropped messages stood between two assistants and the first has no call to answer, the two are
 merged as consecutive-assistant-messages merges them (that rule already ran).
 Why: DeepSeek and OpenAI answer 400 "Messages with role 'tool' must be a response to a preceding
-message with 'tool_calls'" (provider-errors.md 1.A, FoundationAgents/OpenManus#23 and #744;
-Qwen, MiniMax, Mistral and Gemini reject the same), and the older OpenAI wording names the
+message with 'tool_calls'" (docs/providers.md#openai-pairing, FoundationAgents/OpenManus#23 and
+#744; Qwen, MiniMax, Mistral and Gemini reject the same), and the older OpenAI wording names the
 orphan at messages[0] left by context truncation (run-llama/llama_index#10493). It runs after
 displaced-tool-results and missing-tool-call-ids, so only what neither could pair is dropped
 (hermes R4, R19, R20).
@@ -67,9 +67,13 @@ def _detail(message: dict[str, Any], reason: str, ctx: RuleContext) -> dict[str,
 RULE = Rule(
     name=NAME,
     summary="Drop tool messages that answer no call of their block.",
-    defect="a tool message outside every block, without an id, or with an id its block's calls "
-    "do not have (or have answered already)",
-    repair="drop it; its id, the reason and its content length are logged",
+    defect="a tool message that answers no call of its block (before any tool call, after a user "
+    "message, an unknown or missing id, a second answer): \"Messages with role 'tool' must be a "
+    "response to a preceding message with 'tool_calls'\" (FoundationAgents/OpenManus#23, "
+    "run-llama/llama_index#10493; docs/providers.md#deepseek-pairing)",
+    repair="drop it, logging its id, the reason and its content length (the text with "
+    "`log_content: true`). Unsafe: the dropped result no longer reaches the model, but it answered "
+    "no call the model can see",
     safety="unsafe",
     default=True,
     apply=apply,

@@ -11,16 +11,17 @@ with a tool-call turn gets the placeholder too when it has no ``reasoning_conten
 string or ``""``): DeepSeek counts it in the tool loop (docs/providers.md, DeepSeek: hermes-agent
 PR #14941, #15770, openclaw/openclaw#73417, and DeepSeek's thinking-mode guide).
 Why: DeepSeek in thinking mode answers 400 "Missing `reasoning_content` field in the assistant
-message at message index N" (provider-errors.md row 169) and V4 "The `reasoning_content` in the
-thinking mode must be passed back to the API." (row 170); Kimi K2.5/K2.6 "thinking is enabled but
-reasoning_content is missing in assistant tool call message at index N" (row 174). Most clients
-and SDK wrappers drop the field. DeepSeek V4 also rejects ``""`` (hermes-sanitizer-notes.md R9,
-E11, #17341): the default placeholder is a single space; Kimi's profile uses "tool call", the
-placeholder cc-switch sends Kimi targets (row 174, farion1231/cc-switch#2365).
-Safety: safe when restored (the model gets back exactly what it produced). A placeholder is
-unsafe in the sense that the model's earlier reasoning is lost (it would be without chatmend, and
-the request would fail). The changes name the tool-call ids and the reasoning's length, never the
-text. A foreign ``reasoning`` field is never promoted (hermes #15748).
+message at message index N" (docs/providers.md#deepseek-reasoning) and V4 "The `reasoning_content`
+in the thinking mode must be passed back to the API." (docs/providers.md#deepseek-reasoning); Kimi
+K2.5/K2.6 "thinking is enabled but reasoning_content is missing in assistant tool call message at
+index N" (docs/providers.md#kimi-reasoning). Most clients and SDK wrappers drop the field. DeepSeek
+V4 also rejects ``""`` (docs/providers.md#hermes-r9, E11, #17341): the default
+placeholder is a single space; Kimi's profile uses "tool call", the placeholder cc-switch sends Kimi
+targets (docs/providers.md#kimi-reasoning, farion1231/cc-switch#2365). Safety: safe when restored
+(the model gets back exactly what it produced). A placeholder is unsafe in the sense that the
+model's earlier reasoning is lost (it would be without chatmend, and the request would fail). The
+changes name the tool-call ids and the reasoning's length, never the text. A foreign ``reasoning``
+field is never promoted (hermes #15748).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def turn_key(scope: str, calls: Sequence[Any]) -> str | None:
     client that re-serializes them still matches). ``None`` if a call has no string id.
 
     Ids alone are not enough: some servers reuse them across turns and conversations (Kimi's
-    ``functions.read_file:0``, DESIGN.md), and a collision would restore another turn's text.
+    ``functions.read_file:0``, CONTRIBUTING.md#pitfalls), and a collision would restore another
+    turn's text.
     """
     parts: list[Any] = [_KEY_VERSION, scope]
     for call in calls:
@@ -224,20 +226,30 @@ PLAIN_TURNS = Option(
     "plain_turns",
     False,
     "Also give the placeholder to an assistant without tool calls that sits between two "
-    "user messages with a tool-call turn (DeepSeek, docs/providers.md).",
+    "user messages with a tool-call turn (DeepSeek: "
+    "docs/providers.md#deepseek-plain-turns).",
 )
 
 
 RULE = Rule(
     name=NAME,
     summary="In thinking mode, give tool-call turns their reasoning_content back.",
-    defect="an assistant tool-call turn without `reasoning_content` in thinking mode: DeepSeek "
-    '"The `reasoning_content` in the thinking mode must be passed back to the API", Kimi '
-    '"thinking is enabled but reasoning_content is missing"',
-    repair="restore the reasoning the model produced for that turn (recalled by the proxy from "
-    "its responses, keyed by the turn's tool calls), else the option `placeholder` "
-    '(`" "`; Kimi: `"tool call"`); option `plain_turns` also fills a plain turn of a tool loop '
-    "(DeepSeek)",
+    defect="in thinking mode (`thinking.type: enabled`, or a model matching option `models` "
+    "without `thinking.type: disabled`), an assistant tool-call turn without `reasoning_content`, "
+    'or with `""` or a non-string: DeepSeek "Missing `reasoning_content` field in the assistant '
+    'message at message index N" (hotovo/aider-desk#529) and V4 "The `reasoning_content` in the '
+    'thinking mode must be passed back to the API." (anomalyco/opencode#24083), Kimi "thinking '
+    'is enabled but reasoning_content is missing in assistant tool call message at index N" '
+    "(iOfficeAI/AionUi#2746; docs/providers.md#deepseek-reasoning, "
+    "docs/providers.md#kimi-reasoning)",
+    repair="the reasoning the model produced for that turn, recalled by the proxy from the "
+    "responses it relayed (the reasoning stash, keyed by the turn's tool calls; a blank earlier "
+    'placeholder is upgraded too), else option `placeholder` (never `""`: DeepSeek V4 rejects '
+    "it); a foreign `reasoning` field is never promoted; with option `plain_turns`, an assistant "
+    "without tool calls that sits between two user messages together with a tool-call turn gets "
+    "the placeholder too (docs/providers.md#deepseek-plain-turns); the log names the tool-call ids "
+    "and the length, never the text. Restored text is the model's own; a placeholder loses only "
+    "what the client had already dropped",
     safety="safe",
     default=False,
     apply=apply,

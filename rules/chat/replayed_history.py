@@ -17,7 +17,7 @@ Why: agents that chain turns store their history twice after an in-place reshapi
 message: N messages become 2N+1 at every turn (one deployment stored 403 messages for a
 59-message conversation; issue 5). The replay repeats every tool-call id, so a strict provider
 answers "Invalid parameter: Duplicate value for 'tool_call_id' ..." or, after a naive dedupe,
-"Invalid 'messages[45].tool_calls': empty array" (provider-errors.md 1.A, agno-agi/agno#5116,
+"Invalid 'messages[45].tool_calls': empty array" (docs/providers.md#pairing, agno-agi/agno#5116,
 openai/openai-node#1341); before that it multiplies the cost and defeats the prompt cache.
 Safety: safe. Only a block that repeats a tool-call id is collapsed (the strong signal: a
 provider never issues one id twice), and only when it is replayed whole, right after itself; a
@@ -104,10 +104,18 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Collapse a block of messages replayed right after itself (a doubled history).",
-    defect="a history stored twice (N messages become 2N+1 each turn): every tool-call id "
-    "repeats, \"Duplicate value for 'tool_call_id'\"",
-    repair="remove the earlier copy of a block that is replayed whole right after itself, "
-    "compared on meaning, when it repeats a tool-call id; keep the replay",
+    defect="a history the agent stored twice (N messages become 2N+1 every turn after an in-place "
+    'reshaping of a prefix message): every tool-call id repeats, OpenAI "Duplicate value for '
+    "'tool_call_id'\" (agno-agi/agno#5116), or after a naive dedupe \"Invalid "
+    "'messages[45].tool_calls': empty array\" (openai/openai-node#1341; "
+    "docs/providers.md#openai-pairing)",
+    repair="a block replayed whole right after itself, compared on meaning (whitespace and sidecar "
+    "fields such as `timestamp`, `api_content`, `reasoning_content` ignored), is collapsed to the "
+    "replay, repeatedly; a kept message that lost its `reasoning_content` takes the removed "
+    "copy's; logged with position, count, the repeated ids and the estimated tokens saved "
+    "(serialized characters / 4). Only a block that repeats a tool-call id is collapsed (per-turn "
+    "counters such as Kimi's `functions.ls:0` excepted), so a user asking the same question twice "
+    "is never touched",
     safety="safe",
     default=True,
     apply=apply,

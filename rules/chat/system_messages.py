@@ -15,11 +15,11 @@ concatenated) so nothing is lost. A later (mid-conversation) system message, by 
 Every other key keeps the first system message's value; keys only a later one has are added.
 Only the ``system`` role is handled: ``developer`` is another rule's (role mapping).
 Why: Qwen3.5+ chat templates raise "System message must be at the beginning." (vLLM 400,
-llama.cpp 500; provider-errors.md 1.B, vllm-project/vllm#41114, ggml-org/llama.cpp#27367), and
-MiniMax answers "invalid params, chat content has invalid message role: system (2013)"
-(1.B, BigPizzaV3/CodexPlusPlus#267; the fix in netease-youdao/LobsterAI#123 merges them).
-can1357/oh-my-pi#958 lists the strict-template hosts that need this (Qwen via vLLM, MiniMax,
-DashScope, Qwen Portal).
+llama.cpp 500; docs/providers.md#chat-templates-roles, vllm-project/vllm#41114,
+ggml-org/llama.cpp#27367), and MiniMax answers "invalid params, chat content has invalid message
+role: system (2013)" (docs/providers.md#minimax-roles, BigPizzaV3/CodexPlusPlus#267; the fix in
+netease-youdao/LobsterAI#123 merges them). can1357/oh-my-pi#958 lists the strict-template hosts that
+need this (Qwen via vLLM, MiniMax, DashScope, Qwen Portal).
 Safety: unsafe. The leading merge is lossless, and no text is ever dropped; but with ``hoist`` a
 mid-conversation instruction moves to the start and reads as part of the opening one (the change
 log records each move), and with ``user`` it keeps its place but reads as the user's words
@@ -165,11 +165,15 @@ def _prefixed(content: Any, prefix: str) -> Any:
 RULE = Rule(
     name=NAME,
     summary="Merge system messages into one leading system message.",
-    defect="system messages after the first message or more than one: Qwen3.5+ templates "
-    "'System message must be at the beginning.', MiniMax 'invalid params, chat content has "
-    "invalid message role: system (2013)'",
-    repair="merge the leading run into one; a later one is appended to it (option `later: "
-    "hoist`) or becomes a user message with a `[system] ` prefix (`later: user`)",
+    defect='system messages after index 0, or more than one: Qwen3.5+ templates "System message '
+    'must be at the beginning." (vLLM 400, llama.cpp 500; vllm-project/vllm#41114), MiniMax '
+    '"invalid params, chat content has invalid message role: system (2013)" '
+    "(BigPizzaV3/CodexPlusPlus#267; docs/providers.md#minimax-roles)",
+    repair="merge the leading run into one (texts joined with a blank line; image parts keep a "
+    "part list); a later one is appended to it (option `later: hoist`) or becomes a user message "
+    "with its text after option `prefix` (`later: user`); two assistants a hoisted message stood "
+    "between are merged. Unsafe: no text is lost, but a later instruction moves to the start "
+    "(`hoist`) or reads as the user's (`user`)",
     safety="unsafe",
     default=False,
     apply=apply,

@@ -11,26 +11,28 @@ not an object); option ``min_parts`` leaves text-only lists shorter than it (xAI
 one text element, not one).
 Why: providers that want a string refuse the array: DeepSeek "Failed to deserialize the JSON
 body into the target type: messages[19]: invalid type: sequence, expected a string" (all roles,
-and ``content: []`` next to tool calls; provider-errors.md 1.C, moeru-ai/airi#1222,
-BerriAI/litellm#9905, EvoScientist/EvoScientist#77; §3 item 18: collapse for all roles); Groq
-"'messages.0' : for 'role:system' the following must be satisfied[('messages.0.content' : value
-must be a string)]" (1.C, OpenHands/OpenHands#4643) and "message[4].content must be a string"
-(browser-use/browser-use#54); xAI "The model expects a single `text` element per message." (1.C,
-nocmt/LLMSearchPlus#2); GLM "message[3].content[2] has invalid field(s): text" (1.C,
+and ``content: []`` next to tool calls; docs/providers.md#deepseek-content, moeru-ai/airi#1222,
+BerriAI/litellm#9905, EvoScientist/EvoScientist#77; docs/providers.md#question-18: collapse for all
+roles); Groq "'messages.0' : for 'role:system' the following must be satisfied[('messages.0.content'
+: value must be a string)]" (docs/providers.md#groq-content, OpenHands/OpenHands#4643) and
+"message[4].content must be a string" (browser-use/browser-use#54); xAI "The model expects a single
+`text` element per message." (docs/providers.md#xai-content, nocmt/LLMSearchPlus#2); GLM
+"message[3].content[2] has invalid field(s): text" (docs/providers.md#glm-content,
 BigPizzaV3/CodexPlusPlus#329); Ollama "json: cannot unmarshal array into Go struct field
-Message.messages.content of type string" (1.C, ollama/ollama#3824). A bare part object is
-refused by Moonshot and DashScope ("expected one of a string or array of objects, but got an
-object instead", 1.C, felinics/Memoh#744, LnYo-Cly/ai4j#62), whose repair is "convert it to a
-string". The empty list: DeepSeek and Bedrock Mantle want ``null`` (or ``""``) instead of ``[]`` on
-a tool-call assistant (1.C, litellm#9905, strands-agents/harness-sdk#1562); ``null`` is the
-value OpenAI defines there, and tool-call-content reshapes it per provider afterwards.
-The separator: an upstream that accepts the array reads the parts back to back (LiteLLM's
-``convert_content_list_to_str``, written for Mistral and Azure AI that "don't support content as
-a list", concatenates them; HF chat templates render ``item.text`` one after the other), so
-``""`` gives the model the same text it would have seen. vLLM's string format joins with
-``"\\n"``; an operator who prefers that sets ``separator: "\\n"``.
-Safety: safe. The text is kept whole and in order; only part metadata (``cache_control``) that
-a string-only provider cannot take is dropped, and named.
+Message.messages.content of type string" (docs/providers.md#ollama-content, ollama/ollama#3824). A
+bare part object is refused by Moonshot and DashScope ("expected one of a string or array of
+objects, but got an object instead", docs/providers.md#qwen-content, felinics/Memoh#744,
+LnYo-Cly/ai4j#62), whose repair is "convert it to a string". The empty list: DeepSeek and Bedrock
+Mantle want ``null`` (or ``""``) instead of ``[]`` on a tool-call assistant
+(docs/providers.md#bedrock-content, litellm#9905, strands-agents/harness-sdk#1562); ``null`` is the
+value OpenAI defines there, and tool-call-content reshapes it per provider afterwards. The
+separator: an upstream that accepts the array reads the parts back to back (LiteLLM's
+``convert_content_list_to_str``, written for Mistral and Azure AI that "don't support content as a
+list", concatenates them; HF chat templates render ``item.text`` one after the other), so ``""``
+gives the model the same text it would have seen. vLLM's string format joins with ``"\\n"``; an
+operator who prefers that sets ``separator: "\\n"``. Safety: safe. The text is kept whole and in
+order; only part metadata (``cache_control``) that a string-only provider cannot take is dropped,
+and named.
 """
 
 from __future__ import annotations
@@ -133,13 +135,19 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Collapse content made only of text parts into a string.",
-    defect="content as a list of text parts where a string is required: DeepSeek "
-    '"invalid type: sequence, expected a string", Groq "value must be a string", xAI "a single '
-    '`text` element per message", GLM "has invalid field(s): text", Ollama "cannot unmarshal '
-    'array"; a bare text part object (Moonshot, DashScope "but got an object instead")',
-    repair='the texts joined (option `separator`, default `""`); `[]` becomes `null` on an '
-    'assistant with tool calls, `""` elsewhere; lists with an image or any other part are left; '
-    "option `roles`",
+    defect='content as a list of text parts where a string is required: DeepSeek "Failed to '
+    "deserialize the JSON body into the target type: messages[N]: invalid type: sequence, expected "
+    'a string" (moeru-ai/airi#1222), Groq (system) "value must be a string" '
+    '(OpenHands/OpenHands#4643), xAI "a single `text` element per message" '
+    '(nocmt/LLMSearchPlus#2), GLM "has invalid field(s): text" (BigPizzaV3/CodexPlusPlus#329), '
+    'Ollama "cannot unmarshal array" (ollama/ollama#3824); a bare text-part object: Moonshot, '
+    'DashScope "but got an object instead" (felinics/Memoh#744; docs/providers.md#content)',
+    repair="the texts joined back to back (option `separator`: as LiteLLM and HF templates read "
+    "the parts); other part keys (`cache_control`) dropped and named in the log; `[]` becomes "
+    '`null` on an assistant with tool calls and `""` elsewhere; a list holding an image or any '
+    "other part is left; options `roles` (which messages), `lists` (false: only a bare part "
+    "object) and `min_parts` (shorter text-only lists are left). The text is kept whole and in "
+    "order",
     safety="safe",
     default=False,
     apply=apply,

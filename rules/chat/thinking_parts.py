@@ -14,16 +14,17 @@ Change with the number of parts and the thinking's length (the text only with
 alone) is always dropped, with its count and length.
 Why: a history carried over from a Claude session holds Anthropic content blocks, and OpenAI-
 style providers refuse the part: DeepSeek reads content as a string only ("invalid type:
-sequence, expected a string", provider-errors.md 1.C, moeru-ai/airi#1222), OpenAI refuses an
-unknown part type ("Invalid value: 'image'. Supported values are: 'text' and 'image_url'.",
-1.C, aallam/openai-kotlin#320), xAI wants "a single `text` element per message" (1.C,
-nocmt/LLMSearchPlus#2), and Ollama Cloud answers "invalid message format" for ``{"type":
-"thinking"}`` parts ("Strip non-standard part types", 1.C, OpenCoworkAI/open-cowork#254).
-DeepSeek and Kimi read the same reasoning as ``reasoning_content`` in thinking mode (1.D rows
-169, 170, 174), so their profiles move it there instead of losing it; a signed Anthropic block
-means nothing to another issuer (1.D "Anthropic: thinking signature", the signature is not
-kept). Hermes drops thinking-only turns outright (hermes-sanitizer-notes.md R23, #16959).
-Safety: unsafe with ``drop`` (the earlier reasoning no longer reaches the model; length
+sequence, expected a string", docs/providers.md#deepseek-content, moeru-ai/airi#1222), OpenAI
+refuses an unknown part type ("Invalid value: 'image'. Supported values are: 'text' and
+'image_url'.", docs/providers.md#openai-content, aallam/openai-kotlin#320), xAI wants "a single
+`text` element per message" (docs/providers.md#xai-content, nocmt/LLMSearchPlus#2), and Ollama Cloud
+answers "invalid message format" for ``{"type": "thinking"}`` parts ("Strip non-standard part
+types", docs/providers.md#ollama-content, OpenCoworkAI/open-cowork#254). DeepSeek and Kimi read the
+same reasoning as ``reasoning_content`` in thinking mode (docs/providers.md#deepseek-reasoning), so
+their profiles move it there instead of losing it; a signed Anthropic block means nothing to another
+issuer (docs/providers.md#anthropic-reasoning "Anthropic: thinking signature", the signature is not
+kept). Hermes drops thinking-only turns outright (docs/providers.md#hermes-r23,
+#16959). Safety: unsafe with ``drop`` (the earlier reasoning no longer reaches the model; length
 logged); ``reasoning_content`` keeps the text, in the field those providers read.
 """
 
@@ -150,13 +151,17 @@ RULE = Rule(
     name=NAME,
     summary="Move Anthropic thinking parts out of assistant content (reasoning_content, or drop).",
     defect="Anthropic `thinking` / `redacted_thinking` parts in a chat assistant's content (a "
-    'history carried over from Claude): DeepSeek "invalid type: sequence, expected a string", '
-    "OpenAI \"Invalid value: '...'. Supported values are: 'text' and 'image_url'.\", xAI \"a "
-    'single `text` element per message", Ollama Cloud "invalid message format"',
-    repair="remove the parts, other parts kept in order; option `action: drop` (the default; "
-    "count and length logged) or `reasoning_content` (the text becomes the turn's "
-    "`reasoning_content`, joined after an existing different one); `redacted_thinking` is always "
-    "dropped; a turn left with nothing is removed by `empty-tool-calls`",
+    'history carried over from a Claude session): DeepSeek "invalid type: sequence, expected a '
+    "string\" (moeru-ai/airi#1222), OpenAI \"Invalid value: '...'. Supported values are: 'text' "
+    'and \'image_url\'." (aallam/openai-kotlin#320), xAI "a single `text` element per message" '
+    '(nocmt/LLMSearchPlus#2), Ollama Cloud "invalid message format" '
+    "(OpenCoworkAI/open-cowork#254; docs/providers.md#deepseek-thinking-parts)",
+    repair="remove the parts, the others kept in order (`text-part-arrays` collapses what is left; "
+    "a turn left with nothing is removed by `empty-tool-calls`); option `action`: `drop` (count "
+    "and length logged, the text with `log_content: true`) or `reasoning_content` (the thinking "
+    "becomes the turn's `reasoning_content`, joined after an existing different one with a blank "
+    "line); `redacted_thinking` is always dropped. Unsafe with `drop`: the earlier reasoning is "
+    "gone (its length is logged); `reasoning_content` keeps it where DeepSeek and Kimi read it",
     safety="unsafe",
     default=False,
     apply=apply,

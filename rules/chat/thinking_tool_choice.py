@@ -3,11 +3,11 @@
 What: in thinking mode (``thinking.type: enabled``, or a model that thinks by default, option
 ``models``), a ``tool_choice`` of ``"required"`` or a named function becomes ``"auto"`` (option
 ``replacement: auto``) or is removed (``omit``).
-Why: DeepSeek V4 "Thinking mode does not support this tool_choice" (provider-errors.md 1.D,
-deepseek-ai/DeepSeek-V3#1376, BerriAI/litellm#37470); the same is reported as "tool_choice
-'required' is incompatible with thinking enabled" (suyiiyii/AutoGLM-GUI#396).
-Safety: unsafe: the model may answer without calling the tool the client forced. The change is
-logged with the original choice's kind (``required`` or ``function``).
+Why: DeepSeek V4 "Thinking mode does not support this tool_choice"
+(docs/providers.md#deepseek-reasoning, deepseek-ai/DeepSeek-V3#1376, BerriAI/litellm#37470); the
+same is reported as "tool_choice 'required' is incompatible with thinking enabled"
+(suyiiyii/AutoGLM-GUI#396). Safety: unsafe: the model may answer without calling the tool the client
+forced. The change is logged with the original choice's kind (``required`` or ``function``).
 """
 
 from __future__ import annotations
@@ -59,9 +59,12 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="In thinking mode, turn a forced tool_choice into auto.",
-    defect='`tool_choice: "required"` or a named function in thinking mode: DeepSeek "Thinking '
-    'mode does not support this tool_choice"',
-    repair="`tool_choice` becomes `auto` (option `replacement: auto`, or `omit`)",
+    defect="request level, in thinking mode (`thinking.type: enabled`, or a model matching option "
+    '`models` without `thinking.type: disabled`): `tool_choice` `"required"` or a named '
+    'function: DeepSeek V4 "Thinking mode does not support this tool_choice" '
+    "(deepseek-ai/DeepSeek-V3#1376, BerriAI/litellm#37470; docs/providers.md#deepseek-reasoning)",
+    repair='it becomes `"auto"` (option `replacement`, or `omit` to remove it). Unsafe: the '
+    "model may answer without the tool the client forced (logged with the original kind)",
     safety="unsafe",
     default=False,
     apply=apply,

@@ -9,17 +9,18 @@ Option ``kinds`` names the empty shapes rewritten (``absent``, ``null``, ``empty
 provider refuses, so an accepted shape reaches it as sent (DeepSeek accepts ``""`` and ``null``
 there and refuses only lists). Non-empty content is never touched; assistants without tool calls
 are null-content's.
-Why: there is no universal value (provider-errors.md §3 item 6):
-- ``null``: OpenAI accepts ``null`` only next to tool calls (1.C, langchain-ai/langchainjs#4153);
-  DeepSeek refuses ``content: []`` there ("invalid type: sequence, expected a string", 1.C,
-  BerriAI/litellm#9905) and accepts ``null`` or ``""`` (§3.6, req_llm#966 withdrawn; a live
-  table in ranxianglei/billion-context#719: ``null`` with ``tool_calls`` is a 200), so the
-  deepseek profile rewrites only ``empty_list`` and ``empty_parts``.
+Why: there is no universal value (docs/providers.md#question-6):
+- ``null``: OpenAI accepts ``null`` only next to tool calls (docs/providers.md#openai-content,
+  langchain-ai/langchainjs#4153); DeepSeek refuses ``content: []`` there ("invalid type: sequence,
+  expected a string", docs/providers.md#deepseek-content, BerriAI/litellm#9905) and accepts ``null``
+  or ``""`` (docs/providers.md#question-6, req_llm#966 withdrawn; a live table in
+  ranxianglei/billion-context#719: ``null`` with ``tool_calls`` is a 200), so the deepseek profile
+  rewrites only ``empty_list`` and ``empty_parts``.
 - ``empty``: xAI rejects a tool-call assistant with ``null`` or no content ("Each message must
-  have at least one content element.", 1.C, langchain-ai/langchain#34140, whose workaround is
-  ``content: ""``; AstrBotDevs/AstrBot#6447 for ``[]``).
+  have at least one content element.", docs/providers.md#xai-content, langchain-ai/langchain#34140,
+  whose workaround is ``content: ""``; AstrBotDevs/AstrBot#6447 for ``[]``).
 - ``omit``: Moonshot/Kimi reject an empty text next to tool calls ("text content is empty",
-  1.C, MoonshotAI/kimi-cli#2621 for ``""``, MoonshotAI/kimi-cli#2035 for
+  docs/providers.md#kimi-content, MoonshotAI/kimi-cli#2621 for ``""``, MoonshotAI/kimi-cli#2035 for
   ``[{"type": "text", "text": ""}]``); kimi-cli's fix deletes the ``content`` key. No report
   shows Kimi refusing ``null`` there, so the kimi profile leaves it.
 Safety: safe. Only an empty content is rewritten, into another empty shape.
@@ -126,12 +127,16 @@ def _wakes(options: Mapping[str, Any]) -> frozenset[str]:
 RULE = Rule(
     name=NAME,
     summary="Give tool-call assistants with empty content the provider's empty shape.",
-    defect="an assistant with tool calls whose content is empty in a shape the provider refuses: "
-    'Kimi "text content is empty" (`""`), xAI "Each message must have at least one content '
-    'element." (`null`, absent, `[]`), DeepSeek "invalid type: sequence" (`[]`)',
-    repair='option `shape`: `null` (content null), `empty` (content `""`) or `omit` (no '
-    "content key), for the empty shapes option `kinds` names (the provider's refusals); "
-    "non-empty content is never touched",
+    defect="the empty content of an assistant with tool calls in a shape the provider refuses "
+    '(there is no universal value, docs/providers.md#question-6): Kimi "text content is empty" '
+    'for `""` and an empty text part (MoonshotAI/kimi-cli#2621, #2035), xAI "Each message must '
+    'have at least one content element." for `null`, absent and `[]` '
+    '(langchain-ai/langchain#34140), DeepSeek "invalid type: sequence" for `[]` '
+    "(BerriAI/litellm#9905)",
+    repair='option `shape`: `null` (OpenAI, DeepSeek), `empty` (`""`, xAI) or `omit` (the key '
+    "removed, as kimi-cli does), only for the empty kinds option `kinds` names: each profile lists "
+    'just its provider\'s refusals, so DeepSeek gets `""` and `null` as sent; non-empty content '
+    "is never touched. An empty content becomes another empty shape",
     safety="safe",
     default=False,
     apply=apply,

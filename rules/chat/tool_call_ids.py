@@ -12,17 +12,18 @@ one-to-one. A call and the result that answer each other share an id, so they sh
 Only non-empty string ids are ids: a missing, empty or non-string id is the missing-id rules'
 business and is left alone.
 Why: Mistral (API and mistral-common, vLLM mistral mode) "Tool call id was call_0fypS1hVX but
-must be a-z, A-Z, 0-9, with a length of 9." (provider-errors.md 1.A, langchain-ai/langchain#24668,
-vllm-project/vllm#12332); OpenAI "Invalid 'messages[10].tool_calls[0].id': string too long.
-Expected a string with maximum length 40, but got a string with length 53 instead." (1.A,
-agno-agi/agno#5382; §3 item 4: the limit may have been relaxed, so only ids over 40 change);
+must be a-z, A-Z, 0-9, with a length of 9." (docs/providers.md#chat-templates-pairing,
+langchain-ai/langchain#24668, vllm-project/vllm#12332); OpenAI "Invalid
+'messages[10].tool_calls[0].id': string too long. Expected a string with maximum length 40, but got
+a string with length 53 instead." (docs/providers.md#openai-pairing, agno-agi/agno#5382;
+docs/providers.md#question-4: the limit may have been relaxed, so only ids over 40 change);
 Anthropic "messages.92.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
-(1.A, maximhq/bifrost#5097: Kimi ids like ``functions.Bash:0``). Kimi must keep its own ids
-(§2 Kimi, §3 item 10, llxprt-code#712): ``preserve``, the default, never rewrites.
-It runs after the pairing rules, so the ids it maps are unique and paired; it maps ids, not
-pairs, so anything else (a duplicate, an orphan) keeps its shape.
-Safety: safe. Ids are opaque handles between a call and its result, and both sides get the same
-new id. The model's next reply does not refer to past ids.
+(docs/providers.md#kimi-pairing, maximhq/bifrost#5097: Kimi ids like ``functions.Bash:0``). Kimi
+must keep its own ids (docs/providers.md#kimi, docs/providers.md#question-10, llxprt-code#712):
+``preserve``, the default, never rewrites. It runs after the pairing rules, so the ids it maps are
+unique and paired; it maps ids, not pairs, so anything else (a duplicate, an orphan) keeps its
+shape. Safety: safe. Ids are opaque handles between a call and its result, and both sides get the
+same new id. The model's next reply does not refer to past ids.
 """
 
 from __future__ import annotations
@@ -160,11 +161,16 @@ def _map(order: list[str], bad: set[str], fmt: str) -> dict[str, str]:
 RULE = Rule(
     name=NAME,
     summary="Rewrite tool-call ids to the upstream's format, calls and results alike.",
-    defect='tool-call ids the upstream refuses: Mistral "Tool call id was X but must be a-z, '
-    'A-Z, 0-9, with a length of 9.", OpenAI "string too long. Expected a string with maximum '
-    'length 40", Anthropic "String should match pattern \'^[a-zA-Z0-9_-]+$\'"',
-    repair="one deterministic per-request map (option `format`: `preserve`, `mistral9`, `max40`, "
-    "`anthropic`) applied to `tool_calls[].id` and `tool_call_id` alike; ids that fit are kept",
+    defect='tool-call ids the upstream refuses: Mistral "Tool call id was call_0fypS1hVX but must '
+    'be a-z, A-Z, 0-9, with a length of 9." (langchain-ai/langchain#24668), OpenAI "string too '
+    'long. Expected a string with maximum length 40" (agno-agi/agno#5382), Anthropic "String '
+    "should match pattern '^[a-zA-Z0-9_-]+$'\" for Kimi's `functions.Bash:0` "
+    "(maximhq/bifrost#5097; docs/providers.md#mistral-pairing)",
+    repair="one deterministic per-request map, the same for `tool_calls[].id` and `tool_call_id`, "
+    "in the format of option `format`: `preserve` (never rewrite: Kimi needs its own ids), "
+    "`mistral9` (9 base62 characters of the id's sha256), `max40` (only ids over 40 characters "
+    "change), `anthropic` (other characters become `_`); ids that fit are kept, new ids are unique "
+    "in the request. A call and its result get the same new id",
     safety="safe",
     default=False,
     apply=apply,

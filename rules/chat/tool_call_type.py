@@ -3,7 +3,7 @@
 What: a tool call (a dict in an assistant's ``tool_calls``) with no ``type``, or ``type: null``,
 gets ``"type": "function"``. A call with any other type is left as it is.
 Why: OpenAI-compatible servers require the field; Azure AI Inference answers "Missing required
-parameter: 'messages[2].tool_calls[0].type'." (provider-errors.md 1.A, langchain-ai/
+parameter: 'messages[2].tool_calls[0].type'." (docs/providers.md#azure-pairing, langchain-ai/
 langchain-azure#35). Agents that rebuild calls from their own records often drop it.
 Safety: safe. ``function`` is the only type a chat-completions call with a ``function`` has.
 """
@@ -62,9 +62,11 @@ def _suspects(messages: list[Any]) -> list[int]:
 RULE = Rule(
     name=NAME,
     summary='Give tool calls without a type the type "function".',
-    defect='a tool call without `type` (or `type: null`): "Missing required parameter: '
-    "'messages[N].tool_calls[0].type'\"",
-    repair='set `"type": "function"` on such calls; any other type is kept',
+    defect='a tool call without `type` (or `type: null`): Azure AI Inference "Missing required '
+    "parameter: 'messages[N].tool_calls[0].type'.\" (langchain-ai/langchain-azure#35; "
+    "docs/providers.md#azure-pairing)",
+    repair='set `"type": "function"`; any other type is kept. `function` is the only type such '
+    "a call has",
     safety="safe",
     default=True,
     apply=apply,

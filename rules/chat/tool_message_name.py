@@ -11,10 +11,10 @@ changes, so clean requests stay byte-identical, as every rule's defaults must); 
 profile sets it true (hermes-agent#16482: Gemini requires the name).
 Why: Gemini's OpenAI-compatible endpoint turns a tool message into a ``function_response`` whose
 name must be set and must match the call: "* GenerateContentRequest.contents[2].parts[0].
-function_response.name: Name cannot be empty." (provider-errors.md 1.A, pydantic/pydantic-ai
-#1879, NousResearch/hermes-agent#16482/#19728); §3 item 11: setting ``name`` explicitly covers
-both the missing and the unmatched case; hermes E17 and R22 (#72089: Google answers 400 on a
-name mismatch).
+function_response.name: Name cannot be empty." (docs/providers.md#pairing, pydantic/pydantic-ai
+#1879, NousResearch/hermes-agent#16482/#19728); docs/providers.md#question-11: setting ``name``
+explicitly covers both the missing and the unmatched case; hermes E17 and R22 (#72089: Google
+answers 400 on a name mismatch).
 Safety: safe. The name is derived from the call the message answers; no text changes.
 """
 
@@ -106,9 +106,11 @@ RULE = Rule(
     name=NAME,
     summary="Set each tool message's name to the function name of the call it answers.",
     defect="a tool message whose `name` is missing or differs from its call's function name: "
-    'Gemini "function_response.name: Name cannot be empty."',
-    repair="`name` set to the function name of the call with its `tool_call_id` (in its block, "
-    "else the latest earlier call); option `add_missing: true` also adds a missing one",
+    'Gemini "function_response.name: Name cannot be empty." (pydantic/pydantic-ai#1879, '
+    "NousResearch/hermes-agent#16482; docs/providers.md#gemini-pairing)",
+    repair="`name` becomes the function name of the call with its `tool_call_id` (in its block, "
+    "else the latest earlier call): a present and wrong name always, a missing one too with option "
+    "`add_missing` (Gemini). The name comes from the call the message answers",
     safety="safe",
     default=False,
     apply=apply,

@@ -10,17 +10,17 @@ another role) are left alone: there is nothing to bridge, and the provider's req
 rejects them on its own.
 Why: Mistral answers 400 "Unexpected role 'user' after role 'tool'"
 (invalid_request_message_order, code 3230), also via OpenRouter, NVIDIA NIM and vLLM
-``--tokenizer-mode mistral`` (provider-errors.md 1.B, avante-corp/avante.nvim#2562/#2695,
+``--tokenizer-mode mistral`` (docs/providers.md#mistral-roles, avante-corp/avante.nvim#2562/#2695,
 datapizza-labs/datapizza-ai#98, NousResearch/hermes-agent#20154, mistralai/mistral-vibe#454); the
-mistral-common order table ("Mistral full order table", 1.B, mistral-common ``validator.py``)
-allows only assistant or tool after tool. Mistral/Devstral chat templates count the
-user after the tool results as a second user turn ("After the optional system message,
-conversation roles must alternate user and assistant roles except for tool calls and results.",
-1.B, ggml-org/llama.cpp#19851). The bridge cannot be empty: Mistral rejects an assistant with
-neither content nor tool calls ("Assistant message must have either content or tool_calls, but
-not none.", provider-errors.md 1.C, OpenHands/OpenHands#8685), so the empty bridge suggested in
-hermes-agent#20154 does not work. The default text is the one pi-ai inserts for
-``requiresAssistantAfterToolResult`` (badlogic/pi-mono
+mistral-common order table ("Mistral full order table", docs/providers.md#mistral-roles,
+mistral-common ``validator.py``) allows only assistant or tool after tool. Mistral/Devstral chat
+templates count the user after the tool results as a second user turn ("After the optional system
+message, conversation roles must alternate user and assistant roles except for tool calls and
+results.", docs/providers.md#chat-templates-roles, ggml-org/llama.cpp#19851). The bridge cannot be
+empty: Mistral rejects an assistant with neither content nor tool calls ("Assistant message must
+have either content or tool_calls, but not none.", docs/providers.md#mistral-content,
+OpenHands/OpenHands#8685), so the empty bridge suggested in hermes-agent#20154 does not work. The
+default text is the one pi-ai inserts for ``requiresAssistantAfterToolResult`` (badlogic/pi-mono
 ``packages/ai/src/providers/openai-completions.ts``, copied by its many forks): it states only
 what happened, asks nothing and agrees to nothing (avante's "Ok, I understand." reads as assent
 to the user turn that follows).
@@ -83,10 +83,15 @@ def _gaps(messages: list[Any]) -> list[int]:
 RULE = Rule(
     name=NAME,
     summary="Insert an assistant message between a tool message and a user message.",
-    defect="a user message right after a tool message: Mistral \"Unexpected role 'user' after "
-    "role 'tool'\"",
-    repair='insert an assistant message (option `content: "I have processed the tool results."`)'
-    " between them",
+    defect="a user message right after a tool message: Mistral (also vLLM's mistral mode, NVIDIA "
+    "NIM, OpenRouter) \"Unexpected role 'user' after role 'tool'\" "
+    '(datapizza-labs/datapizza-ai#98), Mistral and Devstral chat templates "conversation roles '
+    'must alternate user and assistant roles except for tool calls and results" '
+    "(ggml-org/llama.cpp#19851; docs/providers.md#mistral-roles)",
+    repair="insert an assistant message with option `content` (pi-ai's bridge) between them; never "
+    "empty, since Mistral rejects an assistant with neither content nor tool calls. A system "
+    "message after a tool is `system-messages`'. One assistant turn saying the results were "
+    "received is added",
     safety="safe",
     default=False,
     apply=apply,

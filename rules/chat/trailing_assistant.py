@@ -24,16 +24,17 @@ are unanswered: unanswered-tool-calls adds their results), and a trailing tool m
 Only the last entry is looked at: a list ending on a non-message is the request schema's
 rejection, not this one.
 Why: Mistral answers 400 "Expected last role User or Tool (or Assistant with prefix True) for
-serving but got assistant" (provider-errors.md 1.B, NEKOparapa/AiNiee#641, QuantumNous/new-api#2858,
-0xPlaygrounds/rig#1130); deepseek-reasoner "The last message of deepseek-reasoner must be a user
-message, or an assistant message with prefix mode on (...)" (1.B, BerriAI/litellm#8090,
-huggingface/smolagents#430); llama.cpp with thinking on "Assistant response prefill is
-incompatible with enable_thinking." (1.B, ggml-org/llama.cpp#20861, #21889); Claude 4.6+ "This
-model does not support assistant message prefill." (1.B). Appending "Continue." is what
-vscode-unify-chat-provider#250 does for the last one: the assistant's turn stays in the context.
-Safety: safe with ``continue`` (the default) and ``prefix``: nothing is removed, the model is asked
-to go on (a new user turn, or a completion of the assistant's text). ``drop`` is unsafe: the
-assistant's text no longer reaches the model (its index and length are logged).
+serving but got assistant" (docs/providers.md#mistral-roles, NEKOparapa/AiNiee#641,
+QuantumNous/new-api#2858, 0xPlaygrounds/rig#1130); deepseek-reasoner "The last message of
+deepseek-reasoner must be a user message, or an assistant message with prefix mode on (...)"
+(docs/providers.md#deepseek-roles, BerriAI/litellm#8090, huggingface/smolagents#430); llama.cpp with
+thinking on "Assistant response prefill is incompatible with enable_thinking."
+(docs/providers.md#chat-templates-roles, ggml-org/llama.cpp#20861, #21889); Claude 4.6+ "This model
+does not support assistant message prefill." (docs/providers.md#anthropic-roles). Appending
+"Continue." is what vscode-unify-chat-provider#250 does for the last one: the assistant's turn stays
+in the context. Safety: safe with ``continue`` (the default) and ``prefix``: nothing is removed, the
+model is asked to go on (a new user turn, or a completion of the assistant's text). ``drop`` is
+unsafe: the assistant's text no longer reaches the model (its index and length are logged).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from rules.engine.messages import dropped_content
 NAME = "trailing-assistant"
 
 ACTIONS = ("continue", "prefix", "drop")
-#: The continuation vscode-unify-chat-provider#250 appends (provider-errors.md 1.B).
+#: The continuation vscode-unify-chat-provider#250 appends (docs/providers.md#roles).
 DEFAULT_CONTENT = "Continue."
 
 
@@ -158,12 +159,16 @@ RULE = Rule(
     name=NAME,
     summary="Do not end a request on an assistant message without tool calls.",
     defect='the last message is an assistant without tool calls: Mistral "Expected last role User '
-    'or Tool (or Assistant with prefix True) for serving but got assistant", deepseek-reasoner '
-    '"The last message of deepseek-reasoner must be a user message", llama.cpp "Assistant '
-    'response prefill is incompatible with enable_thinking."',
-    repair='`action: continue` appends a user message (option `content: "Continue."`); `prefix` '
-    'sets `"prefix": true` on it (Mistral, DeepSeek beta); `drop` removes it. An assistant with '
-    "`prefix: true` is kept (unless `prefix_allowed: false`)",
+    'or Tool (or Assistant with prefix True) for serving but got assistant" '
+    '(NEKOparapa/AiNiee#641), deepseek-reasoner "The last message of deepseek-reasoner must be a '
+    'user message, or an assistant message with prefix mode on" (BerriAI/litellm#8090), llama.cpp '
+    '"Assistant response prefill is incompatible with enable_thinking." '
+    "(ggml-org/llama.cpp#20861; docs/providers.md#mistral-roles)",
+    repair="option `action`: `continue` appends a user message with option `content`; `prefix` "
+    'sets `"prefix": true` on the assistant (Mistral, DeepSeek beta; a lone assistant gets '
+    "`continue`); `drop` removes the trailing plain assistants (never all messages); one sent with "
+    "`prefix: true` is kept unless option `prefix_allowed` is false (llama.cpp). Safe with "
+    "`continue` and `prefix`; `drop` loses the text (index and length logged)",
     safety="safe",
     default=False,
     apply=apply,

@@ -10,10 +10,10 @@ Why: an assistant with ``tool_calls`` must be followed by a result for each: Dee
 400 "An assistant message with 'tool_calls' must be followed by tool messages responding to
 each 'tool_call_id'. (insufficient tool messages following tool_calls message)", OpenAI and
 Kimi name the missing ids, Mistral says "Not the same number of function calls and responses"
-(provider-errors.md 1.A, "Dangling tool call" rows: langgenius/dify#32222, aliasrobotics/cai#111,
-MoonshotAI/kimi-cli#1977). Sessions interrupted mid-call stay bricked (hermes #56980). It runs
-after displaced-tool-results, missing-tool-call-ids and orphan-tool-results, so a stub only
-stands where no result exists, after the real ones (hermes R20, E27).
+(docs/providers.md#mistral-pairing, "Dangling tool call" rows: langgenius/dify#32222,
+aliasrobotics/cai#111, MoonshotAI/kimi-cli#1977). Sessions interrupted mid-call stay bricked (hermes
+#56980). It runs after displaced-tool-results, missing-tool-call-ids and orphan-tool-results, so a
+stub only stands where no result exists, after the real ones (hermes R20, E27).
 Safety: safe. Nothing is removed and no result is invented: the stub says that no result was
 recorded, which is what the client sent.
 """
@@ -63,10 +63,13 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Answer every call left without a result with a fixed stub, right after its block.",
-    defect="a tool call with no tool message answering it in its block (dangling or partly "
-    "answered calls)",
-    repair="insert a stub tool message per unanswered call after the block's results, in call "
-    "order, with a fixed text",
+    defect='a tool call with no tool message answering it in its block: "An assistant message '
+    "with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'\" "
+    '(aliasrobotics/cai#111, langgenius/dify#32222), Mistral "Not the same number of function '
+    'calls and responses" (mistral-common; docs/providers.md#pairing)',
+    repair="insert a stub tool message per missing result right after the block's results, in call "
+    "order, with the fixed text of option `content` (the same request always gives the same "
+    "bytes). The stub says no result was recorded",
     safety="safe",
     default=True,
     apply=apply,

@@ -12,24 +12,25 @@ rules' business). Messages with an unknown role (or none), entries that are no o
 another type (``custom``) and calls or functions that are no object are left alone. The change names
 the dropped keys (paths like ``tool_calls.0.index`` inside calls), never their values.
 Why: strict gateways reject any key they do not know, and agents stamp their own bookkeeping on the
-messages they replay (hermes-sanitizer-notes.md E16: ``_…`` markers, ``timestamp``, ``tool_name``,
-``api_content``, ``display_*``, ``finish_reason``, Gemini ``extra_content`` on calls sent to a
-non-Gemini target; "every subsequent request … fails identically"). Groq: "'messages.0' : for
-'role:user' the following must be satisfied[('messages.0' : property 'timestamp' is unsupported)]"
-(provider-errors.md 1.E, ServiceStack/llms#17); Azure OpenAI: "Additional properties are not allowed
-('parsed', 'refusal' were unexpected) - 'messages.2'" (1.E, microsoft/azurechat#503); Mistral 422
-``extra_forbidden`` "Extra inputs are not permitted", even for ``name`` and ``tool_calls`` on a user
-message when null (1.E, Gage-Technologies/mistral-go#2; mistral-common's UserMessage, SystemMessage
-and AssistantMessage have no ``name``); Cerebras "property '…' is unsupported" (1.E). Reasoning
-fields replayed from a thinking model are the most common case: Groq, Cerebras, Mistral and vLLM's
-mistral mode reject ``reasoning_content``/``reasoning`` (provider-errors.md 1.D, janhq/jan#8136,
+messages they replay (docs/providers.md#hermes-e16: ``_…`` markers, ``timestamp``,
+``tool_name``, ``api_content``, ``display_*``, ``finish_reason``, Gemini ``extra_content`` on calls
+sent to a non-Gemini target; "every subsequent request … fails identically"). Groq: "'messages.0' :
+for 'role:user' the following must be satisfied[('messages.0' : property 'timestamp' is
+unsupported)]" (docs/providers.md#groq-fields, ServiceStack/llms#17); Azure OpenAI: "Additional
+properties are not allowed ('parsed', 'refusal' were unexpected) - 'messages.2'"
+(docs/providers.md#azure-fields, microsoft/azurechat#503); Mistral 422 ``extra_forbidden`` "Extra
+inputs are not permitted", even for ``name`` and ``tool_calls`` on a user message when null
+(docs/providers.md#mistral-fields, Gage-Technologies/mistral-go#2; mistral-common's UserMessage,
+SystemMessage and AssistantMessage have no ``name``); Cerebras "property '…' is unsupported"
+(docs/providers.md#cerebras-fields). Reasoning fields replayed from a thinking model are the most
+common case: Groq, Cerebras, Mistral and vLLM's mistral mode reject
+``reasoning_content``/``reasoning`` (docs/providers.md#mistral-reasoning, janhq/jan#8136,
 Kilo-Org/kilocode#10375, charmbracelet/crush#1590, vllm-project/vllm#20973); profiles whose upstream
 needs ``reasoning_content`` back (DeepSeek, Kimi) keep it with ``allow``. The allowlist is section
-2's ``strip_unknown_fields`` (provider-errors.md 1.E "Allowlist per role", inferred), with Mistral's
-and DeepSeek's assistant ``prefix``.
-Safety: safe for the upstreams it is meant for: they reject the request while the keys are there,
-and none of them reads such a key. Whatever an upstream does accept and use (``audio``,
-``reasoning_content``) must be named in ``allow``.
+2's ``strip_unknown_fields`` (docs/providers.md#fields "Allowlist per role", inferred), with
+Mistral's and DeepSeek's assistant ``prefix``. Safety: safe for the upstreams it is meant for: they
+reject the request while the keys are there, and none of them reads such a key. Whatever an upstream
+does accept and use (``audio``, ``reasoning_content``) must be named in ``allow``.
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ NAME = "unknown-message-fields"
 
 _BASE: Final = frozenset({"role", "content", "name"})
 
-#: The keys each known role may carry (provider-errors.md 1.E and section 2, inferred; Mistral's
-#: and DeepSeek's ``prefix`` on assistants). ``developer`` and the legacy ``function`` role are
-#: OpenAI's own and have system's and function's shapes.
+#: The keys each known role may carry (docs/providers.md#mistral-fields and
+#: docs/providers.md#repairs, inferred; Mistral's and DeepSeek's ``prefix`` on assistants).
+#: ``developer`` and the legacy ``function`` role are OpenAI's own and have system's and function's
+#: shapes.
 ALLOWED: Final[Mapping[str, frozenset[str]]] = {
     "system": _BASE,
     "developer": _BASE,
@@ -211,12 +213,18 @@ def _strip(obj: dict[Any, Any], paths: Iterable[Path]) -> dict[Any, Any]:
 RULE = Rule(
     name=NAME,
     summary="Drop message keys outside each role's allowlist (and null optional keys).",
-    defect="keys a strict upstream does not know (`timestamp`, `refusal`, `reasoning_content`, "
-    "`extra_content` on calls, `name: null`): Groq \"property 'timestamp' is unsupported\", Azure "
-    '"Additional properties are not allowed", Mistral 422 `extra_forbidden`',
-    repair="keep only the role's keys (system/user: role, content, name; assistant: + tool_calls, "
-    "prefix; tool: role, content, tool_call_id, name), calls' id/type/function and functions' "
-    "name/arguments, plus option `allow`; `drop_null` also drops null optional keys",
+    defect="message keys a strict upstream does not know, stamped by agents and SDKs (`timestamp`, "
+    "`refusal`, `parsed`, `reasoning_content`, `extra_content` on calls, `name: null`): Groq "
+    '"property \'timestamp\' is unsupported" (ServiceStack/llms#17), Azure "Additional properties '
+    "are not allowed ('parsed', 'refusal' were unexpected)\" (microsoft/azurechat#503), Mistral "
+    "422 `extra_forbidden` (Gage-Technologies/mistral-go#2), Cerebras \"property '...' is "
+    'unsupported" (docs/providers.md#fields)',
+    repair="keep only each role's keys (system/user: role, content, name; assistant: + tool_calls, "
+    "prefix; tool: role, content, tool_call_id, name), a call's id/type/function and its "
+    "function's name/arguments; option `allow` keeps more, `deny` drops allowed ones (Mistral: "
+    "`name`), `drop_null` also drops null optional keys (never role, content or tool_call_id); the "
+    "log names the keys, never values; a message with an unknown role is left to `unknown-roles`. "
+    "Safe for the upstreams that refuse these keys: none of them reads one",
     safety="safe",
     default=False,
     apply=apply,

@@ -8,17 +8,17 @@ string, are left alone: they are not a role the provider refuses but no message 
 the provider's own error names better than a silent drop would (the ``unknown_role`` check
 counts string roles only, and the other rules tolerate such junk in place).
 Why: agents persist their own records in the transcript and some replay them: hermes-agent's
-``session_meta`` rows leaked into the payload (hermes-sanitizer-notes.md R15, #4715: hermes
-drops every role outside {system, user, assistant, tool, function, developer}). Every provider
-deserializes ``role`` as a closed enum: DeepSeek "messages[0].role: unknown variant `developer`,
-expected one of `system`, `user`, `assistant`, `tool`" (provider-errors.md 1.B,
-earendil-works/pi#1048; the same serde error for `function`, crazyyanchao/llmcompiler#1), Qwen
-and Kimi "developer is not one of ['system', 'assistant', 'user', 'tool', 'function']" (1.B,
-earendil-works/pi#5117, can1357/oh-my-pi#843), OpenAI "Invalid value: 'tooool'. Supported values
-are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'." (code invalid_value,
-param messages[N].role). One such row makes every later request of the session fail.
-It runs after ``developer-role``, which turns ``developer`` into ``system`` where the provider
-knows only that.
+``session_meta`` rows leaked into the payload (docs/providers.md#hermes-r15, #4715:
+hermes drops every role outside {system, user, assistant, tool, function, developer}). Every
+provider deserializes ``role`` as a closed enum: DeepSeek "messages[0].role: unknown variant
+`developer`, expected one of `system`, `user`, `assistant`, `tool`"
+(docs/providers.md#deepseek-roles, earendil-works/pi#1048; the same serde error for `function`,
+crazyyanchao/llmcompiler#1), Qwen and Kimi "developer is not one of ['system', 'assistant', 'user',
+'tool', 'function']" (docs/providers.md#kimi-roles, earendil-works/pi#5117, can1357/oh-my-pi#843),
+OpenAI "Invalid value: 'tooool'. Supported values are: 'system', 'assistant', 'user', 'function',
+'tool', and 'developer'." (code invalid_value, param messages[N].role). One such row makes every
+later request of the session fail. It runs after ``developer-role``, which turns ``developer`` into
+``system`` where the provider knows only that.
 Safety: unsafe in the narrow sense that the removed message no longer reaches the model; it is
 a record no provider can read (the request fails while it is there), and its length is logged.
 """
@@ -36,9 +36,10 @@ NAME = "unknown-roles"
 
 #: OpenAI's roles (its 400 lists them): the default, for providers that copy its schema.
 OPENAI_ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
-#: DeepSeek's serde enum (provider-errors.md 1.B, earendil-works/pi#1048).
+#: DeepSeek's serde enum (docs/providers.md#deepseek-roles, earendil-works/pi#1048).
 DEEPSEEK_ROLES: Final = ("system", "user", "assistant", "tool")
-#: Qwen (DashScope) and Kimi (1.B, earendil-works/pi#5117, can1357/oh-my-pi#843).
+#: Qwen (DashScope) and Kimi (docs/providers.md#kimi-roles, earendil-works/pi#5117,
+#: can1357/oh-my-pi#843).
 QWEN_ROLES: Final = ("system", "assistant", "user", "tool", "function")
 #: A role longer than this is cut in the log (a hostile client could send a megabyte).
 _ROLE_LOG_LIMIT: Final = 64
@@ -88,13 +89,17 @@ def _wakes(options: Mapping[str, Any]) -> frozenset[str] | None:
 RULE = Rule(
     name=NAME,
     summary="Remove messages whose role the provider does not know.",
-    defect="a message with a role outside the provider's enum (an agent's `session_meta` "
-    'record): DeepSeek "unknown variant `session_meta`, expected one of `system`, `user`, '
-    "`assistant`, `tool`\", Qwen/Kimi \"is not one of ['system', 'assistant', 'user', 'tool', "
-    "'function']\", OpenAI \"Invalid value: '...'. Supported values are: ...\"",
-    repair="remove it, logging its role, index and content length (the text with "
-    "`log_content: true`); option `roles` (the provider's roles), `keep: []` lets more through; "
-    "an entry with no string role is left alone",
+    defect="a message whose role the provider does not know (an agent's `session_meta` record, "
+    'NousResearch/hermes-agent#4715; a legacy `function` message for DeepSeek): DeepSeek "unknown '
+    'variant `session_meta`, expected one of `system`, `user`, `assistant`, `tool`" '
+    "(earendil-works/pi#1048), Qwen and Kimi \"is not one of ['system', 'assistant', 'user', "
+    "'tool', 'function']\" (earendil-works/pi#5117), OpenAI \"Invalid value: '...'. Supported "
+    "values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.\" "
+    "(docs/providers.md#roles)",
+    repair="remove it, logging its role, index and content length (the text with `log_content: "
+    "true`); option `roles` is the provider's list (each profile sets its own, the list its "
+    "`unknown_role` check uses), `keep` lets more roles through; an entry with no string role is "
+    "left alone. Unsafe: the record no longer reaches the model, but no provider can read it",
     safety="unsafe",
     default=True,
     apply=apply,

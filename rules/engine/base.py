@@ -147,7 +147,7 @@ class Rule:
 
     name: str
     summary: str
-    #: The defect, the repair, and whether the repair can change meaning (for the README).
+    #: The defect, the repair, and whether the repair can change meaning (docs/rules.md).
     defect: str
     repair: str
     safety: Safety

@@ -7,8 +7,8 @@ non-object entries are not calls at all (empty-tool-calls drops them). Inside a 
 tool message carrying id X answers the k-th call with id X, the same reading as
 duplicate-tool-call-ids; a tool message that answers no call of its block is *extra*. A tool
 message outside every block is a *stray*. A request is *paired* when every call is answered in
-its block and no tool message is extra or stray: what strict providers require (provider-errors.md
-1.A, "Dangling tool call" and "Orphan tool result" rows).
+its block and no tool message is extra or stray: what strict providers require
+(docs/providers.md#pairing, "Dangling tool call" and "Orphan tool result" rows).
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ def rejoin(out: list[Any], seams: list[int], rule: str, changes: list[Change]) -
 
     Dropping or moving the tool messages that stood between two assistants must not leave a
     split turn behind: consecutive-assistant-messages already ran, and providers reject adjacent
-    assistants (provider-errors.md 1.B). The run around each seam is merged by that rule's own
+    assistants (docs/providers.md#roles). The run around each seam is merged by that rule's own
     ``apply``, so the merge is the same one; the change is reported under ``rule``.
     """
     runs: list[tuple[int, int]] = []

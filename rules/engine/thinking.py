@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 #: Models that think unless the request says otherwise: DeepSeek's reasoner alias and V4
-#: (thinking on by default, provider-errors.md section 2, DeepSeek item 10).
+#: (thinking on by default, docs/providers.md#deepseek).
 THINKING_MODELS: tuple[str, ...] = ("deepseek-reasoner*", "deepseek-v4*")
 #: Where a chat assistant message carries the model's reasoning (DeepSeek, Kimi).
 REASONING_FIELD = "reasoning_content"

@@ -3,8 +3,8 @@
 A profile is data: the rules it switches on or off (with options) over each rule's default, its
 contract (the checks its provider applies, with that provider's error text where the wording
 differs from the check's default), and variants (model patterns that get a stricter sibling).
-Every text is quoted from ``provider-errors.md`` (row cited). The rules run in the one order of
-``rules.RULES`` whatever the profile.
+Every text is quoted from ``docs/providers.md`` (the section cited next to each). The rules run in
+the one order of ``rules.RULES`` whatever the profile.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ _DEEPSEEK_NULL = (
     "should be a string or a list"
 )
 
-# --- The pairing core: every strict provider applies it, in its own words (1.A) -------------------
+# --- The pairing core: every strict provider applies it, in its own words
+# (docs/providers.md#pairing) -------------------
 
 #: The DeepSeek-style core (the default contract) without deepseek-reasoner's alternation check,
 #: plus OpenAI's role list (a provider that copies OpenAI's schema refuses any other role; a
@@ -64,31 +65,33 @@ PAIRING: Contract = _contract(
 
 _OPENAI_PAIRING = _contract(
     PAIRING,
-    # 1.A, OpenAI (aliasrobotics/cai#111)
+    # docs/providers.md#openai-pairing, OpenAI (aliasrobotics/cai#111)
     unanswered_tool_call={
         "text": "An assistant message with 'tool_calls' must be followed by tool messages "
         "responding to each 'tool_call_id'. The following tool_call_ids did not have response "
         "messages: {ids}"
     },
-    # 1.A, OpenAI (agno-agi/agno#5116)
+    # docs/providers.md#openai-pairing, OpenAI (agno-agi/agno#5116)
     duplicate_tool_result={
         "text": "Invalid parameter: Duplicate value for 'tool_call_id' of '{id}', in "
         "messages[{first}] and messages[{index}]."
     },
-    # 1.A, OpenAI (openai/openai-node#1341)
+    # docs/providers.md#openai-pairing, OpenAI (openai/openai-node#1341)
     empty_tool_calls={
         "text": "Invalid 'messages[{index}].tool_calls': empty array. Expected an array with "
         "minimum length 1, but got an empty array instead."
     },
 )
 
-#: Messages in DeepSeek's serde shape: roles it knows, no images, string contents (1.B, 1.C).
-#: A tool-call assistant's ``""`` and ``null`` are accepted (§3 item 6, ranxianglei/billion-
+#: Messages in DeepSeek's serde shape: roles it knows, no images, string contents
+#: (docs/providers.md#deepseek-roles, docs/providers.md#deepseek-content). A tool-call assistant's
+#: ``""`` and ``null`` are accepted (docs/providers.md#question-6, ranxianglei/billion-
 #: context#719's live table): only a list there is refused, so only lists are reshaped.
 _DEEPSEEK_SHAPE: Settings = {
     "developer-role": True,
     "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
-    # 1.C content as array and 1.D rows 169/170: DeepSeek reads the thinking as reasoning_content
+    # docs/providers.md#deepseek-content content as array and docs/providers.md#deepseek-reasoning:
+    # DeepSeek reads the thinking as reasoning_content
     "thinking-parts": {"enabled": True, "action": "reasoning_content"},
     "image-parts": {"enabled": True, "action": "strip"},
     "text-part-arrays": True,
@@ -114,16 +117,17 @@ DEEPSEEK = Profile(
         DEFAULT_CONTRACT,
         empty_tools={},
         thinking_tool_choice={},
-        unknown_role={},  # 1.B, DeepSeek (earendil-works/pi#1048)
-        image_unsupported={},  # 1.C, DeepSeek (browser-use/web-ui#99)
-        content_missing={},  # 1.C, DeepSeek (pig-mesh/deepseek4j#40)
-        content_not_string={},  # 1.C, DeepSeek (moeru-ai/airi#1222)
-        content_object={},  # 1.C, DashScope-style (felinics/Memoh#744)
-        # 1.C, DeepSeek V4: null content on a system, user or tool message is a 400
-        # (BigPizzaV3/CodexPlusPlus#1731's text, HKUDS/nanobot#3869)
+        unknown_role={},  # docs/providers.md#deepseek-roles, DeepSeek (earendil-works/pi#1048)
+        # docs/providers.md#deepseek-content, DeepSeek (browser-use/web-ui#99)
+        image_unsupported={},
+        content_missing={},  # docs/providers.md#deepseek-content, DeepSeek (pig-mesh/deepseek4j#40)
+        content_not_string={},  # docs/providers.md#deepseek-content, DeepSeek (moeru-ai/airi#1222)
+        content_object={},  # docs/providers.md#qwen-content, DashScope-style (felinics/Memoh#744)
+        # docs/providers.md#deepseek-content, DeepSeek V4: null content on a system, user or tool
+        # message is a 400 (BigPizzaV3/CodexPlusPlus#1731's text, HKUDS/nanobot#3869)
         content_null={"roles": ["system", "developer", "user", "tool"], "text": _DEEPSEEK_NULL},
-        # 1.D row 170, DeepSeek V4 (anomalyco/opencode#24083); plain turns of a tool loop too
-        # (hermes-agent PR #14941, docs/providers.md)
+        # docs/providers.md#deepseek-reasoning, DeepSeek V4 (anomalyco/opencode#24083); plain turns
+        # of a tool loop too (hermes-agent PR #14941, docs/providers.md)
         reasoning_content_missing={"plain_turns": True},
     ),
     variants=(("deepseek-reasoner*", "deepseek-reasoner"),),
@@ -140,21 +144,24 @@ DEEPSEEK_REASONER = Profile(
     },
     contract=_contract(
         DEEPSEEK.contract,
-        successive_user={},  # 1.B, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
-        first_not_user={},  # 1.B, deepseek-reasoner (ChatGPTNextWeb/NextChat#6343)
-        # 1.B, deepseek-reasoner (BerriAI/litellm#8090)
+        # docs/providers.md#deepseek-roles, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
+        successive_user={},
+        # docs/providers.md#deepseek-roles, deepseek-reasoner (ChatGPTNextWeb/NextChat#6343)
+        first_not_user={},
+        # docs/providers.md#deepseek-roles, deepseek-reasoner (BerriAI/litellm#8090)
         trailing_assistant={
             "text": "The last message of deepseek-reasoner must be a user message, or an "
             "assistant message with prefix mode on (refer to "
             "https://api-docs.deepseek.com/guides/chat_prefix_completion)."
         },
-        # 1.D row 169, deepseek-reasoner / V3.2 with thinking (hotovo/aider-desk#529)
+        # docs/providers.md#deepseek-reasoning, deepseek-reasoner / V3.2 with thinking
+        # (hotovo/aider-desk#529)
         reasoning_content_missing={"text": reasoning.DEEPSEEK_TEXT},
     ),
 )
 
 #: Kimi models that think (K2.5/K2.6 unless ``thinking.type: disabled``, K2-thinking), also
-#: under a router's prefix (``moonshotai/kimi-k2.5``): provider-errors.md row 174.
+#: under a router's prefix (``moonshotai/kimi-k2.5``): docs/providers.md#kimi-reasoning.
 KIMI_THINKING_MODELS = ["*kimi-k2.5*", "*kimi-k2.6*", "*kimi-k2-thinking*"]
 
 KIMI = Profile(
@@ -163,17 +170,21 @@ KIMI = Profile(
     rules={
         "developer-role": True,
         "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
-        "thinking-parts": {"enabled": True, "action": "reasoning_content"},  # 1.D row 174
-        # Kimi takes part lists; only a bare part object is refused (1.C, LnYo-Cly/ai4j#62).
+        # docs/providers.md#kimi-reasoning
+        "thinking-parts": {"enabled": True, "action": "reasoning_content"},
+        # Kimi takes part lists; only a bare part object is refused (docs/providers.md#kimi-content,
+        # LnYo-Cly/ai4j#62).
         "text-part-arrays": {"enabled": True, "lists": False},
-        # ``""`` and an empty text part are refused next to tool calls (1.C, kimi-cli#2621,
-        # #2035); no report shows ``null`` refused, so it is left.
+        # ``""`` and an empty text part are refused next to tool calls
+        # (docs/providers.md#kimi-content, kimi-cli#2621, #2035); no report shows ``null`` refused,
+        # so it is left.
         "tool-call-content": {
             "enabled": True,
             "shape": "omit",
             "kinds": ["empty_string", "empty_parts"],
         },
-        # row 174: "tool call" is the placeholder cc-switch sends Kimi (farion1231/cc-switch#2365)
+        # docs/providers.md#kimi-reasoning: "tool call" is the placeholder cc-switch sends Kimi
+        # (farion1231/cc-switch#2365)
         "reasoning-content": {
             "enabled": True,
             "placeholder": "tool call",
@@ -182,27 +193,27 @@ KIMI = Profile(
     },
     contract=_contract(
         PAIRING,
-        # 1.D row 174, Kimi K2.5/K2.6 thinking (iOfficeAI/AionUi#2746)
+        # docs/providers.md#kimi-reasoning, Kimi K2.5/K2.6 thinking (iOfficeAI/AionUi#2746)
         reasoning_content_missing={"text": reasoning.KIMI_TEXT, "models": KIMI_THINKING_MODELS},
-        # 1.A, Moonshot / Kimi (MoonshotAI/kimi-cli#1977)
+        # docs/providers.md#kimi-pairing, Moonshot / Kimi (MoonshotAI/kimi-cli#1977)
         unanswered_tool_call={
             "text": "an assistant message with 'tool_calls' must be followed by tool messages "
             "responding to each 'tool_call_id'. The following tool_call_ids did not have "
             "response messages: {ids}"
         },
-        # 1.C, Moonshot (CherryHQ/cherry-studio#1313)
+        # docs/providers.md#kimi-content, Moonshot (CherryHQ/cherry-studio#1313)
         empty_assistant={
             "text": "Invalid request: the message at position {index} with role 'assistant' "
             "must not be empty"
         },
-        # 1.C, Kimi (MoonshotAI/kimi-cli#2621, #2035)
+        # docs/providers.md#kimi-content, Kimi (MoonshotAI/kimi-cli#2621, #2035)
         tool_call_content_empty={"kinds": ["empty_string", "empty_parts"]},
-        # 1.C, Moonshot (LnYo-Cly/ai4j#62)
+        # docs/providers.md#kimi-content, Moonshot (LnYo-Cly/ai4j#62)
         content_object={
             "text": "Invalid request: the `messages.content` field in the request (expected "
             "type []object) is illegal, and object is not acceptable"
         },
-        # 1.B, Kimi and Qwen via OpenRouter (can1357/oh-my-pi#843)
+        # docs/providers.md#kimi-roles, Kimi and Qwen via OpenRouter (can1357/oh-my-pi#843)
         unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
     ),
 )
@@ -223,25 +234,29 @@ MISTRAL = Profile(
     },
     contract=_contract(
         PAIRING,
-        # 1.A, mistral-common validator.py
+        # docs/providers.md#mistral-pairing, mistral-common validator.py
         unanswered_tool_call={"text": "Not the same number of function calls and responses"},
         orphan_tool_result={"text": "Unexpected tool call id {id} in tool results"},
         duplicate_tool_result={"text": "Duplicate tool call id {id} in tool results"},
         duplicate_tool_call_id={"text": "Duplicate tool call id {id} in assistant message"},
         missing_tool_call_id={"text": "Tool call id has to be defined."},
-        # 1.C, Mistral (solbrowse/extension#16)
+        # docs/providers.md#mistral-content, Mistral (solbrowse/extension#16)
         empty_assistant={
             "text": "Assistant message must have either content or tool_calls, but not none."
         },
-        # 1.A, Mistral 422 extra_forbidden at ["body","tools"] (partITech/php-mistral#76)
+        # docs/providers.md#mistral-pairing, Mistral 422 extra_forbidden at ["body","tools"]
+        # (partITech/php-mistral#76)
         empty_tools={"text": "Extra inputs are not permitted", "status": 422},
-        # 1.D/1.E, Mistral 422 extra_forbidden (charmbracelet/crush#1590, mistral-go#2)
+        # docs/providers.md#mistral-reasoning, Mistral 422 extra_forbidden
+        # (charmbracelet/crush#1590, mistral-go#2)
         unknown_field={"text": fields.MISTRAL_FIELD_TEXT, "status": 422, "deny": ["name"]},
-        tool_call_id_format={},  # 1.A, Mistral (langchain-ai/langchain#24668)
-        function_name_invalid={},  # 1.A, mistral-common
-        unexpected_role_order={},  # 1.B, Mistral (datapizza-labs/datapizza-ai#98)
-        conversation_start={},  # 1.B, mistral-common validator.py
-        trailing_assistant={},  # 1.B, Mistral (NEKOparapa/AiNiee#641)
+        # docs/providers.md#mistral-pairing, Mistral (langchain-ai/langchain#24668)
+        tool_call_id_format={},
+        function_name_invalid={},  # docs/providers.md#mistral-pairing, mistral-common
+        # docs/providers.md#mistral-roles, Mistral (datapizza-labs/datapizza-ai#98)
+        unexpected_role_order={},
+        conversation_start={},  # docs/providers.md#mistral-roles, mistral-common validator.py
+        trailing_assistant={},  # docs/providers.md#mistral-roles, Mistral (NEKOparapa/AiNiee#641)
         # mistral-common's four roles (inferred wording, see fields.MISTRAL_ROLE_TEXT)
         unknown_role={
             "text": fields.MISTRAL_ROLE_TEXT,
@@ -261,13 +276,13 @@ GROQ = Profile(
     },
     contract=_contract(
         PAIRING,
-        # 1.A, Groq (hackclub/ai#22)
+        # docs/providers.md#groq-pairing, Groq (hackclub/ai#22)
         missing_tool_call_id={
             "text": "'messages.{index}' : for 'role:tool' the following must be satisfied"
             "[('messages.{index}.tool_call_id' : property 'tool_call_id' is missing)]"
         },
-        unknown_field={},  # 1.E, Groq (ServiceStack/llms#17)
-        # 1.C, Groq (OpenHands/OpenHands#4643)
+        unknown_field={},  # docs/providers.md#groq-fields, Groq (ServiceStack/llms#17)
+        # docs/providers.md#groq-content, Groq (OpenHands/OpenHands#4643)
         content_not_string={
             "roles": ["system"],
             "text": "'messages.{index}' : for 'role:system' the following must be satisfied"
@@ -282,7 +297,8 @@ CEREBRAS = Profile(
     rules={"unknown-message-fields": True},
     contract=_contract(
         PAIRING,
-        unknown_field={"text": fields.CEREBRAS_FIELD_TEXT},  # 1.D (Kilo-Org/kilocode#10375)
+        # docs/providers.md#cerebras-reasoning (Kilo-Org/kilocode#10375)
+        unknown_field={"text": fields.CEREBRAS_FIELD_TEXT},
     ),
 )
 
@@ -292,7 +308,8 @@ QWEN = Profile(
     rules={
         "developer-role": True,
         "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
-        # DashScope takes part lists; only a bare part object is refused (1.C, Memoh#744).
+        # DashScope takes part lists; only a bare part object is refused
+        # (docs/providers.md#qwen-content, Memoh#744).
         "text-part-arrays": {"enabled": True, "lists": False},
         "system-messages": {"enabled": True, "later": "hoist"},
         "leading-user-message": True,
@@ -300,23 +317,26 @@ QWEN = Profile(
     },
     contract=_contract(
         PAIRING,
-        # 1.A, Qwen DashScope (QwenLM/qwen-code#315)
+        # docs/providers.md#qwen-pairing, Qwen DashScope (QwenLM/qwen-code#315)
         unanswered_tool_call={
             "text": "<400> InternalError.Algo.InvalidParameter: An assistant message with "
             '"tool_calls" must be followed by tool messages responding to each "tool_call_id". '
             "The following tool_call_ids did not have response messages: message[{index}].role"
         },
-        # 1.A, Qwen DashScope (philschmid/mcp-openai-gemini-llama-example#5)
+        # docs/providers.md#qwen-pairing, Qwen DashScope
+        # (philschmid/mcp-openai-gemini-llama-example#5)
         orphan_tool_result={
             "text": '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must '
             'be a response to a preceeding message with "tool_calls".'
         },
-        # 1.A, Qwen DashScope (smallmain/vscode-unify-chat-provider#65)
+        # docs/providers.md#qwen-pairing, Qwen DashScope (smallmain/vscode-unify-chat-provider#65)
         empty_tool_calls={"text": "Empty tool_calls is not supported in message"},
-        system_not_first={},  # 1.B, Qwen3.5 template (vllm-project/vllm#41114)
-        no_user_message={},  # 1.B, DashScope (agentscope-ai/agentscope-java#613)
-        content_object={},  # 1.C, DashScope (felinics/Memoh#744)
-        # 1.B, Qwen (earendil-works/pi#5117)
+        # docs/providers.md#qwen-roles, Qwen3.5 template (vllm-project/vllm#41114)
+        system_not_first={},
+        # docs/providers.md#qwen-roles, DashScope (agentscope-ai/agentscope-java#613)
+        no_user_message={},
+        content_object={},  # docs/providers.md#qwen-content, DashScope (felinics/Memoh#744)
+        # docs/providers.md#qwen-roles, Qwen (earendil-works/pi#5117)
         unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
         empty_tools={},
     ),
@@ -328,15 +348,17 @@ GLM = Profile(
     rules={"text-part-arrays": True, "leading-user-message": True},
     contract=_contract(
         PAIRING,
-        # 1.C, GLM-5.1 via a platform (BigPizzaV3/CodexPlusPlus#329)
+        # docs/providers.md#glm-content, GLM-5.1 via a platform (BigPizzaV3/CodexPlusPlus#329)
         content_not_string={
             "text": "request param validation error, Value error, "
             "message[{index}].content[{position}] has invalid field(s): text",
             "text_only": True,
         },
-        # 1.A, Zhipu GLM (MetaGLM/zhipuai-sdk-python-v4#14): the generic 1214
+        # docs/providers.md#glm-pairing, Zhipu GLM (MetaGLM/zhipuai-sdk-python-v4#14): the generic
+        # 1214
         duplicate_tool_call_id={"text": _GLM_1214},
-        no_user_message={"text": _GLM_1214},  # 1.B, GLM-4.5 (anomalyco/opencode#2557)
+        # docs/providers.md#glm-roles, GLM-4.5 (anomalyco/opencode#2557)
+        no_user_message={"text": _GLM_1214},
     ),
 )
 
@@ -346,11 +368,12 @@ MINIMAX = Profile(
     rules={"system-messages": {"enabled": True, "later": "hoist"}},
     contract=_contract(
         PAIRING,
-        # 1.A, MiniMax (Kilo-Org/kilocode#3967)
+        # docs/providers.md#minimax-pairing, MiniMax (Kilo-Org/kilocode#3967)
         unanswered_tool_call={"text": "invalid params, tool call and result not match (2013)"},
-        # 1.A, MiniMax (MiniMax-AI/MiniMax-M2#76)
+        # docs/providers.md#minimax-pairing, MiniMax (MiniMax-AI/MiniMax-M2#76)
         orphan_tool_result={"text": "invalid params, tool result's tool id({id}) not found (2013)"},
-        multiple_system={},  # 1.B, MiniMax (BigPizzaV3/CodexPlusPlus#267)
+        # docs/providers.md#minimax-roles, MiniMax (BigPizzaV3/CodexPlusPlus#267)
+        multiple_system={},
     ),
 )
 
@@ -361,30 +384,32 @@ GEMINI_OPENAI = Profile(
         "leading-user-message": True,
         "function-names": {"enabled": True, "pattern": "gemini"},
         "tool-message-name": {"enabled": True, "add_missing": True},
-        # Gemini 3 needs its thought signatures back on the calls (1.D, Gitlawb/openclaude#76)
+        # Gemini 3 needs its thought signatures back on the calls
+        # (docs/providers.md#gemini-reasoning, Gitlawb/openclaude#76)
         "bookkeeping-keys": {"keep": ["extra_content"]},
     },
     contract=_contract(
         PAIRING,
-        # 1.A, Gemini (google-gemini/gemini-cli#4217)
+        # docs/providers.md#gemini-pairing, Gemini (google-gemini/gemini-cli#4217)
         unanswered_tool_call={
             "text": "Please ensure that the number of function response parts is equal to the "
             "number of function call parts of the function call turn."
         },
-        # 1.A, Gemini (langchain-ai/langchain#27799)
+        # docs/providers.md#gemini-pairing, Gemini (langchain-ai/langchain#27799)
         orphan_tool_result={
             "text": "Please ensure that function response turn comes immediately after a "
             "function call turn"
         },
-        # 1.B, Gemini (google-gemini/gemini-cli#11814)
+        # docs/providers.md#gemini-roles, Gemini (google-gemini/gemini-cli#11814)
         first_not_user={
             "text": "Please ensure that function call turn comes immediately after a user turn "
             "or after a function response turn.",
             "tool_calls_only": True,
         },
-        # 1.A, Gemini (google-gemini/gemini-cli#7878)
+        # docs/providers.md#gemini-pairing, Gemini (google-gemini/gemini-cli#7878)
         function_name_invalid={"pattern": "gemini", "text": ids.GEMINI_NAME_TEXT},
-        tool_message_name={},  # 1.A, Gemini (pydantic/pydantic-ai#1879)
+        # docs/providers.md#gemini-pairing, Gemini (pydantic/pydantic-ai#1879)
+        tool_message_name={},
         bookkeeping_field={"keep": ["extra_content"]},
     ),
 )
@@ -394,11 +419,12 @@ XAI = Profile(
     "xAI Grok (api.x.ai): every message needs a content element",
     rules={
         "thinking-parts": True,
-        # more than one text element is refused, one is not (1.C, nocmt/LLMSearchPlus#2)
+        # more than one text element is refused, one is not (docs/providers.md#xai-content,
+        # nocmt/LLMSearchPlus#2)
         "text-part-arrays": {"enabled": True, "min_parts": 2},
         "null-content": True,
-        # null, absent and [] are refused next to tool calls, "" is the workaround (1.C,
-        # langchain-ai/langchain#34140, AstrBotDevs/AstrBot#6447)
+        # null, absent and [] are refused next to tool calls, "" is the workaround
+        # (docs/providers.md#content, langchain-ai/langchain#34140, AstrBotDevs/AstrBot#6447)
         "tool-call-content": {
             "enabled": True,
             "shape": "empty",
@@ -407,9 +433,10 @@ XAI = Profile(
     },
     contract=_contract(
         PAIRING,
-        no_content_element={},  # 1.C, xAI (langchain-ai/langchain#34140)
-        multiple_text_elements={},  # 1.C, xAI (nocmt/LLMSearchPlus#2)
-        thinking_part={"text": content.XAI_SINGLE_TEXT},  # 1.C, xAI (nocmt/LLMSearchPlus#2)
+        no_content_element={},  # docs/providers.md#xai-content, xAI (langchain-ai/langchain#34140)
+        multiple_text_elements={},  # docs/providers.md#xai-content, xAI (nocmt/LLMSearchPlus#2)
+        # docs/providers.md#xai-content, xAI (nocmt/LLMSearchPlus#2)
+        thinking_part={"text": content.XAI_SINGLE_TEXT},
     ),
 )
 
@@ -427,12 +454,15 @@ OPENAI = Profile(
     contract=_contract(
         _OPENAI_PAIRING,
         empty_tools={},
-        image_not_user={},  # 1.C, OpenAI (OpenHands/OpenHands#7700)
-        # 1.A, OpenAI (agno-agi/agno#5382)
+        image_not_user={},  # docs/providers.md#openai-content, OpenAI (OpenHands/OpenHands#7700)
+        # docs/providers.md#openai-pairing, OpenAI (agno-agi/agno#5382)
         tool_call_id_format={"format": "max40", "text": ids.OPENAI_ID_LENGTH_TEXT},
-        function_name_invalid={"text": ids.OPENAI_NAME_TEXT},  # 1.A (mcp-use/mcp-use#90)
-        content_null={},  # 1.C, OpenAI/Azure (langchain-ai/langchainjs#4153)
-        thinking_part={},  # 1.C, OpenAI unknown part type (aallam/openai-kotlin#320)
+        # docs/providers.md#openai-pairing (mcp-use/mcp-use#90)
+        function_name_invalid={"text": ids.OPENAI_NAME_TEXT},
+        # docs/providers.md#openai-content, OpenAI/Azure (langchain-ai/langchainjs#4153)
+        content_null={},
+        # docs/providers.md#openai-content, OpenAI unknown part type (aallam/openai-kotlin#320)
+        thinking_part={},
     ),
 )
 
@@ -442,7 +472,8 @@ AZURE = Profile(
     rules={**OPENAI.rules, "unknown-message-fields": True},
     contract=_contract(
         OPENAI.contract,
-        unknown_field={"text": fields.AZURE_FIELD_TEXT},  # 1.E (microsoft/azurechat#503)
+        # docs/providers.md#azure-fields (microsoft/azurechat#503)
+        unknown_field={"text": fields.AZURE_FIELD_TEXT},
     ),
 )
 
@@ -451,7 +482,7 @@ CHAT_TEMPLATE = Profile(
     "Self-hosted servers rendering HF chat templates (vLLM, SGLang, TGI, llama.cpp, LM Studio)",
     rules={
         # HF templates know system, user, assistant and tool: a `developer` turn breaks their
-        # alternation check (1.B, microsoft/autogen#1037)
+        # alternation check (docs/providers.md#chat-templates-roles, microsoft/autogen#1037)
         "developer-role": True,
         "system-messages": {"enabled": True, "later": "hoist"},
         "consecutive-user-messages": True,
@@ -461,9 +492,11 @@ CHAT_TEMPLATE = Profile(
     },
     contract=_contract(
         PAIRING,
-        system_not_first={},  # 1.B, Qwen3.5 templates (vllm-project/vllm#41114)
-        roles_not_alternating={},  # 1.B, HF templates (microsoft/autogen#1037)
-        # 1.B, llama.cpp (ggml-org/llama.cpp#20861)
+        # docs/providers.md#qwen-roles, Qwen3.5 templates (vllm-project/vllm#41114)
+        system_not_first={},
+        # docs/providers.md#chat-templates-roles, HF templates (microsoft/autogen#1037)
+        roles_not_alternating={},
+        # docs/providers.md#chat-templates-roles, llama.cpp (ggml-org/llama.cpp#20861)
         trailing_assistant={
             "text": "Assistant response prefill is incompatible with enable_thinking.",
             "prefix_allowed": False,
@@ -478,7 +511,7 @@ PASSTHROUGH = Profile(
     contract={},
 )
 
-#: Every profile, by name, in the order the README lists them.
+#: Every profile, by name, in the order docs/profiles.md lists them.
 PROFILES: Mapping[str, Profile] = {
     profile.name: profile
     for profile in (

@@ -7,7 +7,7 @@ call and the outputs that answer it (those after it, up to the next call with th
 pairs stay pairs.
 Why: OpenAI Responses (Codex backend) answers "Invalid 'input[95].call_id': string too long.
 Expected a string with maximum length 64, but got a string with length 116 instead."
-(provider-errors.md 1.A/1.H, AnswerDotAI/fastllm#45); a reused call_id (Kimi-style counters,
+(docs/providers.md#openai-pairing, AnswerDotAI/fastllm#45); a reused call_id (Kimi-style counters,
 merged histories) leaves one call's output answering two calls, and the pairing below could not
 tell them apart (issue 5: "call_id over 64 characters: shortened deterministically,
 consistently on both sides").
@@ -93,10 +93,13 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Shorten call_ids over 64 characters and rename reused ones, calls and outputs alike.",
-    defect="a `call_id` over 64 characters: \"Invalid 'input[N].call_id': string too long\"; "
-    "a call_id reused by a later call",
-    repair="shorten deterministically (prefix, `_`, 16 hex digits of its sha256); a reused one "
-    "becomes `<call_id>_d<n>`; one map for a call and its outputs",
+    defect="a `call_id` over 64 characters: \"Invalid 'input[95].call_id': string too long. "
+    'Expected a string with maximum length 64, but got a string with length 116 instead." '
+    "(AnswerDotAI/fastllm#45; docs/providers.md#openai-pairing); a `call_id` reused by a later "
+    "call, which leaves one output answering two calls",
+    repair="shorten deterministically to option `max_length` (a prefix, `_`, 16 hex digits of its "
+    "sha256); a reused one becomes `<call_id>_d<n>`; one map for a call and its outputs. Ids are "
+    "opaque, and the same id always maps to the same new id",
     safety="safe",
     default=True,
     apply=apply,

@@ -9,11 +9,10 @@ the run (older checkpoints, assistant messages, calls and outputs the checkpoint
 left out, as the server leaves it out.
 Why: a client that keeps appending to a compacted history sends the whole pre-checkpoint history
 next to the checkpoint that replaces it: the upstream pays for it twice, and an upstream that
-does not read checkpoints sees a transcript the model never saw (issue 5; provider-errors.md
-1.F and section 3 item 16: compaction and ``context_management`` are understood by direct
-OpenAI routes only).
-Safety: unsafe: items before the checkpoint are no longer sent (the checkpoint stands for them);
-what was left out is logged by count.
+does not read checkpoints sees a transcript the model never saw (issue 5; docs/providers.md#request
+and docs/providers.md#question-16: compaction and ``context_management`` are understood by direct
+OpenAI routes only). Safety: unsafe: items before the checkpoint are no longer sent (the checkpoint
+stands for them); what was left out is logged by count.
 """
 
 from __future__ import annotations
@@ -87,9 +86,13 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Rebuild an input holding compaction checkpoints the way the server reads it.",
-    defect="`compaction` checkpoints sent after the whole history they replace",
-    repair="newest run of checkpoints, then the earlier user messages newest-first within a "
-    "token budget (text characters / 4), then everything after the run",
+    defect="`compaction` checkpoints sent after the whole history they replace: the upstream pays "
+    "for it twice, and one that does not read checkpoints sees a transcript the model never saw "
+    "(docs/providers.md#question-16)",
+    repair="rebuild `input` as the server reads it: the newest contiguous run of checkpoints, then "
+    "the user messages from before it chosen newest-first within option `user_budget_tokens` (text "
+    "characters / 4) and kept in order, then everything after the run unchanged. Unsafe: the items "
+    "a checkpoint stands for are no longer sent (counted in the log)",
     safety="unsafe",
     default=True,
     apply=apply,

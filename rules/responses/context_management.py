@@ -6,9 +6,9 @@ fills from ``upstream.url``: true when its host is ``api.openai.com``; an operat
 a relay that forwards to OpenAI unchanged) and the model matches an eligible family (option
 ``models``, shell-style globs, case-insensitive; default ``gpt-5.6*``).
 Why: elsewhere the field is answered with a 400 ("context_management: Extra inputs are not
-permitted", Anthropic native and Copilot, provider-errors.md 1.F, ericc-ch/copilot-api#217), a
-500 or a stalled stream (issue 5); LiteLLM strips it for Azure (BerriAI/litellm#36391, section 3
-item 16).
+permitted", Anthropic native and Copilot, docs/providers.md#anthropic-request,
+ericc-ch/copilot-api#217), a 500 or a stalled stream (issue 5); LiteLLM strips it for Azure
+(BerriAI/litellm#36391, docs/providers.md#question-16).
 Safety: safe: the upstream could not honour the field; the request is served without
 server-side compaction (logged with the reason).
 """
@@ -72,10 +72,13 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Drop `context_management` unless the route is direct OpenAI and the model eligible.",
-    defect="request level: `context_management` sent to a route that does not understand it: "
-    '"context_management: Extra inputs are not permitted", a 500 or a stalled stream',
-    repair="drop the field unless `direct_openai` (filled from `upstream.url`: host "
-    "api.openai.com) and the model matches `models`",
+    defect="request level: `context_management` on a route that does not understand it: "
+    '"context_management: Extra inputs are not permitted" (ericc-ch/copilot-api#217), a 500 or a '
+    "stalled stream; LiteLLM strips it for Azure (BerriAI/litellm#36391; "
+    "docs/providers.md#anthropic-request)",
+    repair="drop it unless option `direct_openai` is true (filled from the configuration: the "
+    "route's `upstream.url` host is api.openai.com) and the model matches option `models`. The "
+    "upstream could not honour the field; the request is served without server-side compaction",
     safety="safe",
     default=True,
     apply=apply,

@@ -6,8 +6,8 @@ calls, after the last output of the calls it interrupted. Calls, outputs and rea
 where they are, and moved messages keep their order.
 Why: DeepSeek's Responses endpoint pairs a call with its output only when no message comes
 between them: a developer message placed there gives "No tool call found for tool output with
-call_id" (provider-errors.md 1.H, deepseek-ai/DeepSeek-V3#1588, #1611); the repair column asks
-to "move any message items out from between a call and its output".
+call_id" (docs/providers.md#deepseek-responses, deepseek-ai/DeepSeek-V3#1588, #1611); the repair
+column asks to "move any message items out from between a call and its output".
 Safety: safe: nothing is dropped; a message moves past the output of a call made before it.
 """
 
@@ -61,9 +61,12 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Move message items standing between a function call and its output after it.",
-    defect='a message between a call and its output: "No tool call found for tool output with '
-    'call_id" (DeepSeek)',
-    repair="move it right after the output (after the last output of the calls it interrupted)",
+    defect='a message item between a call and its output: DeepSeek "No tool call found for tool '
+    'output with call_id" (deepseek-ai/DeepSeek-V3#1588, #1611; '
+    "docs/providers.md#deepseek-responses)",
+    repair="move it right after the output (after the last output of the parallel calls it "
+    "interrupted), order kept. Nothing is dropped: a message moves past the output of a call made "
+    "before it",
     safety="safe",
     default=True,
     apply=apply,

@@ -2,11 +2,12 @@
 
 What: an item whose ``id`` an earlier item already carries is dropped; the first is kept.
 Why: OpenAI Responses (also OpenRouter and Copilot) answer "Duplicate item found with id
-rs_0468... Remove duplicate items from your input and try again." (provider-errors.md 1.H,
-continuedev/continue#10723, #10200 after a provider switch, OpenRouterTeam/ai-sdk-provider#254).
-Safety: unsafe in principle: two items with one id are one item sent twice, but when their
-contents differ the second is lost (logged with its id and type; a function call's output, if
-then unanswered or doubled, is handled by the pairing rules after this one).
+rs_0468... Remove duplicate items from your input and try again."
+(docs/providers.md#openai-responses, continuedev/continue#10723, #10200 after a provider switch,
+OpenRouterTeam/ai-sdk-provider#254). Safety: unsafe in principle: two items with one id are one item
+sent twice, but when their contents differ the second is lost (logged with its id and type; a
+function call's output, if then unanswered or doubled, is handled by the pairing rules after this
+one).
 """
 
 from __future__ import annotations
@@ -52,8 +53,11 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Drop an input item whose `id` an earlier item carries (the first is kept).",
-    defect='an item id twice in `input`: "Duplicate item found with id ..."',
-    repair="drop every later item with that id, logging its id and type",
+    defect='an item id twice in `input`: "Duplicate item found with id rs_0468... Remove '
+    'duplicate items from your input and try again." (continuedev/continue#10723, '
+    "OpenRouterTeam/ai-sdk-provider#254; docs/providers.md#openai-responses)",
+    repair="drop every later item with that `id` (the first is kept), logging its id and type. "
+    "Unsafe: a second item with the same id but other content is lost (logged)",
     safety="unsafe",
     default=True,
     apply=apply,

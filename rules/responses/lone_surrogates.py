@@ -5,8 +5,8 @@ U+FFFD, with the repair the chat rule uses (``rules/engine/text.py``). The proxy
 repairs the
 request's other fields, and reads bodies orjson refuses for this reason with the standard library.
 Why: a cut emoji makes the body invalid JSON for the provider: DeepSeek "messages[N].content:
-unexpected end of hex escape", Anthropic "no low surrogate in string" (provider-errors.md 1.G);
-the Responses endpoints parse the same JSON (issue 5).
+unexpected end of hex escape", Anthropic "no low surrogate in string"
+(docs/providers.md#anthropic-encoding); the Responses endpoints parse the same JSON (issue 5).
 Safety: safe, as the chat rule: the lone half encodes no character.
 """
 
@@ -28,8 +28,10 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Replace unpaired UTF-16 surrogates with U+FFFD in every string of `input`.",
-    defect='a lone surrogate in an input item: "unexpected end of hex escape"',
-    repair="replace it with U+FFFD (the chat rule's repair)",
+    defect='a lone surrogate in an input item: "unexpected end of hex escape" '
+    '(CherryHQ/cherry-studio#20614), "no low surrogate in string" (anthropics/claude-code#56064; '
+    "docs/providers.md#encoding)",
+    repair="replace it with U+FFFD, as `lone-surrogates` does. The lone half encodes no character",
     safety="safe",
     default=True,
     apply=apply,

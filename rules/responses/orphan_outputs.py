@@ -4,7 +4,7 @@ What: a ``function_call_output`` is dropped when no ``function_call`` with its `
 before it, when that call already has its output (a second answer), or when it has no usable
 ``call_id``. Logged with the call_id, the reason and the output's length (never its text).
 Why: OpenAI Responses answers "No tool call found for function call output with call_id
-call_uelfkqtHfJDC4Btqeoozq82e." (provider-errors.md 1.H, continuedev/continue#10092,
+call_uelfkqtHfJDC4Btqeoozq82e." (docs/providers.md#openai-responses, continuedev/continue#10092,
 microsoft/vscode#320060, leookun/cursor-byok#307: orphans produced by trimming); DeepSeek's
 Responses endpoint "No tool call found for tool output with call_id" (deepseek-ai/DeepSeek-V3#1611).
 Safety: unsafe: the dropped output no longer reaches the model (it answered no call it could see).
@@ -56,10 +56,13 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Drop a function_call_output that answers no function_call before it (or a second).",
-    defect='an output with no call before it: "No tool call found for function call output '
-    'with call_id ..."',
-    repair="drop it, logging its call_id, the reason and its length (the text with "
-    "`log_content: true`)",
+    defect="a `function_call_output` with no `function_call` before it, a second output for one "
+    'call, or one without `call_id`: "No tool call found for function call output with call_id '
+    '..." (continuedev/continue#10092, leookun/cursor-byok#307; '
+    "docs/providers.md#openai-responses)",
+    repair="drop it, logging its call_id, the reason and its length (the text with `log_content: "
+    "true`). Unsafe: the dropped output no longer reaches the model, but it answered no call the "
+    "model could see",
     safety="unsafe",
     default=True,
     apply=apply,

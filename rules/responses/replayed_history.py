@@ -7,7 +7,7 @@ role, content with whitespace normalized, ``call_id``, ``name``, canonical ``arg
 fields are ignored. Only a block that repeats a ``function_call``'s ``call_id`` is collapsed.
 Why: agents chaining ``/v1/responses`` turns store their history twice after reshaping a prefix
 item (issue 5): the replay repeats every item id and call_id, "Duplicate item found with id ..."
-(provider-errors.md 1.H, continuedev/continue#10723), and multiplies the cost.
+(docs/providers.md#responses, continuedev/continue#10723), and multiplies the cost.
 Safety: safe, as the chat rule: the signal is a repeated call_id, a user's repeated question is
 never collapsed.
 """
@@ -62,10 +62,11 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Collapse a block of input items replayed right after itself (a doubled history).",
-    defect="an input history stored twice: every item id and call_id repeats, "
-    '"Duplicate item found with id ..."',
-    repair="remove the earlier copy of a block replayed whole right after itself, compared on "
-    "meaning, when it repeats a call_id; keep the replay",
+    defect='an `input` stored twice: every item id and `call_id` repeats, "Duplicate item found '
+    'with id ..." (continuedev/continue#10723; docs/providers.md#openai-responses)',
+    repair="the detection of `replayed-history` over items (item `id` and `status` ignored too): a "
+    "block replayed whole right after itself, repeating a `function_call` `call_id`, is collapsed "
+    "to the replay. A user's repeated question repeats no call_id and is never collapsed",
     safety="safe",
     default=True,
     apply=apply,

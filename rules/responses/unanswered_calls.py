@@ -5,7 +5,7 @@ answers gets a stub output right after it: ``{"type": "function_call_output", "c
 "output": <option output>}``. Outputs are counted per call, in order, as the orphan rule pairs
 them.
 Why: OpenAI Responses answers "No tool output found for function call call_XXX." (param input;
-provider-errors.md 1.H, tjardoo/openai-client#124); the repair column: "Add a synthetic
+docs/providers.md#openai-responses, tjardoo/openai-client#124); the repair column: "Add a synthetic
 function_call_output ("[no result]")".
 Safety: safe: the stub says no result was recorded.
 """
@@ -52,9 +52,10 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="Add a stub function_call_output right after each call no output answers.",
-    defect='a call without output: "No tool output found for function call ..."',
-    repair="insert a stub output right after the call (option `output: [chatmend] No result "
-    "was recorded for this tool call.`)",
+    defect='a `function_call` without output: "No tool output found for function call call_XXX." '
+    "(tjardoo/openai-client#124; docs/providers.md#openai-responses)",
+    repair="a stub `function_call_output` with option `output` right after the call. The stub says "
+    "no result was recorded",
     safety="safe",
     default=True,
     apply=apply,

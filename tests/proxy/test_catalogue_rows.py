@@ -1,6 +1,6 @@
 """One case per catalogued rejection a profile applies: ``chatmend emulate --profile P`` rejects
 the raw case with that provider's status and quoted text, and the proxy under the same profile
-gets it accepted (provider-errors.md rows are cited next to each check's text)."""
+gets it accepted (docs/providers.md rows are cited next to each check's text)."""
 
 from __future__ import annotations
 

@@ -140,7 +140,7 @@ def test_the_profile_is_picked_by_model_or_forced() -> None:
     assert check_body(reasoner, planner).profile == "deepseek-reasoner"
     forced = check_body(reasoner, planner.plans["mistral"])
     assert forced.profile == "mistral"
-    # Mistral's own words for the same defect (provider-errors.md 1.A, mistral-common)
+    # Mistral's own words for the same defect (docs/providers.md#mistral-pairing, mistral-common)
     assert forced.before[0].message == "Not the same number of function calls and responses"
     assert forced.status == REPAIRED and forced.after == ()
 

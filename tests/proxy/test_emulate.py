@@ -118,7 +118,7 @@ async def test_a_profile_answers_in_its_provider_words_status_and_envelope(
     }
     empty_tools = chat([{"role": "user", "content": "hi"}], tools=[])
     response = await mistral.post("/v1/chat/completions", data=empty_tools)
-    assert response.status == 422  # Mistral's schema errors (provider-errors.md 1.A)
+    assert response.status == 422  # Mistral's schema errors (docs/providers.md#mistral-pairing)
     # a profile without the check accepts what another rejects
     passthrough: TestClient[Any, Any] = await aiohttp_client(create_emulator(profile="passthrough"))
     response = await passthrough.post("/v1/chat/completions", data=empty_tools)

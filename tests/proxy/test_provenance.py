@@ -31,7 +31,7 @@ STEPS = default_steps(RULES)
 @pytest.mark.parametrize(
     ("text", "field", "index"),
     [
-        # the formats of provider-errors.md, "Empty tool_calls" (OpenAI), "Orphan tool result"
+        # the formats of docs/providers.md, "Empty tool_calls" (OpenAI), "Orphan tool result"
         # (OpenAI's param), "Duplicate tool_call_id" (DeepSeek), pydantic-style locations
         ("Invalid 'messages[2].tool_calls': empty array.", "messages", 2),
         ('{"param": "messages.[3].role"}', "messages", 3),

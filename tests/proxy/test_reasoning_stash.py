@@ -1,6 +1,6 @@
 """The reasoning stash end to end, through the real app: turn 1's response carries reasoning and
 tool calls; turn 2, sent without them, reaches a strict thinking-mode upstream (``chatmend
-emulate``'s deepseek contract, provider-errors.md rows 169/170) with the exact text restored.
+emulate``'s deepseek contract, docs/providers.md#deepseek-reasoning) with the exact text restored.
 On one instance (memory store), across two sharing one real redis-server, and with that Redis
 stopped mid-run (a placeholder, never an error). The reasoning text never reaches the logs."""
 
@@ -279,7 +279,8 @@ async def test_redis_stopped_mid_run_degrades_to_the_placeholder_then_recovers(
 async def test_kimi_thinking_models_under_the_kimi_profile(
     start: Start, upstream: ThinkingUpstream
 ) -> None:
-    """provider-errors.md row 174: Kimi K2.5 rejects a tool-call turn without its reasoning."""
+    """docs/providers.md#kimi-reasoning: Kimi K2.5 rejects a tool-call turn without its
+    reasoning."""
     upstream.profile = "kimi"
     proxy = await start({"profile": "kimi"})
     model = "moonshotai/kimi-k2.5"

@@ -1,4 +1,4 @@
-"""The Responses rules in the example config and the README, and ``chatmend check`` on a
+"""The Responses rules in the example config, and ``chatmend check`` on a
 Responses body."""
 
 from __future__ import annotations
@@ -25,15 +25,6 @@ def test_the_example_file_lists_every_responses_rule_and_option_in_order() -> No
         assert set(found[rule.name]) == shown
         assert all(found[rule.name][o.name] == o.default for o in rule.options if o.name in shown)
         parse_config({"rules": {rule.name: found[rule.name] or None}})
-
-
-def test_the_readme_documents_every_responses_rule_and_option() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "### Responses API" in readme
-    for rule in RESPONSES_RULES:
-        assert f"| `{rule.name}` |" in readme, rule.name
-        for option in rule.options:
-            assert f"`{option.name}: {option.default}`" in readme, option.name
 
 
 def test_check_reads_a_responses_body() -> None:

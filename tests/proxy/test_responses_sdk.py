@@ -1,5 +1,6 @@
 """End to end through the official openai SDK's ``client.responses.create`` (streaming too):
-the SDK -> chatmend -> a fake strict Responses upstream that answers with the 1.H texts."""
+the SDK -> chatmend -> a fake strict Responses upstream that answers with the
+docs/providers.md#openai-responses texts."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tests.fake_responses import TEXT, FakeResponses, create_fake_responses
 Client = TestClient[Any, Any]
 LONG = "call_" + "q" * 111
 
-#: Broken inputs, each with what a strict Responses endpoint answers (provider-errors.md 1.H).
+#: Broken inputs, each with what a strict Responses endpoint answers (docs/providers.md#responses).
 BROKEN: dict[str, tuple[list[dict[str, Any]], str]] = {
     "orphan_output": (
         [

@@ -25,8 +25,8 @@ Client = Callable[..., Awaitable[TestClient[Any, Any]]]
 KEY = "sk-upstream-secret-0123456789"
 TOKEN = "chatmend-client-token-abcdef"
 ENV = {"MOONSHOT_KEY": KEY, "AGENT_TOKENS": f"{TOKEN}, second-token-0123456789"}
-#: Mistral rejects the `name` on a tool message (provider-errors.md 1.D, 422 extra_forbidden):
-#: the deepseek profile keeps it, the mistral profile drops it.
+#: Mistral rejects the `name` on a tool message (docs/providers.md#mistral-reasoning, 422
+#: extra_forbidden): the deepseek profile keeps it, the mistral profile drops it.
 NAMED_TOOL_RESULT = [
     {"role": "user", "content": "weather?"},
     {

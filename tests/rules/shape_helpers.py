@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.strategies import arbitrary_messages, junk_values
 
 ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function", "critic")
-#: Keys agents and SDKs leave on messages (hermes E16, provider-errors.md 1.D/1.E) and schema keys.
+#: Keys agents and SDKs leave on messages (hermes E16, docs/providers.md#reasoning) and schema keys.
 KEYS: Final = (
     "name",
     "tool_call_id",

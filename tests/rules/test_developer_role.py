@@ -38,7 +38,8 @@ def test_the_check_in_deepseeks_and_qwens_words() -> None:
     assert [v.message for v in CHECK.run(messages, {}, qwen)] == [
         "developer is not one of ['system', 'assistant', 'user', 'tool', 'function']"
     ]
-    # DeepSeek knows no `function` role (1.B, crazyyanchao/llmcompiler#1); Qwen does.
+    # DeepSeek knows no `function` role (docs/providers.md#deepseek-roles,
+    # crazyyanchao/llmcompiler#1); Qwen does.
     legacy = [{"role": "function", "name": "f", "content": "r"}]
     assert [v.index for v in CHECK.run(legacy, {}, {})] == [0]
     assert CHECK.run(legacy, {}, qwen) == []

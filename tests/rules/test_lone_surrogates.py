@@ -17,7 +17,7 @@ from tests.fake_upstream import strict_errors
 
 CTX = RuleContext()
 STEPS = default_steps(RULES)
-# hermes R26, provider-errors.md 1.G: an emoji cut between its two halves
+# hermes R26, docs/providers.md#encoding: an emoji cut between its two halves
 CUT = "done \U0001f600"[:-1] + "\ud83d"
 
 

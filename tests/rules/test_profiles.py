@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -117,22 +116,3 @@ def test_passthrough_runs_nothing_and_checks_nothing() -> None:
     raw = b'{"messages": [{"role": "assistant", "tool_calls": []}], "tools": []}'
     result = sanitize_body(raw, plan)
     assert result.body is raw and not result.changed
-
-
-def test_the_readme_lists_every_profile_with_the_rules_it_adds() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    rows = {
-        line.split("|")[1].strip(): line for line in readme.splitlines() if line.startswith("| `")
-    }
-    for name, profile in PROFILES.items():
-        row = rows.get(f"`{name}`")
-        assert row is not None, f"README Profiles table lacks {name}"
-        for rule_name, setting in profile.rules.items():
-            if setting is not False and not RULES_BY_NAME[rule_name].default:
-                assert f"`{rule_name}`" in row, (name, rule_name)
-    for rule in RULES:
-        if not rule.default:  # the rules table names the profiles that switch it on
-            row = rows[f"`{rule.name}`"]
-            for name, profile in PROFILES.items():
-                if profile.rules.get(rule.name, False) is not False:
-                    assert name in row.split("|")[4], (rule.name, name)

@@ -33,7 +33,7 @@ def test_redis_and_off() -> None:
 
 
 def test_store_off_unquoted_in_yaml_means_off() -> None:
-    """The README writes `reasoning: {store: off}`; YAML reads that `off` as false."""
+    """docs/reasoning.md writes `reasoning: {store: off}`; YAML reads that `off` as false."""
     data = yaml.safe_load("reasoning: {store: off}")
     assert data == {"reasoning": {"store": False}}
     assert parse_config(data).reasoning.store == "off"

@@ -2,8 +2,8 @@
 
 ``violations(payload, contract)`` lists every rejection the provider a profile describes would
 give a chat-completions payload. Each check (``Check``) encodes one rule with the provider's
-error text (provider-errors.md, row cited next to it), and a profile's contract names the checks
-its provider applies, with that provider's wording and status where it differs. The rules are
+error text (docs/providers.md, the section cited next to it), and a profile's contract names the
+checks its provider applies, with that provider's wording and status where it differs. The rules are
 built to leave nothing here: the proxy runs it after a rewrite and logs what is left as
 ``contract_violation``; ``chatmend check`` prints it; ``chatmend emulate`` and the tests' strict
 fake upstream answer with it.

@@ -1,7 +1,7 @@
 """The vocabulary of provider contracts: Check (one rejection a provider gives), Found, Violation.
 
 A check finds every place a payload breaks one provider rule; the violation it reports carries
-the provider's own error text (provider-errors.md), filled in with indices and ids only, never
+the provider's own error text (docs/providers.md), filled in with indices and ids only, never
 with message content. A profile lists the checks its provider applies, each with overrides:
 ``text`` (that provider's wording of the same rejection), ``status`` (its HTTP status) and the
 check's own options.

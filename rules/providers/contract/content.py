@@ -1,5 +1,6 @@
-"""Content shape (provider-errors.md 1.C, §3 items 6 and 18): the type and emptiness of each
-message's ``content`` that DeepSeek, OpenAI, Groq, Kimi, xAI, Moonshot and DashScope reject.
+"""Content shape (docs/providers.md#content, docs/providers.md#question-6,
+docs/providers.md#question-18): the type and emptiness of each message's ``content`` that DeepSeek,
+OpenAI, Groq, Kimi, xAI, Moonshot and DashScope reject.
 
 Every check takes option ``roles`` (the roles it applies to), so one profile can say "system
 only" (Groq) and another "every role" (DeepSeek). Texts hold indices, roles and positions, never
@@ -18,8 +19,8 @@ from rules.engine.messages import ROLES, has_calls, has_content, role_set
 from rules.providers.contract.base import Check, Found, role_of
 
 THINKING_TYPES = (THINKING, REDACTED)
-#: 1.C, xAI (nocmt/LLMSearchPlus#2): a list holding more than one element; goes with
-#: ``thinking_part`` for xAI.
+#: docs/providers.md#xai-content, xAI (nocmt/LLMSearchPlus#2): a list holding more than one element;
+#: goes with ``thinking_part`` for xAI.
 XAI_SINGLE_TEXT = (
     '{{"code":"Client specified an invalid argument","error":"The model expects a single '
     '`text` element per message."}}'
@@ -136,14 +137,15 @@ def _content_object(
             yield Found(index, {"role": role})
 
 
-#: Schema checks (a provider deserializes before it validates), in the order of the 1.C rows.
+#: Schema checks (a provider deserializes before it validates), in the order of the
+#: docs/providers.md#content rows.
 CHECKS: tuple[Check, ...] = (
     Check(
         "content_missing",
         "every message of the given roles carries a content key",
         _content_missing,
-        # 1.C, DeepSeek (pig-mesh/deepseek4j#40/#41); serde appends " at line L column C",
-        # which a re-serialized body cannot tell.
+        # docs/providers.md#deepseek-content, DeepSeek (pig-mesh/deepseek4j#40/#41); serde appends "
+        # at line L column C", which a re-serialized body cannot tell.
         "Failed to deserialize the JSON body into the target type: messages[{index}]: missing "
         "field `content`",
         options={"roles": list(REQUIRED_CONTENT_ROLES)},
@@ -152,7 +154,8 @@ CHECKS: tuple[Check, ...] = (
         "content_null",
         "content is null only on an assistant with tool calls",
         _content_null,
-        # 1.C, OpenAI / Azure (langchain-ai/langchainjs#4153, run-llama/llama_index#17555)
+        # docs/providers.md#openai-content, OpenAI / Azure (langchain-ai/langchainjs#4153,
+        # run-llama/llama_index#17555)
         "Invalid value for 'content': expected a string, got null.",
         options={"roles": list(ROLES)},
     ),
@@ -160,8 +163,8 @@ CHECKS: tuple[Check, ...] = (
         "content_not_string",
         "content is a string, not a list of parts",
         _content_not_string,
-        # 1.C, DeepSeek (moeru-ai/airi#1222, BerriAI/litellm#9905); serde appends " at line 1
-        # column N", which a re-serialized body cannot tell.
+        # docs/providers.md#deepseek-content, DeepSeek (moeru-ai/airi#1222, BerriAI/litellm#9905);
+        # serde appends " at line 1 column N", which a re-serialized body cannot tell.
         "Failed to deserialize the JSON body into the target type: messages[{index}]: invalid "
         "type: sequence, expected a string",
         options={"roles": list(ROLES), "text_only": False},
@@ -170,7 +173,7 @@ CHECKS: tuple[Check, ...] = (
         "content_object",
         "content is a string or a list, never a bare object",
         _content_object,
-        # 1.C, DashScope / Volcano compat (felinics/Memoh#744)
+        # docs/providers.md#qwen-content, DashScope / Volcano compat (felinics/Memoh#744)
         "Invalid type for 'messages.[{index}].content': expected one of a string or array of "
         "objects, but got an object instead.",
         options={"roles": list(ROLES)},
@@ -179,8 +182,8 @@ CHECKS: tuple[Check, ...] = (
         "no_content_element",
         "every message has a content element (not absent, null or [])",
         _no_content_element,
-        # 1.C, xAI (langchain-ai/langchain#34140, AstrBotDevs/AstrBot#6447), the body as xAI
-        # returns it (braces doubled for str.format)
+        # docs/providers.md#xai-content, xAI (langchain-ai/langchain#34140,
+        # AstrBotDevs/AstrBot#6447), the body as xAI returns it (braces doubled for str.format)
         '{{"code":"Client specified an invalid argument","error":"Invalid request content: Each '
         'message must have at least one content element."}}',
         options={"roles": list(ROLES)},
@@ -189,7 +192,8 @@ CHECKS: tuple[Check, ...] = (
         "multiple_text_elements",
         "a text-only content list holds one part at most",
         _multiple_text_elements,
-        # 1.C, xAI 2025-02 (nocmt/LLMSearchPlus#2), the body as xAI returns it
+        # docs/providers.md#xai-content, xAI 2025-02 (nocmt/LLMSearchPlus#2), the body as xAI
+        # returns it
         XAI_SINGLE_TEXT,
         options={"roles": list(ROLES)},
     ),
@@ -197,7 +201,8 @@ CHECKS: tuple[Check, ...] = (
         "thinking_part",
         "no Anthropic thinking or redacted_thinking part in a content list",
         _thinking_part,
-        # 1.C, OpenAI unknown part type (aallam/openai-kotlin#320), its wording for this type
+        # docs/providers.md#openai-content, OpenAI unknown part type (aallam/openai-kotlin#320), its
+        # wording for this type
         "Invalid value: '{type}'. Supported values are: 'text' and 'image_url'.",
         options={"roles": list(ROLES)},
     ),
@@ -205,7 +210,7 @@ CHECKS: tuple[Check, ...] = (
         "tool_call_content_empty",
         "an assistant with tool calls sends no empty content",
         _tool_call_content_empty,
-        # 1.C, Moonshot / Kimi (MoonshotAI/kimi-cli#2621, #2035)
+        # docs/providers.md#kimi-content, Moonshot / Kimi (MoonshotAI/kimi-cli#2621, #2035)
         "text content is empty",
         options={"roles": ["assistant"], "kinds": list(KINDS)},
     ),

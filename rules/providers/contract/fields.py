@@ -1,6 +1,6 @@
-"""Message shape (provider-errors.md 1.B ``developer`` role, 1.C images, 1.D and 1.E unknown
-fields): what DeepSeek, Qwen, Groq, Azure, Mistral, Cerebras and OpenAI reject about a message's
-role, keys and image parts.
+"""Message shape (docs/providers.md#roles ``developer`` role, docs/providers.md#content images,
+docs/providers.md#reasoning and docs/providers.md#fields unknown fields): what DeepSeek, Qwen, Groq,
+Azure, Mistral, Cerebras and OpenAI reject about a message's role, keys and image parts.
 
 Each check's default text is one provider's; the module also exports the other providers'
 wordings of the same rejection, for the profiles' ``text`` overrides. The fields a check yields
@@ -22,13 +22,15 @@ from rules.providers.contract.base import Check, Found, role_of
 
 # --- unknown_role ---------------------------------------------------------------------------------
 
-#: 1.B, DeepSeek (earendil-works/pi#1048): the serde error for a role outside its enum.
+#: docs/providers.md#deepseek-roles, DeepSeek (earendil-works/pi#1048): the serde error for a role
+#: outside its enum.
 DEEPSEEK_ROLE_TEXT: Final = (
     "Failed to deserialize the JSON body into the target type: messages[{index}].role: unknown "
     "variant `{role}`, expected one of `system`, `user`, `assistant`, `tool`"
 )
-#: 1.B, Qwen (DashScope), and Kimi and others via OpenRouter or Kilo (earendil-works/pi#5117,
-#: can1357/oh-my-pi#843); goes with ``roles: rules.chat.unknown_roles.QWEN_ROLES``.
+#: docs/providers.md#qwen-roles, Qwen (DashScope), and Kimi and others via OpenRouter or Kilo
+#: (earendil-works/pi#5117, can1357/oh-my-pi#843); goes with ``roles:
+#: rules.chat.unknown_roles.QWEN_ROLES``.
 QWEN_ROLE_TEXT: Final = "{role} is not one of ['system', 'assistant', 'user', 'tool', 'function']"
 #: OpenAI's invalid_value at ``messages[N].role`` for a role outside its list; goes with
 #: ``roles: OPENAI_ROLES`` (rules.chat.unknown_roles), for the providers that copy OpenAI's schema.
@@ -42,7 +44,8 @@ MISTRAL_ROLE_TEXT: Final = (
     "Input tag '{role}' found using 'role' does not match any of the expected tags: 'system', "
     "'user', 'assistant', 'tool'"
 )
-#: 1.B, OpenAI o1-preview / o1-mini (lobehub/lobehub#5704): ``developer`` refused per model.
+#: docs/providers.md#openai-roles, OpenAI o1-preview / o1-mini (lobehub/lobehub#5704): ``developer``
+#: refused per model.
 OPENAI_ROLE_TEXT: Final = (
     "Unsupported value: 'messages[{index}].role' does not support '{role}' with this model."
 )
@@ -79,26 +82,28 @@ def _bookkeeping_fields(
 
 # --- unknown_field --------------------------------------------------------------------------------
 
-#: 1.E, Groq (ServiceStack/llms#17); 1.D for reasoning fields (janhq/jan#8136). ``{field}`` is
-#: the key, or its path inside the message for a key of a call (``tool_calls.0.index``).
+#: docs/providers.md#groq-fields, Groq (ServiceStack/llms#17); docs/providers.md#groq-reasoning for
+#: reasoning fields (janhq/jan#8136). ``{field}`` is the key, or its path inside the message for a
+#: key of a call (``tool_calls.0.index``).
 GROQ_FIELD_TEXT: Final = (
     "'messages.{index}' : for 'role:{role}' the following must be satisfied[('messages.{index}' "
     ": property '{field}' is unsupported)]"
 )
-#: 1.E, Azure OpenAI (microsoft/azurechat#503): jsonschema's wording; ``{unexpected}`` is
-#: "'a' was" or "'a', 'b' were", every extra key of the message.
+#: docs/providers.md#azure-fields, Azure OpenAI (microsoft/azurechat#503): jsonschema's wording;
+#: ``{unexpected}`` is "'a' was" or "'a', 'b' were", every extra key of the message.
 AZURE_FIELD_TEXT: Final = (
     "Additional properties are not allowed ({unexpected} unexpected) - 'messages.{index}'"
 )
-#: 1.D and 1.E, Mistral 422 ``extra_forbidden`` (charmbracelet/crush#1590,
-#: Gage-Technologies/mistral-go#2): one pydantic error; ``{loc}`` is the key's location inside
-#: the message (``"name"``, ``"tool_calls",0,"index"``). Status 422.
+#: docs/providers.md#mistral-reasoning and docs/providers.md#mistral-fields, Mistral 422
+#: ``extra_forbidden`` (charmbracelet/crush#1590, Gage-Technologies/mistral-go#2): one pydantic
+#: error; ``{loc}`` is the key's location inside the message (``"name"``,
+#: ``"tool_calls",0,"index"``). Status 422.
 MISTRAL_FIELD_TEXT: Final = (
     '{{"type":"extra_forbidden","loc":["body","messages",{index},"{role}",{loc}],'
     '"msg":"Extra inputs are not permitted"}}'
 )
-#: 1.D and 1.E, Cerebras (Kilo-Org/kilocode#10375; type invalid_request_error, code
-#: wrong_api_format).
+#: docs/providers.md#cerebras-reasoning and docs/providers.md#cerebras-fields, Cerebras
+#: (Kilo-Org/kilocode#10375; type invalid_request_error, code wrong_api_format).
 CEREBRAS_FIELD_TEXT: Final = (
     "messages.{index}.{role}.{field}: property 'messages.{index}.{role}.{field}' is unsupported"
 )
@@ -163,12 +168,13 @@ def _describe(role: str, paths: list[tuple[Any, ...]]) -> dict[str, Any]:
 
 # --- image_unsupported, image_not_user ------------------------------------------------------------
 
-#: 1.C, DeepSeek (browser-use/web-ui#99): no vision, so no image part deserializes.
+#: docs/providers.md#deepseek-content, DeepSeek (browser-use/web-ui#99): no vision, so no image part
+#: deserializes.
 DEEPSEEK_IMAGE_TEXT: Final = (
     "Failed to deserialize the JSON body into the target type: messages[{index}]: data did not "
     "match any variant of untagged enum ChatCompletionRequestContent"
 )
-#: 1.C, OpenAI (OpenHands/OpenHands#7700, openai/openai-node#1030).
+#: docs/providers.md#openai-content, OpenAI (OpenHands/OpenHands#7700, openai/openai-node#1030).
 OPENAI_IMAGE_ROLE_TEXT: Final = (
     "Invalid 'messages[{index}]'. Image URLs are only allowed for messages with role 'user', but "
     "this message with role '{role}' contains an image URL."

@@ -1,6 +1,7 @@
-"""Tool-call id formats, function names and tool-message names (provider-errors.md 1.A; §2
-Mistral, Kimi, OpenAI, Gemini, Anthropic; §3 items 4, 10, 11): what Mistral, OpenAI, Anthropic
-and Gemini reject about the identifiers of calls, functions and results.
+"""Tool-call id formats, function names and tool-message names (docs/providers.md#mistral-pairing;
+docs/providers.md#providers; docs/providers.md#question-4, docs/providers.md#question-10,
+docs/providers.md#question-11): what Mistral, OpenAI, Anthropic and Gemini reject about the
+identifiers of calls, functions and results.
 
 Each check's default text is one provider's; the module also exports the other providers'
 wordings of the same rejection, for the profiles' ``text`` overrides. The fields a check yields
@@ -17,17 +18,20 @@ from rules.providers.contract.base import Check, Found, role_of
 
 # --- tool_call_id_format -------------------------------------------------------------------------
 
-#: 1.A, Mistral API and mistral-common V3+ (langchain-ai/langchain#24668, vllm-project/vllm#12332).
+#: docs/providers.md#mistral-pairing, Mistral API and mistral-common V3+
+#: (langchain-ai/langchain#24668, vllm-project/vllm#12332).
 MISTRAL_ID_TEXT: Final = "Tool call id was {id} but must be a-z, A-Z, 0-9, with a length of 9."
-#: 1.A, OpenAI Chat Completions (agno-agi/agno#5382); ``{field}`` is ``tool_calls[{position}].id``
-#: for a call (the quoted text exactly) and ``tool_call_id`` for a tool message (inferred).
+#: docs/providers.md#openai-pairing, OpenAI Chat Completions (agno-agi/agno#5382); ``{field}`` is
+#: ``tool_calls[{position}].id`` for a call (the quoted text exactly) and ``tool_call_id`` for a
+#: tool message (inferred).
 OPENAI_ID_LENGTH_TEXT: Final = (
     "Invalid 'messages[{index}].{field}': string too long. Expected a string with maximum "
     "length 40, but got a string with length {length} instead."
 )
-#: 1.A, Anthropic native (BlockRunAI/ClawRouter#17, maximhq/bifrost#5097); ``{block}`` is
-#: ``content.{position}.tool_use.id`` for a call (the quoted text exactly, with the chat index)
-#: and ``content.0.tool_result.tool_use_id`` for a tool message (inferred).
+#: docs/providers.md#anthropic-pairing, Anthropic native (BlockRunAI/ClawRouter#17,
+#: maximhq/bifrost#5097); ``{block}`` is ``content.{position}.tool_use.id`` for a call (the quoted
+#: text exactly, with the chat index) and ``content.0.tool_result.tool_use_id`` for a tool message
+#: (inferred).
 ANTHROPIC_ID_TEXT: Final = (
     "messages.{index}.{block}: String should match pattern '^[a-zA-Z0-9_-]+$'"
 )
@@ -39,9 +43,12 @@ ID_TEXTS: Final[Mapping[str, str]] = {
 }
 
 _ID_FORMATS: Final[Mapping[str, re.Pattern[str]]] = {
-    "mistral9": re.compile(r"^[a-zA-Z0-9]{9}\Z"),  # 1.A, mistral-common's regex
-    "max40": re.compile(r"^.{0,40}\Z", re.DOTALL),  # 1.A, "maximum length 40"
-    "anthropic": re.compile(r"^[a-zA-Z0-9_-]+\Z"),  # 1.A, Anthropic's pattern
+    # docs/providers.md#mistral-pairing, mistral-common's regex
+    "mistral9": re.compile(r"^[a-zA-Z0-9]{9}\Z"),
+    # docs/providers.md#openai-pairing, "maximum length 40"
+    "max40": re.compile(r"^.{0,40}\Z", re.DOTALL),
+    # docs/providers.md#anthropic-pairing, Anthropic's pattern
+    "anthropic": re.compile(r"^[a-zA-Z0-9_-]+\Z"),
 }
 
 
@@ -79,26 +86,29 @@ def _id_format(
 
 # --- function_name_invalid -----------------------------------------------------------------------
 
-#: 1.A, mistral-common validator (the only text covering both the characters and the length).
+#: docs/providers.md#mistral-pairing, mistral-common validator (the only text covering both the
+#: characters and the length).
 MISTRAL_NAME_TEXT: Final = (
     "Function name was {name} but must be a-z, A-Z, 0-9, or contain underscores and dashes, "
     "with a maximum length of 64."
 )
-#: 1.A, OpenAI (mcp-use/mcp-use#90, CherryHQ/cherry-studio#2895); ``{field}`` is
-#: ``messages[N].tool_calls[K].function.name`` or ``tools[K].function.name`` (both quoted).
+#: docs/providers.md#openai-pairing, OpenAI (mcp-use/mcp-use#90, CherryHQ/cherry-studio#2895);
+#: ``{field}`` is ``messages[N].tool_calls[K].function.name`` or ``tools[K].function.name`` (both
+#: quoted).
 OPENAI_NAME_TEXT: Final = (
     "Invalid '{field}': string does not match pattern. Expected a string that matches the "
     "pattern '^[a-zA-Z0-9_-]+$'."
 )
-#: 1.A, Gemini (google-gemini/gemini-cli#7878), with option ``pattern: gemini``.
+#: docs/providers.md#gemini-pairing, Gemini (google-gemini/gemini-cli#7878), with option ``pattern:
+#: gemini``.
 GEMINI_NAME_TEXT: Final = (
     "Invalid function name. Must start with a letter or an underscore. Must be a-z, A-Z, 0-9, "
     "or contain underscores, dots and dashes, with a maximum length of 64."
 )
 
 _NAME_PATTERNS: Final[Mapping[str, re.Pattern[str]]] = {
-    "strict": re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z"),  # §2 Mistral, OpenAI
-    "gemini": re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}\Z"),  # §2 Gemini
+    "strict": re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z"),  # docs/providers.md#mistral, OpenAI
+    "gemini": re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.-]{0,63}\Z"),  # docs/providers.md#gemini
 }
 
 
@@ -138,10 +148,11 @@ def _function_names(
 
 # --- tool_message_name ---------------------------------------------------------------------------
 
-#: 1.A, Gemini OpenAI-compat (pydantic/pydantic-ai#1879, NousResearch/hermes-agent#16482). Gemini
-#: groups a block's tool messages into one content: ``{index}`` is the chat index (its contents
-#: index differs, inferred), ``{part}`` the message's place in its run of tool messages. The same
-#: text for a name that differs from its call's is inferred (hermes #72089 quotes no text).
+#: docs/providers.md#gemini-pairing, Gemini OpenAI-compat (pydantic/pydantic-ai#1879,
+#: NousResearch/hermes-agent#16482). Gemini groups a block's tool messages into one content:
+#: ``{index}`` is the chat index (its contents index differs, inferred), ``{part}`` the message's
+#: place in its run of tool messages. The same text for a name that differs from its call's is
+#: inferred (hermes #72089 quotes no text).
 GEMINI_TOOL_NAME_TEXT: Final = (
     "* GenerateContentRequest.contents[{index}].parts[{part}].function_response.name: "
     "Name cannot be empty.\n"
@@ -193,7 +204,8 @@ CHECKS: tuple[Check, ...] = (
         "tool-call ids match the provider's format (option format: mistral9, max40, anthropic, "
         "preserve)",
         _id_format,
-        # 1.A, Mistral (langchain-ai/langchain#24668); ID_TEXTS holds OpenAI's and Anthropic's
+        # docs/providers.md#mistral-pairing, Mistral (langchain-ai/langchain#24668); ID_TEXTS holds
+        # OpenAI's and Anthropic's
         MISTRAL_ID_TEXT,
         options={"format": "mistral9"},
     ),
@@ -202,7 +214,8 @@ CHECKS: tuple[Check, ...] = (
         "function names in tools, tool_choice and tool calls match ^[a-zA-Z0-9_-]{1,64}$ "
         "(option pattern: strict, gemini)",
         _function_names,
-        # 1.A, mistral-common validator; OPENAI_NAME_TEXT and GEMINI_NAME_TEXT are the others
+        # docs/providers.md#mistral-pairing, mistral-common validator; OPENAI_NAME_TEXT and
+        # GEMINI_NAME_TEXT are the others
         MISTRAL_NAME_TEXT,
         options={"pattern": "strict"},
     ),
@@ -211,7 +224,7 @@ CHECKS: tuple[Check, ...] = (
         "a tool message's name is its call's function name (option missing: a missing name "
         "fails too)",
         _tool_names,
-        # 1.A, Gemini OpenAI-compat (pydantic/pydantic-ai#1879)
+        # docs/providers.md#gemini-pairing, Gemini OpenAI-compat (pydantic/pydantic-ai#1879)
         GEMINI_TOOL_NAME_TEXT,
         options={"missing": True},
     ),

@@ -1,6 +1,6 @@
-"""Mistral's order contract (provider-errors.md 1.B, mistral-common ``validator.py``): which role
-may follow which, how a one-message request must start, and how a request must end; with the
-deepseek-reasoner and llama.cpp wordings of the last rule as profile overrides.
+"""Mistral's order contract (docs/providers.md#mistral-roles, mistral-common ``validator.py``):
+which role may follow which, how a one-message request must start, and how a request must end; with
+the deepseek-reasoner and llama.cpp wordings of the last rule as profile overrides.
 
 Roles are judged only among the four Mistral knows (``system``, ``user``, ``assistant``,
 ``tool``): an entry that is not an object, has a non-string role or another role (``developer``,
@@ -68,16 +68,17 @@ CHECKS: tuple[Check, ...] = (
         "conversation_start",
         "a one-message request is a user or system message",
         _conversation_start,
-        # 1.B, mistral-common validator.py ("Single-message request must be user or system")
+        # docs/providers.md#mistral-roles, mistral-common validator.py ("Single-message request must
+        # be user or system")
         "Conversation must start with a user message or system message",
     ),
     Check(
         "trailing_assistant",
         "the request does not end on an assistant without tool calls (unless prefix: true)",
         _trailing_assistant,
-        # 1.B, Mistral (NEKOparapa/AiNiee#641, QuantumNous/new-api#2858, 0xPlaygrounds/rig#1130);
-        # deepseek-reasoner (BerriAI/litellm#8090) and llama.cpp (ggml-org/llama.cpp#20861)
-        # word it their way: profile overrides
+        # docs/providers.md#mistral-roles, Mistral (NEKOparapa/AiNiee#641, QuantumNous/new-api#2858,
+        # 0xPlaygrounds/rig#1130); deepseek-reasoner (BerriAI/litellm#8090) and llama.cpp
+        # (ggml-org/llama.cpp#20861) word it their way: profile overrides
         "Expected last role User or Tool (or Assistant with prefix True) for serving but got "
         "{role}",
         options={"prefix_allowed": True},
@@ -86,8 +87,9 @@ CHECKS: tuple[Check, ...] = (
         "unexpected_role_order",
         "each role follows one Mistral allows before it",
         _unexpected_role_order,
-        # 1.B, Mistral "tool → user" (avante-corp/avante.nvim#2562, datapizza-labs/datapizza-ai#98)
-        # and the mistral-common order table (validator.py); Mistral answers 400, code 3230
+        # docs/providers.md#mistral-roles, Mistral "tool → user" (avante-corp/avante.nvim#2562,
+        # datapizza-labs/datapizza-ai#98) and the mistral-common order table (validator.py); Mistral
+        # answers 400, code 3230
         "Unexpected role '{role}' after role '{previous}'",
     ),
 )

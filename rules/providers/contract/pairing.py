@@ -1,5 +1,6 @@
-"""Tool-call structure and pairing (provider-errors.md 1.A, 1.B, 1.C): what DeepSeek, OpenAI,
-Qwen, Kimi and every strict OpenAI-compatible provider reject about calls and their results."""
+"""Tool-call structure and pairing (docs/providers.md#pairing, docs/providers.md#roles,
+docs/providers.md#content): what DeepSeek, OpenAI, Qwen, Kimi and every strict OpenAI-compatible
+provider reject about calls and their results."""
 
 from __future__ import annotations
 
@@ -201,14 +202,14 @@ CHECKS: tuple[Check, ...] = (
         "missing_tool_call_id",
         "a tool message carries a tool_call_id",
         _tool_kind("missing"),
-        # 1.A, OpenAI/Azure (langchain-ai/langchain#22600)
+        # docs/providers.md#openai-pairing, OpenAI/Azure (langchain-ai/langchain#22600)
         "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'.",
     ),
     Check(
         "arguments_not_string",
         "tool-call arguments are a string",
         _arguments_not_string,
-        # 1.A, OpenAI (aaif-goose/goose-mobile#20)
+        # docs/providers.md#openai-pairing, OpenAI (aaif-goose/goose-mobile#20)
         "Invalid type for 'messages[{index}].tool_calls[{position}].function.arguments': "
         "expected a string, but got {type} instead.",
     ),
@@ -216,14 +217,14 @@ CHECKS: tuple[Check, ...] = (
         "missing_tool_call_type",
         "every tool call has a type",
         _missing_type,
-        # 1.A, Azure AI Inference (langchain-ai/langchain-azure#35)
+        # docs/providers.md#azure-pairing, Azure AI Inference (langchain-ai/langchain-azure#35)
         "Missing required parameter: 'messages[{index}].tool_calls[{position}].type'.",
     ),
     Check(
         "empty_tool_calls",
         "no empty, null or non-list tool_calls",
         _empty_tool_calls,
-        # 1.A, DeepSeek via OpenCode (anomalyco/opencode#41860)
+        # docs/providers.md#deepseek-pairing, DeepSeek via OpenCode (anomalyco/opencode#41860)
         "Invalid 'messages[{index}].tool_calls': empty array. Expected an array with minimum "
         "length 1, but got an empty array instead.",
     ),
@@ -231,7 +232,7 @@ CHECKS: tuple[Check, ...] = (
         "unanswered_tool_call",
         "every call answered by the tool messages right after its assistant",
         _unanswered,
-        # 1.A, DeepSeek (langgenius/dify#32222)
+        # docs/providers.md#deepseek-pairing, DeepSeek (langgenius/dify#32222)
         "An assistant message with 'tool_calls' must be followed by tool messages responding to "
         "each 'tool_call_id'. (insufficient tool messages following tool_calls message)",
     ),
@@ -239,28 +240,29 @@ CHECKS: tuple[Check, ...] = (
         "orphan_tool_result",
         "a tool message answers a call of the assistant right before its block",
         _tool_kind("orphan"),
-        # 1.A, DeepSeek (FoundationAgents/OpenManus#23)
+        # docs/providers.md#deepseek-pairing, DeepSeek (FoundationAgents/OpenManus#23)
         "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
     ),
     Check(
         "duplicate_tool_result",
         "no two tool messages answer the same id",
         _tool_kind("duplicate"),
-        # 1.A, DeepSeek (craft-ai-agents/craft-agents-oss#621)
+        # docs/providers.md#deepseek-pairing, DeepSeek (craft-ai-agents/craft-agents-oss#621)
         "Duplicate value for 'tool_call_id' of in message[{index}]",
     ),
     Check(
         "duplicate_tool_call_id",
         "tool-call ids unique across the request",
         _duplicate_call_ids,
-        # 1.A: DeepSeek checks uniqueness across the whole request (hermes-agent#79221)
+        # docs/providers.md#deepseek-pairing: DeepSeek checks uniqueness across the whole request
+        # (hermes-agent#79221)
         "Duplicate value for 'tool_call_id' in tool_calls",
     ),
     Check(
         "successive_assistant",
         "no assistant right after an assistant",
         _successive_assistants,
-        # 1.B, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
+        # docs/providers.md#deepseek-roles, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
         "deepseek-reasoner does not support successive user or assistant messages "
         "(messages[{previous}] and messages[{index}] in your input). You should interleave the "
         "user/assistant messages in the message sequence.",
@@ -269,14 +271,14 @@ CHECKS: tuple[Check, ...] = (
         "empty_assistant",
         "an assistant has content or tool calls",
         _empty_assistant,
-        # 1.C, DeepSeek V3 (carlrobertoh/ProxyAI#830)
+        # docs/providers.md#deepseek-content, DeepSeek V3 (carlrobertoh/ProxyAI#830)
         "Invalid assistant message: content or tool_calls must be set",
     ),
     Check(
         "invalid_arguments",
         "tool-call arguments hold a JSON object",
         _invalid_arguments,
-        # 1.A, unattributed Moonshot-like (justrach/codegraff#752)
+        # docs/providers.md#kimi-pairing, unattributed Moonshot-like (justrach/codegraff#752)
         "Invalid request: messages.{index}.tool_calls.{position}.function.arguments: arguments "
         "must be a valid JSON object string",
     ),

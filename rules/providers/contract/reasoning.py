@@ -1,4 +1,4 @@
-"""Reasoning replay (provider-errors.md 1.D): in thinking mode, DeepSeek and Kimi reject an
+"""Reasoning replay (docs/providers.md#reasoning): in thinking mode, DeepSeek and Kimi reject an
 assistant tool-call turn without its ``reasoning_content``."""
 
 from __future__ import annotations

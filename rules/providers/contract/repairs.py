@@ -35,8 +35,8 @@ class Repair:
 
 
 #: The pairing rules, in registry order: an unanswered call, an orphan result, a result without
-#: its id or two results for one call may each come from a split turn (1.A, hermes E1), a result
-#: displaced past a message, or a call never answered.
+#: its id or two results for one call may each come from a split turn (docs/providers.md#pairing,
+#: hermes E1), a result displaced past a message, or a call never answered.
 _PAIRING: Settings = {
     "consecutive-assistant-messages": {},
     "displaced-tool-results": {},
@@ -44,14 +44,15 @@ _PAIRING: Settings = {
     "orphan-tool-results": {},
     "unanswered-tool-calls": {},
 }
-#: Every empty content shape next to tool calls, in the shape Kimi asks for (1.C, kimi-cli#2621):
-#: every kind, over a profile that reshapes only some (deepseek: lists).
+#: Every empty content shape next to tool calls, in the shape Kimi asks for
+#: (docs/providers.md#kimi-content, kimi-cli#2621): every kind, over a profile that reshapes only
+#: some (deepseek: lists).
 _CALL_CONTENT_OMIT = {"shape": "omit", "kinds": list(KINDS)}
 #: Every role, over a profile that collapses or fills only some (groq: system).
 _ALL_ROLES = {"roles": list(ROLES)}
 
 _CHAT: dict[str, Settings] = {
-    # 1.A pairing and ids
+    # pairing and ids (docs/providers.md#pairing)
     "missing_tool_call_id": _PAIRING,
     "unanswered_tool_call": _PAIRING,
     "orphan_tool_result": _PAIRING,
@@ -68,7 +69,7 @@ _CHAT: dict[str, Settings] = {
     "tool_call_id_format": {"tool-call-ids": {"format": "mistral9"}},
     "function_name_invalid": {"function-names": {"pattern": "strict"}},
     "tool_message_name": {"tool-message-name": {"add_missing": True}},
-    # 1.B role sequence
+    # role sequence (docs/providers.md#roles)
     "successive_assistant": {"consecutive-assistant-messages": {}},
     "successive_user": {"consecutive-user-messages": {}},
     "roles_not_alternating": {
@@ -83,7 +84,7 @@ _CHAT: dict[str, Settings] = {
     "trailing_assistant": {"trailing-assistant": {"action": "continue", "prefix_allowed": False}},
     "unexpected_role_order": {"tool-user-bridge": {}},
     "unknown_role": {"developer-role": {}, "unknown-roles": {}},
-    # 1.C content shape
+    # content shape (docs/providers.md#content)
     "content_missing": {"null-content": _ALL_ROLES},
     "content_null": {"null-content": _ALL_ROLES},
     "content_not_string": {
@@ -94,14 +95,15 @@ _CHAT: dict[str, Settings] = {
     "multiple_text_elements": {"text-part-arrays": {**_ALL_ROLES, "lists": True}},
     "thinking_part": {"thinking-parts": {}},
     "tool_call_content_empty": {"tool-call-content": _CALL_CONTENT_OMIT},
-    # xAI wants "" where other providers want nothing (1.C, langchain-ai/langchain#34140).
+    # xAI wants "" where other providers want nothing (docs/providers.md#xai-content,
+    # langchain-ai/langchain#34140).
     "no_content_element": {
         "null-content": _ALL_ROLES,
         "tool-call-content": {"shape": "empty", "kinds": list(KINDS)},
     },
     "image_unsupported": {"image-parts": {"action": "strip"}},
     "image_not_user": {"image-parts": {"action": "relocate"}},
-    # 1.D/1.E fields
+    # fields (docs/providers.md#reasoning, docs/providers.md#fields)
     "bookkeeping_field": {"bookkeeping-keys": {}},
     "unknown_field": {"unknown-message-fields": {}},
     # any model, and the plain turns of a tool loop too (DeepSeek, docs/providers.md)

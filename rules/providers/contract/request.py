@@ -1,4 +1,5 @@
-"""Request-level fields (provider-errors.md 1.A ``tools: []``, 1.D thinking + tool_choice)."""
+"""Request-level fields (docs/providers.md#pairing ``tools: []``, docs/providers.md#reasoning
+thinking + tool_choice)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ CHECKS: tuple[Check, ...] = (
         "empty_tools",
         "no empty or null tools list",
         _empty_tools,
-        # 1.A, DeepSeek v3.1 (marimo-team/marimo#6108)
+        # docs/providers.md#deepseek-pairing, DeepSeek v3.1 (marimo-team/marimo#6108)
         "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty "
         "array instead.",
     ),
@@ -35,7 +36,7 @@ CHECKS: tuple[Check, ...] = (
         "thinking_tool_choice",
         "no required or named tool_choice in thinking mode",
         _thinking_tool_choice,
-        # 1.D, DeepSeek V4 (deepseek-ai/DeepSeek-V3#1376)
+        # docs/providers.md#deepseek-reasoning, DeepSeek V4 (deepseek-ai/DeepSeek-V3#1376)
         "Thinking mode does not support this tool_choice",
         options={"models": THINKING_MODELS},
     ),

@@ -1,5 +1,5 @@
-"""The Responses API contract (provider-errors.md 1.H, 1.F): what a strict ``/v1/responses``
-endpoint rejects about an ``input`` list, in the provider's words.
+"""The Responses API contract (docs/providers.md#responses, docs/providers.md#request): what a
+strict ``/v1/responses`` endpoint rejects about an ``input`` list, in the provider's words.
 
 The checks use the chat contract's ``Check`` type; their ``messages`` argument is the request's
 ``input`` list, and their indices are ``input`` indices. ``violations(payload)`` runs them.
@@ -97,36 +97,39 @@ CHECKS: tuple[Check, ...] = (
         "responses_orphan_output",
         "A function_call_output whose call_id no earlier function_call carries.",
         _orphan_outputs,
-        # 1.H, OpenAI Responses (continuedev/continue#10092, microsoft/vscode#320060)
+        # docs/providers.md#openai-responses, OpenAI Responses (continuedev/continue#10092,
+        # microsoft/vscode#320060)
         "No tool call found for function call output with call_id {id}.",
     ),
     Check(
         "responses_interrupted_output",
         "A message item between a function_call and its output (DeepSeek's Responses endpoint).",
         _interrupted_outputs,
-        # 1.H, DeepSeek /v1/responses (deepseek-ai/DeepSeek-V3#1611, #1588); the quoted text
-        # ends at "call_id": the id is appended as OpenAI's wording does.
+        # docs/providers.md#deepseek-responses, DeepSeek /v1/responses
+        # (deepseek-ai/DeepSeek-V3#1611, #1588); the quoted text ends at "call_id": the id is
+        # appended as OpenAI's wording does.
         "No tool call found for tool output with call_id {id}",
     ),
     Check(
         "responses_unanswered_call",
         "A function_call that no later function_call_output answers.",
         _unanswered_calls,
-        # 1.H, OpenAI Responses (tjardoo/openai-client#124)
+        # docs/providers.md#openai-responses, OpenAI Responses (tjardoo/openai-client#124)
         "No tool output found for function call {id}.",
     ),
     Check(
         "responses_duplicate_item",
         "Two input items with one id.",
         _duplicate_items,
-        # 1.H, OpenAI Responses (continuedev/continue#10723, OpenRouterTeam/ai-sdk-provider#254)
+        # docs/providers.md#openai-responses, OpenAI Responses (continuedev/continue#10723,
+        # OpenRouterTeam/ai-sdk-provider#254)
         "Duplicate item found with id {id}. Remove duplicate items from your input and try again.",
     ),
     Check(
         "responses_call_id_too_long",
         "A call_id longer than 64 characters.",
         _long_call_ids,
-        # 1.A/1.H, OpenAI Responses, Codex backend (AnswerDotAI/fastllm#45)
+        # docs/providers.md#openai-pairing, OpenAI Responses, Codex backend (AnswerDotAI/fastllm#45)
         "Invalid 'input[{index}].call_id': string too long. Expected a string with maximum "
         "length {max_length}, but got a string with length {length} instead.",
         options={"max_length": 64},
@@ -135,8 +138,8 @@ CHECKS: tuple[Check, ...] = (
         "responses_context_management",
         "context_management sent to a route or model that does not understand it.",
         _context_management,
-        # 1.F, Anthropic native / Copilot (ericc-ch/copilot-api#217); issue 5: elsewhere a 500
-        # or a stalled stream
+        # docs/providers.md#anthropic-request, Anthropic native / Copilot
+        # (ericc-ch/copilot-api#217); issue 5: elsewhere a 500 or a stalled stream
         "context_management: Extra inputs are not permitted",
         options={"direct_openai": False, "models": list(ELIGIBLE_MODELS)},
     ),

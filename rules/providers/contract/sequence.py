@@ -1,4 +1,4 @@
-"""Role sequence and position (provider-errors.md 1.B): what deepseek-reasoner, Qwen and MiniMax
+"""Role sequence and position (docs/providers.md#roles): what deepseek-reasoner, Qwen and MiniMax
 reject, and what HF chat templates (vLLM, TGI, llama.cpp) raise, about the order of roles.
 
 Entries that are no message (not an object, or without a string role) are passed over by every
@@ -106,21 +106,22 @@ CHECKS: tuple[Check, ...] = (
         "system_not_first",
         "a system message only at index 0",
         _system_not_first,
-        # 1.B, Qwen3.5/3.6 chat template (vllm-project/vllm#41114, ggml-org/llama.cpp#27367)
+        # docs/providers.md#qwen-roles, Qwen3.5/3.6 chat template (vllm-project/vllm#41114,
+        # ggml-org/llama.cpp#27367)
         "System message must be at the beginning.",
     ),
     Check(
         "multiple_system",
         "at most one system message",
         _multiple_system,
-        # 1.B, MiniMax (BigPizzaV3/CodexPlusPlus#267)
+        # docs/providers.md#minimax-roles, MiniMax (BigPizzaV3/CodexPlusPlus#267)
         "invalid params, chat content has invalid message role: system (2013)",
     ),
     Check(
         "first_not_user",
         "the first message after the system messages is a user message",
         _first_not_user,
-        # 1.B, deepseek-reasoner (ChatGPTNextWeb/NextChat#6343)
+        # docs/providers.md#deepseek-roles, deepseek-reasoner (ChatGPTNextWeb/NextChat#6343)
         "The first message (except the system message) of deepseek-reasoner must be a user "
         "message, but an {role} message detected.",
         options={"tool_calls_only": False},
@@ -129,7 +130,7 @@ CHECKS: tuple[Check, ...] = (
         "no_user_message",
         "at least one user message",
         _no_user_message,
-        # 1.B, Qwen DashScope (agentscope-ai/agentscope-java#613)
+        # docs/providers.md#qwen-roles, Qwen DashScope (agentscope-ai/agentscope-java#613)
         "<400> InternalError.Algo.InvalidParameter: The input messages do not contain elements "
         "with the role of user",
     ),
@@ -137,7 +138,7 @@ CHECKS: tuple[Check, ...] = (
         "successive_user",
         "no user right after a user",
         _successive_users,
-        # 1.B, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
+        # docs/providers.md#deepseek-roles, deepseek-reasoner (deepseek-ai/DeepSeek-R1#21)
         "deepseek-reasoner does not support successive user or assistant messages "
         "(messages[{previous}] and messages[{index}] in your input). You should interleave the "
         "user/assistant messages in the message sequence.",
@@ -146,8 +147,8 @@ CHECKS: tuple[Check, ...] = (
         "roles_not_alternating",
         "after an optional leading system message, user and assistant alternate from a user",
         _roles_not_alternating,
-        # 1.B, HF chat templates on vLLM (400) / TGI (microsoft/autogen#1037,
-        # huggingface/text-generation-inference#3198)
+        # docs/providers.md#chat-templates-roles, HF chat templates on vLLM (400) / TGI
+        # (microsoft/autogen#1037, huggingface/text-generation-inference#3198)
         "Conversation roles must alternate user/assistant/user/assistant/...",
     ),
 )
