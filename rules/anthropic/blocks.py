@@ -97,9 +97,10 @@ def thinking_on(request: Mapping[str, Any]) -> bool:
 
 
 def as_blocks(content: Any) -> list[Any]:
-    """A content as a block list (a non-empty string becomes one text block)."""
+    """A content as a block list (a string with visible text becomes one text block; a blank
+    one becomes none, since a blank text block is itself refused)."""
     if type(content) is list:
         return content
     if type(content) is str:
-        return [{"type": "text", "text": content}] if content else []
+        return [{"type": "text", "text": content}] if content.strip() else []
     return [] if content is None else [content]

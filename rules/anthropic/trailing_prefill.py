@@ -3,7 +3,8 @@
 What: request level and messages. When the model matches option ``models`` (shell-style globs,
 case-insensitive; default the Claude 4.6 and later families) and the last message is an
 assistant message (a prefill), a user message with the option ``content`` (default
-"Continue.") is appended. The assistant turn is kept.
+"Continue.") is appended. The assistant turn is kept, unless it is empty (an empty prefill says
+nothing, and followed by a user message it would be an empty message): then it is removed.
 Why: Anthropic answers 400 "This model does not support assistant message prefill. The
 conversation must end with a user message." for Claude 4.6+ (smallmain/vscode-unify-chat-provider
 #249, #250, which appends a user message rather than deleting the turn;
@@ -18,6 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from rules.anthropic.blocks import role
+from rules.anthropic.empty_messages import is_empty
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, text_option
 
 NAME = "messages-trailing-prefill"
@@ -43,6 +45,9 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     lowered = model.lower()
     if not any(type(p) is str and fnmatchcase(lowered, p.lower()) for p in patterns):
         return Outcome(messages)
+    if is_empty(messages[-1]):
+        change = Change(NAME, len(messages) - 1, "dropped_empty_prefill", {"role": "assistant"})
+        return Outcome(messages[:-1], (change,))
     appended = {"role": "user", "content": text_option(ctx, "content", DEFAULT_CONTENT)}
     change = Change(NAME, len(messages), "appended_user", {"after": "assistant"})
     return Outcome([*messages, appended], (change,))

@@ -19,9 +19,9 @@ from proxy.config import (
     load_config,
     parse_config,
 )
+from rules.anthropic import ANTHROPIC_RULES_BY_NAME
 from rules.chat import RULES
 from rules.providers.profiles import PROFILES
-from rules.anthropic import ANTHROPIC_RULES_BY_NAME
 from rules.responses import RESPONSES_RULES_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
