@@ -71,7 +71,7 @@ class Secret:
 
 #: How chatmend sends a route's own upstream key: OpenAI-style ``Authorization: Bearer`` or
 #: Azure's ``api-key`` header.
-API_KEY_HEADERS = ("authorization", "api-key")
+API_KEY_HEADERS = ("authorization", "api-key", "x-api-key")
 
 
 @dataclass(frozen=True, slots=True)
