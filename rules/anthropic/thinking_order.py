@@ -5,7 +5,7 @@ not start with one (a compaction or an agent that rebuilt the turn put text or a
 first), the thinking blocks move to the front, in their order; every other block keeps its
 order. No block is edited: each stays byte-identical, so its signature still verifies.
 Why: Anthropic answers 400 "messages.51.content.0: If an assistant message contains any thinking
-blocks, the first block must be thinking or redacted_thinking. Found text."
+blocks, the first block must be `thinking` or `redacted_thinking`. Found `text`."
 (anthropics/claude-code#20705; docs/providers.md, Anthropic).
 Safety: safe: blocks are only reordered; a signature covers a block's bytes, not its position
 (anthropics/anthropic-sdk-python#1598).
@@ -50,7 +50,7 @@ RULE = Rule(
     name=NAME,
     summary="Move thinking blocks to the front of their assistant message, unchanged.",
     defect="an assistant message with thinking blocks that does not start with one: Anthropic "
-    '"the first block must be thinking or redacted_thinking"',
+    '"the first block must be `thinking` or `redacted_thinking`"',
     repair="move the thinking blocks to the front (their order kept, each byte-identical)",
     safety="safe",
     default=False,
