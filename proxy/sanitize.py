@@ -145,7 +145,7 @@ def _parse(raw: bytes, parsed: dict[str, Any] | None) -> tuple[dict[str, Any], b
         # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
         if exc.msg.startswith("depth limit"):
             return "json_too_deep"
-        payload = _read_with_surrogates(raw) if "surrogate" in exc.msg else None
+        payload = read_with_surrogates(raw) if "surrogate" in exc.msg else None
         if payload is None:
             return "body_not_json"
         readable = False
@@ -185,7 +185,7 @@ def plan_for(source: PlanSource, model: Any, api: str = "chat") -> Plan:
     return Plan("custom", source, DEFAULT_CONTRACT)
 
 
-def _read_with_surrogates(raw: bytes) -> Any:
+def read_with_surrogates(raw: bytes) -> Any:
     """A body orjson refused, read by the standard library (which keeps lone surrogates, from
     escapes or from surrogate bytes); ``None`` if it is not JSON after all."""
     try:

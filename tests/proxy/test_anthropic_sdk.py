@@ -34,7 +34,7 @@ HEADERS = {"anthropic-version": "2023-06-01", "content-type": "application/json"
 
 @pytest.fixture
 def fake() -> FakeAnthropic:
-    return FakeAnthropic(contract=PROFILES["anthropic"].messages_contract)
+    return FakeAnthropic(contract=dict(PROFILES["anthropic"].messages_contract))
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ def kept(body: dict[str, Any]) -> None:
 async def test_a_claude_code_session_refused_directly_is_accepted_through_chatmend(
     profile: str, model: str, envelope: str, start: Start, fake: FakeAnthropic
 ) -> None:
-    fake.contract = PROFILES[profile].messages_contract
+    fake.contract = dict(PROFILES[profile].messages_contract)
     fake.envelope = PROFILES[profile].messages_envelope
     assert fake.envelope == envelope
     server, proxy = await start({"profile": profile})
