@@ -27,6 +27,7 @@ from rules.anthropic import (
     thinking_order,
     thinking_tool_choice,
     tool_input,
+    tool_loop_thinking,
     tool_result_pairing,
     tool_use_id_charset,
     trailing_prefill,
@@ -59,17 +60,22 @@ ANTHROPIC_RULES: tuple[Rule, ...] = (
     # 8. The first message after pairing: a leading orphan-only user message it removed (a
     #    history cut mid tool loop) leaves an assistant in front.
     leading_user.RULE,
-    # 9-11. Thinking on the final turns: order inside a message, none in a final assistant when
-    #    thinking is off, a placeholder on tool-use turns when a provider needs one. They add
-    #    or move blocks inside assistant messages and never touch results.
+    # 9-10. Thinking inside the final turns: order inside a message first (a misplaced block
+    #    is moved, not given up on); none in a final assistant when thinking is off (it may
+    #    remove a thinking-only final assistant).
     thinking_order.RULE,
     thinking_disabled.RULE,
-    missing_thinking.RULE,
-    # 12. The end of the conversation last among message rules: nothing after it appends or
-    #    removes a message (thinking-disabled may remove a thinking-only final assistant).
+    # 11. The end of the conversation last among the rules that add or remove messages: it
+    #    may append a user turn or remove an empty prefill, and nothing after it does either.
     trailing_prefill.RULE,
-    # 13-15. Request-level fields: they read no message, and no message rule reads them
-    #    (missing-thinking and thinking-tool-choice read `thinking` and `model` only).
+    # 12-13. On the conversation as it will be sent: a tool loop whose last assistant turn lost
+    #    its thinking turns thinking off (before the rules that read `thinking`: a removed
+    #    prefill may have made the loop the end); a placeholder on tool-use turns when a
+    #    provider needs one. They only read `thinking` or add a block at a message's front.
+    tool_loop_thinking.RULE,
+    missing_thinking.RULE,
+    # 14-16. Request-level fields: they read no message, and no message rule reads them
+    #    (thinking-tool-choice reads `thinking`, after tool-loop-thinking may have removed it).
     metadata_user_id.RULE,
     thinking_tool_choice.RULE,
     server_tools.RULE,

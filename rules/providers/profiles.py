@@ -560,6 +560,7 @@ ANTHROPIC = Profile(
     messages={
         "messages-tool-use-id-charset": True,  # BlockRunAI/ClawRouter#17, maximhq/bifrost#5097
         "messages-thinking-order": True,  # anthropics/claude-code#20705
+        "messages-tool-loop-thinking": True,  # n8n-io/n8n#22550, anthropics/claude-code#20692
         "messages-thinking-disabled": True,  # tailcallhq/forgecode#1853
         "messages-trailing-prefill": True,  # smallmain/vscode-unify-chat-provider#249
         "messages-metadata-user-id": True,  # anthropics/claude-code#56643
@@ -574,6 +575,7 @@ ANTHROPIC = Profile(
         messages_roles_alternate={},
         messages_first_not_user={},
         messages_thinking_not_first={},
+        messages_tool_loop_thinking={},
         messages_thinking_disabled={},
         messages_user_id_pattern={},
         messages_thinking_tool_choice={

@@ -32,6 +32,7 @@ from rules.anthropic.empty_messages import is_empty
 from rules.anthropic.metadata_user_id import fits
 from rules.anthropic.missing_thinking import in_thinking_mode
 from rules.anthropic.thinking_tool_choice import forced
+from rules.anthropic.tool_loop_thinking import unthinking_loop
 from rules.anthropic.trailing_prefill import PREFILL_REFUSED
 from rules.engine.thinking import THINKING_MODELS
 from rules.providers.contract.base import Check, Found, Violation
@@ -150,6 +151,15 @@ def _thinking_not_first(messages: list[Any], request: Any, options: Options) -> 
             block_type(b) in THINKING_TYPES for b in blocks
         ):
             yield Found(index, {"found": block_type(blocks[0])})
+
+
+def _tool_loop_thinking(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    index = unthinking_loop(messages) if thinking_on(request) else None
+    if index is not None:
+        blocks = content_list(messages[index]) or [None]
+        yield Found(index, {"found": block_type(blocks[0])})
 
 
 def _thinking_disabled(messages: list[Any], request: Any, options: Options) -> Iterator[Found]:
@@ -290,6 +300,18 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Anthropic (anthropics/claude-code#20698, #20705)
         "messages.{index}.content.0: If an assistant message contains any thinking blocks, the "
         "first block must be `thinking` or `redacted_thinking`. Found `{found}`.",
+    ),
+    Check(
+        "messages_tool_loop_thinking",
+        "thinking on: a tool loop's last assistant message opens with thinking",
+        _tool_loop_thinking,
+        # Anthropic (n8n-io/n8n#22550, anthropics/claude-code#20692)
+        "messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+        "`{found}`. When `thinking` is enabled, a final `assistant` message must start with a "
+        "thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). "
+        "We recommend you include thinking blocks from previous turns. To avoid this "
+        "requirement, disable `thinking`. Please consult our documentation at "
+        "https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
     ),
     Check(
         "messages_thinking_disabled",
