@@ -104,3 +104,13 @@ def as_blocks(content: Any) -> list[Any]:
     if type(content) is str:
         return [{"type": "text", "text": content}] if content.strip() else []
     return [] if content is None else [content]
+
+
+def is_empty(message: Any) -> bool:
+    """A user or assistant message with no content at all."""
+    if type(message) is not dict or message.get("role") not in ("user", "assistant"):
+        return False
+    content = message.get("content")
+    if content is None or content == []:
+        return True
+    return type(content) is str and not content.strip()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.anthropic import scan
 from rules.anthropic.blocks import as_blocks, role
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 
@@ -27,6 +28,8 @@ _ROLES = ("user", "assistant")
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if scan.ADJACENT not in scan.signals(messages):
+        return Outcome(messages)
     previous = None
     for message in messages:
         current = role(message)

@@ -18,27 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic.blocks import content_list, tool_use_id
+from rules.anthropic import scan
 from rules.anthropic.ids import all_ids, remap, unique
 from rules.engine.base import Outcome, Rule, RuleContext
 
 NAME = "messages-duplicate-tool-use-ids"
 
 
-def _has_duplicate(messages: list[Any]) -> bool:
-    seen: set[str] = set()
-    for message in messages:
-        for block in content_list(message) or ():
-            tid = tool_use_id(block)
-            if tid is not None:
-                if tid in seen:
-                    return True
-                seen.add(tid)
-    return False
-
-
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if not _has_duplicate(messages):
+    if scan.DUP_ID not in scan.signals(messages):
         return Outcome(messages)
     taken = all_ids(messages)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from rules.anthropic import scan
+from rules.anthropic.blocks import is_empty
 from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption, text_option
 from rules.engine.messages import rewrite_at
 
@@ -25,17 +27,9 @@ NAME = "messages-empty-messages"
 DEFAULT_CONTENT: Final = "."
 
 
-def is_empty(message: Any) -> bool:
-    """A user or assistant message with no content at all."""
-    if type(message) is not dict or message.get("role") not in ("user", "assistant"):
-        return False
-    content = message.get("content")
-    if content is None or content == []:
-        return True
-    return type(content) is str and not content.strip()
-
-
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if scan.EMPTY_MESSAGE not in scan.signals(messages):
+        return Outcome(messages)
     last = len(messages) - 1
     suspects = [
         index

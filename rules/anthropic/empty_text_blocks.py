@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.anthropic import scan
 from rules.anthropic.blocks import content_list, is_blank_text
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
@@ -23,6 +24,8 @@ NAME = "messages-empty-text-blocks"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if scan.BLANK_TEXT not in scan.signals(messages):
+        return Outcome(messages)  # the common case: the one shared walk found none
     suspects = [
         index
         for index, message in enumerate(messages)

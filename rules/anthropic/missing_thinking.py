@@ -23,6 +23,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any
 
+from rules.anthropic import scan
 from rules.anthropic.blocks import THINKING_TYPES, block_type, content_list, role, tool_use_ids
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
@@ -49,9 +50,11 @@ def _bare(message: Any) -> bool:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    suspects = [index for index, message in enumerate(messages) if _bare(message)]
-    if not suspects or not in_thinking_mode(ctx.request, ctx.options.get("models")):
+    if not in_thinking_mode(ctx.request, ctx.options.get("models")):
         return Outcome(messages)
+    if scan.BARE_TOOL_USE not in scan.signals(messages):
+        return Outcome(messages)
+    suspects = [index for index, message in enumerate(messages) if _bare(message)]
     text = ctx.options.get("placeholder", "")
     placeholder = {
         "type": "thinking",

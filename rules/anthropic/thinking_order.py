@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.anthropic import scan
 from rules.anthropic.blocks import THINKING_TYPES, block_type, content_list, role
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
@@ -31,6 +32,8 @@ NAME = "messages-thinking-order"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if scan.MISPLACED_THINKING not in scan.signals(messages):
+        return Outcome(messages)
     suspects = [index for index, message in enumerate(messages) if _misplaced(message)]
     if not suspects:
         return Outcome(messages)

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from rules.anthropic import scan
 from rules.anthropic.blocks import content_list
 from rules.chat.invalid_tool_arguments import MAX_LOGGED_CHARS, MAX_REQUEST_TOKENS
 from rules.engine.base import Change, Outcome, Rule, RuleContext, WorkBudgetExceeded
@@ -38,6 +39,8 @@ def _bad(block: Any) -> bool:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if scan.BAD_INPUT not in scan.signals(messages):
+        return Outcome(messages)
     suspects = [
         index
         for index, message in enumerate(messages)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
+from rules.anthropic import scan
 from rules.anthropic.blocks import (
     as_blocks,
     content_list,
@@ -44,31 +45,10 @@ NAME = "messages-tool-result-pairing"
 DEFAULT_CONTENT: Final = "[chatmend] No result was recorded for this tool call."
 
 
-def paired(messages: list[Any]) -> bool:
-    """True if every call is answered at the head of the next message, once, and no result
-    stands anywhere else (one pass, the clean path)."""
-    expected: list[str] = []
-    for message in messages:
-        speaker = role(message)
-        blocks = content_list(message)
-        if expected:
-            if speaker != "user" or blocks is None:
-                return False
-            head = blocks[: len(expected)]
-            if not all(map(is_tool_result, head)):
-                return False
-            if Counter(tool_result_id(b) for b in head) != Counter(expected):
-                return False
-            if any(map(is_tool_result, blocks[len(expected) :])):
-                return False
-        elif speaker == "user" and blocks is not None and any(map(is_tool_result, blocks)):
-            return False
-        expected = tool_use_ids(message)
-    return not expected
-
-
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if paired(messages):
+    # The shared walk (rules/anthropic/scan.py) checks the pairing: every call answered at the
+    # head of the next message, once, and no result anywhere else.
+    if scan.UNPAIRED not in scan.signals(messages):
         return Outcome(messages)
     stub_text = ctx.options.get("content", DEFAULT_CONTENT)
     out: list[Any] = []
@@ -112,6 +92,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         out.append(message)
         dropped_user = False
         index += 1
+    if not changes:  # the shared walk over-reports (a result in an assistant message)
+        return Outcome(messages)
     return Outcome(out, tuple(changes))
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.anthropic.blocks import content_list, sanitized_id, valid_id
+from rules.anthropic import scan
+from rules.anthropic.blocks import sanitized_id, valid_id
 from rules.anthropic.ids import all_ids, remap, unique
 from rules.engine.base import Outcome, Rule, RuleContext
 
@@ -26,15 +27,8 @@ NAME = "messages-tool-use-id-charset"
 EMPTY_ID: Final = "toolu_chatmend"
 
 
-def _invalid(block: Any) -> bool:
-    if type(block) is not dict or block.get("type") != "tool_use":
-        return False
-    value = block.get("id")
-    return type(value) is str and not valid_id(value)
-
-
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if not any(any(map(_invalid, content_list(m) or ())) for m in messages):
+    if scan.BAD_ID not in scan.signals(messages):
         return Outcome(messages)
     taken = all_ids(messages)
     mapped: dict[str, str] = {}

@@ -18,8 +18,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
-from rules.anthropic.blocks import role
-from rules.anthropic.empty_messages import is_empty
+from rules.anthropic.blocks import is_empty, role
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, text_option
 
 NAME = "messages-trailing-prefill"

@@ -19,7 +19,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 
+from rules.anthropic import ANTHROPIC_RULES, scan
 from rules.anthropic.blocks import content_list, role, tool_result_id, tool_use_ids
+from rules.engine import memo
 from rules.engine.pipeline import run_rules
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Plan, compile_messages_plan
@@ -142,3 +144,38 @@ def test_no_rule_writes_into_its_argument(request: dict[str, Any]) -> None:
         messages = outcome.messages
         if outcome.request is not None:
             fields = outcome.request
+
+
+#: The shared-walk signal each rule waits for (rules/anthropic/scan.py).
+SIGNALS = {
+    "messages-empty-text-blocks": scan.BLANK_TEXT,
+    "messages-empty-messages": scan.EMPTY_MESSAGE,
+    "messages-consecutive-roles": scan.ADJACENT,
+    "messages-tool-input": scan.BAD_INPUT,
+    "messages-tool-use-id-charset": scan.BAD_ID,
+    "messages-duplicate-tool-use-ids": scan.DUP_ID,
+    "messages-tool-result-pairing": scan.UNPAIRED,
+    "messages-thinking-order": scan.MISPLACED_THINKING,
+    "messages-missing-thinking": scan.BARE_TOOL_USE,
+}
+
+
+@given(request=requests())
+@MAIN
+def test_the_shared_walk_never_misses_a_rule_s_work(request: dict[str, Any]) -> None:
+    """Soundness: whenever a rule changes a list, the walk over that list set its signal
+    (each rule run alone on the client's list, and on the list the rules before it left)."""
+    messages: list[Any] = request["messages"]
+    for rule in ANTHROPIC_RULES:
+        ctx = replace(rule.context(), request=request)
+        for given_list in (request["messages"], messages):
+            memo.clear()  # as the pipeline does at the end of a run: compute afresh
+            with_signal = scan.signals(given_list)
+            memo.clear()
+            outcome = rule.apply(given_list, ctx)
+            if outcome.changes and rule.name in SIGNALS:
+                assert SIGNALS[rule.name] in with_signal, rule.name
+            if not outcome.changes:
+                assert outcome.messages is given_list, rule.name
+        messages = rule.apply(messages, replace(rule.context(), request=request)).messages
+    memo.clear()

@@ -21,6 +21,7 @@ from rules.anthropic.blocks import (
     block_type,
     content_list,
     is_blank_text,
+    is_empty,
     is_tool_result,
     role,
     thinking_on,
@@ -28,7 +29,6 @@ from rules.anthropic.blocks import (
     tool_use_ids,
     valid_id,
 )
-from rules.anthropic.empty_messages import is_empty
 from rules.anthropic.metadata_user_id import fits
 from rules.anthropic.missing_thinking import in_thinking_mode
 from rules.anthropic.thinking_tool_choice import forced
