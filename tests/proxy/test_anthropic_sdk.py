@@ -278,3 +278,28 @@ async def test_x_api_key_is_a_client_token_and_carries_the_upstream_key(
         )
     assert reply.content[0].type == "text"
     assert lowered(fake.received[-1].headers)["authorization"] == f"Bearer {fake.api_key}"
+
+
+async def test_verify_logs_what_the_rules_left_and_metrics_count_the_api(start: Start) -> None:
+    """With ``verify: true`` a rewritten Messages body is checked against the profile's
+    Messages contract (a prefill, its repair off, is left: logged in Anthropic's words); the
+    request counter says ``api="messages"``."""
+    _, proxy = await start({"verify": True, "rules": {"messages-trailing-prefill": False}})
+    body = {
+        "model": "claude-opus-4-6",
+        "max_tokens": 64,
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": ""}, {"type": "text", "text": "hi"}],
+            },
+            {"role": "assistant", "content": "{"},
+        ],
+    }
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/messages", data=orjson.dumps(body), headers=HEADERS)
+    assert response.status == 400  # the fake refuses the prefill, as Anthropic would
+    left = [e for e in logs if e["event"] == "contract_violation"]
+    assert left and "does not support assistant message prefill" in json.dumps(left)
+    metrics = await (await proxy.get("/metrics")).text()
+    assert 'api="messages"' in metrics
