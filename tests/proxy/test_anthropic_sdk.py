@@ -303,3 +303,39 @@ async def test_verify_logs_what_the_rules_left_and_metrics_count_the_api(start: 
     assert left and "does not support assistant message prefill" in json.dumps(left)
     metrics = await (await proxy.get("/metrics")).text()
     assert 'api="messages"' in metrics
+
+
+async def test_recovery_repairs_a_messages_400_and_retries_once(
+    start: Start, fake: FakeAnthropic
+) -> None:
+    """Under a profile that leaves Kimi ids alone, an upstream that refuses them (Anthropic's
+    charset) answers 400; with ``recover`` on, chatmend renames them and sends once more."""
+    _, proxy = await start({"profile": "kimi", "recover": {"enabled": True}})
+    body = {
+        "model": "kimi-k2.6",
+        "max_tokens": 64,
+        "messages": [
+            {"role": "user", "content": "list"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "functions.ls:0", "name": "ls", "input": {}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "functions.ls:0", "content": "a"}
+                ],
+            },
+        ],
+    }
+    response = await proxy.post("/v1/messages", data=orjson.dumps(body), headers=HEADERS)
+    assert response.status == 200, await response.text()
+    recovered = response.headers["X-Chatmend-Recovered"]
+    assert "messages-tool-use-id-charset" in recovered
+    assert "class=messages_tool_use_id_pattern" in recovered
+    assert len(fake.received) == 2
+    sent = orjson.loads(fake.received[-1].body)
+    assert sent["messages"][1]["content"][0]["id"] == "functions_ls_0"
+    assert sent["messages"][2]["content"][0]["tool_use_id"] == "functions_ls_0"
