@@ -32,10 +32,8 @@ from rules.anthropic import (
     tool_use_id_charset,
     trailing_prefill,
 )
-from rules.chat import RULES_BY_NAME
 from rules.engine.base import Rule
 from rules.engine.pipeline import PipelineResult, default_steps, run_rules
-from rules.responses import RESPONSES_RULES_BY_NAME
 
 #: The one ordered tuple of Messages rules. Order is behaviour; each position is justified:
 ANTHROPIC_RULES: tuple[Rule, ...] = (
@@ -82,10 +80,6 @@ ANTHROPIC_RULES: tuple[Rule, ...] = (
 )
 
 ANTHROPIC_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in ANTHROPIC_RULES}
-
-_shared = (set(RULES_BY_NAME) | set(RESPONSES_RULES_BY_NAME)) & set(ANTHROPIC_RULES_BY_NAME)
-assert not _shared, f"rule names must be unique across all rule sets: {_shared}"
-assert len(ANTHROPIC_RULES_BY_NAME) == len(ANTHROPIC_RULES), "duplicate Messages rule name"
 
 
 def sanitize_anthropic(

@@ -1,32 +1,29 @@
 """messages-lone-surrogates: no string of a Messages ``messages`` list leaves with a lone surrogate.
 
 What: every unpaired UTF-16 surrogate in any string of any message (keys, block texts, tool
-inputs, tool results) becomes U+FFFD, with the chat rule's own repair
-(``rules/chat/lone_surrogates.py``). The proxy repairs the request's other fields (``system``,
+inputs, tool results) becomes U+FFFD, with the repair the chat rule uses
+(``rules/engine/text.py``). The proxy repairs the request's other fields (``system``,
 ``tools``) the same way, and reads bodies orjson refuses for this reason with the standard
 library.
 Why: Anthropic answers "The request body is not valid JSON: no low surrogate in string: line 1
-column 265728 (char 265727)" (docs/providers.md, Anthropic; anthropics/claude-code#5934, #2155,
-#56064: a session poisoned by a truncated emoji).
+column 265728 (char 265727)" (docs/providers.md, Anthropic Messages;
+anthropics/claude-code#5934, #2155, #56064: a session poisoned by a truncated emoji).
 Safety: safe, as the chat rule: the lone half encodes no character.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from rules.chat import lone_surrogates
 from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.text import replace_lone_surrogates
 
 NAME = "messages-lone-surrogates"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    outcome = lone_surrogates.apply(messages, ctx)
-    if not outcome.changes:
-        return outcome
-    return replace(outcome, changes=tuple(replace(c, rule=NAME) for c in outcome.changes))
+    out, changes = replace_lone_surrogates(messages, NAME)
+    return Outcome(out, tuple(changes))
 
 
 RULE = Rule(

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from rules.anthropic import ANTHROPIC_RULES, ANTHROPIC_RULES_BY_NAME
+from rules.chat import RULES_BY_NAME
 from rules.engine.base import Rule
+from rules.responses import RESPONSES_RULES_BY_NAME
 from tests.rules.fixtures import Case
 
 FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "anthropic"
@@ -93,6 +95,11 @@ def test_rule_has_pass_and_fail_cases(rule: Rule) -> None:
     assert any(passes), "needs a pass case"
     assert passes.count(False) >= 3, "needs fail cases"
     assert all(c.source.strip() for c in cases), "every case cites its source"
+
+
+def test_names_are_unique_across_every_rule_set() -> None:
+    assert len(ANTHROPIC_RULES_BY_NAME) == len(ANTHROPIC_RULES)
+    assert not (set(RULES_BY_NAME) | set(RESPONSES_RULES_BY_NAME)) & set(ANTHROPIC_RULES_BY_NAME)
 
 
 def test_names_are_prefixed_and_documented() -> None:

@@ -169,13 +169,12 @@ def test_the_shared_walk_never_misses_a_rule_s_work(request: dict[str, Any]) -> 
     for rule in ANTHROPIC_RULES:
         ctx = replace(rule.context(), request=request)
         for given_list in (request["messages"], messages):
-            memo.clear()  # as the pipeline does at the end of a run: compute afresh
-            with_signal = scan.signals(given_list)
-            memo.clear()
-            outcome = rule.apply(given_list, ctx)
+            with memo.run():  # a run of its own: the walk is done afresh
+                with_signal = scan.signals(given_list)
+            with memo.run():
+                outcome = rule.apply(given_list, ctx)
             if outcome.changes and rule.name in SIGNALS:
                 assert SIGNALS[rule.name] in with_signal, rule.name
             if not outcome.changes:
                 assert outcome.messages is given_list, rule.name
         messages = rule.apply(messages, replace(rule.context(), request=request)).messages
-    memo.clear()
