@@ -48,14 +48,19 @@ def authorized(route: RouteConfig, headers: CIMultiDictProxy[str]) -> bool:
     return matched
 
 
-def apply_upstream_credentials(route: RouteConfig, headers: CIMultiDict[str]) -> None:
+def apply_upstream_credentials(
+    route: RouteConfig, headers: CIMultiDict[str], api: str | None = None
+) -> None:
     """Set the route's credential on ``headers`` (chatmend's own copy of the client's): in the
-    configured header, or in ``x-api-key`` when the client used that one alone (an Anthropic
-    client: the Anthropic API and its compatible endpoints read the key there)."""
+    configured header, or in ``x-api-key`` for an Anthropic Messages request (``api``) or a
+    client that sent ``x-api-key`` alone (``count_tokens`` and the other Anthropic paths): the
+    Anthropic API and its compatible endpoints read the key there."""
     key = route.upstream.api_key
     if key is None and not route.client_tokens:
         return  # the client's credential passes through
-    anthropic_style = "x-api-key" in headers and "authorization" not in headers
+    anthropic_style = api == "messages" or (
+        "x-api-key" in headers and "authorization" not in headers
+    )
     for name in CREDENTIAL_HEADERS:
         headers.popall(name, None)
     if key is None:

@@ -266,7 +266,7 @@ async def _relay(
     headers = request_headers(request.headers)
     if rewritten:
         headers.popall("Content-Encoding", None)  # the new body is sent decoded
-    apply_upstream_credentials(route.config, headers)
+    apply_upstream_credentials(route.config, headers, read.api)
     hooks = request.app[REASONING_KEY]
     profile = None if sanitized is None else sanitized.profile
     if hooks.observes(route.planner, profile, reasoning):

@@ -277,7 +277,14 @@ async def test_x_api_key_is_a_client_token_and_carries_the_upstream_key(
             model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
         )
     assert reply.content[0].type == "text"
-    assert lowered(fake.received[-1].headers)["authorization"] == f"Bearer {fake.api_key}"
+    # the SDK's bearer token is a client token too; a Messages request gets the key in x-api-key
+    sent = lowered(fake.received[-1].headers)
+    assert sent["x-api-key"] == fake.api_key and "authorization" not in sent
+    # Claude Code with ANTHROPIC_AUTH_TOKEN sends both headers
+    both = {**HEADERS, "Authorization": "Bearer client-token-0123456789", "x-api-key": "x"}
+    assert (await proxy.post("/v1/messages", data=body, headers=both)).status == 200
+    sent = lowered(fake.received[-1].headers)
+    assert sent["x-api-key"] == fake.api_key and "authorization" not in sent
 
 
 async def test_verify_logs_what_the_rules_left_and_metrics_count_the_api(start: Start) -> None:
