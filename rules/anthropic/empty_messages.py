@@ -18,13 +18,16 @@ from typing import Any, Final
 
 from rules.anthropic import scan
 from rules.anthropic.blocks import is_empty
-from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption, text_option
+from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
 from rules.engine.messages import rewrite_at
 
 NAME = "messages-empty-messages"
 
 #: The placeholder langchain4j inserts for Anthropic (langchain4j/langchain4j#1197).
 DEFAULT_CONTENT: Final = "."
+
+#: The rule's options (the record below lists them; read them through these).
+CONTENT = TextOption("content", DEFAULT_CONTENT, "The text an empty user message gets.")
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
@@ -38,7 +41,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     ]
     if not suspects:
         return Outcome(messages)
-    placeholder = text_option(ctx, "content", DEFAULT_CONTENT)
+    placeholder = CONTENT.of(ctx)
     changes: list[Change] = []
 
     def fix(index: int, message: dict[str, Any]) -> Any:
@@ -64,5 +67,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    options=(TextOption("content", DEFAULT_CONTENT, "The text an empty user message gets."),),
+    options=(CONTENT,),
 )

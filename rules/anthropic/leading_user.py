@@ -15,17 +15,20 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rules.anthropic.blocks import role
-from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption, text_option
+from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
 
 NAME = "messages-leading-user"
 
 DEFAULT_CONTENT: Final = "."
 
+#: The rule's options (the record below lists them; read them through these).
+CONTENT = TextOption("content", DEFAULT_CONTENT, "The text of the inserted user message.")
+
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if not messages or role(messages[0]) != "assistant":
         return Outcome(messages)
-    inserted = {"role": "user", "content": text_option(ctx, "content", DEFAULT_CONTENT)}
+    inserted = {"role": "user", "content": CONTENT.of(ctx)}
     change = Change(NAME, 0, "inserted_user", {"before": "assistant"})
     return Outcome([inserted, *messages], (change,))
 
@@ -39,5 +42,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    options=(TextOption("content", DEFAULT_CONTENT, "The text of the inserted user message."),),
+    options=(CONTENT,),
 )

@@ -26,6 +26,14 @@ NAME = "messages-metadata-user-id"
 
 MAX_LENGTH: Final = 256
 
+#: The rule's options (the record below lists them; read them through these).
+ACTION = Option(
+    "action",
+    "hash",
+    "`hash` (a stable opaque id) or `drop` (remove the key).",
+    choices=("hash", "drop"),
+)
+
 
 def fits(value: str) -> bool:
     return len(value) <= MAX_LENGTH and valid_id(value)
@@ -44,7 +52,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if type(value) is not str or fits(value):
         return Outcome(messages)
     detail: dict[str, Any] = {"length": len(value)}
-    if ctx.options.get("action") == "drop":
+    if ACTION.of(ctx) == "drop":
         new = {k: v for k, v in metadata.items() if k != "user_id"}
         change = Change(NAME, -1, "dropped_user_id", detail)
     else:
@@ -63,13 +71,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    options=(
-        Option(
-            "action",
-            "hash",
-            "`hash` (a stable opaque id) or `drop` (remove the key).",
-            choices=("hash", "drop"),
-        ),
-    ),
+    options=(ACTION,),
     reads_request=True,
 )

@@ -31,6 +31,14 @@ from rules.engine.thinking import THINKING_MODELS
 
 NAME = "messages-missing-thinking"
 
+#: The rule's options (the record below lists them; read them through these).
+PLACEHOLDER = Option("placeholder", "", "The text of the inserted thinking block.")
+MODELS = Option(
+    "models",
+    list(THINKING_MODELS),
+    "Models that think when the request has no `thinking` (globs).",
+)
+
 
 def in_thinking_mode(request: Any, models: Any) -> bool:
     thinking = request.get("thinking")
@@ -50,12 +58,12 @@ def _bare(message: Any) -> bool:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if not in_thinking_mode(ctx.request, ctx.options.get("models")):
+    if not in_thinking_mode(ctx.request, MODELS.of(ctx)):
         return Outcome(messages)
     if scan.BARE_TOOL_USE not in scan.signals(messages):
         return Outcome(messages)
     suspects = [index for index, message in enumerate(messages) if _bare(message)]
-    text = ctx.options.get("placeholder", "")
+    text = PLACEHOLDER.of(ctx)
     placeholder = {
         "type": "thinking",
         "thinking": text if type(text) is str else "",
@@ -80,13 +88,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    options=(
-        Option("placeholder", "", "The text of the inserted thinking block."),
-        Option(
-            "models",
-            list(THINKING_MODELS),
-            "Models that think when the request has no `thinking` (globs).",
-        ),
-    ),
+    options=(PLACEHOLDER, MODELS),
     reads_request=True,
 )

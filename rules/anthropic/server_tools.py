@@ -21,6 +21,9 @@ from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 
 NAME = "messages-server-tools"
 
+#: The rule's options (the record below lists them; read them through these).
+KEEP = Option("keep", [], "Tool types to keep (e.g. `web_search_20250305`).")
+
 
 def _foreign(tool: Any, keep: Any) -> bool:
     if type(tool) is not dict:
@@ -31,7 +34,7 @@ def _foreign(tool: Any, keep: Any) -> bool:
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     tools = ctx.request.get("tools")
-    keep = ctx.options.get("keep", [])
+    keep = KEEP.of(ctx)
     if type(tools) is not list or not any(_foreign(t, keep) for t in tools):
         return Outcome(messages)
     kept = [tool for tool in tools if not _foreign(tool, keep)]
@@ -62,6 +65,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
-    options=(Option("keep", [], "Tool types to keep (e.g. `web_search_20250305`)."),),
+    options=(KEEP,),
     reads_request=True,
 )

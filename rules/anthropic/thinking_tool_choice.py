@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic.missing_thinking import in_thinking_mode
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.thinking import THINKING_MODELS
+from rules.anthropic.missing_thinking import MODELS, in_thinking_mode
+from rules.engine.base import Change, Outcome, Rule, RuleContext
 
 NAME = "messages-thinking-tool-choice"
 
@@ -36,7 +35,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if (
         kind is None
         or not isinstance(choice, dict)
-        or not in_thinking_mode(ctx.request, ctx.options.get("models"))
+        or not in_thinking_mode(ctx.request, MODELS.of(ctx))
     ):
         return Outcome(messages)
     auto: dict[str, Any] = {"type": "auto"}
@@ -56,12 +55,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
-    options=(
-        Option(
-            "models",
-            list(THINKING_MODELS),
-            "Models that think when the request has no `thinking` (globs).",
-        ),
-    ),
+    options=(MODELS,),
     reads_request=True,
 )

@@ -44,13 +44,16 @@ NAME = "messages-tool-result-pairing"
 #: The chat stub's text (``rules/chat/unanswered_tool_calls.py``).
 DEFAULT_CONTENT: Final = "[chatmend] No result was recorded for this tool call."
 
+#: The rule's options (the record below lists them; read them through these).
+CONTENT = Option("content", DEFAULT_CONTENT, "The text of a stub tool_result.")
+
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     # The shared walk (rules/anthropic/scan.py) checks the pairing: every call answered at the
     # head of the next message, once, and no result anywhere else.
     if scan.UNPAIRED not in scan.signals(messages):
         return Outcome(messages)
-    stub_text = ctx.options.get("content", DEFAULT_CONTENT)
+    stub_text = CONTENT.of(ctx)
     out: list[Any] = []
     changes: list[Change] = []
     dropped_user = False  # a user message was removed since the last message kept
@@ -201,5 +204,5 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
-    options=(Option("content", DEFAULT_CONTENT, "The text of a stub tool_result."),),
+    options=(CONTENT,),
 )

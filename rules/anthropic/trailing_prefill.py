@@ -19,7 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from rules.anthropic.blocks import is_empty, role
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, text_option
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
 
 NAME = "messages-trailing-prefill"
 
@@ -34,11 +34,16 @@ PREFILL_REFUSED: Final = (
 )
 
 
+#: The rule's options (the record below lists them; read them through these).
+CONTENT = TextOption("content", DEFAULT_CONTENT, "The text of the appended user message.")
+MODELS = Option("models", list(PREFILL_REFUSED), "Models that refuse a prefill (globs).")
+
+
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if not messages or role(messages[-1]) != "assistant":
         return Outcome(messages)
     model = ctx.request.get("model")
-    patterns = ctx.options.get("models", list(PREFILL_REFUSED))
+    patterns = MODELS.of(ctx)
     if type(model) is not str or not isinstance(patterns, list | tuple):
         return Outcome(messages)
     lowered = model.lower()
@@ -47,7 +52,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if is_empty(messages[-1]):
         change = Change(NAME, len(messages) - 1, "dropped_empty_prefill", {"role": "assistant"})
         return Outcome(messages[:-1], (change,))
-    appended = {"role": "user", "content": text_option(ctx, "content", DEFAULT_CONTENT)}
+    appended = {"role": "user", "content": CONTENT.of(ctx)}
     change = Change(NAME, len(messages), "appended_user", {"after": "assistant"})
     return Outcome([*messages, appended], (change,))
 
@@ -62,9 +67,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    options=(
-        TextOption("content", DEFAULT_CONTENT, "The text of the appended user message."),
-        Option("models", list(PREFILL_REFUSED), "Models that refuse a prefill (globs)."),
-    ),
+    options=(CONTENT, MODELS),
     reads_request=True,
 )
