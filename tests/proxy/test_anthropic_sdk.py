@@ -346,3 +346,17 @@ async def test_recovery_repairs_a_messages_400_and_retries_once(
     sent = orjson.loads(fake.received[-1].body)
     assert sent["messages"][1]["content"][0]["id"] == "functions_ls_0"
     assert sent["messages"][2]["content"][0]["tool_use_id"] == "functions_ls_0"
+
+
+@pytest.mark.timeout(120)
+async def test_a_big_messages_body_is_repaired_in_a_worker_process(
+    start: Start, fake: FakeAnthropic
+) -> None:
+    """Over ``offload_body_bytes`` the parse and the rules run in a worker process: the
+    Messages plans travel there with the planner."""
+    _, proxy = await start({"offload_body_bytes": 1024, "offload_processes": 1})
+    raw = json.dumps(broken_session("claude-opus-4-6")).encode()
+    assert len(raw) > 1024
+    response = await proxy.post("/v1/messages", data=raw, headers=HEADERS)
+    assert response.status == 200, await response.text()
+    kept(orjson.loads(fake.received[-1].body))
