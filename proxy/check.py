@@ -1,8 +1,10 @@
-"""``chatmend check``: lint a captured chat-completions or Responses request offline.
+"""``chatmend check``: lint a captured chat-completions, Responses or Anthropic Messages request
+offline.
 
 The API is read from the body: an ``input`` and no ``messages`` is a Responses request, checked
 under the Responses plan (``--profile`` names a chat profile: with it a Responses body gets the
-Responses rules' defaults).
+Responses rules' defaults); a top-level ``system``, or a ``tool_use`` / ``tool_result`` block,
+is an Anthropic Messages request, checked under the profile's Messages plan and contract.
 
 It shows what the provider would reject (``rules.providers.contract``), what the rules would
 rewrite, and whether the result is accepted; with ``--fix`` it writes the repaired body to stdout
@@ -23,8 +25,9 @@ import orjson
 
 from proxy.metrics import classes
 from proxy.recover import enable_line, plan_retry
-from proxy.sanitize import PlanSource, Sanitized, plan_for, sanitize_body
+from proxy.sanitize import PlanSource, Sanitized, plan_for, read_with_surrogates, sanitize_body
 from rules.providers.contract import Violation, violations
+from rules.providers.contract import messages as messages_contract
 from rules.providers.contract import responses as responses_contract
 from rules.providers.contract.repairs import repair_for
 
@@ -37,7 +40,7 @@ class Report:
     before: tuple[Violation, ...]
     result: Sanitized
     after: tuple[Violation, ...]
-    #: ``chat`` or ``responses``: whose list the indices point into.
+    #: ``chat``, ``responses`` or ``messages``: whose list the indices point into.
     api: str = "chat"
 
     @property
@@ -66,10 +69,15 @@ def check_body(raw: bytes, source: PlanSource) -> Report:
         payload = orjson.loads(raw)
     except orjson.JSONDecodeError:
         payload = None
+        # A Messages body with a lone surrogate (a cut emoji) is still one: read it as the
+        # proxy does, so its other rejections are reported too.
+        readable = read_with_surrogates(raw)
+        if api_of_body(readable) == "messages":
+            payload = readable
     model = payload.get("model") if isinstance(payload, dict) else None
     api = api_of_body(payload)
     plan = plan_for(source, model, api)
-    check = responses_contract.violations if api == "responses" else violations
+    check = CHECKS.get(api, violations)
     before = check(payload, plan.contract)
     result = sanitize_body(raw, plan, api)
     try:
@@ -79,10 +87,27 @@ def check_body(raw: bytes, source: PlanSource) -> Report:
     return Report(plan.profile, tuple(before), result, tuple(after), api)
 
 
+#: Each API's contract check (chat: ``violations``).
+CHECKS = {"responses": responses_contract.violations, "messages": messages_contract.violations}
+#: Block types only Anthropic Messages bodies hold.
+_MESSAGES_BLOCKS = frozenset({"tool_use", "tool_result"})
+
+
 def api_of_body(payload: Any) -> str:
-    """``responses`` for a body with an ``input`` and no ``messages``, else ``chat``."""
-    if isinstance(payload, dict) and "input" in payload and "messages" not in payload:
+    """``responses`` for a body with an ``input`` and no ``messages``; ``messages`` for one with
+    a top-level ``system`` or a ``tool_use`` / ``tool_result`` block; else ``chat``."""
+    if not isinstance(payload, dict):
+        return "chat"
+    if "input" in payload and "messages" not in payload:
         return "responses"
+    messages = payload.get("messages")
+    if "system" in payload and isinstance(messages, list):
+        return "messages"
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") in _MESSAGES_BLOCKS:
+                return "messages"
     return "chat"
 
 

@@ -20,6 +20,7 @@ from yarl import URL
 
 from proxy.provider_hosts import profile_for_upstream
 from proxy.stash.settings import ReasoningConfig, ReasoningConfigError, parse_reasoning
+from rules.anthropic import ANTHROPIC_RULES_BY_NAME
 from rules.chat import RULES_BY_NAME
 from rules.providers.planner import Planner
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
@@ -42,8 +43,8 @@ ENV_CONFIG = "CHATMEND_CONFIG"
 #: The host of a direct OpenAI route: there ``context_management`` may reach eligible models.
 OPENAI_HOST = "api.openai.com"
 
-#: Every rule an operator may set, chat and Responses (their names never collide).
-KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME}
+#: Every rule an operator may set, chat, Responses and Messages (their names never collide).
+KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME, **ANTHROPIC_RULES_BY_NAME}
 
 
 class ConfigError(Exception):
@@ -70,7 +71,7 @@ class Secret:
 
 #: How chatmend sends a route's own upstream key: OpenAI-style ``Authorization: Bearer`` or
 #: Azure's ``api-key`` header.
-API_KEY_HEADERS = ("authorization", "api-key")
+API_KEY_HEADERS = ("authorization", "api-key", "x-api-key")
 
 
 @dataclass(frozen=True, slots=True)

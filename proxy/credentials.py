@@ -31,13 +31,14 @@ CREDENTIAL_PARAMS = ("key", "api-key", "api_key", "subscription-key")
 
 def authorized(route: RouteConfig, headers: CIMultiDictProxy[str]) -> bool:
     """Whether the client may use the route: it needs no token, or the request carries one of
-    its tokens as ``Authorization: Bearer <token>`` or, from Azure clients, ``api-key: <token>``
+    its tokens as ``Authorization: Bearer <token>`` or, from Azure clients, ``api-key: <token>``,
+    or, from Anthropic clients (Claude Code's ``ANTHROPIC_API_KEY``), ``x-api-key: <token>``
     (compared in constant time, every token tried)."""
     if not route.client_tokens:
         return True
     scheme, _, given = headers.get("Authorization", "").strip().partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
-        given = headers.get("api-key", "")
+        given = headers.get("api-key", "") or headers.get("x-api-key", "")
     if not given.strip():
         return False
     presented = given.strip().encode()
@@ -47,16 +48,27 @@ def authorized(route: RouteConfig, headers: CIMultiDictProxy[str]) -> bool:
     return matched
 
 
-def apply_upstream_credentials(route: RouteConfig, headers: CIMultiDict[str]) -> None:
-    """Set the route's credential on ``headers`` (chatmend's own copy of the client's)."""
+def apply_upstream_credentials(
+    route: RouteConfig, headers: CIMultiDict[str], api: str | None = None
+) -> None:
+    """Set the route's credential on ``headers`` (chatmend's own copy of the client's): in the
+    configured header, or in ``x-api-key`` for an Anthropic Messages request (``api``) or a
+    client that sent ``x-api-key`` alone (``count_tokens`` and the other Anthropic paths): the
+    Anthropic API and its compatible endpoints read the key there."""
     key = route.upstream.api_key
     if key is None and not route.client_tokens:
         return  # the client's credential passes through
+    anthropic_style = api == "messages" or (
+        "x-api-key" in headers and "authorization" not in headers
+    )
     for name in CREDENTIAL_HEADERS:
         headers.popall(name, None)
     if key is None:
         return
-    if route.upstream.api_key_header == "api-key":
+    header = route.upstream.api_key_header
+    if header == "api-key":
         headers["api-key"] = key.value
+    elif header == "x-api-key" or anthropic_style:
+        headers["x-api-key"] = key.value
     else:
         headers["Authorization"] = f"Bearer {key.value}"

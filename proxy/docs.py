@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from proxy.provider_hosts import HOST_PROFILES
+from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
 from rules.engine.base import Option, Rule, TextOption
 from rules.providers.contract import CHECKS_BY_CODE
@@ -110,10 +111,11 @@ def anchor(name: str) -> str:
 # --- rule settings per profile ----------------------------------------------------------------
 
 
-def setting(profile: Profile, rule: Rule) -> tuple[bool, dict[str, Any]]:
+def setting(profile: Profile, rule: Rule, *, api: str = "chat") -> tuple[bool, dict[str, Any]]:
     """Whether ``profile`` runs ``rule``, and the options it sets (those that differ from the
-    rule's defaults), from the profile's record alone."""
-    merged = merge_settings(profile.rules).get(rule.name, {})
+    rule's defaults), from the profile's record alone (``api="messages"``: its Messages plan)."""
+    settings = profile.messages if api == "messages" else profile.rules
+    merged = merge_settings(settings).get(rule.name, {})
     enabled = bool(merged.get("enabled", rule.default))
     defaults = {option.name: option.default for option in rule.options}
     options = {k: v for k, v in merged.items() if k != "enabled" and defaults.get(k) != v}
@@ -151,7 +153,9 @@ def _allowed(option: Option) -> str:
     return {bool: "true, false", int: "an integer", float: "a number"}.get(kind, kind.__name__)
 
 
-def _rule_section(rule: Rule, position: int, profiles: Mapping[str, Profile] | None) -> list[str]:
+def _rule_section(
+    rule: Rule, position: int, profiles: Mapping[str, Profile] | None, api: str = "chat"
+) -> list[str]:
     level = "reads the request, " if rule.reads_request else ""
     lines = [
         anchor(rule.name),
@@ -175,7 +179,7 @@ def _rule_section(rule: Rule, position: int, profiles: Mapping[str, Profile] | N
     on: list[str] = []
     off: list[str] = []
     for name, profile in profiles.items():
-        enabled, options = setting(profile, rule)
+        enabled, options = setting(profile, rule, api=api)
         if not enabled:
             off.append(code(name))
         elif options:
@@ -189,7 +193,8 @@ def _rule_section(rule: Rule, position: int, profiles: Mapping[str, Profile] | N
 
 
 def render_rules() -> str:
-    """docs/rules.md: every chat rule in ``RULES`` order, then every Responses rule."""
+    """docs/rules.md: every chat rule in ``RULES`` order, then every Responses rule, then every
+    Anthropic Messages rule."""
     lines = [
         "# Rules",
         "",
@@ -235,12 +240,26 @@ def render_rules() -> str:
     ]
     for position, rule in enumerate(RESPONSES_RULES):
         lines.append(_index_row(position, rule))
+    lines += ["", "## Anthropic Messages rules", ""]
+    lines += [
+        "Run over the `messages` list (and, for the request-level ones, the other fields) of a "
+        "`POST .../v1/messages` body, under the profile's Messages plan "
+        "([anthropic.md](anthropic.md)).",
+        "",
+        "| # | rule | default | safety | summary |",
+        "|---|---|---|---|---|",
+    ]
+    for position, rule in enumerate(ANTHROPIC_RULES):
+        lines.append(_index_row(position, rule))
     lines += ["", "## Chat Completions rules in detail", ""]
     for position, rule in enumerate(RULES):
         lines += _rule_section(rule, position, PROFILES)
     lines += ["## Responses API rules in detail", ""]
     for position, rule in enumerate(RESPONSES_RULES):
         lines += _rule_section(rule, position, None)
+    lines += ["## Anthropic Messages rules in detail", ""]
+    for position, rule in enumerate(ANTHROPIC_RULES):
+        lines += _rule_section(rule, position, PROFILES, api="messages")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -308,6 +327,19 @@ def _profile_section(profile: Profile) -> list[str]:
         lines.append(f"- **Default rules it switches off:** {', '.join(removed)}")
     if changed:
         lines.append(f"- **Default rules it configures:** {', '.join(changed)}")
+    messages = [
+        f"[{code(rule.name)}](rules.md#{rule.name})"
+        + (f" ({options_text(options)})" if options else "")
+        for rule in ANTHROPIC_RULES
+        for enabled, options in [setting(profile, rule, api="messages")]
+        if enabled and (not rule.default or options)
+    ]
+    checks = ", ".join(code(check) for check in profile.messages_contract) or "none"
+    lines.append(
+        f"- **Anthropic Messages** ([anthropic.md](anthropic.md)): rules it switches on or "
+        f"configures: {', '.join(messages) if messages else 'none'}; checks: {checks}; error "
+        f"envelope: {profile.messages_envelope}"
+    )
     lines += ["", *_contract_lines(profile), ""]
     return lines
 
@@ -390,6 +422,14 @@ def render_config_rules() -> str:
         "  # apply as set).",
     ]
     for rule in RESPONSES_RULES:
+        lines += _config_rule(rule)
+    lines += [
+        "",
+        "  # Anthropic Messages rules: POST to any path ending in /v1/messages runs these over",
+        "  # `messages`, in this order, under the profile's Messages settings (docs/anthropic.md);",
+        "  # the settings here apply over every profile's.",
+    ]
+    for rule in ANTHROPIC_RULES:
         lines += _config_rule(rule)
     lines.append(END)
     return "\n".join(lines) + "\n"

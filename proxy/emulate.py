@@ -3,8 +3,11 @@
 It answers chat completions the way the strict provider of a profile (``--profile``, default
 ``deepseek``) does: a payload that profile's contract rejects gets the provider's status, error
 envelope and text (the first rejection, as providers report one at a time); anything else gets a
-canned completion, streamed as SSE when ``stream: true``. ``GET .../models`` lists one model;
-every other path is a 404 in the same envelope. Nothing is forwarded anywhere.
+canned completion, streamed as SSE when ``stream: true``. A ``POST`` to a path ending in
+``/v1/messages`` is answered as that provider's Anthropic-format endpoint would, under the
+profile's Messages contract (proxy/emulate_messages.py); ``/v1/messages/count_tokens`` gets a
+count. ``GET .../models`` lists one model; every other path is a 404 in the same envelope.
+Nothing is forwarded anywhere.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from proxy import emulate_messages
 from proxy.log import get_logger
 from rules.providers.contract import violations
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
@@ -106,8 +110,24 @@ async def stream_completion(
 def create_emulator(
     *, chunks: int = 5, delay: float = 0.0, profile: str = DEFAULT_PROFILE
 ) -> web.Application:
+    answered = 0
+
     async def handle(request: web.Request) -> web.StreamResponse:
+        nonlocal answered
         path = request.path.rstrip("/")
+        if request.method == "POST" and path.endswith("/v1/messages/count_tokens"):
+            return emulate_messages.count_tokens(await request.read())
+        if request.method == "POST" and path.endswith("/v1/messages"):
+            body = await request.read()
+            chosen = PROFILES[profile]
+            refused = emulate_messages.rejection(
+                body, chosen.messages_contract, chosen.messages_envelope
+            )
+            if refused is not None:
+                log.info("emulate_rejected", api="messages", status=refused.status)
+                return refused
+            answered += 1
+            return await emulate_messages.answer(request, body, answered)
         if request.method == "POST" and path.endswith("/chat/completions"):
             body = await request.read()
             rejected = rejection(body, profile)

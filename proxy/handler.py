@@ -147,12 +147,15 @@ def _refused(
 
 def api_of(request: web.Request) -> str | None:
     """The API whose body chatmend repairs on this path: ``chat`` (a POST to any path ending in
-    /chat/completions), ``responses`` (ending in /responses), else ``None``."""
+    /chat/completions), ``responses`` (ending in /responses), ``messages`` (Anthropic, ending in
+    /v1/messages; ``/v1/messages/count_tokens`` and the rest pass through), else ``None``."""
     if request.method != "POST":
         return None
     path = request.path.rstrip("/")
     if path.endswith("/chat/completions"):
         return "chat"
+    if path.endswith("/v1/messages"):
+        return "messages"
     return "responses" if path.endswith("/responses") else None
 
 
@@ -263,7 +266,7 @@ async def _relay(
     headers = request_headers(request.headers)
     if rewritten:
         headers.popall("Content-Encoding", None)  # the new body is sent decoded
-    apply_upstream_credentials(route.config, headers)
+    apply_upstream_credentials(route.config, headers, read.api)
     hooks = request.app[REASONING_KEY]
     profile = None if sanitized is None else sanitized.profile
     if hooks.observes(route.planner, profile, reasoning):

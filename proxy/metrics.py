@@ -19,6 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from rules.providers.contract import CHECKS
+from rules.providers.contract.messages import MESSAGES_CHECKS
 from rules.providers.contract.responses import CHECKS as RESPONSES_CHECKS
 from rules.providers.profiles import PROFILES
 
@@ -33,14 +34,15 @@ def _pattern(template: str) -> re.Pattern[str]:
 
 
 def _catalogue() -> list[tuple[re.Pattern[str], str]]:
-    """Every (text, code) pair: chat and Responses checks, and every profile's override. Two
+    """Every (text, code) pair: chat, Responses and Messages checks, and every profile's
+    override. Two
     checks may share a text (deepseek-reasoner's successive users and assistants): both stay,
     in check order, so recovery can try each."""
     texts: dict[tuple[str, str], None] = {}
-    for check in (*CHECKS, *RESPONSES_CHECKS):
+    for check in (*CHECKS, *RESPONSES_CHECKS, *MESSAGES_CHECKS):
         texts[check.text, check.code] = None
     for profile in PROFILES.values():
-        for code, overrides in profile.contract.items():
+        for code, overrides in (*profile.contract.items(), *profile.messages_contract.items()):
             if "text" in overrides:
                 texts[overrides["text"], code] = None
     # longest first (stable): a specific text wins over a generic one it contains
@@ -93,7 +95,7 @@ class Metrics:
         r = self.registry
         self.requests = Counter(
             "chatmend_requests",
-            "Requests by config route, API (chat, responses, other), status and profile.",
+            "Requests by config route, API (chat, responses, messages, other), status and profile.",
             ["route", "api", "status", "profile"],
             registry=r,
         )

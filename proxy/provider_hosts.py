@@ -31,6 +31,7 @@ HOST_PROFILES: tuple[tuple[str, str], ...] = (
     ("api.z.ai", "glm"),
     ("api.minimax*", "minimax"),
     ("api.cerebras.ai", "cerebras"),
+    ("api.anthropic.com", "anthropic"),
 )
 
 

@@ -10,23 +10,31 @@ from typing import Any
 
 import orjson
 
+from rules.anthropic import lone_surrogates as messages_lone_surrogates
 from rules.chat import lone_surrogates
 from rules.engine.base import Change, Given, Rule, RuleContext
 from rules.engine.pipeline import RuleFailure, run_rules
 from rules.engine.text import repair_value
 from rules.providers.contract import DEFAULT_CONTRACT, Violation, violations
+from rules.providers.contract import messages as messages_contract
 from rules.providers.contract import responses as responses_contract
-from rules.providers.planner import Plan, Planner, compile_responses_plan
+from rules.providers.planner import Plan, Planner, compile_messages_plan, compile_responses_plan
+from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 from rules.responses import lone_surrogates as responses_lone_surrogates
 
 #: What picks a request's rules and contract: a planner (by model), one plan, or bare steps
 #: (run under the default contract).
 PlanSource = Planner | Plan | Sequence[tuple[Rule, RuleContext]]
 
-#: The list each API's rules run over: chat completions ``messages``, Responses ``input``.
-FIELDS = {"chat": "messages", "responses": "input"}
+#: The list each API's rules run over: chat completions ``messages``, Responses ``input``,
+#: Anthropic Messages ``messages``.
+FIELDS = {"chat": "messages", "responses": "input", "messages": "messages"}
 #: The rules that repair lone surrogates, skipped for bodies orjson could read.
-_SURROGATE_RULES = frozenset({lone_surrogates.NAME, responses_lone_surrogates.NAME})
+_SURROGATE_RULES = frozenset(
+    {lone_surrogates.NAME, responses_lone_surrogates.NAME, messages_lone_surrogates.NAME}
+)
+#: Each API's contract check (chat: ``violations``).
+_CHECKS = {"responses": responses_contract.violations, "messages": messages_contract.violations}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +129,7 @@ def sanitize_body(
         return done(body, changes)
     sent = done(body, changes)
     try:
-        check = responses_contract.violations if plan.api == "responses" else violations
+        check = _CHECKS.get(plan.api, violations)
         return replace(sent, violations=tuple(check(payload, plan.contract)))
     except Exception as exc:  # the check is a report: it must never block a repaired body
         return replace(sent, failures=(*result.failures, RuleFailure.of("contract", exc)))
@@ -137,7 +145,7 @@ def _parse(raw: bytes, parsed: dict[str, Any] | None) -> tuple[dict[str, Any], b
         # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
         if exc.msg.startswith("depth limit"):
             return "json_too_deep"
-        payload = _read_with_surrogates(raw) if "surrogate" in exc.msg else None
+        payload = read_with_surrogates(raw) if "surrogate" in exc.msg else None
         if payload is None:
             return "body_not_json"
         readable = False
@@ -161,17 +169,23 @@ def plan_for(source: PlanSource, model: Any, api: str = "chat") -> Plan:
     """The plan ``source`` gives an ``api`` request for ``model``. A chat plan given for a
     Responses request (``chatmend check --profile``) gives way to the default Responses plan."""
     if isinstance(source, Planner):
+        if api == "messages":
+            return source.messages(model)
         return source.responses if api == "responses" else source.plan(model)
     if isinstance(source, Plan):
         if source.api == api:
             return source.plan(model)
+        if api == "messages":  # a chat profile's plan: the same profile's Messages plan
+            return compile_messages_plan(PROFILES.get(source.profile, PROFILES[DEFAULT_PROFILE]))
         return compile_responses_plan() if api == "responses" else Plan("custom", ())
     if api == "responses":
         return Plan("custom", source, responses_contract.RESPONSES_CONTRACT, api="responses")
+    if api == "messages":
+        return Plan("custom", source, messages_contract.MESSAGES_CORE, api="messages")
     return Plan("custom", source, DEFAULT_CONTRACT)
 
 
-def _read_with_surrogates(raw: bytes) -> Any:
+def read_with_surrogates(raw: bytes) -> Any:
     """A body orjson refused, read by the standard library (which keeps lone surrogates, from
     escapes or from surrogate bytes); ``None`` if it is not JSON after all."""
     try:

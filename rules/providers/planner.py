@@ -11,6 +11,11 @@ A Responses API request (``/v1/responses``) runs under the one Responses plan in
 (profiles configure chat rules only), checked against the Responses contract. The planner fills
 the ``direct_openai`` option of ``responses-context-management`` (and of its check) from the
 upstream: the operator's setting, if any, wins.
+
+An Anthropic Messages request (``/v1/messages``) runs under its profile's Messages plan
+(``Planner.messages``): the profile is picked from the model as for chat, and its ``messages``
+settings switch the Messages rules (``rules.anthropic``), checked against its
+``messages_contract``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
+from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
 from rules.engine.base import Given, Recall, Rule, RuleContext
 from rules.engine.pipeline import default_steps
@@ -41,7 +47,8 @@ class Plan:
     profile: str
     steps: Sequence[Step]
     contract: Contract = field(default_factory=dict)
-    #: The API the plan repairs: ``chat`` (``messages``) or ``responses`` (``input``).
+    #: The API the plan repairs: ``chat`` (``messages``), ``responses`` (``input``) or
+    #: ``messages`` (Anthropic Messages ``messages``).
     api: str = "chat"
     #: Report mode: every step (enforced ones included), run on a second copy only to report
     #: what the rules in ``reported`` would change; ``None`` when every rule is enforced.
@@ -119,7 +126,8 @@ def with_repair(plan: Plan, repair: Mapping[str, Mapping[str, Any]]) -> Plan:
     each with its options over the plan's own for that rule (a rule in report mode included),
     else over its defaults, in the one registry order. Report mode is dropped: the plan's
     report was already logged for the request."""
-    registry = RESPONSES_RULES if plan.api == "responses" else RULES
+    registries = {"responses": RESPONSES_RULES, "messages": ANTHROPIC_RULES}
+    registry = registries.get(plan.api, RULES)
     enforced = {rule.name: ctx for rule, ctx in plan.steps}
     known = {rule.name: ctx for rule, ctx in (plan.report or ())} | enforced
     log_content = any(ctx.log_content for ctx in known.values())
@@ -135,6 +143,23 @@ def with_repair(plan: Plan, repair: Mapping[str, Mapping[str, Any]]) -> Plan:
         elif rule.name in enforced:
             steps.append((rule, enforced[rule.name]))
     return replace(plan, steps=steps, report=None, reported=frozenset())
+
+
+def compile_messages_plan(
+    profile: Profile,
+    overrides: Mapping[str, Setting] | None = None,
+    *,
+    log_content: bool = False,
+    report: frozenset[str] = frozenset(),
+    verify: bool = False,
+) -> Plan:
+    """The Messages plan of ``profile``: its ``messages`` settings with the operator's
+    ``overrides`` on top (names unique across rule sets, so one ``rules:`` section serves all),
+    checked against its ``messages_contract``."""
+    settings = merge_settings(profile.messages, overrides or {})
+    steps = default_steps(ANTHROPIC_RULES, settings, log_content=log_content)
+    plan = Plan(profile.name, steps, profile.messages_contract, api="messages", verify=verify)
+    return with_report(plan, report)
 
 
 #: The profile name the Responses plan reports.
@@ -181,6 +206,13 @@ class Planner:
             )
             for name, profile in PROFILES.items()
         }
+        #: Each profile's Messages plan (``/v1/messages`` requests).
+        self.messages_plans: dict[str, Plan] = {
+            name: compile_messages_plan(
+                profile, overrides, log_content=log_content, report=report, verify=verify
+            )
+            for name, profile in PROFILES.items()
+        }
         self._by_model: dict[str, Plan] = {}
         #: Every Responses request's plan, whatever its model.
         self.responses = with_report(
@@ -202,6 +234,10 @@ class Planner:
         if len(self._by_model) < 1024:  # model names are few; never grow without bound
             self._by_model[model] = plan
         return plan
+
+    def messages(self, model: Any) -> Plan:
+        """The Messages plan of the profile ``plan(model)`` picks."""
+        return self.messages_plans[self.plan(model).profile]
 
     def _variant(self, name: str, model: str) -> Plan:
         for pattern, variant in PROFILES[name].variants:

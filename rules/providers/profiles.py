@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
 from rules.chat.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
 from rules.providers.contract import DEFAULT_CONTRACT, Contract, content, fields, ids, reasoning
+from rules.providers.contract import messages as anthropic
 
 Settings = Mapping[str, bool | Mapping[str, Any]]
 
@@ -32,6 +34,13 @@ class Profile:
     variants: tuple[tuple[str, str], ...] = ()
     #: The error envelope ``chatmend emulate`` answers with: ``openai`` or ``mistral``.
     envelope: str = "openai"
+    #: Its Anthropic-format endpoint (``/v1/messages``): settings of the Messages rules
+    #: (``rules.anthropic``) over their defaults, the checks it applies
+    #: (``rules.providers.contract.messages``), and its error envelope (``anthropic``, or
+    #: ``openai`` for an endpoint that answers in OpenAI's shape).
+    messages: Settings = field(default_factory=dict)
+    messages_contract: Contract = field(default_factory=lambda: dict(anthropic.MESSAGES_CORE))
+    messages_envelope: str = "anthropic"
 
 
 def _contract(base: Contract, **overrides: Mapping[str, Any]) -> Contract:
@@ -131,6 +140,23 @@ DEEPSEEK = Profile(
         reasoning_content_missing={"plain_turns": True},
     ),
     variants=(("deepseek-reasoner*", "deepseek-reasoner"),),
+    # docs/providers.md, DeepSeek Anthropic endpoint (api.deepseek.com/anthropic)
+    messages={
+        # deepseek-ai/DeepSeek-V3#1277: Claude Code's JSON `metadata.user_id`
+        "messages-metadata-user-id": True,
+        # deepseek-ai/awesome-deepseek-integration#598: a named tool on deepseek-v4-*
+        "messages-thinking-tool-choice": True,
+        # NousResearch/hermes-agent#22313: thinking must come back on tool-use turns
+        "messages-missing-thinking": True,
+    },
+    messages_contract=_contract(
+        anthropic.MESSAGES_CORE,
+        messages_user_id_pattern={},
+        messages_thinking_tool_choice={},
+        messages_thinking_missing={},
+    ),
+    # DeepSeek answers its Anthropic endpoint in OpenAI's shape (farion1231/cc-switch#2600)
+    messages_envelope="openai",
 )
 
 DEEPSEEK_REASONER = Profile(
@@ -158,6 +184,9 @@ DEEPSEEK_REASONER = Profile(
         # (hotovo/aider-desk#529)
         reasoning_content_missing={"text": reasoning.DEEPSEEK_TEXT},
     ),
+    messages=DEEPSEEK.messages,
+    messages_contract=DEEPSEEK.messages_contract,
+    messages_envelope=DEEPSEEK.messages_envelope,
 )
 
 #: Kimi models that think (K2.5/K2.6 unless ``thinking.type: disabled``, K2-thinking), also
@@ -216,6 +245,10 @@ KIMI = Profile(
         # docs/providers.md#kimi-roles, Kimi and Qwen via OpenRouter (can1357/oh-my-pi#843)
         unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
     ),
+    # Its Anthropic-format endpoint: no refusal beyond the Messages core is on record
+    # (docs/anthropic.md): the core rules and checks, nothing more.
+    messages={},
+    messages_contract=anthropic.MESSAGES_CORE,
 )
 
 MISTRAL = Profile(
@@ -340,6 +373,10 @@ QWEN = Profile(
         unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
         empty_tools={},
     ),
+    # Its Anthropic-format endpoint: no refusal beyond the Messages core is on record
+    # (docs/anthropic.md): the core rules and checks, nothing more.
+    messages={},
+    messages_contract=anthropic.MESSAGES_CORE,
 )
 
 GLM = Profile(
@@ -360,6 +397,10 @@ GLM = Profile(
         # docs/providers.md#glm-roles, GLM-4.5 (anomalyco/opencode#2557)
         no_user_message={"text": _GLM_1214},
     ),
+    # Its Anthropic-format endpoint: no refusal beyond the Messages core is on record
+    # (docs/anthropic.md): the core rules and checks, nothing more.
+    messages={},
+    messages_contract=anthropic.MESSAGES_CORE,
 )
 
 MINIMAX = Profile(
@@ -375,6 +416,10 @@ MINIMAX = Profile(
         # docs/providers.md#minimax-roles, MiniMax (BigPizzaV3/CodexPlusPlus#267)
         multiple_system={},
     ),
+    # Its Anthropic-format endpoint: no refusal beyond the Messages core is on record
+    # (docs/anthropic.md): the core rules and checks, nothing more.
+    messages={},
+    messages_contract=anthropic.MESSAGES_CORE,
 )
 
 GEMINI_OPENAI = Profile(
@@ -504,11 +549,50 @@ CHAT_TEMPLATE = Profile(
     ),
 )
 
+#: Anthropic itself (api.anthropic.com): its Messages API is the strict one the others copy.
+ANTHROPIC = Profile(
+    "anthropic",
+    "Anthropic (api.anthropic.com): the Messages API; its OpenAI-compatible chat endpoint gets "
+    "the core",
+    # The chat side: the OpenAI-compatible layer translates to the native rules (inferred,
+    # docs/providers.md): the core pairing checks.
+    contract=PAIRING,
+    messages={
+        "messages-tool-use-id-charset": True,  # BlockRunAI/ClawRouter#17, maximhq/bifrost#5097
+        "messages-thinking-order": True,  # anthropics/claude-code#20705
+        "messages-tool-loop-thinking": True,  # n8n-io/n8n#22550, anthropics/claude-code#20692
+        "messages-thinking-disabled": True,  # tailcallhq/forgecode#1853
+        "messages-trailing-prefill": True,  # smallmain/vscode-unify-chat-provider#249
+        "messages-metadata-user-id": True,  # anthropics/claude-code#56643
+        # mastra-ai/mastra#7507: only an explicit `thinking` counts for Claude models
+        "messages-thinking-tool-choice": {"enabled": True, "models": []},
+    },
+    messages_contract=_contract(
+        anthropic.MESSAGES_CORE,
+        # anthropics/claude-code#28515: Anthropic's wording has no backticks
+        messages_duplicate_tool_use_id={"text": anthropic.ANTHROPIC_DUPLICATE_TEXT},
+        messages_tool_use_id_pattern={},
+        messages_roles_alternate={},
+        messages_first_not_user={},
+        messages_thinking_not_first={},
+        messages_tool_loop_thinking={},
+        messages_thinking_disabled={},
+        messages_user_id_pattern={},
+        messages_thinking_tool_choice={
+            "text": anthropic.ANTHROPIC_TOOL_CHOICE_TEXT,
+            "models": [],
+        },
+        messages_prefill={},
+    ),
+)
+
 PASSTHROUGH = Profile(
     "passthrough",
     "No repair and no contract: chatmend only relays (and logs)",
     rules=dict.fromkeys((rule.name for rule in RULES), False),
     contract={},
+    messages=dict.fromkeys((rule.name for rule in ANTHROPIC_RULES), False),
+    messages_contract={},
 )
 
 #: Every profile, by name, in the order docs/profiles.md lists them.
@@ -529,6 +613,7 @@ PROFILES: Mapping[str, Profile] = {
         OPENAI,
         AZURE,
         CHAT_TEMPLATE,
+        ANTHROPIC,
         PASSTHROUGH,
     )
 }

@@ -19,6 +19,7 @@ from proxy.config import (
     load_config,
     parse_config,
 )
+from rules.anthropic import ANTHROPIC_RULES_BY_NAME
 from rules.chat import RULES
 from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
@@ -127,7 +128,9 @@ def example_rules() -> dict[str, dict[str, Any]]:
 
 def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
     found = example_rules()
-    assert list(found) == [rule.name for rule in RULES] + list(RESPONSES_RULES_BY_NAME)
+    assert list(found) == [rule.name for rule in RULES] + list(RESPONSES_RULES_BY_NAME) + list(
+        ANTHROPIC_RULES_BY_NAME
+    )
     for name, options in found.items():
         declared = {o.name: o.default for o in KNOWN_RULES[name].options}
         shown = {k: v for k, v in declared.items() if (name, k) not in ROUTE_FILLED}
@@ -184,7 +187,8 @@ def test_a_rule_line_and_one_option_under_it_change_that_option_only() -> None:
 
 def _switches(config: Config) -> dict[str, list[str]]:
     """Every profile's enforced rules, in order: what an example line must never change."""
-    plans = config.planner().plans
+    planner = config.planner()
+    plans = {**planner.plans, **{f"{n} (messages)": p for n, p in planner.messages_plans.items()}}
     return {name: [rule.name for rule, _ in plan.steps] for name, plan in plans.items()}
 
 
@@ -247,8 +251,8 @@ def test_profile_and_models(tmp_path: Path) -> None:
         ({"max_body_bytes": -1}, "max_body_bytes: must be a positive integer"),
         ({"log_content": "yes"}, "log_content: must be true or false"),
         (
-            {"profile": "anthropic"},
-            "profile: unknown profile 'anthropic'; known profiles: deepseek",
+            {"profile": "claude"},
+            "profile: unknown profile 'claude'; known profiles: deepseek",
         ),
         ({"models": {"x-*": "nope"}}, "models.x-*: unknown profile 'nope'"),
         ({"models": ["x"]}, "models: must be a mapping"),

@@ -31,6 +31,7 @@ EXAMPLES = {
     "api.z.ai": "https://api.z.ai/api/paas/v4",
     "api.minimax*": "https://api.minimax.io",
     "api.cerebras.ai": "https://api.cerebras.ai",
+    "api.anthropic.com": "https://api.anthropic.com",
 }
 
 

@@ -14,8 +14,15 @@ from proxy.sanitize import sanitize_body
 from rules.chat import RULES
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract import responses as responses_contract
+from rules.providers.contract.messages import MESSAGES_CHECKS_BY_CODE
 from rules.providers.contract.repairs import REPAIRS, UNREPAIRABLE, repair_for
-from rules.providers.planner import Plan, compile_plan, compile_responses_plan, with_repair
+from rules.providers.planner import (
+    Plan,
+    compile_messages_plan,
+    compile_plan,
+    compile_responses_plan,
+    with_repair,
+)
 from rules.providers.profiles import PASSTHROUGH, PROFILES
 from tests.proxy.test_catalogue_rows import CASES
 
@@ -125,3 +132,71 @@ def test_each_repair_works_over_every_profiles_own_plan(name: str) -> None:
         fixed = sanitize_body(orjson.dumps(payload), with_repair(plan, repair.rules))
         repaired = orjson.loads(fixed.body)
         assert check.run(repaired["messages"], repaired, {}) == [], (name, code)
+
+
+#: An example per Messages check (Anthropic Messages bodies), each breaking that check only.
+_UTU = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}
+_RES = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+_TH = {"type": "thinking", "thinking": "t", "signature": "s"}
+_ON = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+
+
+def _u(*blocks: Any) -> dict[str, Any]:
+    return {"role": "user", "content": list(blocks)}
+
+
+def _a(*blocks: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": list(blocks)}
+
+
+_GO = {"type": "text", "text": "go"}
+MESSAGES_CASES: dict[str, dict[str, Any]] = {
+    "messages_unanswered_tool_use": {"messages": [_u(_GO), _a(_UTU), _u(_GO)]},
+    "messages_orphan_tool_result": {"messages": [_u(_GO), _a(_GO), _u(_RES, _GO)]},
+    "messages_duplicate_tool_use_id": {
+        "messages": [_u(_GO), _a(_UTU), _u(_RES), _a(_UTU), _u(_RES)]
+    },
+    "messages_tool_use_id_pattern": {
+        "messages": [_u(_GO), _a({**_UTU, "id": "a.b"}), _u({**_RES, "tool_use_id": "a.b"})]
+    },
+    "messages_tool_use_input": {"messages": [_u(_GO), _a({**_UTU, "input": "[]"}), _u(_RES)]},
+    "messages_empty_text_block": {"messages": [_u(_GO, {"type": "text", "text": ""})]},
+    "messages_empty_message": {"messages": [_u(_GO), _a(), _u(_GO)]},
+    "messages_roles_alternate": {"messages": [_u(_GO), _u(_GO)]},
+    "messages_first_not_user": {"messages": [_a(_GO), _u(_GO)]},
+    "messages_thinking_not_first": {"messages": [_u(_GO), _a(_GO, _TH), _u(_GO)]},
+    "messages_tool_loop_thinking": {"messages": [_u(_GO), _a(_UTU), _u(_RES)], **_ON},
+    "messages_thinking_disabled": {"messages": [_u(_GO), _a(_TH, _GO)]},
+    "messages_thinking_missing": {"messages": [_u(_GO), _a(_UTU), _u(_RES)], **_ON},
+    "messages_user_id_pattern": {"messages": [_u(_GO)], "metadata": {"user_id": "a@b"}},
+    "messages_thinking_tool_choice": {
+        "messages": [_u(_GO)],
+        "tool_choice": {"type": "any"},
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        **_ON,
+    },
+    "messages_prefill": {"messages": [_u(_GO), _a(_GO)]},
+    "messages_server_tool": {"messages": [_u(_GO)], "tools": [{"type": "web_search_20250305"}]},
+}
+
+
+def test_every_messages_check_has_a_repair() -> None:
+    assert set(MESSAGES_CHECKS_BY_CODE) == set(REPAIRS["messages"]) == set(MESSAGES_CASES)
+
+
+@pytest.mark.parametrize("code", sorted(MESSAGES_CASES))
+def test_each_messages_repair_makes_its_check_pass_on_its_example(code: str) -> None:
+    payload = {"model": "some-model", "max_tokens": 64, **MESSAGES_CASES[code]}
+    check = MESSAGES_CHECKS_BY_CODE[code]
+    options = {"models": ["*"]} if "models" in check.options else {}
+    assert check.run(payload["messages"], payload, options), "the example must break the check"
+    off = compile_messages_plan(PASSTHROUGH)
+    raw = orjson.dumps(payload)
+    assert sanitize_body(raw, off, "messages").body == raw  # nothing runs without the repair
+    repair = repair_for("messages", code)
+    assert repair is not None
+    result = sanitize_body(raw, with_repair(off, repair.rules), "messages")
+    assert result.changed
+    assert (
+        check.run(orjson.loads(result.body)["messages"], orjson.loads(result.body), options) == []
+    )

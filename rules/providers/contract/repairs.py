@@ -27,7 +27,8 @@ Settings = Mapping[str, Mapping[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class Repair:
-    """The rules that repair one error class of one API (``chat`` or ``responses``)."""
+    """The rules that repair one error class of one API (``chat``, ``responses`` or
+    ``messages``)."""
 
     code: str
     api: str
@@ -122,10 +123,38 @@ _RESPONSES: dict[str, Settings] = {
     "responses_context_management": {"responses-context-management": {}},
 }
 
+#: Anthropic Messages (docs/anthropic.md): a missing result or an orphan may come from a split
+#: turn too, so the merge stands beside the pairing; a provider that has refused says thinking
+#: mode is on, or the model refuses a prefill, whatever the profile's model patterns say.
+_MESSAGES_PAIRING: Settings = {
+    "messages-consecutive-roles": {},
+    "messages-tool-result-pairing": {},
+}
+_MESSAGES: dict[str, Settings] = {
+    "messages_unanswered_tool_use": _MESSAGES_PAIRING,
+    "messages_orphan_tool_result": _MESSAGES_PAIRING,
+    "messages_duplicate_tool_use_id": {"messages-duplicate-tool-use-ids": {}},
+    "messages_tool_use_id_pattern": {"messages-tool-use-id-charset": {}},
+    "messages_tool_use_input": {"messages-tool-input": {}},
+    "messages_empty_text_block": {"messages-empty-text-blocks": {}},
+    "messages_empty_message": {"messages-empty-text-blocks": {}, "messages-empty-messages": {}},
+    "messages_roles_alternate": {"messages-consecutive-roles": {}},
+    "messages_first_not_user": {"messages-leading-user": {}},
+    "messages_thinking_not_first": {"messages-thinking-order": {}},
+    "messages_tool_loop_thinking": {"messages-tool-loop-thinking": {}},
+    "messages_thinking_disabled": {"messages-thinking-disabled": {}},
+    "messages_thinking_missing": {"messages-missing-thinking": {"models": ["*"]}},
+    "messages_user_id_pattern": {"messages-metadata-user-id": {}},
+    "messages_thinking_tool_choice": {"messages-thinking-tool-choice": {"models": ["*"]}},
+    "messages_prefill": {"messages-trailing-prefill": {"models": ["*"]}},
+    "messages_server_tool": {"messages-server-tools": {}},
+}
+
 #: Error class -> its repair, per API.
 REPAIRS: Mapping[str, Mapping[str, Repair]] = {
     "chat": {code: Repair(code, "chat", rules) for code, rules in _CHAT.items()},
     "responses": {code: Repair(code, "responses", rules) for code, rules in _RESPONSES.items()},
+    "messages": {code: Repair(code, "messages", rules) for code, rules in _MESSAGES.items()},
 }
 
 #: Catalogued classes no rule repairs, and why (none today: every check has its rule).

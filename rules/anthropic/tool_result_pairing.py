@@ -1,0 +1,208 @@
+"""messages-tool-result-pairing: every ``tool_use`` is answered first thing in the next user turn.
+
+What: for each assistant message with ``tool_use`` blocks, the ``tool_result`` blocks answering
+it are gathered from the user messages that follow it (up to the next assistant) into the first
+of them, ahead of its other blocks (their own order kept); a call with no result gets a stub
+result (``is_error: true``, option ``content``), and if no user message follows at all one is
+inserted. A ``tool_result`` that answers no call of the assistant turn right before it (an
+orphan: a history cut after a compaction, results of a turn that was dropped) or that answers a
+call a second time is removed, logged with its id and length (the text only with
+``log_content``). A user message left with nothing is removed, and two assistant messages that
+this leaves adjacent are joined.
+Why: Anthropic answers 400 "messages.33: `tool_use` ids were found without `tool_result` blocks
+immediately after: toolu_…. Each `tool_use` block must have a corresponding `tool_result` block
+in the next message." (anthropics/claude-code#1237, #2697, #5989; DeepSeek's Anthropic endpoint
+the same, Hmbown/Codewhale#4329), for results placed after text "Did not find 1 `tool_result`
+block(s) at the beginning of this message" (anthropic-sdk-typescript#653; live-verified in
+NousResearch/hermes-agent#65369, QwenLM/qwen-code#8161), and for orphans "unexpected
+`tool_use_id` found in `tool_result` blocks: toolu_…. Each `tool_result` block must have a
+corresponding `tool_use` block in the previous message." (anthropics/claude-code#13460, #18947).
+Safety: a stub tells the model the result is unknown, which is true; moving results loses
+nothing. Dropping an orphan is unsafe in principle (its text no longer reaches the model), but
+the provider refuses the whole request while it is there; it is logged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Final
+
+from rules.anthropic import scan
+from rules.anthropic.blocks import (
+    as_blocks,
+    content_list,
+    is_tool_result,
+    role,
+    tool_result_id,
+    tool_use_ids,
+)
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import dropped_content
+
+NAME = "messages-tool-result-pairing"
+
+#: The chat stub's text (``rules/chat/unanswered_tool_calls.py``).
+DEFAULT_CONTENT: Final = "[chatmend] No result was recorded for this tool call."
+
+#: The rule's options (the record below lists them; read them through these).
+CONTENT = Option("content", DEFAULT_CONTENT, "The text of a stub tool_result.")
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    # The shared walk (rules/anthropic/scan.py) checks the pairing: every call answered at the
+    # head of the next message, once, and no result anywhere else.
+    if scan.UNPAIRED not in scan.signals(messages):
+        return Outcome(messages)
+    stub_text = CONTENT.of(ctx)
+    out: list[Any] = []
+    changes: list[Change] = []
+    dropped_user = False  # a user message was removed since the last message kept
+    index, n = 0, len(messages)
+    while index < n:
+        message = messages[index]
+        speaker = role(message)
+        if speaker == "assistant":
+            if dropped_user and out and role(out[-1]) == "assistant":
+                out[-1] = _joined(out[-1], message)
+                changes.append(Change(NAME, index, "rejoined", {"into": len(out) - 1}))
+            else:
+                out.append(message)
+            dropped_user = False
+            ids = tool_use_ids(message)
+            if not ids:
+                index += 1
+                continue
+            end = index + 1
+            while end < n and role(messages[end]) == "user":
+                end += 1
+            out.extend(_answer(messages, index, end, ids, stub_text, changes, ctx))
+            index = end
+            continue
+        if speaker == "user":
+            blocks = content_list(message)
+            if blocks is not None and any(map(is_tool_result, blocks)):
+                kept = [
+                    block
+                    for position, block in enumerate(blocks)
+                    if not _drop(block, index, position, changes, ctx, "orphan")
+                ]
+                if not kept:
+                    changes.append(Change(NAME, index, "dropped_message", {"role": "user"}))
+                    dropped_user = True
+                    index += 1
+                    continue
+                message = {**message, "content": kept}
+        out.append(message)
+        dropped_user = False
+        index += 1
+    if not changes:  # the shared walk over-reports (a result in an assistant message)
+        return Outcome(messages)
+    return Outcome(out, tuple(changes))
+
+
+def _answer(  # noqa: PLR0917
+    messages: list[Any],
+    start: int,
+    end: int,
+    ids: list[str],
+    stub_text: Any,
+    changes: list[Change],
+    ctx: RuleContext,
+) -> list[Any]:
+    """The user messages ``start+1 .. end-1`` rebuilt so the first one opens with one result
+    per call of the assistant at ``start``."""
+    wanted = Counter(ids)
+    found: list[Any] = []
+    rests: list[list[Any] | None] = []  # per user message: its other blocks (None: a string)
+    for at in range(start + 1, end):
+        blocks = content_list(messages[at])
+        if blocks is None:
+            rests.append(None)
+            continue
+        rest: list[Any] = []
+        for position, block in enumerate(blocks):
+            if not is_tool_result(block):
+                rest.append(block)
+                continue
+            tid = tool_result_id(block)
+            if tid is not None and wanted[tid] > 0:
+                wanted[tid] -= 1
+                found.append(block)
+            else:
+                why = "second_answer" if tid in ids else "orphan"
+                _drop(block, at, position, changes, ctx, why)
+        rests.append(rest)
+    missing: list[str] = []
+    for tid in ids:
+        if wanted[tid] > 0:
+            wanted[tid] -= 1
+            missing.append(tid)
+    stubs = [
+        {"type": "tool_result", "tool_use_id": tid, "content": stub_text, "is_error": True}
+        for tid in missing
+    ]
+    if stubs:
+        changes.append(Change(NAME, start, "added_stubs", {"ids": missing}))
+    head = found + stubs
+    if start + 1 == end:
+        changes.append(Change(NAME, start + 1, "inserted_user", {"results": len(head)}))
+        return [{"role": "user", "content": head}]
+    first = messages[start + 1]
+    rest0 = rests[0]
+    own = content_list(first)
+    content = head + (as_blocks(first.get("content")) if rest0 is None else rest0)
+    unchanged = own is not None and len(content) == len(own)
+    if unchanged and all(a is b for a, b in zip(content, own or (), strict=True)):
+        rebuilt: list[Any] = [first]
+    else:
+        if found and (own is None or own[: len(found)] != found):
+            moved = [tool_result_id(b) for b in found]
+            changes.append(Change(NAME, start + 1, "moved_results", {"ids": moved}))
+        rebuilt = [{**first, "content": content}]
+    for offset, others in enumerate(rests[1:], start=start + 2):
+        message = messages[offset]
+        if others is None or len(others) == len(content_list(message) or ()):
+            rebuilt.append(message)
+        elif others:
+            rebuilt.append({**message, "content": others})
+        else:
+            changes.append(Change(NAME, offset, "dropped_message", {"role": "user"}))
+    return rebuilt
+
+
+def _drop(  # noqa: PLR0917
+    block: Any, index: int, position: int, changes: list[Change], ctx: RuleContext, why: str
+) -> bool:
+    """Log a result being removed; True if ``block`` is a result (for the filter above)."""
+    if not is_tool_result(block):
+        return False
+    detail = {
+        "tool_use_id": tool_result_id(block),
+        "position": position,
+        "reason": why,
+        **dropped_content(block.get("content"), ctx),
+    }
+    changes.append(Change(NAME, index, "dropped_result", detail))
+    return True
+
+
+def _joined(first: dict[str, Any], second: Any) -> dict[str, Any]:
+    content = as_blocks(first.get("content")) + as_blocks(second.get("content"))
+    return {**first, "content": content}
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Put each assistant turn's tool results first in the next user turn; stub the "
+    "missing, drop orphans.",
+    defect="a `tool_use` without its `tool_result` at the head of the next user message: "
+    'Anthropic "`tool_use` ids were found without `tool_result` blocks immediately after"; a '
+    'result answering no call: "unexpected `tool_use_id` found in `tool_result` blocks"',
+    repair="gather the turn's results at the head of the next user message (order kept), stub "
+    "a missing one (`is_error`, option `content`), insert that user message if absent; drop "
+    "orphan and second results (logged with id and length)",
+    safety="unsafe",
+    default=True,
+    apply=apply,
+    options=(CONTENT,),
+)
