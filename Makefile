@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
+CLAUDE_CODE := .clients/node_modules/.bin/claude
+CLAUDE_CODE_VERSION := 2.1.332
 
 .PHONY: run test lint typecheck pytest docs redis-server bench bench-observe soak fuzz clean
 
@@ -33,8 +35,17 @@ lint: $(VENV)/.test-installed
 typecheck: $(VENV)/.test-installed
 	$(BIN)/mypy
 
-pytest: $(VENV)/.test-installed redis-server
-	$(BIN)/pytest
+pytest: $(VENV)/.test-installed redis-server $(CLAUDE_CODE)
+	CHATMEND_CLAUDE_BIN=$$(test -x $(CLAUDE_CODE) && echo $(CURDIR)/$(CLAUDE_CODE)) $(BIN)/pytest
+
+## The Claude Code CLI (npm, pinned), which tests/proxy/test_claude_code.py runs through chatmend
+## against the strict fake: installed into .clients/ (node and npm from Debian if missing). If the
+## registry cannot be reached, that one test is skipped and says so.
+$(CLAUDE_CODE):
+	@command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq npm >/dev/null; } || true
+	@npm install --no-audit --no-fund --silent --prefix .clients \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) >/dev/null 2>&1 \
+		|| echo "Claude Code CLI not installed (npm failed): its test will be skipped"
 
 ## Regenerate docs/rules.md, docs/profiles.md and config.example.yaml's rules section from the
 ## records (rule, option, profile and check records); tests/test_docs.py fails until they match.
