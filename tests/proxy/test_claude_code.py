@@ -1,7 +1,7 @@
 """The Claude Code CLI itself (npm ``@anthropic-ai/claude-code``), non-interactive, through
-chatmend to the strict fake Anthropic endpoint on loopback. Runs where the CLI is installed:
-``CHATMEND_CLAUDE_BIN`` names it, else ``claude`` on PATH (docs/anthropic.md says how);
-skipped elsewhere, as it needs a 400 MB binary no Python package ships."""
+chatmend to the strict fake Anthropic endpoint on loopback. ``make test`` installs the pinned CLI
+(a 400 MB npm package no Python package ships) and names it in ``CHATMEND_CLAUDE_BIN``; else
+``claude`` on PATH; skipped where neither exists (docs/anthropic.md)."""
 
 from __future__ import annotations
 
