@@ -20,8 +20,9 @@ from proxy.config import parse_config
 from proxy.provenance import cited_index, client_indices
 from rules.chat import RULES
 from rules.engine.pipeline import default_steps, run_rules
+from tests.builders import call, result
 from tests.conftest import base_url
-from tests.transcripts import BROKEN, USER, call, chat, result
+from tests.transcripts import BROKEN, USER, chat
 
 Server = Callable[..., Awaitable[TestServer]]
 Client = Callable[..., Awaitable[TestClient[Any, Any]]]

@@ -26,6 +26,7 @@ from proxy.config import DEFAULT_HOST, Config, parse_config
 from proxy.reload import reload_config
 from proxy.upstream import upstream_url
 from rules.engine.base import Outcome, Rule, RuleContext
+from tests.builders import call
 from tests.conftest import ProxyFactory
 from tests.faulty_upstream import FaultyUpstream, Request, respond, stall_before_headers
 from tests.proxy.test_cli import free_port, wait_listening
@@ -226,10 +227,6 @@ CREDENTIAL_HEADERS = {
 }
 
 
-def _call(call_id: str, arguments: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": arguments}}
-
-
 #: The canary in every text field a message can hold, including tool arguments the rules
 #: repair, replace with ``{}``, or receive as an object, and results the rules drop.
 CANARY_MESSAGES: list[Any] = [
@@ -241,11 +238,11 @@ CANARY_MESSAGES: list[Any] = [
         "content": CANARY,
         "reasoning_content": f"thinking about {CANARY}",
         "tool_calls": [
-            _call("c1", '{"cmd": "' + CANARY),  # truncated: closed
-            _call("c2", f"{{'cmd': '{CANARY}',}}"),  # Python literal, trailing comma
-            _call("c3", f"not json at all {CANARY}"),  # unrepairable: replaced with {}
-            _call("c4", {"cmd": CANARY}),  # an object instead of a string
-            _call("c1", '{"cmd": "' + CANARY + '"}'),  # a duplicate id
+            call("c1", "bash", '{"cmd": "' + CANARY),  # truncated: closed
+            call("c2", "bash", f"{{'cmd': '{CANARY}',}}"),  # Python literal, trailing comma
+            call("c3", "bash", f"not json at all {CANARY}"),  # unrepairable: replaced with {}
+            call("c4", "bash", {"cmd": CANARY}),  # an object instead of a string
+            call("c1", "bash", '{"cmd": "' + CANARY + '"}'),  # a duplicate id
         ],
     },
     {"role": "tool", "tool_call_id": "c1", "content": CANARY},

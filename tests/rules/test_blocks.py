@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rules.engine.blocks import analyse, is_paired
+from tests.builders import call, result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 
@@ -17,18 +18,6 @@ def paired_by_analysis(messages: list[Any]) -> bool:
         not block.extra and None not in block.answers and not block.unpairable
         for block in pairing.blocks
     )
-
-
-def call(cid: Any) -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-
-
-def turn(*calls: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
-
-
-def result(cid: Any) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": "ok"}
 
 
 USER = {"role": "user", "content": "go"}
@@ -52,7 +41,9 @@ def test_shapes_that_are_paired() -> None:
     assert is_paired([])
     assert is_paired([USER, {"role": "assistant", "content": "hi"}])
     assert is_paired([USER, turn(call("a"), call("b")), result("b"), result("a")])
-    assert is_paired([USER, turn(None, call("a"), "junk"), result("a")])  # entries, not calls
+    assert is_paired(
+        [USER, turn(tool_calls=[None, call("a"), "junk"]), result("a")]
+    )  # entries, not calls
     assert is_paired([USER, turn(), USER])  # `tool_calls: []` is empty-tool-calls' business
     assert is_paired([USER, turn(call("x"), call("x")), result("x"), result("x")])
 
@@ -71,7 +62,7 @@ def test_a_block_is_read_as_the_rules_read_it() -> None:
     messages = [
         result("early"),
         USER,
-        turn(call("a"), call(""), call("a"), "junk"),
+        turn(tool_calls=[call("a"), call(""), call("a"), "junk"]),
         result("a"),
         result("z"),
         result("a"),

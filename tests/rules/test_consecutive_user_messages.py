@@ -13,15 +13,12 @@ from hypothesis import strategies as st
 from rules.chat import RULES
 from rules.chat.consecutive_user_messages import NAME, RULE, apply, join_contents
 from rules.engine.base import RuleContext
+from tests.builders import user
 from tests.rules.sequence_helpers import found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents
 
 CTX = RuleContext()
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
-
-
-def user(content: Any = "u", **rest: Any) -> dict[str, Any]:
-    return {"role": "user", "content": content, **rest}
 
 
 def test_rule_record() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from rules.chat import RULES, sanitize_messages
 from rules.chat.displaced_tool_results import NAME, RULE, apply
 from rules.engine.base import RuleContext
-from tests.rules.pairing_helpers import result, result_ids, say, turn, user
+from tests.builders import result, result_ids, say, turn, user
 
 CTX = RuleContext()
 

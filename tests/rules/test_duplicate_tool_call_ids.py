@@ -12,20 +12,9 @@ import pytest
 from rules.chat import sanitize_messages
 from rules.chat.duplicate_tool_call_ids import NAME, RULE, apply
 from rules.engine.base import RuleContext
+from tests.builders import call, result, turn
 
 CTX = RuleContext()
-
-
-def call(cid: Any, name: str = "f", arguments: Any = "{}") -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def turn(*calls: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
-
-
-def result(cid: Any, content: str = "ok") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": content}
 
 
 def ids(messages: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -194,7 +183,7 @@ def test_changes_carry_ids_and_counts_never_arguments_or_results() -> None:
                 "index": 0,
                 "action": "dropped_replayed_call",
                 "id": "c",
-                "function": "f",
+                "function": "read_file",
             },
             {"rule": NAME, "index": 2, "action": "dropped_duplicate_result", "tool_call_id": "c"},
             {"rule": NAME, "index": 3, "action": "renamed_id", "from": "c", "to": "c_d2"},

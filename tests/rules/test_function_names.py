@@ -15,6 +15,7 @@ from rules.chat.function_names import NAME, PATTERNS, RULE, apply, coerce
 from rules.engine.base import Outcome
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract.ids import OPENAI_NAME_TEXT
+from tests.builders import call
 from tests.strategies import TOOL_NAMES, arbitrary_messages, broken_transcripts, junk_values
 
 CHECK = CHECKS_BY_CODE["function_name_invalid"]
@@ -23,10 +24,6 @@ CHECK = CHECKS_BY_CODE["function_name_invalid"]
 def run(messages: list[Any], request: dict[str, Any], **options: Any) -> Outcome:
     ctx = replace(RULE.context(options), request={**request, "messages": messages})
     return apply(messages, ctx)
-
-
-def call(cid: str, name: Any) -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
 
 
 def tools(*names: Any) -> list[dict[str, Any]]:

@@ -8,15 +8,12 @@ from hypothesis import given, settings
 
 from rules.chat import RULES
 from rules.chat.leading_user_message import DEFAULT_CONTENT, NAME, RULE, apply
+from tests.builders import msg
 from tests.rules.sequence_helpers import found, run_pure
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CTX = RULE.context()
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
 
 
 def test_rule_record() -> None:

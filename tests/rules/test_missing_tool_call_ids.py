@@ -11,7 +11,7 @@ import pytest
 from rules.chat import RULES
 from rules.chat.missing_tool_call_ids import NAME, RULE, apply
 from rules.engine.base import RuleContext
-from tests.rules.pairing_helpers import result, result_ids, turn, user
+from tests.builders import result, result_ids, turn, user
 
 CTX = RuleContext()
 IDS = ("a", "b", "c")

@@ -17,6 +17,7 @@ from rules.chat.trailing_assistant import ACTIONS
 from rules.engine.pipeline import default_steps, run_rules
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
 from rules.providers.contract.order import CHECKS, NEXT_ROLES
+from tests.builders import msg
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
@@ -24,10 +25,6 @@ LAST = (
     "Expected last role User or Tool (or Assistant with prefix True) for serving but got assistant"
 )
 START = "Conversation must start with a user message or system message"
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
 
 
 def found(code: str, messages: list[Any], **overrides: Any) -> list[tuple[int | None, str]]:

@@ -8,7 +8,7 @@ from typing import Any
 from rules.chat import RULES, sanitize_messages
 from rules.chat.orphan_tool_results import NAME, RULE, apply
 from rules.engine.base import RuleContext
-from tests.rules.pairing_helpers import result, say, turn, user
+from tests.builders import result, say, turn, user
 
 
 def test_rule_record() -> None:

@@ -14,6 +14,7 @@ from rules.chat import RULES, RULES_BY_NAME
 from rules.engine.pipeline import default_steps, run_rules
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT
 from rules.providers.contract.sequence import CHECKS
+from tests.builders import msg
 from tests.rules.sequence_helpers import found
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents
 
@@ -28,10 +29,6 @@ REPAIRED = (
 )
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
 ALTERNATE = "Conversation roles must alternate user/assistant/user/assistant/..."
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
 
 
 def steps(names: tuple[str, ...], later: str = "hoist") -> list[Any]:

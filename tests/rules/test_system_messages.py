@@ -10,23 +10,12 @@ from hypothesis import strategies as st
 
 from rules.chat import RULES
 from rules.chat.system_messages import NAME, RULE, apply
+from tests.builders import say, system, user
 from tests.rules.sequence_helpers import found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 HOIST = RULE.context()
 TO_USER = RULE.context({"later": "user"})
-
-
-def system(content: Any = "s", **rest: Any) -> dict[str, Any]:
-    return {"role": "system", "content": content, **rest}
-
-
-def user(content: Any = "u") -> dict[str, Any]:
-    return {"role": "user", "content": content}
-
-
-def say(content: Any = "a") -> dict[str, Any]:
-    return {"role": "assistant", "content": content}
 
 
 def test_rule_record() -> None:

@@ -14,6 +14,7 @@ from rules.chat import RULES, sanitize_messages
 from rules.chat.tool_call_ids import FORMATS, NAME, RULE, apply, digest62
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
 from rules.providers.contract.ids import ID_TEXTS
+from tests.builders import result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 CHECK = CHECKS_BY_CODE["tool_call_id_format"]
@@ -22,17 +23,6 @@ REWRITING = tuple(f for f in FORMATS if f != "preserve")
 
 def ctx(fmt: str) -> Any:
     return RULE.context({"format": fmt})
-
-
-def turn(*ids: Any) -> dict[str, Any]:
-    calls = [
-        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
-    ]
-    return {"role": "assistant", "content": None, "tool_calls": calls}
-
-
-def result(rid: Any) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": rid, "content": "r"}
 
 
 def all_ids(messages: list[Any]) -> list[Any]:

@@ -20,14 +20,11 @@ from rules.chat.trailing_assistant import (
 )
 from rules.engine.base import RuleContext, TextOption
 from rules.providers.contract import CHECKS_BY_CODE
+from tests.builders import msg
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
 CONTINUE = {"role": "user", "content": DEFAULT_CONTENT}
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
 
 
 def run(messages: list[Any], **options: Any) -> Any:

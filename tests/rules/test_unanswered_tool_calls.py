@@ -8,8 +8,8 @@ from typing import Any
 from rules.chat import RULES, sanitize_messages
 from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT, NAME, RULE, apply
 from rules.engine.base import RuleContext
+from tests.builders import result, result_ids, turn, user
 from tests.fake_upstream import strict_errors
-from tests.rules.pairing_helpers import result, result_ids, turn, user
 
 
 def stub(cid: str, content: str = DEFAULT_CONTENT) -> dict[str, Any]:
