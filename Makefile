@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint typecheck pytest redis-server bench bench-observe soak fuzz clean
+.PHONY: run test quick deep lint typecheck pytest redis-server bench bench-observe bench-scaling soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,16 @@ run: $(VENV)/.run-installed
 
 ## Install everything and run the whole suite: lint, types, tests.
 test: lint typecheck pytest
+
+## The edit loop: the suite without the tests marked `slow` (real processes, load, the largest
+## property runs), in about a third of the time. `make test` still runs everything.
+quick: $(VENV)/.test-installed
+	$(BIN)/pytest -m "not slow" $(ARGS)
+
+## A long property run (not part of `make test`): every hypothesis test under the `deep` profile,
+## ten times the examples (tests/conftest.py), with no per-test timeout.
+deep: $(VENV)/.test-installed redis-server
+	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -m hypothesis --timeout=0 $(ARGS)
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .

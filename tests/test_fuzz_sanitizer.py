@@ -27,6 +27,7 @@ from tests.bodies import (
     request_bodies,
     scaled_body,
 )
+from tests.budget import examples
 from tests.transcripts import BROKEN, CLEAN_BODY
 
 STEPS = default_steps(RULES)
@@ -43,7 +44,7 @@ SKIP_REASONS = {
 
 #: Modest example counts: the module runs in about 10 s, most of it in the timing test.
 FUZZ = settings(
-    max_examples=150,
+    max_examples=examples(1.5),
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,
@@ -104,7 +105,7 @@ def test_adversarial_chat_payloads(raw: bytes) -> None:
     check(raw)
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=examples(1))
 @given(request_bodies)
 def test_everything_mixed(raw: bytes) -> None:
     check(raw)

@@ -26,6 +26,7 @@ from proxy.config import DEFAULT_HOST, Config, parse_config
 from proxy.reload import reload_config
 from proxy.upstream import upstream_url
 from rules.engine.base import Outcome, Rule, RuleContext
+from tests.budget import examples
 from tests.builders import call
 from tests.conftest import ProxyFactory
 from tests.faulty_upstream import FaultyUpstream, Request, respond, stall_before_headers
@@ -196,7 +197,7 @@ async def test_request_targets_without_a_leading_slash_go_nowhere(
     assert evil.connections == 0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(3), deadline=None)
 @given(st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_size=40))
 def test_upstream_url_never_changes_the_origin(path_qs: str) -> None:
     for base in ("https://api.deepseek.com", "http://10.0.0.7:8080/openai"):

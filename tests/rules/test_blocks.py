@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rules.engine.blocks import analyse, is_paired
+from tests.budget import examples
 from tests.builders import call, result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
@@ -23,7 +24,7 @@ def paired_by_analysis(messages: list[Any]) -> bool:
 USER = {"role": "user", "content": "go"}
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(0.8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(
         arbitrary_messages(),

@@ -113,7 +113,7 @@ def test_successive_user_check_text() -> None:
     ]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages())
 def test_junk_never_breaks_it_and_no_users_stay_adjacent(junk: list[Any]) -> None:
     out = run_pure(RULE, junk).messages
@@ -125,7 +125,7 @@ def test_junk_never_breaks_it_and_no_users_stay_adjacent(junk: list[Any]) -> Non
                 assert repr(piece)[1:-1] in sent
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(clean_transcripts(), st.data())
 def test_split_user_turns_in_a_transcript(clean: list[Any], data: st.DataObject) -> None:
     messages = list(clean)

@@ -25,12 +25,13 @@ from rules.chat.unknown_roles import OPENAI_ROLES
 from rules.providers.contract import CHECKS_BY_CODE, violations
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
+from tests.budget import examples
 from tests.rules.test_profiles import PER_PROFILE, pieces
 from tests.strategies import THINKING_MARK, Broken, broken_transcripts
 
 PLANNER = Planner()
 #: Half the per-profile count: three properties times fourteen profiles, one defect family each.
-CROSS = settings(PER_PROFILE, max_examples=20)
+CROSS = settings(PER_PROFILE, max_examples=examples(0.2))
 PROVIDERS = [name for name in PROFILES if name != "passthrough"]
 #: A thinking model under each profile family that reads reasoning_content (and one that does not).
 MODELS = ("deepseek-v4-flash", "deepseek-chat", "kimi-k2.6", "gpt-5")

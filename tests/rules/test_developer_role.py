@@ -13,6 +13,7 @@ from rules.chat.developer_role import NAME, RULE, apply
 from rules.chat.unknown_roles import QWEN_ROLES
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract.fields import QWEN_ROLE_TEXT
+from tests.budget import examples
 from tests.rules.shape_helpers import shaped_messages
 from tests.strategies import broken_transcripts
 
@@ -54,7 +55,7 @@ def test_nothing_but_the_role_changes() -> None:
     assert list(out[0]) == list(message)  # key order kept: same bytes for the cache
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(shaped_messages())
 def test_arbitrary_input(messages: list[Any]) -> None:
     ctx = RULE.context()
@@ -72,7 +73,7 @@ def test_arbitrary_input(messages: list[Any]) -> None:
     assert len(outcome.changes) == len(before) - len(after)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts())
 def test_after_the_pipeline_no_developer_is_left(broken: Any) -> None:
     messages = [{"role": "developer", "content": "rules"}, *broken.messages]

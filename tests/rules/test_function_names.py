@@ -15,6 +15,7 @@ from rules.chat.function_names import NAME, PATTERNS, RULE, apply, coerce
 from rules.engine.base import Outcome
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract.ids import OPENAI_NAME_TEXT
+from tests.budget import examples
 from tests.builders import call
 from tests.strategies import TOOL_NAMES, arbitrary_messages, broken_transcripts, junk_values
 
@@ -153,20 +154,20 @@ def _holds(messages: list[Any], request: dict[str, Any], pattern: str) -> None:
     assert all(valid.fullmatch(new) for new in news)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages(), _REQUESTS, st.sampled_from(PATTERNS))
 def test_arbitrary_input(messages: list[Any], request: dict[str, Any], pattern: str) -> None:
     _holds(messages, request, pattern)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages(), junk_values)
 def test_junk_request_fields_never_raise(messages: list[Any], junk: Any) -> None:
     for request in ({"tools": junk}, {"tool_choice": junk}, {"tools": [junk], "tool_choice": junk}):
         _holds(messages, request, "strict")
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), _REQUESTS, st.sampled_from(PATTERNS))
 def test_after_the_pipeline(broken: Any, request: dict[str, Any], pattern: str) -> None:
     _holds(sanitize_messages(broken.messages).messages, request, pattern)

@@ -23,6 +23,7 @@ from rules.engine.json_repair_passes import (
     repair_object,
     strip_code_fence,
 )
+from tests.budget import examples
 
 # input text -> (repaired compact text, fixes), with the default `truncated: close`.
 REPAIRS: list[tuple[str, str, tuple[str, ...]]] = [
@@ -436,7 +437,7 @@ JSON_VALUE = st.recursive(
 JSON_OBJECT = st.dictionaries(JSON_TEXT, JSON_VALUE, max_size=5)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(1.5), deadline=None)
 @given(JSON_OBJECT, st.booleans())
 def test_every_prefix_of_an_object_repairs_to_an_object(
     value: dict[str, Any], pretty: bool
@@ -453,7 +454,7 @@ def test_every_prefix_of_an_object_repairs_to_an_object(
             assert "closed_string" not in emptied.fixes
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(3), deadline=None)
 @given(st.text(alphabet=st.sampled_from("{}[]\",:'\\ \n\tabTrueNn01.-e`") | st.characters()))
 def test_arbitrary_text_never_raises(text: str) -> None:
     for close_strings in (True, False):
@@ -464,7 +465,7 @@ def test_arbitrary_text_never_raises(text: str) -> None:
             assert (again.text, again.fixes) == (repaired.text, ())
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(4), deadline=None)
 @given(st.text(alphabet=st.sampled_from("\\\\\\nu0aAdb/x"), max_size=12))
 def test_escapes_are_judged_like_a_json_reader(body: str) -> None:
     trailing = len(body) - len(body.rstrip("\\"))
@@ -492,7 +493,7 @@ ANY_JSONISH = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(2), deadline=None)
 @given(
     st.lists(
         ANY_JSONISH

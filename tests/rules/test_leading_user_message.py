@@ -99,7 +99,7 @@ def test_check_texts() -> None:
     assert found("first_not_user", [msg("system"), msg("user"), msg("assistant")]) == []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages())
 def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any]) -> None:
     outcome = run_pure(RULE, junk)
@@ -116,7 +116,7 @@ def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any]) -> N
     assert len(rest) == len(junk) and all(a is b for a, b in zip(rest, junk, strict=True))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(clean_transcripts())
 def test_a_clean_transcript_opens_with_a_user(clean: list[Any]) -> None:
     assert run_pure(RULE, clean).messages is clean

@@ -24,11 +24,12 @@ from rules.engine.pipeline import run_rules
 from rules.providers.contract import CHECKS_BY_CODE, violations
 from rules.providers.planner import Planner
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
+from tests.budget import examples
 from tests.requests import BrokenRequest, broken_requests
 
 PLANNER = Planner()
 PER_PROFILE = settings(
-    max_examples=40,
+    max_examples=examples(0.4),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -19,7 +19,7 @@ from tests.builders import call, result, say, turn, user
 from tests.fake_upstream import strict_errors
 from tests.strategies import arbitrary_messages, clean_transcripts
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 #: The seed report's correct history: 6 messages.

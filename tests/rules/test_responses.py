@@ -24,10 +24,11 @@ from rules.providers.contract.responses import RESPONSES_CONTRACT, violations
 from rules.providers.planner import Planner, compile_responses_plan
 from rules.responses import RESPONSES_RULES, RESPONSES_RULES_BY_NAME, sanitize_input
 from rules.responses.items import call_id, is_call, is_message, is_output, item_id
+from tests.budget import examples
 from tests.strategies import arbitrary_messages
 
 SETTINGS = settings(
-    max_examples=200,
+    max_examples=examples(2),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -19,13 +19,14 @@ from rules.engine.pipeline import run_rules
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
+from tests.budget import examples
 from tests.client_shapes import SESSIONS
 from tests.requests import broken_requests
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 PLANNER = Planner()
 EXAMPLES = settings(
-    max_examples=60,
+    max_examples=examples(0.6),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

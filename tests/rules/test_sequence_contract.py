@@ -103,7 +103,7 @@ def sequence_defects(draw: st.DrawFn) -> list[Any]:
     return messages
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(sequence_defects(), st.sampled_from(["hoist", "user"]))
 def test_after_the_sequence_rules_only_the_bridge_case_is_left(
     messages: list[Any], later: str
@@ -123,7 +123,7 @@ def test_after_the_sequence_rules_only_the_bridge_case_is_left(
         assert out[index]["role"] == "user" and out[index - 1]["role"] == "tool", out
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(["hoist", "user"]))
 def test_after_the_sequence_rules_junk_passes_their_checks(junk: list[Any], later: str) -> None:
     result = run_rules(junk, steps(SEQUENCE_RULES, later))

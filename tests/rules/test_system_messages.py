@@ -130,7 +130,7 @@ def test_ten_thousand_systems_are_linear() -> None:
     assert len(out) == 5001 and found("system_not_first", out) == []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(["hoist", "user"]))
 def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any], later: str) -> None:
     ctx = RULE.context({"later": later})
@@ -145,7 +145,7 @@ def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any], late
                 assert piece in sent or repr(piece)[1:-1] in sent
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(clean_transcripts(), st.data())
 def test_systems_anywhere_in_a_transcript(clean: list[Any], data: st.DataObject) -> None:
     messages = list(clean)

@@ -14,6 +14,7 @@ from rules.chat import RULES, sanitize_messages
 from rules.chat.tool_call_ids import FORMATS, NAME, RULE, apply, digest62
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
 from rules.providers.contract.ids import ID_TEXTS
+from tests.budget import examples
 from tests.builders import result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
@@ -153,13 +154,13 @@ def _holds(messages: list[Any], fmt: str) -> None:
         assert apply(messages, ctx(fmt)).messages == outcome.messages  # deterministic
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(FORMATS))
 def test_arbitrary_input_never_raises_and_leaves_no_bad_id(messages: list[Any], fmt: str) -> None:
     _holds(messages, fmt)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(broken_transcripts(), st.sampled_from(REWRITING))
 def test_after_the_pipeline_ids_fit_and_the_pairing_still_holds(broken: Any, fmt: str) -> None:
     repaired = sanitize_messages(broken.messages).messages
@@ -170,7 +171,7 @@ def test_after_the_pipeline_ids_fit_and_the_pairing_still_holds(broken: Any, fmt
     )
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(0.5), deadline=None)
 @given(clean_transcripts(), st.sampled_from(REWRITING))
 def test_clean_transcripts_keep_their_pairing(messages: list[Any], fmt: str) -> None:
     _holds(messages, fmt)

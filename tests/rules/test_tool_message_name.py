@@ -12,6 +12,7 @@ from rules.chat import RULES, sanitize_messages
 from rules.chat.tool_message_name import NAME, RULE, apply, call_names
 from rules.engine.pipeline import default_steps, run_rules
 from rules.providers.contract import CHECKS_BY_CODE, violations
+from tests.budget import examples
 from tests.builders import call, result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts
 
@@ -63,7 +64,7 @@ def _unfixable(messages: list[Any]) -> set[int]:
     return {index for index, name, _ in call_names(messages) if name is None}
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages(), st.booleans())
 def test_arbitrary_input(messages: list[Any], add_missing: bool) -> None:
     ctx = RULE.context({"add_missing": add_missing})
@@ -79,7 +80,7 @@ def test_arbitrary_input(messages: list[Any], add_missing: bool) -> None:
     ]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(broken_transcripts(), st.booleans())
 def test_after_the_pipeline_no_name_is_missing_or_wrong(broken: Any, add_missing: bool) -> None:
     repaired = sanitize_messages(broken.messages).messages
@@ -99,7 +100,7 @@ CONTRACT: dict[str, dict[str, Any]] = {
 }
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), st.lists(st.sampled_from(["a.b", "a_b", "bash", "x" * 70])))
 def test_the_three_rules_together_satisfy_the_three_checks(broken: Any, names: list[str]) -> None:
     request = {"tools": [{"type": "function", "function": {"name": n}} for n in names]}

@@ -115,7 +115,7 @@ def test_a_thousand_gaps_are_linear() -> None:
     assert elapsed < 0.5
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(arbitrary_messages())
 def test_any_input_never_raises_never_mutates_and_is_idempotent(messages: list[Any]) -> None:
     snapshot = copy.deepcopy(messages)
@@ -130,7 +130,7 @@ def test_any_input_never_raises_never_mutates_and_is_idempotent(messages: list[A
             assert after.get("role") != "user"
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(clean_transcripts())
 def test_a_clean_transcript_is_only_bridged(messages: list[Any]) -> None:
     out = apply(messages, RuleContext()).messages
