@@ -9,4 +9,4 @@ from hypothesis import settings
 
 def examples(scale: float) -> int:
     """``scale`` times the profile's ``max_examples`` (at least one)."""
-    return max(1, round(settings.default.max_examples * scale))
+    return max(1, round(settings().max_examples * scale))
