@@ -64,6 +64,12 @@ bench: $(BIN)/python
 bench-observe: $(VENV)/.test-installed
 	$(BIN)/python -m bench.observe $(ARGS)
 
+## The wall-clock side of the linear-work tests (not part of `make test`, whose tests count
+## lines instead): each case at n/10 and n messages, the time ratio and the old budget.
+## `make bench-scaling ARGS="--only sanitize_body --check"`.
+bench-scaling: $(VENV)/.test-installed
+	$(BIN)/python -m bench.scaling $(ARGS)
+
 ## Load test (not part of `make test`): a fake upstream and `chatmend serve` as real processes,
 ## 300 clients for 3 minutes; every upstream body verified. `make soak ARGS="--minutes 1 --clients 200"`.
 soak: $(VENV)/.test-installed

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import pytest
 
 from rules.chat.consecutive_assistant_messages import NAME, RULE, apply
 from rules.engine.base import RuleContext
-from tests.builders import call, say
+from tests.builders import call, result, say, turn, user
+from tests.work import assert_linear
 
 CTX = RuleContext()
 
@@ -172,33 +172,32 @@ def test_output_is_deterministic() -> None:
     assert apply(messages, CTX) == apply(copy.deepcopy(messages), CTX)
 
 
+def one_run(n: int) -> list[Any]:
+    """``n`` assistants in a row, 1 KiB of text and a call each."""
+    return [say("x" * 1024, tool_calls=[call(f"c{i}")]) for i in range(n)]
+
+
+def split_turns(turns: int) -> list[Any]:
+    """``turns`` times: a user, a text-only assistant, an assistant calling, the result."""
+    messages: list[Any] = []
+    for i in range(turns):
+        messages += [user(f"q{i}"), say("Let me look."), turn(f"c{i}"), result(f"c{i}", "r")]
+    return messages
+
+
 def test_a_2000_message_run_is_merged_in_linear_time() -> None:
     """One run of 2000 assistants with 1 KiB each: joined once, not re-copied per message."""
-    text = "x" * 1024
-    messages = [say(text, tool_calls=[call(f"c{i}")]) for i in range(2000)]
-    start = time.perf_counter()
-    outcome = apply(messages, CTX)
-    elapsed = time.perf_counter() - start
+    outcome = apply(one_run(2000), CTX)
     (merged,) = outcome.messages
-    assert merged["content"] == "\n".join([text] * 2000)
+    assert merged["content"] == "\n".join(["x" * 1024] * 2000)
     assert [c["id"] for c in merged["tool_calls"]] == [f"c{i}" for i in range(2000)]
     assert outcome.changes[0].detail["tool_calls"] == 2000
-    assert elapsed < 0.5
+    assert_linear(one_run, lambda messages: apply(messages, CTX), 500)
 
 
-def test_a_2000_message_transcript_of_split_turns_is_fast() -> None:
-    messages: list[Any] = []
-    for i in range(500):
-        messages += [
-            {"role": "user", "content": f"q{i}"},
-            say("Let me look."),
-            say(None, tool_calls=[call(f"c{i}")]),
-            {"role": "tool", "tool_call_id": f"c{i}", "content": "r"},
-        ]
-    start = time.perf_counter()
-    outcome = apply(messages, CTX)
-    elapsed = time.perf_counter() - start
+def test_a_2000_message_transcript_of_split_turns_is_linear() -> None:
+    outcome = apply(split_turns(500), CTX)
     assert len(outcome.messages) == 1500
     assert len(outcome.changes) == 500
     assert outcome.changes[-1].index == 1997
-    assert elapsed < 0.5
+    assert_linear(split_turns, lambda messages: apply(messages, CTX), 125)
