@@ -27,7 +27,7 @@ run: $(VENV)/.run-installed
 test: lint typecheck pytest
 
 ## The edit loop: the suite without the tests marked `slow` (real processes, load, the largest
-## property runs), in about a third of the time. `make test` still runs everything.
+## property runs, about 200 tests): under a minute. `make test` still runs everything.
 quick: $(VENV)/.test-installed
 	$(BIN)/pytest -m "not slow" $(ARGS)
 

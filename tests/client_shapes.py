@@ -36,7 +36,9 @@ TOOLS = [
 ARGS = '{"path": "a.py"}'
 
 
-def _turn(ids: list[str], content: Any, *, absent: bool = False, **extra: Any) -> list[Message]:
+def _answered_turn(
+    ids: list[str], content: Any, *, absent: bool = False, **extra: Any
+) -> list[Message]:
     """An assistant calling ``ids`` and the tool messages answering them, in order."""
     assistant: Message = {
         "role": "assistant",
@@ -54,11 +56,11 @@ def _session(content: Any, *, absent: bool = False, ids: str = "call_{}") -> lis
     return [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "Fix the failing test."},
-        *_turn([ids.format(next(n))], content, absent=absent),
-        *_turn([ids.format(next(n)) for _ in range(3)], content, absent=absent),
+        *_answered_turn([ids.format(next(n))], content, absent=absent),
+        *_answered_turn([ids.format(next(n)) for _ in range(3)], content, absent=absent),
         {"role": "assistant", "content": "The fixture returns None; patched."},
         {"role": "user", "content": "Run the tests again."},
-        *_turn([ids.format(next(n))], content, absent=absent),
+        *_answered_turn([ids.format(next(n))], content, absent=absent),
         {"role": "assistant", "content": "All green."},
         {"role": "user", "content": "Thanks."},
     ]
@@ -103,7 +105,7 @@ SESSIONS: dict[str, list[Message]] = {
     "names": [
         {"role": "system", "content": "Be brief.", "name": "policy"},
         {"role": "user", "content": "Hi", "name": "alice"},
-        *_turn(["call_1"], None),
+        *_answered_turn(["call_1"], None),
         {"role": "assistant", "content": "Done.", "name": "bot"},
         {"role": "user", "content": "Next.", "name": "alice"},
     ],

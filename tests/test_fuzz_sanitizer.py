@@ -89,12 +89,14 @@ def test_arbitrary_bytes(raw: bytes) -> None:
     check(raw)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(json_bodies)
 def test_arbitrary_json_documents(raw: bytes) -> None:
     check(raw)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(adversarial_bodies())
 @example(b'{"messages": [], "messages": [{"role": "assistant", "tool_calls": []}]}')
@@ -105,6 +107,7 @@ def test_adversarial_chat_payloads(raw: bytes) -> None:
     check(raw)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=examples(1))
 @given(request_bodies)
 def test_everything_mixed(raw: bytes) -> None:
@@ -180,6 +183,7 @@ def test_integers_at_64_bits(number: bytes, written: bytes) -> None:
     assert result.body.startswith(b'{"seed":' + written + b",")
 
 
+@pytest.mark.slow
 def test_huge_strings_and_many_messages() -> None:
     text = '\\"é{' * 500_000
     raw = orjson.dumps(
@@ -231,6 +235,7 @@ def _sanitize(raw: bytes) -> Sanitized:
     return sanitize_body(raw, STEPS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(SCALING_SHAPES))
 def test_work_grows_linearly_with_messages(shape: str) -> None:
     """Lines executed, counted: 4x the messages, at most 5x the work (a quadratic pass: 16x).

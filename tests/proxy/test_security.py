@@ -394,6 +394,7 @@ def _listening(port: int) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
 async def test_a_real_process_binds_loopback_and_never_logs_a_canary(
     upstream: FaultyUpstream,

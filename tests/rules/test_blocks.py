@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,7 @@ def paired_by_analysis(messages: list[Any]) -> bool:
 USER = {"role": "user", "content": "go"}
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(

@@ -115,6 +115,7 @@ def test_successive_user_check_text() -> None:
     ]
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages())
 def test_junk_never_breaks_it_and_no_users_stay_adjacent(junk: list[Any]) -> None:
@@ -127,6 +128,7 @@ def test_junk_never_breaks_it_and_no_users_stay_adjacent(junk: list[Any]) -> Non
                 assert repr(piece)[1:-1] in sent
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(clean_transcripts(), st.data())
 def test_split_user_turns_in_a_transcript(clean: list[Any], data: st.DataObject) -> None:

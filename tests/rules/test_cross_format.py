@@ -195,6 +195,7 @@ def tool_texts(messages: list[Any]) -> list[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", PROVIDERS)
 @CROSS
 @given(broken=broken_transcripts(("codex_call_ids",)), model=st.sampled_from(MODELS))
@@ -213,6 +214,7 @@ def test_a_no_result_is_stubbed_when_it_exists_under_either_id(
     assert all(piece in sent for piece in tool_texts(broken.clean)), (broken.defects, out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", PROVIDERS)
 @CROSS
 @given(
@@ -243,6 +245,7 @@ def test_b_no_thinking_text_is_lost_silently(profile: str, broken: Broken, model
     assert sum(len(text) for text in missing) <= lengths + 2 * len(missing)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", PROVIDERS)
 @CROSS
 @given(broken=broken_transcripts(("unknown_role", "codex_call_ids", "orphan_result")))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from rules.chat import RULES, sanitize_messages
@@ -55,6 +56,7 @@ def test_nothing_but_the_role_changes() -> None:
     assert list(out[0]) == list(message)  # key order kept: same bytes for the cache
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(shaped_messages())
 def test_arbitrary_input(messages: list[Any]) -> None:
@@ -73,6 +75,7 @@ def test_arbitrary_input(messages: list[Any]) -> None:
     assert len(outcome.changes) == len(before) - len(after)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts())
 def test_after_the_pipeline_no_developer_is_left(broken: Any) -> None:

@@ -7,6 +7,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,12 +155,14 @@ def _holds(messages: list[Any], request: dict[str, Any], pattern: str) -> None:
     assert all(valid.fullmatch(new) for new in news)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), _REQUESTS, st.sampled_from(PATTERNS))
 def test_arbitrary_input(messages: list[Any], request: dict[str, Any], pattern: str) -> None:
     _holds(messages, request, pattern)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), junk_values)
 def test_junk_request_fields_never_raise(messages: list[Any], junk: Any) -> None:
@@ -167,6 +170,7 @@ def test_junk_request_fields_never_raise(messages: list[Any], junk: Any) -> None
         _holds(messages, request, "strict")
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), _REQUESTS, st.sampled_from(PATTERNS))
 def test_after_the_pipeline(broken: Any, request: dict[str, Any], pattern: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,6 +77,7 @@ def test_relocation_never_splits_a_tool_block() -> None:
     assert violations({"messages": out}, {"unanswered_tool_call": {}, "image_not_user": {}}) == []
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(shaped_messages(), st.sampled_from(["strip", "relocate"]))
 def test_arbitrary_input(messages: list[Any], action: str) -> None:
@@ -125,6 +127,7 @@ def test_relocate_passes_clean_transcripts(messages: list[Any]) -> None:
     assert outcome.messages is messages and outcome.changes == ()
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), st.sampled_from(["strip", "relocate"]))
 def test_after_the_pipeline_no_image_is_rejected(broken: Any, action: str) -> None:

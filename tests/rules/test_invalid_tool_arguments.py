@@ -411,6 +411,7 @@ def repeated_items(size: int) -> str:
     return '{"items":[' + '{"n":1,"s":"a, }"},' * size
 
 
+@pytest.mark.slow
 def test_repair_work_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
     from rules.engine import json_repair_passes
 
@@ -434,6 +435,7 @@ JSON_VALUE = st.recursive(
 JSON_OBJECT = st.dictionaries(JSON_TEXT, JSON_VALUE, max_size=5)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(1.5), deadline=None)
 @given(JSON_OBJECT, st.booleans())
 def test_every_prefix_of_an_object_repairs_to_an_object(

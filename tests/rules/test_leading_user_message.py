@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from rules.chat import RULES
@@ -99,6 +100,7 @@ def test_check_texts() -> None:
     assert found("first_not_user", [msg("system"), msg("user"), msg("assistant")]) == []
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages())
 def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any]) -> None:
@@ -116,6 +118,7 @@ def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any]) -> N
     assert len(rest) == len(junk) and all(a is b for a, b in zip(rest, junk, strict=True))
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(clean_transcripts())
 def test_a_clean_transcript_opens_with_a_user(clean: list[Any]) -> None:

@@ -158,6 +158,7 @@ def assert_order_clean(messages: list[Any], action: str, later: str) -> None:
         assert CHECKS_BY_CODE["unanswered_tool_call"].run(out, {"messages": out}, {})
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(clean_transcripts(), st.sampled_from(ACTIONS), st.sampled_from(["hoist", "user"]))
 def test_clean_transcripts_pass_the_order_contract_after_the_pipeline(
@@ -166,6 +167,7 @@ def test_clean_transcripts_pass_the_order_contract_after_the_pipeline(
     assert_order_clean(messages, action, later)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(broken_transcripts(), st.sampled_from(ACTIONS), st.sampled_from(["hoist", "user"]))
 def test_broken_transcripts_pass_the_order_contract_after_the_pipeline(
@@ -174,6 +176,7 @@ def test_broken_transcripts_pass_the_order_contract_after_the_pipeline(
     assert_order_clean(broken.messages, action, later)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(ACTIONS), st.sampled_from(["hoist", "user"]))
 def test_any_input_passes_the_order_contract_after_the_pipeline(

@@ -55,6 +55,7 @@ def all_text(messages: list[Any]) -> str:
     return "\n".join(piece for message in messages for piece in pieces(message))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PROFILES))
 @PER_PROFILE
 @given(request=broken_requests())

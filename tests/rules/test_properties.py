@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 
 from rules.chat import RULES, replayed_history, sanitize_messages
@@ -33,6 +34,9 @@ from tests.strategies import (
     broken_transcripts,
     clean_transcripts,
 )
+
+#: Big property runs: `make quick` skips them.
+pytestmark = pytest.mark.slow
 
 #: The main properties. Generation dominates the run time (about 10 ms of CPU per transcript):
 #: the whole module takes about 25 s on one core.

@@ -146,6 +146,7 @@ THINKING = settings(
 )
 
 
+@pytest.mark.slow
 @THINKING
 @given(
     request=broken_requests(),

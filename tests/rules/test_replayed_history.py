@@ -151,6 +151,7 @@ def test_kimi_counter_ids_are_no_signal() -> None:
     assert message_anchors(turn("call_1")) == ["call_1"]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(clean_transcripts(min_turns=1, max_turns=3), st.integers(1, 3))
 def test_a_doubled_clean_transcript_comes_back_whole(clean: list[Any], turns: int) -> None:
@@ -167,6 +168,7 @@ def test_a_doubled_clean_transcript_comes_back_whole(clean: list[Any], turns: in
     assert apply(out.messages, RULE.context()).changes == ()
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(clean_transcripts())
 def test_clean_transcripts_pass_untouched(clean: list[Any]) -> None:
@@ -174,6 +176,7 @@ def test_clean_transcripts_pass_untouched(clean: list[Any]) -> None:
     assert outcome.messages is clean and outcome.changes == ()
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(arbitrary_messages(max_size=12))
 def test_junk_never_raises_never_mutates_and_is_idempotent(messages: list[Any]) -> None:
@@ -201,6 +204,7 @@ def same_id_turns(turns: int) -> list[Any]:
     return [x for i in range(turns) for x in (turn("call_same"), result("call_same", str(i)))]
 
 
+@pytest.mark.slow
 def test_a_pathological_id_repeated_everywhere_stays_linear() -> None:
     apply(same_id_turns(1500), RULE.context())  # within the default budget: no raise
     assert_linear(same_id_turns, lambda messages: apply(messages, RULE.context()), 375)

@@ -114,6 +114,7 @@ def user_texts(values: list[Any]) -> set[str]:
     }
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(inputs())
 def test_after_the_pipeline_every_call_is_paired_once_and_ids_are_unique(
@@ -131,6 +132,7 @@ def test_after_the_pipeline_every_call_is_paired_once_and_ids_are_unique(
     assert again.changes == (), [c.as_dict() for c in again.changes]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(arbitrary_messages(max_size=10), st.booleans())
 def test_each_rule_alone_survives_junk(junk: list[Any], checkpoint: bool) -> None:
@@ -144,6 +146,7 @@ def test_each_rule_alone_survives_junk(junk: list[Any], checkpoint: bool) -> Non
         assert rule.apply(outcome.messages, ctx).changes == (), rule.name
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(items(), max_size=10), st.lists(items(), max_size=6))
 def test_compaction_keeps_the_run_and_everything_after_it(
@@ -276,6 +279,7 @@ def clean_inputs(draw: st.DrawFn) -> list[Any]:
     return out
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(clean_inputs(), st.integers(1, 3))
 def test_a_doubled_responses_history_reaches_its_true_length(clean: list[Any], turns: int) -> None:

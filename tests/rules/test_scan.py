@@ -43,6 +43,7 @@ def steps_of(name: str) -> list[Any]:
     return list(plan.steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PROFILES))
 @EXAMPLES
 @given(messages=MESSAGES)
@@ -57,6 +58,7 @@ def test_a_step_the_walk_leaves_asleep_has_nothing_to_do(name: str, messages: li
         assert outcome.messages is messages and outcome.changes == (), (rule.name, signals)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PROFILES))
 @EXAMPLES
 @given(messages=MESSAGES)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,6 +104,7 @@ def sequence_defects(draw: st.DrawFn) -> list[Any]:
     return messages
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(sequence_defects(), st.sampled_from(["hoist", "user"]))
 def test_after_the_sequence_rules_only_the_bridge_case_is_left(
@@ -123,6 +125,7 @@ def test_after_the_sequence_rules_only_the_bridge_case_is_left(
         assert out[index]["role"] == "user" and out[index - 1]["role"] == "tool", out
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(["hoist", "user"]))
 def test_after_the_sequence_rules_junk_passes_their_checks(junk: list[Any], later: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,6 +134,7 @@ def test_ten_thousand_systems_are_linear() -> None:
     assert_linear(interleaved, lambda messages: apply(messages, HOIST), 500)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(["hoist", "user"]))
 def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any], later: str) -> None:
@@ -148,6 +150,7 @@ def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any], late
                 assert piece in sent or repr(piece)[1:-1] in sent
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(clean_transcripts(), st.data())
 def test_systems_anywhere_in_a_transcript(clean: list[Any], data: st.DataObject) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,6 +134,7 @@ def has_image(content: Any) -> bool:
     )
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), role_lists, st.sampled_from(["", "\n", " "]))
 def test_junk_pure_idempotent_and_leaves_only_lists_it_may_not_collapse(
@@ -156,6 +158,7 @@ def test_junk_pure_idempotent_and_leaves_only_lists_it_may_not_collapse(
         assert outcome.messages is junk
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(clean_transcripts())
 def test_clean_transcripts_keep_only_image_lists_and_lose_no_text(clean: list[Any]) -> None:

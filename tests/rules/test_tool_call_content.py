@@ -130,6 +130,7 @@ def test_the_checks_texts() -> None:
     assert len(CHECKS_BY_CODE["tool_call_content_empty"].run([with_calls([])], {}, {})) == 1
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(SHAPES))
 def test_junk_each_shape_pure_idempotent_and_clears_its_check(junk: list[Any], shape: str) -> None:
@@ -153,6 +154,7 @@ def test_junk_each_shape_pure_idempotent_and_clears_its_check(junk: list[Any], s
         assert check.run(outcome.messages, {}, {}) == []
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(SHAPES))
 def test_the_three_rules_together_clear_each_providers_checks(junk: list[Any], shape: str) -> None:
@@ -167,6 +169,7 @@ def test_the_three_rules_together_clear_each_providers_checks(junk: list[Any], s
         assert not collapsible(result.messages[found.index]["content"])
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(clean_transcripts(), st.sampled_from(SHAPES))
 def test_clean_transcripts_take_each_shape(clean: list[Any], shape: str) -> None:

@@ -154,12 +154,14 @@ def _holds(messages: list[Any], fmt: str) -> None:
         assert apply(messages, ctx(fmt)).messages == outcome.messages  # deterministic
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(FORMATS))
 def test_arbitrary_input_never_raises_and_leaves_no_bad_id(messages: list[Any], fmt: str) -> None:
     _holds(messages, fmt)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(broken_transcripts(), st.sampled_from(REWRITING))
 def test_after_the_pipeline_ids_fit_and_the_pairing_still_holds(broken: Any, fmt: str) -> None:
@@ -171,6 +173,7 @@ def test_after_the_pipeline_ids_fit_and_the_pairing_still_holds(broken: Any, fmt
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.5), deadline=None)
 @given(clean_transcripts(), st.sampled_from(REWRITING))
 def test_clean_transcripts_keep_their_pairing(messages: list[Any], fmt: str) -> None:

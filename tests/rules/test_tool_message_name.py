@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,6 +65,7 @@ def _unfixable(messages: list[Any]) -> set[int]:
     return {index for index, name, _ in call_names(messages) if name is None}
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), st.booleans())
 def test_arbitrary_input(messages: list[Any], add_missing: bool) -> None:
@@ -80,6 +82,7 @@ def test_arbitrary_input(messages: list[Any], add_missing: bool) -> None:
     ]
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(broken_transcripts(), st.booleans())
 def test_after_the_pipeline_no_name_is_missing_or_wrong(broken: Any, add_missing: bool) -> None:
@@ -100,6 +103,7 @@ CONTRACT: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), st.lists(st.sampled_from(["a.b", "a_b", "bash", "x" * 70])))
 def test_the_three_rules_together_satisfy_the_three_checks(broken: Any, names: list[str]) -> None:

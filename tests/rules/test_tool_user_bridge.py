@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from rules.chat import RULES, RULES_BY_NAME
@@ -118,6 +119,7 @@ def test_a_thousand_gaps_are_linear() -> None:
     assert_linear(gaps, lambda messages: apply(messages, RuleContext()), 250)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages())
 def test_any_input_never_raises_never_mutates_and_is_idempotent(messages: list[Any]) -> None:
@@ -133,6 +135,7 @@ def test_any_input_never_raises_never_mutates_and_is_idempotent(messages: list[A
             assert after.get("role") != "user"
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(clean_transcripts())
 def test_a_clean_transcript_is_only_bridged(messages: list[Any]) -> None:

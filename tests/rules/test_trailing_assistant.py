@@ -157,6 +157,7 @@ def test_drop_logs_length_and_the_text_only_with_log_content() -> None:
         assert change.detail["content_length"] == length
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(ACTIONS), st.booleans())
 def test_any_input_never_raises_never_mutates_and_is_idempotent(
@@ -173,6 +174,7 @@ def test_any_input_never_raises_never_mutates_and_is_idempotent(
     assert out.messages or not messages  # never empties a request
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(clean_transcripts(), st.sampled_from(ACTIONS))
 def test_a_clean_transcript_ending_on_an_answer_is_repaired_as_asked(

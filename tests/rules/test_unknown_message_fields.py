@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,6 +127,7 @@ OPTIONS = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(shaped_messages(), OPTIONS)
 def test_arbitrary_input(messages: list[Any], options: dict[str, Any]) -> None:
@@ -145,6 +147,7 @@ def test_arbitrary_input(messages: list[Any], options: dict[str, Any]) -> None:
             assert all(new[k] == old[k] for k in new if k != "tool_calls")
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.5), deadline=None)
 @given(clean_transcripts())
 def test_clean_transcripts_pass_when_reasoning_is_allowed(messages: list[Any]) -> None:
@@ -152,6 +155,7 @@ def test_clean_transcripts_pass_when_reasoning_is_allowed(messages: list[Any]) -
     assert outcome.messages is messages and outcome.changes == ()
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), st.booleans())
 def test_after_the_pipeline_no_unknown_field_is_left(broken: Any, drop_null: bool) -> None:
