@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
@@ -196,13 +196,18 @@ def tool_texts(messages: list[Any]) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("profile", PROVIDERS)
 @CROSS
 @given(broken=broken_transcripts(("codex_call_ids",)), model=st.sampled_from(MODELS))
-def test_a_no_result_is_stubbed_when_it_exists_under_either_id(
+def test_a_no_result_is_stubbed_when_it_exists_under_either_id(broken: Broken, model: str) -> None:
+    """(a) Results that answer their call's Codex alias all arrive, and no stub appears."""
+    for profile in PROVIDERS:  # every profile judges the same draw
+        note(f"profile {profile}")
+        _a_no_result_is_stubbed_when_it_exists_under_either_id(profile, broken, model)
+
+
+def _a_no_result_is_stubbed_when_it_exists_under_either_id(
     profile: str, broken: Broken, model: str
 ) -> None:
-    """(a) Results that answer their call's Codex alias all arrive, and no stub appears."""
     out, _ = run(profile, {"model": model, "messages": broken.messages})
     assert not any(m.get("content") == STUB for m in out if m.get("role") == "tool"), (
         broken.defects,
@@ -215,15 +220,20 @@ def test_a_no_result_is_stubbed_when_it_exists_under_either_id(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("profile", PROVIDERS)
 @CROSS
 @given(
     broken=broken_transcripts(("thinking_parts", "split_assistant", "codex_call_ids")),
     model=st.sampled_from(MODELS),
 )
-def test_b_no_thinking_text_is_lost_silently(profile: str, broken: Broken, model: str) -> None:
+def test_b_no_thinking_text_is_lost_silently(broken: Broken, model: str) -> None:
     """(b) Each thinking text is forwarded (as reasoning_content, or in a content the profile
     leaves alone), or the thinking-parts Changes account for it by count and length."""
+    for profile in PROVIDERS:  # every profile judges the same draw
+        note(f"profile {profile}")
+        _b_no_thinking_text_is_lost_silently(profile, broken, model)
+
+
+def _b_no_thinking_text_is_lost_silently(profile: str, broken: Broken, model: str) -> None:
     payload = {"model": model, "messages": broken.messages}
     plan = PLANNER.plans[profile]
     result = sanitize_body(orjson.dumps(payload), plan)
@@ -246,12 +256,17 @@ def test_b_no_thinking_text_is_lost_silently(profile: str, broken: Broken, model
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("profile", PROVIDERS)
 @CROSS
 @given(broken=broken_transcripts(("unknown_role", "codex_call_ids", "orphan_result")))
-def test_c_no_unknown_role_reaches_a_provider_that_refuses_it(profile: str, broken: Broken) -> None:
+def test_c_no_unknown_role_reaches_a_provider_that_refuses_it(broken: Broken) -> None:
     """(c) Every role that leaves is one the profile's provider accepts, and every record with
     another role is logged with its role."""
+    for profile in PROVIDERS:  # every profile judges the same draw
+        note(f"profile {profile}")
+        _c_no_unknown_role_reaches_a_provider_that_refuses_it(profile, broken)
+
+
+def _c_no_unknown_role_reaches_a_provider_that_refuses_it(profile: str, broken: Broken) -> None:
     plan = PLANNER.plans[profile]
     options = dict(next(ctx.options for rule, ctx in plan.steps if rule.name == "unknown-roles"))
     accepted = set(options["roles"]) | set(options["keep"])

@@ -56,10 +56,16 @@ def all_text(messages: list[Any]) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(PROFILES))
 @PER_PROFILE
 @given(request=broken_requests())
-def test_the_profile_contract_holds_after_its_pipeline(name: str, request: BrokenRequest) -> None:
+def test_every_profile_contract_holds_after_its_pipeline(request: BrokenRequest) -> None:
+    """Every profile judges the same drawn request (drawing is most of the cost): each meets as
+    many requests as when it drew its own."""
+    for name in PROFILES:
+        check_profile(name, request)
+
+
+def check_profile(name: str, request: BrokenRequest) -> None:
     plan = PLANNER.plans[name]
     snapshot = copy.deepcopy(request.payload)
     raw = orjson.dumps(request.payload)
