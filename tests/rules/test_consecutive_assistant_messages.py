@@ -10,6 +10,7 @@ import pytest
 from rules.chat.consecutive_assistant_messages import NAME, RULE, apply
 from rules.engine.base import RuleContext
 from tests.builders import call, result, say, turn, user
+from tests.rules.sequence_helpers import assert_folds_pairwise
 from tests.work import assert_linear
 
 CTX = RuleContext()
@@ -63,13 +64,7 @@ RUNS: list[list[Any]] = [
 
 @pytest.mark.parametrize("contents", RUNS, ids=[str(i) for i in range(len(RUNS))])
 def test_a_long_run_equals_a_pairwise_fold(contents: list[Any]) -> None:
-    run = [say(c) for c in contents]
-    at_once = apply(run, CTX).messages
-    folded = [run[0]]
-    for later in run[1:]:
-        folded = apply([folded[0], later], CTX).messages
-    assert at_once == folded
-    assert len(at_once) == 1
+    assert_folds_pairwise(RULE, [say(c) for c in contents])
 
 
 def test_texts_and_parts_from_a_run_of_mixed_contents() -> None:

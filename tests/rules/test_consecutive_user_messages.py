@@ -13,7 +13,7 @@ from rules.chat import RULES
 from rules.chat.consecutive_user_messages import NAME, RULE, apply, join_contents
 from rules.engine.base import RuleContext
 from tests.builders import user
-from tests.rules.sequence_helpers import found, run_pure, texts
+from tests.rules.sequence_helpers import assert_folds_pairwise, found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents
 from tests.work import assert_linear
 
@@ -66,13 +66,7 @@ RUNS: list[list[Any]] = [
 
 @pytest.mark.parametrize("contents", RUNS, ids=[str(i) for i in range(len(RUNS))])
 def test_a_long_run_equals_a_pairwise_fold(contents: list[Any]) -> None:
-    run = [user(c) for c in contents]
-    at_once = apply(run, CTX).messages
-    folded = [run[0]]
-    for later in run[1:]:
-        folded = apply([folded[0], later], CTX).messages
-    assert at_once == folded
-    assert len(at_once) == 1
+    assert_folds_pairwise(RULE, [user(c) for c in contents])
 
 
 def test_junk_contents_are_carried_as_parts() -> None:
