@@ -6,7 +6,7 @@ ARGS   ?=
 CLAUDE_CODE := .clients/node_modules/.bin/claude
 CLAUDE_CODE_VERSION := 2.1.332
 
-.PHONY: run test lint typecheck pytest docs redis-server bench bench-observe soak fuzz clean
+.PHONY: run test quick deep lint typecheck pytest docs redis-server bench bench-observe bench-scaling soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,16 @@ run: $(VENV)/.run-installed
 
 ## Install everything and run the whole suite: lint, types, tests.
 test: lint typecheck pytest
+
+## The edit loop: the suite without the tests marked `slow` (real processes, load, the largest
+## property runs, about 200 tests): under a minute. `make test` still runs everything.
+quick: $(VENV)/.test-installed
+	$(BIN)/pytest -m "not slow" $(ARGS)
+
+## A long property run (not part of `make test`): every hypothesis test under the `deep` profile,
+## ten times the examples (tests/conftest.py), with no per-test timeout.
+deep: $(VENV)/.test-installed redis-server
+	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -m hypothesis --timeout=0 $(ARGS)
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
@@ -69,6 +79,12 @@ bench: $(BIN)/python
 ## with and without response observation, same run. `make bench-observe ARGS="--chunks 20000"`.
 bench-observe: $(VENV)/.test-installed
 	$(BIN)/python -m bench.observe $(ARGS)
+
+## The wall-clock side of the linear-work tests (not part of `make test`, whose tests count
+## lines instead): each case at n/10 and n messages, the time ratio and the old budget.
+## `make bench-scaling ARGS="--only sanitize_body --check"`.
+bench-scaling: $(VENV)/.test-installed
+	$(BIN)/python -m bench.scaling $(ARGS)
 
 ## Load test (not part of `make test`): a fake upstream and `chatmend serve` as real processes,
 ## 300 clients for 3 minutes; every upstream body verified. `make soak ARGS="--minutes 1 --clients 200"`.

@@ -16,6 +16,7 @@ from typing import Any, Final
 import orjson
 from hypothesis import strategies as st
 
+from tests.builders import call, result, turn, user
 from tests.strategies import arbitrary_messages, junk_values
 from tests.transcripts import BROKEN
 
@@ -26,20 +27,8 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-def _call(call_id: Any, arguments: Any = '{"path": "a.py"}', name: Any = "read_file") -> Message:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def _assistant(*calls: Message, content: Any = None) -> Message:
-    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
-
-
-def _tool(call_id: Any, content: Any = "ok") -> Message:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
-
-
-def _user(text: str = "go on") -> Message:
-    return {"role": "user", "content": text}
+#: The arguments of the calls these payloads make.
+ARGS = '{"path": "a.py"}'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -50,7 +39,7 @@ def _user(text: str = "go on") -> Message:
 def _clean(n: int) -> list[Any]:
     out: list[Any] = []
     for i in range(n // 4):
-        out += [_user(f"u{i}"), _assistant(_call(f"c{i}")), _tool(f"c{i}"), _user("next")]
+        out += [user(f"u{i}"), turn(call(f"c{i}", arguments=ARGS)), result(f"c{i}"), user("next")]
     return out
 
 
@@ -59,25 +48,25 @@ def _reused_ids(n: int) -> list[Any]:
     out: list[Any] = []
     for i in range(n // 2):
         call_id = "terminal:0" if i % 3 else f"terminal:0_d{i}"
-        out += [_assistant(_call(call_id)), _tool(call_id)]
+        out += [turn(call(call_id, arguments=ARGS)), result(call_id)]
     return out
 
 
 def _split_turns(n: int) -> list[Any]:
-    return [_assistant(_call(f"c{i}"), content=f"part {i}") for i in range(n)]
+    return [turn(call(f"c{i}", arguments=ARGS), content=f"part {i}") for i in range(n)]
 
 
 def _unpaired(n: int) -> list[Any]:
     # One block of n/2 calls; results displaced past user messages, missing ids, orphans.
     half = n // 2
-    out: list[Any] = [_assistant(*(_call(f"c{i}") for i in range(half)))]
+    out: list[Any] = [turn(*(call(f"c{i}", arguments=ARGS) for i in range(half)))]
     for i in range(half):
         if i % 3 == 0:
-            out += [_user(), _tool(f"c{(i * 7) % half}")]
+            out += [user(), result(f"c{(i * 7) % half}")]
         elif i % 3 == 1:
             out.append({"role": "tool", "content": "no id"})
         else:
-            out.append(_tool(f"unknown{i}"))
+            out.append(result(f"unknown{i}"))
     return out
 
 
@@ -87,7 +76,7 @@ def _broken_arguments(n: int) -> list[Any]:
         arguments = ('{"a": [1, 2, {"b": "cut', "{'a': True,}", {"as": "dict"}, "", '{"a":1}{')[
             i % 5
         ]
-        out += [_assistant(_call(f"c{i}", arguments)), _tool(f"c{i}")]
+        out += [turn(call(f"c{i}", arguments=arguments)), result(f"c{i}")]
     return out
 
 
@@ -256,8 +245,9 @@ def adversarial_bodies(draw: st.DrawFn) -> bytes:
     if trick == "huge_string":
         size = draw(st.sampled_from([100_000, 2_000_000]))
         text = draw(st.sampled_from(["x", "é", "\\", '"', "\n", "{"])) * size
-        call = _assistant(_call("h1", text if draw(st.booleans()) else '{"a": "' + text))
-        return dumps({"messages": [_user(text), call, _tool("h1", text), *payload["messages"]]})
+        arguments = text if draw(st.booleans()) else '{"a": "' + text
+        calling = turn(call("h1", arguments=arguments))
+        return dumps({"messages": [user(text), calling, result("h1", text), *payload["messages"]]})
     if trick == "many_messages":
         count = draw(st.sampled_from([1_000, 10_000]))
         template = draw(st.sampled_from(sorted(BROKEN)))

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from bench.payloads import build_messages
+from tests.builders import call
 
 Message = dict[str, Any]
 
@@ -31,13 +32,19 @@ TOOLS = [
 ]
 
 
-def _call(call_id: str, name: str = "read_file", arguments: str = '{"path": "a.py"}') -> Message:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+#: What every call in these sessions asks.
+ARGS = '{"path": "a.py"}'
 
 
-def _turn(ids: list[str], content: Any, *, absent: bool = False, **extra: Any) -> list[Message]:
+def _answered_turn(
+    ids: list[str], content: Any, *, absent: bool = False, **extra: Any
+) -> list[Message]:
     """An assistant calling ``ids`` and the tool messages answering them, in order."""
-    assistant: Message = {"role": "assistant", "tool_calls": [_call(i) for i in ids], **extra}
+    assistant: Message = {
+        "role": "assistant",
+        "tool_calls": [call(i, arguments=ARGS) for i in ids],
+        **extra,
+    }
     if not absent:
         assistant["content"] = content
     return [assistant, *({"role": "tool", "tool_call_id": i, "content": f"out {i}"} for i in ids)]
@@ -49,11 +56,11 @@ def _session(content: Any, *, absent: bool = False, ids: str = "call_{}") -> lis
     return [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "Fix the failing test."},
-        *_turn([ids.format(next(n))], content, absent=absent),
-        *_turn([ids.format(next(n)) for _ in range(3)], content, absent=absent),
+        *_answered_turn([ids.format(next(n))], content, absent=absent),
+        *_answered_turn([ids.format(next(n)) for _ in range(3)], content, absent=absent),
         {"role": "assistant", "content": "The fixture returns None; patched."},
         {"role": "user", "content": "Run the tests again."},
-        *_turn([ids.format(next(n))], content, absent=absent),
+        *_answered_turn([ids.format(next(n))], content, absent=absent),
         {"role": "assistant", "content": "All green."},
         {"role": "user", "content": "Thanks."},
     ]
@@ -98,13 +105,13 @@ SESSIONS: dict[str, list[Message]] = {
     "names": [
         {"role": "system", "content": "Be brief.", "name": "policy"},
         {"role": "user", "content": "Hi", "name": "alice"},
-        *_turn(["call_1"], None),
+        *_answered_turn(["call_1"], None),
         {"role": "assistant", "content": "Done.", "name": "bot"},
         {"role": "user", "content": "Next.", "name": "alice"},
     ],
     "tool_names": [
         {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": None, "tool_calls": [_call("call_1")]},
+        {"role": "assistant", "content": None, "tool_calls": [call("call_1", arguments=ARGS)]},
         {"role": "tool", "tool_call_id": "call_1", "name": "read_file", "content": "x"},
         {"role": "user", "content": "Next."},
     ],
@@ -122,7 +129,7 @@ SESSIONS: dict[str, list[Message]] = {
     "system_text_part": [{"role": "system", "content": _TEXT}, {"role": "user", "content": "Hi"}],
     "tool_text_part": [
         {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": None, "tool_calls": [_call("call_1")]},
+        {"role": "assistant", "content": None, "tool_calls": [call("call_1", arguments=ARGS)]},
         {"role": "tool", "tool_call_id": "call_1", "content": _TEXT},
         {"role": "user", "content": "Next."},
     ],

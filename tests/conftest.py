@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import HealthCheck, settings
 
 from proxy.app import create_app
 from proxy.config import Config, UpstreamConfig, parse_config
@@ -16,6 +18,22 @@ from tests.fake_upstream import FakeUpstream, create_fake_upstream
 from tests.redis_server import RedisServer
 
 ProxyFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
+
+# Hypothesis budgets: one example count per run, chosen here, not per test (a test that needs
+# more or fewer asks for a share of it: tests/budget.py). HYPOTHESIS_PROFILE picks the profile;
+# without it, `ci` when the CI variable is set, else `dev`.
+#   ci    today's counts (100 per property, scaled per test), the failing example printed as a
+#         blob to reproduce it (@reproduce_failure), no example database on a throwaway runner.
+#   dev   the same counts, with the local example database replaying past failures first.
+#   deep  ten times the examples, no deadline: `make deep`, for a long run before a release.
+settings.register_profile("ci", max_examples=100, print_blob=True, database=None)
+settings.register_profile("dev", max_examples=100)
+settings.register_profile(
+    "deep", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 
 
 @pytest.fixture

@@ -18,8 +18,9 @@ from typing import Any
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.builders import call
 from tests.conftest import ProxyFactory
-from tests.transcripts import BROKEN, USER, call, chat
+from tests.transcripts import BROKEN, USER, chat
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "chatmend.json"
 #: What the operator's first look needs (issue 16), each by the series it reads.

@@ -6,18 +6,12 @@ from typing import Any
 
 import orjson
 
+from tests.builders import call, result
+
 
 def chat(messages: list[Any], **extra: Any) -> bytes:
     """A chat-completions body for ``deepseek-chat`` (``extra`` adds or overrides fields)."""
     return orjson.dumps({"model": "deepseek-chat", "messages": messages, **extra})
-
-
-def call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def result(call_id: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
 USER = {"role": "user", "content": "Fix the failing test, please."}

@@ -17,19 +17,7 @@ from proxy.config import parse_config
 from proxy.emulate import create_emulator
 from rules.providers.contract import violations
 from rules.providers.profiles import PROFILES
-
-
-def call(cid: str = "abcDEF123", name: str = "read_file", arguments: Any = "{}") -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def turn(*calls: dict[str, Any], content: Any = None) -> dict[str, Any]:
-    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
-
-
-def result(cid: str = "abcDEF123", content: Any = "ok") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": content}
-
+from tests.builders import call, result, turn
 
 USER = {"role": "user", "content": "Read the file."}
 AFTER = {"role": "user", "content": "Thanks."}

@@ -90,6 +90,7 @@ def test_not_json_exits_2() -> None:
     assert b"body_not_json" in out
 
 
+@pytest.mark.slow
 def test_real_command_reads_stdin_and_honours_config(tmp_path: Path) -> None:
     raw = body(BROKEN["empty_tool_calls"])
     done = subprocess.run(
@@ -110,6 +111,7 @@ def test_real_command_reads_stdin_and_honours_config(tmp_path: Path) -> None:
     assert b"empty array" in done.stdout
 
 
+@pytest.mark.slow
 def test_missing_file_exits_2(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(CHATMEND), "check", str(tmp_path / "nope.json")], capture_output=True, check=False
@@ -145,6 +147,7 @@ def test_the_profile_is_picked_by_model_or_forced() -> None:
     assert forced.status == REPAIRED and forced.after == ()
 
 
+@pytest.mark.slow
 def test_real_command_with_a_profile(tmp_path: Path) -> None:
     raw = body(BROKEN["unanswered_tool_call"])
     done = subprocess.run(
@@ -243,6 +246,7 @@ def test_check_error_on_an_unknown_error_exits_2() -> None:
     assert "error class: unclassified" in text
 
 
+@pytest.mark.slow
 def test_check_error_from_the_command_line(tmp_path: Path) -> None:
     error = tmp_path / "error.json"
     error.write_bytes(EMPTY_ERROR)

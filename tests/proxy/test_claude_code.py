@@ -23,7 +23,10 @@ from tests.conftest import base_url
 from tests.fake_anthropic import TEXT, FakeAnthropic, create_fake_anthropic
 
 CLAUDE = os.environ.get("CHATMEND_CLAUDE_BIN") or shutil.which("claude")
-pytestmark = pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed")
+pytestmark = [
+    pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed"),
+    pytest.mark.slow,  # a real process
+]
 
 
 async def claude(base: str, home: Path, prompt: str) -> tuple[int, str]:

@@ -67,6 +67,7 @@ async def serving(*command: str, env: dict[str, str] | None = None) -> AsyncIter
             orjson.loads(line)  # every log line is one JSON object
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command", [(str(CHATMEND), "serve"), (sys.executable, "-m", "proxy", "serve")]
 )
@@ -83,6 +84,7 @@ async def test_serve_repairs_through_a_real_process(
     assert strict_errors(orjson.loads(fake.received[-1].body)) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 async def test_serve_runs_on_either_event_loop(
     loop: str, fake: FakeUpstream, fake_server: TestServer
@@ -102,6 +104,7 @@ def test_auto_loop_is_uvloop_where_installed() -> None:
     assert event_loop_factory("asyncio") is asyncio.new_event_loop
 
 
+@pytest.mark.slow
 async def test_env_upstream_is_used_without_flags(
     fake: FakeUpstream, fake_server: TestServer
 ) -> None:
@@ -169,6 +172,7 @@ async def run_cli(*args: str, timeout: float = 20) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "cause"),
     [
@@ -195,12 +199,14 @@ async def test_start_up_failures_are_one_line(args: tuple[str, ...], cause: str)
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 async def test_version() -> None:
     code, out, err = await run_cli("--version")
     assert (code, err) == (0, "")
     assert re.fullmatch(r"chatmend \d+\.\d+\.\d+\S*\n", out), out
 
 
+@pytest.mark.slow
 async def test_proxy_started_names_the_profile_the_upstream_implies() -> None:
     """The README's own example, ``--upstream https://api.moonshot.ai``, runs under kimi, and
     the start-up line says why; an upstream URL ending in /v1 is warned about once."""

@@ -172,6 +172,7 @@ async def test_mid_stream_disconnect_closes_the_upstream_within_a_second(
 IDLE_CONNECTIONS = 500
 
 
+@pytest.mark.slow
 async def test_many_idle_keep_alive_connections_do_not_stop_service(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:

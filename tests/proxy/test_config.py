@@ -138,6 +138,7 @@ def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
         parse_config({"rules": {name: options or None}})  # valid once uncommented
 
 
+@pytest.mark.slow
 def test_the_example_file_is_safe_to_uncomment_line_by_line() -> None:
     """Each commented line of config.example.yaml, uncommented on its own: either not valid
     (YAML, or a config error at start-up: loud), or a config that keeps every profile's switch

@@ -80,6 +80,7 @@ def emulate_process() -> Iterator[str]:
         process.wait(timeout=10)
 
 
+@pytest.mark.slow
 async def test_real_processes_proxy_in_front_of_emulate(emulate_process: str) -> None:
     """What a user's CI does: agent -> chatmend serve -> chatmend emulate."""
     port = free_port()

@@ -409,6 +409,7 @@ def _reused_id_turns(turns: int) -> bytes:
     return chat(reused_id_turns(turns))
 
 
+@pytest.mark.slow
 async def test_a_replayed_history_of_thousands_of_turns_stalls_no_one(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
@@ -425,6 +426,7 @@ async def test_a_replayed_history_of_thousands_of_turns_stalls_no_one(
     _assert_responsive(latencies)
 
 
+@pytest.mark.slow
 async def test_a_gzip_bomb_costs_neither_memory_nor_time(
     tmp_path: Path, aiohttp_server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -461,6 +463,7 @@ def _tiny_messages(megabytes: int) -> bytes:
     return chat([message] * (megabytes * 1024 * 1024 // 31))
 
 
+@pytest.mark.slow
 async def test_a_big_body_is_repaired_off_the_event_loop(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
@@ -475,6 +478,7 @@ async def test_a_big_body_is_repaired_off_the_event_loop(
     _assert_responsive(latencies)
 
 
+@pytest.mark.slow
 async def test_a_repair_past_its_deadline_fails_open_counted(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
@@ -492,6 +496,7 @@ async def test_a_repair_past_its_deadline_fails_open_counted(
     assert 'chatmend_limits_total{limit="sanitize_deadline"} 1.0' in metrics
 
 
+@pytest.mark.slow
 async def test_hostile_tool_arguments_stall_no_one(tmp_path: Path, aiohttp_server: Server) -> None:
     """Finding 3: 21 KB of gzip holding `{"a":{"a":...` arguments took 16 s inline (now cut at
     1024 levels); a wide shape reaches the token cap instead."""
@@ -520,6 +525,7 @@ async def test_hostile_tool_arguments_stall_no_one(tmp_path: Path, aiohttp_serve
     _assert_responsive(latencies)
 
 
+@pytest.mark.slow
 async def test_a_closed_stdout_fails_no_request(tmp_path: Path, aiohttp_server: Server) -> None:
     """Finding 6: `chatmend serve | head -c 1` answered every request with an empty reply."""
     import asyncio.subprocess
@@ -557,6 +563,7 @@ async def test_a_closed_stdout_fails_no_request(tmp_path: Path, aiohttp_server: 
             await process.wait()
 
 
+@pytest.mark.slow
 async def test_workers_repair_a_big_body_in_their_worker_processes(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:

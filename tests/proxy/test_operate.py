@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
@@ -162,6 +163,7 @@ async def _streaming_config(
     return config
 
 
+@pytest.mark.slow
 async def test_sighup_switches_report_to_enforce_and_keeps_serving_on_a_bad_file(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
@@ -183,6 +185,7 @@ async def test_sighup_switches_report_to_enforce_and_keeps_serving_on_a_bad_file
         assert await asyncio.wait_for(proxy.process.wait(), 10) == 0
 
 
+@pytest.mark.slow
 async def test_sigterm_drains_a_stream_in_flight_then_exits(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
@@ -206,6 +209,7 @@ async def test_sigterm_drains_a_stream_in_flight_then_exits(
         assert done["outcome"] == "completed" and done["status"] == 200
 
 
+@pytest.mark.slow
 async def test_the_drain_deadline_cuts_a_stream_that_runs_past_it(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
@@ -224,6 +228,7 @@ async def test_the_drain_deadline_cuts_a_stream_that_runs_past_it(
         assert asyncio.get_running_loop().time() - started < 4
 
 
+@pytest.mark.slow
 async def test_workers_share_the_port_the_metrics_and_the_reloads(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:

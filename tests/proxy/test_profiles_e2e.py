@@ -67,6 +67,7 @@ def start(
     return start
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", REPAIRING)
 async def test_every_broken_request_is_accepted_through_the_profile(
     profile: str,

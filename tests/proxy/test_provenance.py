@@ -20,8 +20,10 @@ from proxy.config import parse_config
 from proxy.provenance import cited_index, client_indices
 from rules.chat import RULES
 from rules.engine.pipeline import default_steps, run_rules
+from tests.budget import examples
+from tests.builders import call, result
 from tests.conftest import base_url
-from tests.transcripts import BROKEN, USER, call, chat, result
+from tests.transcripts import BROKEN, USER, chat
 
 Server = Callable[..., Awaitable[TestServer]]
 Client = Callable[..., Awaitable[TestClient[Any, Any]]]
@@ -74,7 +76,7 @@ def test_a_dropped_message_and_identical_messages() -> None:
     assert client_indices(messages, sent) == [0, 2, 3, 4]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(2), deadline=None)
 @given(st.lists(st.sampled_from(sorted(BROKEN)), min_size=1, max_size=4))
 def test_every_kept_message_maps_to_itself(kinds: list[str]) -> None:
     """Over concatenated broken transcripts: each index maps inside the client's list, in

@@ -112,6 +112,7 @@ async def test_streaming_relays_every_event(proxy: Client, fake: FakeUpstream) -
     assert text.endswith("data: [DONE]\n\n")
 
 
+@pytest.mark.slow
 async def test_stream_chunks_arrive_before_the_stream_ends(
     proxy: Client, fake: FakeUpstream
 ) -> None:

@@ -205,6 +205,7 @@ async def test_a_non_thinking_request_is_neither_looked_up_nor_changed(
     assert "reasoning_content" not in upstream.received[-1]["messages"][1]
 
 
+@pytest.mark.slow
 async def test_two_instances_sharing_redis_restore_each_others_turns(
     start: Start, upstream: ThinkingUpstream, redis_server: RedisServer
 ) -> None:
@@ -233,6 +234,7 @@ async def test_two_instances_sharing_redis_restore_each_others_turns(
         assert len(key) == len("chatmend:reasoning:") + 64
 
 
+@pytest.mark.slow
 async def test_redis_stopped_mid_run_degrades_to_the_placeholder_then_recovers(
     start: Start, upstream: ThinkingUpstream, redis_server: RedisServer
 ) -> None:
@@ -336,6 +338,7 @@ async def test_a_failing_lookup_fails_open(
     assert "PRIVATE-THOUGHT" not in logged(logs)
 
 
+@pytest.mark.slow
 async def test_a_body_repaired_in_a_worker_process_gets_its_reasoning_back(
     start: Start, upstream: ThinkingUpstream
 ) -> None:

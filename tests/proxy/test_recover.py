@@ -30,12 +30,13 @@ from rules.providers.contract import responses as responses_contract
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
+from tests.builders import call, result
 from tests.conftest import base_url
 from tests.fake_responses import FakeResponses, create_fake_responses
 from tests.fake_thinking import ThinkingUpstream, create_thinking_upstream, turn_one, turn_two
 from tests.fake_upstream import FakeUpstream, create_fake_upstream
 from tests.proxy.test_metrics import scrape, value
-from tests.transcripts import BROKEN, USER, call, chat, result
+from tests.transcripts import BROKEN, USER, chat
 
 Client = TestClient[Any, Any]
 Server = Callable[..., Awaitable[TestServer]]

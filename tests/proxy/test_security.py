@@ -26,6 +26,8 @@ from proxy.config import DEFAULT_HOST, Config, parse_config
 from proxy.reload import reload_config
 from proxy.upstream import upstream_url
 from rules.engine.base import Outcome, Rule, RuleContext
+from tests.budget import examples
+from tests.builders import call
 from tests.conftest import ProxyFactory
 from tests.faulty_upstream import FaultyUpstream, Request, respond, stall_before_headers
 from tests.proxy.test_cli import free_port, wait_listening
@@ -195,7 +197,7 @@ async def test_request_targets_without_a_leading_slash_go_nowhere(
     assert evil.connections == 0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(3), deadline=None)
 @given(st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_size=40))
 def test_upstream_url_never_changes_the_origin(path_qs: str) -> None:
     for base in ("https://api.deepseek.com", "http://10.0.0.7:8080/openai"):
@@ -226,10 +228,6 @@ CREDENTIAL_HEADERS = {
 }
 
 
-def _call(call_id: str, arguments: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": arguments}}
-
-
 #: The canary in every text field a message can hold, including tool arguments the rules
 #: repair, replace with ``{}``, or receive as an object, and results the rules drop.
 CANARY_MESSAGES: list[Any] = [
@@ -241,11 +239,11 @@ CANARY_MESSAGES: list[Any] = [
         "content": CANARY,
         "reasoning_content": f"thinking about {CANARY}",
         "tool_calls": [
-            _call("c1", '{"cmd": "' + CANARY),  # truncated: closed
-            _call("c2", f"{{'cmd': '{CANARY}',}}"),  # Python literal, trailing comma
-            _call("c3", f"not json at all {CANARY}"),  # unrepairable: replaced with {}
-            _call("c4", {"cmd": CANARY}),  # an object instead of a string
-            _call("c1", '{"cmd": "' + CANARY + '"}'),  # a duplicate id
+            call("c1", "bash", '{"cmd": "' + CANARY),  # truncated: closed
+            call("c2", "bash", f"{{'cmd': '{CANARY}',}}"),  # Python literal, trailing comma
+            call("c3", "bash", f"not json at all {CANARY}"),  # unrepairable: replaced with {}
+            call("c4", "bash", {"cmd": CANARY}),  # an object instead of a string
+            call("c1", "bash", '{"cmd": "' + CANARY + '"}'),  # a duplicate id
         ],
     },
     {"role": "tool", "tool_call_id": "c1", "content": CANARY},
@@ -396,6 +394,7 @@ def _listening(port: int) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
 async def test_a_real_process_binds_loopback_and_never_logs_a_canary(
     upstream: FaultyUpstream,

@@ -1,13 +1,26 @@
-"""Load the per-rule fixture files (tests/fixtures/rules/<rule-name>.json)."""
+"""The one loader and checker of the rules' fixture files: chat rules in
+tests/fixtures/rules/<rule-name>.json, Responses rules in tests/fixtures/responses/<rule-name>.json.
+
+Every case goes through the same four checks (``check_case``): the input is never mutated, the
+output and the changes are the expected ones (a pass case returns its input list itself), and a
+second run changes nothing.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
+from rules.engine.base import Rule
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+#: The chat rules' fixture files.
+FIXTURE_DIR = FIXTURES / "rules"
+#: The Responses rules' fixture files.
+RESPONSES_FIXTURE_DIR = FIXTURES / "responses"
 
 
 @dataclass(frozen=True)
@@ -31,9 +44,10 @@ class Case:
         return f"{self.rule}::{self.name}"
 
 
-def load_cases() -> list[Case]:
+def load_cases(folder: Path = FIXTURE_DIR) -> list[Case]:
+    """Every case of every ``<rule-name>.json`` in ``folder``, files in name order."""
     cases: list[Case] = []
-    for path in sorted(FIXTURE_DIR.glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         # The standard library, not orjson: lone-surrogates' cases hold unpaired \\uD8xx escapes.
         data = json.loads(path.read_bytes())
         rule = data["rule"]
@@ -53,3 +67,43 @@ def load_cases() -> list[Case]:
             for raw in data["cases"]
         )
     return cases
+
+
+def check_case(case: Case, rule: Rule, *, field: str = "messages") -> None:
+    """The four checks; ``field`` is where the request holds the list (``input`` for Responses)."""
+    ctx = rule.context(case.options)
+    if rule.reads_request:
+        ctx = replace(ctx, request={**(case.request or {}), field: case.input})
+    else:
+        assert case.request is None and case.expected_request is None, "not a request rule"
+    snapshot = copy.deepcopy((case.input, case.request))
+
+    outcome = rule.apply(case.input, ctx)
+
+    # 1. The input is never mutated, nested objects included.
+    assert (case.input, case.request) == snapshot
+    # 2. The output is what the case expects; a pass case returns its input list itself.
+    if case.expected is None:
+        assert outcome.messages is case.input
+    else:
+        assert outcome.messages == case.expected
+    if case.expected_request is None:
+        assert outcome.request is None
+    else:
+        assert outcome.request is not None
+        assert {k: v for k, v in outcome.request.items() if k != field} == case.expected_request
+    if case.expected is None and case.expected_request is None:
+        assert outcome.changes == ()
+    # 3. The changes are the expected ones, in order (each expected dict is a subset).
+    actual = [change.as_dict() for change in outcome.changes]
+    assert len(actual) == len(case.changes), actual
+    for got, want in zip(actual, case.changes, strict=True):
+        assert {k: got.get(k) for k in want} == want, got
+        assert got["rule"] == case.rule
+    # 4. A second run changes nothing.
+    if outcome.request is not None:
+        ctx = replace(ctx, request=outcome.request)
+    again = rule.apply(outcome.messages, ctx)
+    assert again.changes == ()
+    assert again.messages is outcome.messages
+    assert again.request is None

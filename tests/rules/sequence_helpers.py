@@ -27,6 +27,17 @@ def run_pure(rule: Rule, messages: list[Any], ctx: RuleContext | None = None) ->
     return outcome
 
 
+def assert_folds_pairwise(rule: Rule, run: list[Any]) -> None:
+    """Merging a run at once gives what merging it two messages at a time gives: one message."""
+    ctx = rule.context()
+    at_once = rule.apply(run, ctx).messages
+    folded = [run[0]]
+    for later in run[1:]:
+        folded = rule.apply([folded[0], later], ctx).messages
+    assert at_once == folded
+    assert len(at_once) == 1
+
+
 def found(code: str, messages: list[Any], **overrides: Any) -> list[Any]:
     """What the check ``code`` reports on ``messages`` (``(index, text)`` pairs)."""
     check = CHECKS_BY_CODE[code]

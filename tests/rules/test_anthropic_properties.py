@@ -27,9 +27,10 @@ from rules.providers.contract.messages import violations
 from rules.providers.planner import Plan, compile_messages_plan
 from rules.providers.profiles import PROFILES
 from tests.anthropic_strategies import requests
+from tests.budget import examples
 
 MAIN = settings(
-    max_examples=150,
+    max_examples=examples(1.5),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rules.engine.blocks import analyse, is_paired
+from tests.budget import examples
+from tests.builders import call, result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 
@@ -19,22 +22,11 @@ def paired_by_analysis(messages: list[Any]) -> bool:
     )
 
 
-def call(cid: Any) -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-
-
-def turn(*calls: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
-
-
-def result(cid: Any) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": "ok"}
-
-
 USER = {"role": "user", "content": "go"}
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
+@settings(max_examples=examples(0.8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(
         arbitrary_messages(),
@@ -52,7 +44,9 @@ def test_shapes_that_are_paired() -> None:
     assert is_paired([])
     assert is_paired([USER, {"role": "assistant", "content": "hi"}])
     assert is_paired([USER, turn(call("a"), call("b")), result("b"), result("a")])
-    assert is_paired([USER, turn(None, call("a"), "junk"), result("a")])  # entries, not calls
+    assert is_paired(
+        [USER, turn(tool_calls=[None, call("a"), "junk"]), result("a")]
+    )  # entries, not calls
     assert is_paired([USER, turn(), USER])  # `tool_calls: []` is empty-tool-calls' business
     assert is_paired([USER, turn(call("x"), call("x")), result("x"), result("x")])
 
@@ -71,7 +65,7 @@ def test_a_block_is_read_as_the_rules_read_it() -> None:
     messages = [
         result("early"),
         USER,
-        turn(call("a"), call(""), call("a"), "junk"),
+        turn(tool_calls=[call("a"), call(""), call("a"), "junk"]),
         result("a"),
         result("z"),
         result("a"),

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import pytest
 
 from rules.chat.consecutive_assistant_messages import NAME, RULE, apply
 from rules.engine.base import RuleContext
+from tests.builders import call, result, say, turn, user
+from tests.rules.sequence_helpers import assert_folds_pairwise
+from tests.work import assert_linear
 
 CTX = RuleContext()
-
-
-def call(cid: str, name: str = "f") -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
-
-
-def assistant(content: Any = None, **rest: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": content, **rest}
 
 
 def test_rule_record() -> None:
@@ -32,8 +26,8 @@ def test_rule_record() -> None:
 
 def test_the_merged_message_owns_its_top_level_and_lists() -> None:
     """Writing into the output must never reach the input (hermes #80498)."""
-    first = assistant([{"type": "text", "text": "a"}], tool_calls=[call("c1")])
-    second = assistant("b", tool_calls=[call("c2")])
+    first = say([{"type": "text", "text": "a"}], tool_calls=[call("c1")])
+    second = say("b", tool_calls=[call("c2")])
     messages = [{"role": "user", "content": "hi"}, first, second]
     snapshot = copy.deepcopy(messages)
 
@@ -50,7 +44,7 @@ def test_the_merged_message_owns_its_top_level_and_lists() -> None:
 def test_untouched_messages_are_passed_through_by_identity() -> None:
     user = {"role": "user", "content": "hi"}
     tool = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
-    messages = [user, assistant("a"), assistant(None, tool_calls=[call("c1")]), tool]
+    messages = [user, say("a"), say(None, tool_calls=[call("c1")]), tool]
     out = apply(messages, CTX).messages
     assert out[0] is user
     assert out[2] is tool
@@ -70,20 +64,14 @@ RUNS: list[list[Any]] = [
 
 @pytest.mark.parametrize("contents", RUNS, ids=[str(i) for i in range(len(RUNS))])
 def test_a_long_run_equals_a_pairwise_fold(contents: list[Any]) -> None:
-    run = [assistant(c) for c in contents]
-    at_once = apply(run, CTX).messages
-    folded = [run[0]]
-    for later in run[1:]:
-        folded = apply([folded[0], later], CTX).messages
-    assert at_once == folded
-    assert len(at_once) == 1
+    assert_folds_pairwise(RULE, [say(c) for c in contents])
 
 
 def test_texts_and_parts_from_a_run_of_mixed_contents() -> None:
     part = {"type": "image_url", "image_url": {"url": "data:,"}}
-    out = apply([assistant("a"), assistant("b"), assistant([part]), assistant("c")], CTX)
+    out = apply([say("a"), say("b"), say([part]), say("c")], CTX)
     assert out.messages == [
-        assistant(
+        say(
             [
                 {"type": "text", "text": "a\nb"},
                 part,
@@ -97,19 +85,19 @@ def test_uncombinable_content_ends_the_run_only_where_it_must() -> None:
     """An object content cannot be joined with text, but absorbs an empty neighbour."""
     messages = [
         {"role": "user", "content": "hi"},
-        assistant("a"),
-        assistant({"odd": 1}),
-        assistant(None, tool_calls=[call("c1")]),
-        assistant("b"),
-        assistant(7),
+        say("a"),
+        say({"odd": 1}),
+        say(None, tool_calls=[call("c1")]),
+        say("b"),
+        say(7),
     ]
     outcome = apply(messages, CTX)
     assert outcome.messages == [
         {"role": "user", "content": "hi"},
-        assistant("a"),
-        assistant({"odd": 1}, tool_calls=[call("c1")]),
-        assistant("b"),
-        assistant(7),
+        say("a"),
+        say({"odd": 1}, tool_calls=[call("c1")]),
+        say("b"),
+        say(7),
     ]
     assert [c.as_dict() for c in outcome.changes] == [
         {
@@ -151,17 +139,17 @@ def test_junk_never_raises_and_is_never_mutated(messages: list[Any]) -> None:
 
 
 def test_empty_messages_on_both_sides_keep_the_first_shape() -> None:
-    out = apply([{"role": "assistant"}, assistant(None, tool_calls=[])], CTX).messages
+    out = apply([{"role": "assistant"}, say(None, tool_calls=[])], CTX).messages
     assert out == [{"role": "assistant"}]
-    out = apply([assistant(""), {"role": "assistant", "reasoning_content": "r"}], CTX).messages
-    assert out == [assistant("", reasoning_content="r")]
+    out = apply([say(""), {"role": "assistant", "reasoning_content": "r"}], CTX).messages
+    assert out == [say("", reasoning_content="r")]
 
 
 def test_changes_carry_indices_and_counts_never_text() -> None:
     secret = "my password is hunter2"
     messages = [
-        assistant(secret, reasoning_content=secret),
-        assistant(None, tool_calls=[call("c1", name="bash")]),
+        say(secret, reasoning_content=secret),
+        say(None, tool_calls=[call("c1", name="bash")]),
     ]
     for ctx in (CTX, RuleContext(log_content=True)):
         (change,) = apply(messages, ctx).changes
@@ -175,37 +163,36 @@ def test_changes_carry_indices_and_counts_never_text() -> None:
 
 
 def test_output_is_deterministic() -> None:
-    messages = [assistant("a", tool_calls=[call("c1")]), assistant("b", tool_calls=[call("c2")])]
+    messages = [say("a", tool_calls=[call("c1")]), say("b", tool_calls=[call("c2")])]
     assert apply(messages, CTX) == apply(copy.deepcopy(messages), CTX)
+
+
+def one_run(n: int) -> list[Any]:
+    """``n`` assistants in a row, 1 KiB of text and a call each."""
+    return [say("x" * 1024, tool_calls=[call(f"c{i}")]) for i in range(n)]
+
+
+def split_turns(turns: int) -> list[Any]:
+    """``turns`` times: a user, a text-only assistant, an assistant calling, the result."""
+    messages: list[Any] = []
+    for i in range(turns):
+        messages += [user(f"q{i}"), say("Let me look."), turn(f"c{i}"), result(f"c{i}", "r")]
+    return messages
 
 
 def test_a_2000_message_run_is_merged_in_linear_time() -> None:
     """One run of 2000 assistants with 1 KiB each: joined once, not re-copied per message."""
-    text = "x" * 1024
-    messages = [assistant(text, tool_calls=[call(f"c{i}")]) for i in range(2000)]
-    start = time.perf_counter()
-    outcome = apply(messages, CTX)
-    elapsed = time.perf_counter() - start
+    outcome = apply(one_run(2000), CTX)
     (merged,) = outcome.messages
-    assert merged["content"] == "\n".join([text] * 2000)
+    assert merged["content"] == "\n".join(["x" * 1024] * 2000)
     assert [c["id"] for c in merged["tool_calls"]] == [f"c{i}" for i in range(2000)]
     assert outcome.changes[0].detail["tool_calls"] == 2000
-    assert elapsed < 0.5
+    assert_linear(one_run, lambda messages: apply(messages, CTX), 500)
 
 
-def test_a_2000_message_transcript_of_split_turns_is_fast() -> None:
-    messages: list[Any] = []
-    for i in range(500):
-        messages += [
-            {"role": "user", "content": f"q{i}"},
-            assistant("Let me look."),
-            assistant(None, tool_calls=[call(f"c{i}")]),
-            {"role": "tool", "tool_call_id": f"c{i}", "content": "r"},
-        ]
-    start = time.perf_counter()
-    outcome = apply(messages, CTX)
-    elapsed = time.perf_counter() - start
+def test_a_2000_message_transcript_of_split_turns_is_linear() -> None:
+    outcome = apply(split_turns(500), CTX)
     assert len(outcome.messages) == 1500
     assert len(outcome.changes) == 500
     assert outcome.changes[-1].index == 1997
-    assert elapsed < 0.5
+    assert_linear(split_turns, lambda messages: apply(messages, CTX), 125)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import pytest
@@ -14,15 +13,13 @@ from rules.chat import RULES
 from rules.chat.consecutive_user_messages import NAME, RULE, apply
 from rules.engine.base import RuleContext
 from rules.engine.merge import join_contents
-from tests.rules.sequence_helpers import found, run_pure, texts
+from tests.builders import user
+from tests.rules.sequence_helpers import assert_folds_pairwise, found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents
+from tests.work import assert_linear
 
 CTX = RuleContext()
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
-
-
-def user(content: Any = "u", **rest: Any) -> dict[str, Any]:
-    return {"role": "user", "content": content, **rest}
 
 
 def test_rule_record() -> None:
@@ -70,13 +67,7 @@ RUNS: list[list[Any]] = [
 
 @pytest.mark.parametrize("contents", RUNS, ids=[str(i) for i in range(len(RUNS))])
 def test_a_long_run_equals_a_pairwise_fold(contents: list[Any]) -> None:
-    run = [user(c) for c in contents]
-    at_once = apply(run, CTX).messages
-    folded = [run[0]]
-    for later in run[1:]:
-        folded = apply([folded[0], later], CTX).messages
-    assert at_once == folded
-    assert len(at_once) == 1
+    assert_folds_pairwise(RULE, [user(c) for c in contents])
 
 
 def test_junk_contents_are_carried_as_parts() -> None:
@@ -92,12 +83,14 @@ def test_changes_hold_no_text() -> None:
     ]
 
 
+def users(n: int) -> list[Any]:
+    return [user(str(i)) for i in range(n)]
+
+
 def test_twenty_thousand_users_are_linear() -> None:
-    messages = [user(str(i)) for i in range(20000)]
-    start = time.perf_counter()
-    out = apply(messages, CTX).messages
-    assert time.perf_counter() - start < 1.0
+    out = apply(users(20000), CTX).messages
     assert len(out) == 1 and out[0]["content"].count("\n\n") == 19999
+    assert_linear(users, lambda messages: apply(messages, CTX), 1000)
 
 
 def test_successive_user_check_text() -> None:
@@ -117,7 +110,8 @@ def test_successive_user_check_text() -> None:
     ]
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages())
 def test_junk_never_breaks_it_and_no_users_stay_adjacent(junk: list[Any]) -> None:
     out = run_pure(RULE, junk).messages
@@ -129,7 +123,8 @@ def test_junk_never_breaks_it_and_no_users_stay_adjacent(junk: list[Any]) -> Non
                 assert repr(piece)[1:-1] in sent
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts(), st.data())
 def test_split_user_turns_in_a_transcript(clean: list[Any], data: st.DataObject) -> None:
     messages = list(clean)

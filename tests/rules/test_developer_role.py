@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from rules.chat import RULES, sanitize_messages
@@ -13,6 +14,7 @@ from rules.chat.developer_role import NAME, RULE, apply
 from rules.chat.unknown_roles import QWEN_ROLES
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract.fields import QWEN_ROLE_TEXT
+from tests.budget import examples
 from tests.rules.shape_helpers import shaped_messages
 from tests.strategies import broken_transcripts
 
@@ -55,7 +57,8 @@ def test_nothing_but_the_role_changes() -> None:
     assert list(out[0]) == list(message)  # key order kept: same bytes for the cache
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(shaped_messages())
 def test_arbitrary_input(messages: list[Any]) -> None:
     ctx = RULE.context()
@@ -73,7 +76,8 @@ def test_arbitrary_input(messages: list[Any]) -> None:
     assert len(outcome.changes) == len(before) - len(after)
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts())
 def test_after_the_pipeline_no_developer_is_left(broken: Any) -> None:
     messages = [{"role": "developer", "content": "rules"}, *broken.messages]

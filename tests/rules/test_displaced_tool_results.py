@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 from rules.chat import RULES, sanitize_messages
 from rules.chat.displaced_tool_results import NAME, RULE, apply
 from rules.engine.base import RuleContext
-from tests.rules.pairing_helpers import result, result_ids, say, turn, user
+from tests.builders import result, result_ids, say, turn, user
+from tests.work import assert_linear
 
 CTX = RuleContext()
 
@@ -83,26 +83,36 @@ def test_through_the_pipeline_a_displaced_result_of_a_renamed_call_is_kept() -> 
     assert result("terminal:0_d2", "second") in out
 
 
-def test_a_thousand_displaced_results_move_home_in_linear_time() -> None:
+def displaced(n: int) -> list[Any]:
+    """``n`` turns whose result comes after the next user message."""
     messages: list[Any] = []
-    for i in range(1000):
+    for i in range(n):
         messages += [turn(f"c{i}"), user(f"{i}"), result(f"c{i}", f"{i}")]
-    start = time.perf_counter()
-    out = apply(messages, CTX).messages
-    elapsed = time.perf_counter() - start
+    return messages
+
+
+def one_id_everywhere(n: int) -> list[Any]:
+    """``n`` turns calling ``x``, then ``n`` stray results for ``x``."""
+    messages: list[Any] = []
+    for _ in range(n):
+        messages += [turn("x"), user()]
+    return messages + [result("x", f"{i}") for i in range(n)]
+
+
+def run(messages: list[Any]) -> Any:
+    return apply(messages, CTX)
+
+
+def test_a_thousand_displaced_results_move_home_in_linear_time() -> None:
+    out = run(displaced(1000)).messages
     assert out[1::3] == [result(f"c{i}", f"{i}") for i in range(1000)]
-    assert elapsed < 0.5
+    assert_linear(displaced, run, 250)
 
 
 def test_an_id_shared_by_a_thousand_calls_is_ambiguous_and_cheap() -> None:
     """Run alone (no renaming before it): every stray result names a thousand earlier calls."""
-    messages: list[Any] = []
-    for _ in range(1000):
-        messages += [turn("x"), user()]
-    messages += [result("x", f"{i}") for i in range(1000)]
-    start = time.perf_counter()
-    outcome = apply(messages, CTX)
-    elapsed = time.perf_counter() - start
+    messages = one_id_everywhere(1000)
+    outcome = run(messages)
     assert outcome.messages is messages
     assert result_ids(messages) == ["x"] * 1000
-    assert elapsed < 0.5
+    assert_linear(one_id_everywhere, run, 250)

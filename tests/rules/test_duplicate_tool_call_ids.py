@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from collections import Counter
 from typing import Any
 
@@ -12,20 +11,10 @@ import pytest
 from rules.chat import sanitize_messages
 from rules.chat.duplicate_tool_call_ids import NAME, RULE, apply
 from rules.engine.base import RuleContext
+from tests.builders import call, result, turn
+from tests.work import assert_linear
 
 CTX = RuleContext()
-
-
-def call(cid: Any, name: str = "f", arguments: Any = "{}") -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def turn(*calls: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
-
-
-def result(cid: Any, content: str = "ok") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": content}
 
 
 def ids(messages: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -194,7 +183,7 @@ def test_changes_carry_ids_and_counts_never_arguments_or_results() -> None:
                 "index": 0,
                 "action": "dropped_replayed_call",
                 "id": "c",
-                "function": "f",
+                "function": "read_file",
             },
             {"rule": NAME, "index": 2, "action": "dropped_duplicate_result", "tool_call_id": "c"},
             {"rule": NAME, "index": 3, "action": "renamed_id", "from": "c", "to": "c_d2"},
@@ -215,30 +204,39 @@ def test_output_is_deterministic() -> None:
     assert first == apply(messages, CTX)
 
 
-def test_a_thousand_turns_reusing_one_id_are_renamed_in_linear_time() -> None:
-    """Kimi-style terminal:0 in every turn: 2000 messages, each result renamed with its call."""
+def terminal_turns(n: int) -> list[Any]:
+    """``n`` turns calling ``terminal:0`` (each with its own arguments) and its result."""
     messages: list[Any] = []
-    for i in range(1000):
+    for i in range(n):
         messages += [
             turn(call("terminal:0", "terminal", f'{{"i": {i}}}')),
             result("terminal:0", f"{i}"),
         ]
-    start = time.perf_counter()
-    out = apply(messages, CTX).messages
-    elapsed = time.perf_counter() - start
+    return messages
+
+
+def one_turn_one_id(n: int) -> list[Any]:
+    """One turn of ``n`` calls all named ``x``, every second one an exact replay; ``n`` results."""
+    calls = [call("x", arguments=f'{{"n": {i // 2}}}') for i in range(n)]
+    return [turn(*calls), *[result("x", f"{i}") for i in range(n)]]
+
+
+def run(messages: list[Any]) -> Any:
+    return apply(messages, CTX)
+
+
+def test_a_thousand_turns_reusing_one_id_are_renamed_in_linear_time() -> None:
+    """Kimi-style terminal:0 in every turn: 2000 messages, each result renamed with its call."""
+    out = run(terminal_turns(1000)).messages
     expected = ["terminal:0"] + [f"terminal:0_d{n}" for n in range(2, 1001)]
     assert ids(out) == (expected, expected)
     assert [m["content"] for m in out[1::2]] == [f"{i}" for i in range(1000)]
-    assert elapsed < 0.5
+    assert_linear(terminal_turns, run, 250)
 
 
 def test_many_calls_sharing_an_id_in_one_turn_are_linear() -> None:
     """2000 calls with one id: half distinct (renamed), half exact replays (dropped)."""
-    calls = [call("x", arguments=f'{{"n": {i // 2}}}') for i in range(2000)]
-    messages = [turn(*calls), *[result("x", f"{i}") for i in range(2000)]]
-    start = time.perf_counter()
-    outcome = apply(messages, CTX)
-    elapsed = time.perf_counter() - start
+    outcome = run(one_turn_one_id(2000))
     call_ids, result_ids = ids(outcome.messages)
     assert call_ids == ["x"] + [f"x_d{n}" for n in range(2, 1001)]
     assert result_ids == call_ids  # the k-th result answers the k-th kept call
@@ -247,7 +245,7 @@ def test_many_calls_sharing_an_id_in_one_turn_are_linear() -> None:
         "renamed_id": 1998,
         "dropped_duplicate_result": 1000,
     }
-    assert elapsed < 0.5
+    assert_linear(one_turn_one_id, run, 500)
 
 
 def test_merge_then_dedupe_through_the_pipeline() -> None:

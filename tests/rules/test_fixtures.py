@@ -2,59 +2,18 @@
 
 from __future__ import annotations
 
-import copy
-from dataclasses import replace
-
 import pytest
 
 from rules.chat import RULES, RULES_BY_NAME
 from rules.engine.base import Rule
-from tests.rules.fixtures import FIXTURE_DIR, Case, load_cases
+from tests.rules.fixtures import FIXTURE_DIR, Case, check_case, load_cases
 
 CASES = load_cases()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_case(case: Case) -> None:
-    rule = RULES_BY_NAME[case.rule]
-    ctx = rule.context(case.options)
-    if rule.reads_request:
-        ctx = replace(ctx, request={**(case.request or {}), "messages": case.input})
-    else:
-        assert case.request is None and case.expected_request is None, "not a request rule"
-    snapshot = copy.deepcopy((case.input, case.request))
-
-    outcome = rule.apply(case.input, ctx)
-
-    # 1. The input is never mutated, nested objects included.
-    assert (case.input, case.request) == snapshot
-    # 2. The output is what the case expects; a pass case returns its input list itself.
-    if case.expected is None:
-        assert outcome.messages is case.input
-    else:
-        assert outcome.messages == case.expected
-    if case.expected_request is None:
-        assert outcome.request is None
-    else:
-        assert outcome.request is not None
-        assert {k: v for k, v in outcome.request.items() if k != "messages"} == (
-            case.expected_request
-        )
-    if case.expected is None and case.expected_request is None:
-        assert outcome.changes == ()
-    # 3. The changes are the expected ones, in order (each expected dict is a subset).
-    actual = [change.as_dict() for change in outcome.changes]
-    assert len(actual) == len(case.changes), actual
-    for got, want in zip(actual, case.changes, strict=True):
-        assert {k: got.get(k) for k in want} == want, got
-        assert got["rule"] == case.rule
-    # 4. A second run changes nothing.
-    if outcome.request is not None:
-        ctx = replace(ctx, request=outcome.request)
-    again = rule.apply(outcome.messages, ctx)
-    assert again.changes == ()
-    assert again.messages is outcome.messages
-    assert again.request is None
+    check_case(case, RULES_BY_NAME[case.rule])
 
 
 def test_every_rule_has_fixtures() -> None:

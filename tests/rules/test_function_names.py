@@ -7,6 +7,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,8 @@ from rules.chat.function_names import NAME, PATTERNS, RULE, apply, coerce
 from rules.engine.base import Outcome
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract.ids import OPENAI_NAME_TEXT
+from tests.budget import examples
+from tests.builders import call
 from tests.strategies import TOOL_NAMES, arbitrary_messages, broken_transcripts, junk_values
 
 CHECK = CHECKS_BY_CODE["function_name_invalid"]
@@ -23,10 +26,6 @@ CHECK = CHECKS_BY_CODE["function_name_invalid"]
 def run(messages: list[Any], request: dict[str, Any], **options: Any) -> Outcome:
     ctx = replace(RULE.context(options), request={**request, "messages": messages})
     return apply(messages, ctx)
-
-
-def call(cid: str, name: Any) -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
 
 
 def tools(*names: Any) -> list[dict[str, Any]]:
@@ -156,20 +155,23 @@ def _holds(messages: list[Any], request: dict[str, Any], pattern: str) -> None:
     assert all(valid.fullmatch(new) for new in news)
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), _REQUESTS, st.sampled_from(PATTERNS))
 def test_arbitrary_input(messages: list[Any], request: dict[str, Any], pattern: str) -> None:
     _holds(messages, request, pattern)
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), junk_values)
 def test_junk_request_fields_never_raise(messages: list[Any], junk: Any) -> None:
     for request in ({"tools": junk}, {"tool_choice": junk}, {"tools": [junk], "tool_choice": junk}):
         _holds(messages, request, "strict")
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), _REQUESTS, st.sampled_from(PATTERNS))
 def test_after_the_pipeline(broken: Any, request: dict[str, Any], pattern: str) -> None:
     _holds(sanitize_messages(broken.messages).messages, request, pattern)

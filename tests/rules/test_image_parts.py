@@ -6,12 +6,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES, sanitize_messages
 from rules.chat.image_parts import NAME, RULE, apply
 from rules.providers.contract import CHECKS_BY_CODE, violations
+from tests.budget import examples
 from tests.rules.shape_helpers import shaped_messages
 from tests.strategies import broken_transcripts, clean_transcripts
 
@@ -75,7 +77,8 @@ def test_relocation_never_splits_a_tool_block() -> None:
     assert violations({"messages": out}, {"unanswered_tool_call": {}, "image_not_user": {}}) == []
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(shaped_messages(), st.sampled_from(["strip", "relocate"]))
 def test_arbitrary_input(messages: list[Any], action: str) -> None:
     ctx = RULE.context({"action": action})
@@ -117,14 +120,15 @@ def _images(messages: list[Any]) -> list[Any]:
     ]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(0.5), deadline=None)
 @given(clean_transcripts())
 def test_relocate_passes_clean_transcripts(messages: list[Any]) -> None:
     outcome = apply(messages, RULE.context({"action": "relocate"}))
     assert outcome.messages is messages and outcome.changes == ()
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), st.sampled_from(["strip", "relocate"]))
 def test_after_the_pipeline_no_image_is_rejected(broken: Any, action: str) -> None:
     messages = copy.deepcopy(broken.messages)

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from rules.chat import RULES
 from rules.chat.leading_user_message import DEFAULT_CONTENT, NAME, RULE, apply
+from tests.builders import msg
 from tests.rules.sequence_helpers import found, run_pure
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CTX = RULE.context()
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
 
 
 def test_rule_record() -> None:
@@ -102,7 +100,8 @@ def test_check_texts() -> None:
     assert found("first_not_user", [msg("system"), msg("user"), msg("assistant")]) == []
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages())
 def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any]) -> None:
     outcome = run_pure(RULE, junk)
@@ -119,7 +118,8 @@ def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any]) -> N
     assert len(rest) == len(junk) and all(a is b for a, b in zip(rest, junk, strict=True))
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts())
 def test_a_clean_transcript_opens_with_a_user(clean: list[Any]) -> None:
     assert run_pure(RULE, clean).messages is clean

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import copy
 import itertools
-import time
+from typing import Any
 
 import pytest
 
 from rules.chat import RULES
 from rules.chat.missing_tool_call_ids import NAME, RULE, apply
 from rules.engine.base import RuleContext
-from tests.rules.pairing_helpers import result, result_ids, turn, user
+from tests.builders import result, result_ids, turn, user
+from tests.work import assert_linear
 
 CTX = RuleContext()
 IDS = ("a", "b", "c")
@@ -78,21 +79,27 @@ def test_only_the_changed_messages_are_new_objects_and_changes_hold_no_content()
     ]
 
 
+def calls(n: int) -> list[str]:
+    return [f"call_{i}" for i in range(n)]
+
+
+def results_without_ids(n: int) -> list[Any]:
+    return [user(), turn(*calls(n)), *[result(None, f"{i}") for i in range(n)]]
+
+
+def padded_ids_reversed(n: int) -> list[Any]:
+    return [user(), turn(*calls(n)), *[result(f" {cid}") for cid in reversed(calls(n))]]
+
+
+def run(messages: list[Any]) -> list[Any]:
+    return apply(messages, CTX).messages
+
+
 def test_two_thousand_results_without_ids_in_step_are_linear() -> None:
-    calls = [f"call_{i}" for i in range(2000)]
-    messages = [user(), turn(*calls), *[result(None, f"{i}") for i in range(2000)]]
-    start = time.perf_counter()
-    out = apply(messages, CTX).messages
-    elapsed = time.perf_counter() - start
-    assert result_ids(out) == calls
-    assert elapsed < 0.5
+    assert result_ids(run(results_without_ids(2000))) == calls(2000)
+    assert_linear(results_without_ids, run, 500)
 
 
 def test_two_thousand_padded_ids_are_linear() -> None:
-    calls = [f"call_{i}" for i in range(2000)]
-    messages = [user(), turn(*calls), *[result(f" {cid}") for cid in reversed(calls)]]
-    start = time.perf_counter()
-    out = apply(messages, CTX).messages
-    elapsed = time.perf_counter() - start
-    assert result_ids(out) == list(reversed(calls))
-    assert elapsed < 0.5
+    assert result_ids(run(padded_ids_reversed(2000))) == list(reversed(calls(2000)))
+    assert_linear(padded_ids_reversed, run, 500)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,7 +92,8 @@ def test_the_checks_texts() -> None:
     assert len(NULL.run([{"role": "assistant", "content": None}], {}, {})) == 1
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), role_lists)
 def test_junk_pure_idempotent_and_no_null_or_missing_content_left(
     junk: list[Any], roles: list[str]
@@ -114,7 +116,8 @@ def test_junk_pure_idempotent_and_no_null_or_missing_content_left(
             assert not (before["role"] == "assistant" and has_calls(before))
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts())
 def test_clean_transcripts_are_left_alone(clean: list[Any]) -> None:
     # Clean agent loops carry null only next to tool calls.

@@ -17,6 +17,7 @@ from rules.chat.trailing_assistant import ACTIONS
 from rules.engine.pipeline import default_steps, run_rules
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
 from rules.providers.contract.order import CHECKS, NEXT_ROLES
+from tests.builders import msg
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
@@ -24,10 +25,6 @@ LAST = (
     "Expected last role User or Tool (or Assistant with prefix True) for serving but got assistant"
 )
 START = "Conversation must start with a user message or system message"
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
 
 
 def found(code: str, messages: list[Any], **overrides: Any) -> list[tuple[int | None, str]]:
@@ -161,7 +158,8 @@ def assert_order_clean(messages: list[Any], action: str, later: str) -> None:
         assert CHECKS_BY_CODE["unanswered_tool_call"].run(out, {"messages": out}, {})
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts(), st.sampled_from(ACTIONS), st.sampled_from(["hoist", "user"]))
 def test_clean_transcripts_pass_the_order_contract_after_the_pipeline(
     messages: list[Any], action: str, later: str
@@ -169,7 +167,8 @@ def test_clean_transcripts_pass_the_order_contract_after_the_pipeline(
     assert_order_clean(messages, action, later)
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(broken_transcripts(), st.sampled_from(ACTIONS), st.sampled_from(["hoist", "user"]))
 def test_broken_transcripts_pass_the_order_contract_after_the_pipeline(
     broken: Any, action: str, later: str
@@ -177,7 +176,8 @@ def test_broken_transcripts_pass_the_order_contract_after_the_pipeline(
     assert_order_clean(broken.messages, action, later)
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(ACTIONS), st.sampled_from(["hoist", "user"]))
 def test_any_input_passes_the_order_contract_after_the_pipeline(
     messages: list[Any], action: str, later: str

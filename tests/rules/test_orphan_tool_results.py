@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rules.chat import RULES, sanitize_messages
 from rules.chat.orphan_tool_results import NAME, RULE, apply
 from rules.engine.base import RuleContext
-from tests.rules.pairing_helpers import result, say, turn, user
+from tests.builders import result, say, turn, user
+from tests.work import assert_linear
 
 
 def test_rule_record() -> None:
@@ -57,24 +57,32 @@ def test_through_the_pipeline_the_strict_contract_holds() -> None:
     ]
 
 
+def answered_twice(n: int) -> list[Any]:
+    """One turn of ``n`` calls, each answered, then each answered again."""
+    calls = [f"call_{i}" for i in range(n)]
+    return [user(), turn(*calls), *[result(cid) for cid in calls + calls]]
+
+
+def orphans_between_texts(n: int) -> list[Any]:
+    messages: list[Any] = [user()]
+    for i in range(n):
+        messages += [say(f"{i}"), result(f"z{i}")]
+    return messages
+
+
+def run(messages: list[Any]) -> Any:
+    return apply(messages, RuleContext())
+
+
 def test_two_thousand_second_answers_in_one_block_are_linear() -> None:
-    calls = [f"call_{i}" for i in range(2000)]
-    messages = [user(), turn(*calls), *[result(cid) for cid in calls + calls]]
-    start = time.perf_counter()
-    outcome = apply(messages, RuleContext())
-    elapsed = time.perf_counter() - start
+    outcome = run(answered_twice(2000))
     assert len(outcome.messages) == 2002
     assert {c.detail["reason"] for c in outcome.changes} == {"already_answered"}
-    assert elapsed < 0.5
+    assert_linear(answered_twice, run, 500)
 
 
 def test_a_thousand_orphans_between_texts_merge_into_one_assistant_in_linear_time() -> None:
-    messages: list[Any] = [user()]
-    for i in range(1000):
-        messages += [say(f"{i}"), result(f"z{i}")]
-    start = time.perf_counter()
-    outcome = apply(messages, RuleContext())
-    elapsed = time.perf_counter() - start
+    outcome = run(orphans_between_texts(1000))
     assert outcome.messages == [user(), say("\n".join(f"{i}" for i in range(1000)))]
     assert [c.action for c in outcome.changes][-1] == "merged_assistants"
-    assert elapsed < 0.5
+    assert_linear(orphans_between_texts, run, 250)

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 
 from rules.chat import RULES, replayed_history, sanitize_messages
@@ -23,6 +24,7 @@ from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT as STUB
 from rules.chat.unknown_roles import OPENAI_ROLES
 from rules.engine.base import Rule
 from rules.engine.pipeline import default_steps
+from tests.budget import examples
 from tests.fake_upstream import strict_errors
 from tests.strategies import (
     DEFECTS,
@@ -33,18 +35,21 @@ from tests.strategies import (
     clean_transcripts,
 )
 
+#: Big property runs: `make quick` skips them.
+pytestmark = pytest.mark.slow
+
 #: The main properties. Generation dominates the run time (about 10 ms of CPU per transcript):
 #: the whole module takes about 25 s on one core.
 MAIN = settings(
-    max_examples=200,
+    max_examples=examples(2),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 #: Properties that are cheap to satisfy (the pipeline clones its input; clean transcripts are
 #: one shape), or that run every rule several times per example.
-LIGHT = settings(MAIN, max_examples=100)
+LIGHT = settings(MAIN, max_examples=examples(1))
 #: One pairing defect kind alone: a narrow input space, checked for an exact outcome.
-NARROW = settings(MAIN, max_examples=40)
+NARROW = settings(MAIN, max_examples=examples(0.4))
 
 Settings = Mapping[str, Mapping[str, Any] | bool] | None
 

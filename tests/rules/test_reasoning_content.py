@@ -18,6 +18,7 @@ from rules.chat.reasoning_content import RULE, canonical_arguments, turn_key, wa
 from rules.engine.base import Given
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
+from tests.budget import examples
 from tests.requests import BrokenRequest, broken_requests
 
 SCOPE = "https://api.deepseek.com\nabc"
@@ -140,12 +141,13 @@ def test_sanitize_body_hands_the_recalled_texts_to_the_rule() -> None:
 # --- properties -----------------------------------------------------------------------------
 
 THINKING = settings(
-    max_examples=60,
+    max_examples=examples(0.6),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 
+@pytest.mark.slow
 @THINKING
 @given(
     request=broken_requests(),

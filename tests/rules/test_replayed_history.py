@@ -4,7 +4,6 @@ whole pipeline to a strict provider, doubled clean transcripts, junk, scale."""
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import pytest
@@ -16,49 +15,29 @@ from rules.chat.replayed_history import NAME, RULE, apply, message_anchors
 from rules.engine import replay
 from rules.engine.base import WorkBudgetExceeded
 from rules.engine.pipeline import run_rules
+from tests.builders import call, result, say, turn, user
 from tests.fake_upstream import strict_errors
 from tests.strategies import arbitrary_messages, clean_transcripts
+from tests.work import assert_linear
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def call(cid: str, name: str = "ls") -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
-        ],
-    }
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def tool(cid: str, text: str = "ok") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": text}
-
-
-def assistant(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 #: The seed report's correct history: 6 messages.
 SEED_TRUE = [
     user("turn 1"),
-    call("call_1"),
-    tool("call_1"),
-    assistant("done "),
+    turn("call_1"),
+    result("call_1"),
+    say("done "),
     user("turn 2"),
-    assistant("done 2"),
+    say("done 2"),
 ]
 #: As the agent stored it: the prefix twice (the first copy without the trailing space).
 SEED = [
     user("turn 1"),
-    call("call_1"),
-    tool("call_1"),
-    assistant("done"),
+    turn("call_1"),
+    result("call_1"),
+    say("done"),
     user("turn 2"),
     *SEED_TRUE,
 ]
@@ -100,23 +79,23 @@ def stored_history(turns: int) -> tuple[list[Any], list[Any]]:
     true: list[Any] = [
         {"role": "system", "content": "be brief"},
         user("list the files"),
-        call("call_abc123"),
-        tool("call_abc123", "a.txt\nb.txt"),
-        assistant("two files"),
+        turn("call_abc123"),
+        result("call_abc123", "a.txt\nb.txt"),
+        say("two files"),
         user("thanks"),
     ]
     stored = list(true)
-    for turn in range(1, turns + 1):
+    for step in range(1, turns + 1):
         reshaped = [
             {
                 **m,
-                "timestamp": turn,
+                "timestamp": step,
                 "api_content": m.get("content"),
                 **({"content": f" {m['content']}  "} if isinstance(m.get("content"), str) else {}),
             }
             for m in stored
         ]
-        new = user(f"turn {turn}")
+        new = user(f"turn {step}")
         stored = [*stored, *reshaped, new]
         true = [*true, new]
     return stored, true
@@ -140,8 +119,8 @@ def test_the_growth_series_collapses_to_the_true_length_at_every_step() -> None:
 
 
 def test_the_replay_kept_is_the_one_the_conversation_continues_from() -> None:
-    first = [user("go"), {**call("call_9"), "timestamp": 1}, tool("call_9")]
-    second = [user("go"), {**call("call_9"), "timestamp": 2}, tool("call_9")]
+    first = [user("go"), {**turn("call_9"), "timestamp": 1}, result("call_9")]
+    second = [user("go"), {**turn("call_9"), "timestamp": 2}, result("call_9")]
     out = apply([*first, *second, user("next")], RULE.context()).messages
     assert out == [*second, user("next")]
     assert out[1] is second[1]
@@ -150,37 +129,38 @@ def test_the_replay_kept_is_the_one_the_conversation_continues_from() -> None:
 def test_a_user_asking_the_same_question_twice_with_fresh_ids_is_kept() -> None:
     messages = [
         user("run the tests"),
-        call("call_1", "pytest"),
-        tool("call_1", "1 failed"),
-        assistant("one failure"),
+        turn(call("call_1", "pytest")),
+        result("call_1", "1 failed"),
+        say("one failure"),
         user("run the tests"),
-        call("call_2", "pytest"),
-        tool("call_2", "1 failed"),
-        assistant("one failure"),
+        turn(call("call_2", "pytest")),
+        result("call_2", "1 failed"),
+        say("one failure"),
     ]
     assert apply(messages, RULE.context()).messages is messages
 
 
 def test_a_tripled_block_collapses_to_one_copy() -> None:
-    block = [user("q"), call("call_x"), tool("call_x")]
+    block = [user("q"), turn("call_x"), result("call_x")]
     out = apply([*block, *block, *block, user("n")], RULE.context())
     assert out.messages == [*block, user("n")]
     assert [c.detail["count"] for c in out.changes] == [3, 3]
 
 
 def test_kimi_counter_ids_are_no_signal() -> None:
-    assert message_anchors(call("functions.ls:0")) == []
-    assert message_anchors(call("call_1")) == ["call_1"]
+    assert message_anchors(turn("functions.ls:0")) == []
+    assert message_anchors(turn("call_1")) == ["call_1"]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(clean_transcripts(min_turns=1, max_turns=3), st.integers(1, 3))
 def test_a_doubled_clean_transcript_comes_back_whole(clean: list[Any], turns: int) -> None:
     assume(any(message_anchors(m) for m in clean))
     stored, true = list(clean), list(clean)
-    for turn in range(turns):
-        new = user(f"new {turn}")
-        stored = [*stored, *({**m, "timestamp": turn} for m in stored), new]
+    for step in range(turns):
+        new = user(f"new {step}")
+        stored = [*stored, *({**m, "timestamp": step} for m in stored), new]
         true = [*true, new]
     snapshot = copy.deepcopy(stored)
     out = apply(stored, RULE.context())
@@ -189,6 +169,7 @@ def test_a_doubled_clean_transcript_comes_back_whole(clean: list[Any], turns: in
     assert apply(out.messages, RULE.context()).changes == ()
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(clean_transcripts())
 def test_clean_transcripts_pass_untouched(clean: list[Any]) -> None:
@@ -196,6 +177,7 @@ def test_clean_transcripts_pass_untouched(clean: list[Any]) -> None:
     assert outcome.messages is clean and outcome.changes == ()
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(arbitrary_messages(max_size=12))
 def test_junk_never_raises_never_mutates_and_is_idempotent(messages: list[Any]) -> None:
@@ -208,21 +190,25 @@ def test_junk_never_raises_never_mutates_and_is_idempotent(messages: list[Any]) 
         assert again.changes == () and again.messages is outcome.messages
 
 
-def test_403_stored_messages_collapse_fast() -> None:
+def test_403_stored_messages_collapse_within_four_work_units_each(monkeypatch: Any) -> None:
     stored, _ = stored_history(5)  # 6 -> 13 -> 27 -> 55 -> 111 -> 223 messages
     stored = [*stored, *stored[:180]]  # 403 messages: a partial copy of the prefix appended
-    start = time.perf_counter()
+    # The rule's own work count (pairs tried, keys compared), no floor: past it, it raises.
+    monkeypatch.setattr(replayed_history, "WORK_FLOOR", 0)
+    monkeypatch.setattr(replayed_history, "WORK_PER_ITEM", 4)
     out = apply(stored, RULE.context())
-    elapsed = time.perf_counter() - start
     assert len(out.messages) < len(stored)
-    assert elapsed < 1.0, elapsed
 
 
-def test_a_pathological_id_repeated_everywhere_stays_bounded() -> None:
-    messages = [x for i in range(1500) for x in (call("call_same"), tool("call_same", str(i)))]
-    start = time.perf_counter()
-    apply(messages, RULE.context())
-    assert time.perf_counter() - start < 2.0
+def same_id_turns(turns: int) -> list[Any]:
+    """One id in every turn, each result its own text."""
+    return [x for i in range(turns) for x in (turn("call_same"), result("call_same", str(i)))]
+
+
+@pytest.mark.slow
+def test_a_pathological_id_repeated_everywhere_stays_linear() -> None:
+    apply(same_id_turns(1500), RULE.context())  # within the default budget: no raise
+    assert_linear(same_id_turns, lambda messages: apply(messages, RULE.context()), 375)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,7 +219,7 @@ def test_a_pathological_id_repeated_everywhere_stays_bounded() -> None:
 
 def reused_id_turns(turns: int) -> list[Any]:
     """The attack: the same call and result, one id, ``turns`` times."""
-    return [x for _ in range(turns) for x in (call("call_same"), tool("call_same"))]
+    return [x for _ in range(turns) for x in (turn("call_same"), result("call_same"))]
 
 
 def test_one_id_reused_by_thousands_of_turns_costs_linear_work(monkeypatch: Any) -> None:
@@ -298,12 +284,12 @@ def _reference(messages: list[Any]) -> list[Any]:
 
 
 _PIECES = [
-    call("call_a"),
-    call("call_b"),
-    tool("call_a"),
-    tool("call_b"),
+    turn("call_a"),
+    turn("call_b"),
+    result("call_a"),
+    result("call_b"),
     user("u"),
-    assistant("x"),
+    say("x"),
 ]
 
 

@@ -24,10 +24,11 @@ from rules.providers.contract.responses import RESPONSES_CONTRACT, violations
 from rules.providers.planner import Planner, compile_responses_plan
 from rules.responses import RESPONSES_RULES, RESPONSES_RULES_BY_NAME, sanitize_input
 from rules.responses.items import call_id, is_call, is_message, is_output, item_id
+from tests.budget import examples
 from tests.strategies import arbitrary_messages
 
 SETTINGS = settings(
-    max_examples=200,
+    max_examples=examples(2),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -113,6 +114,7 @@ def user_texts(values: list[Any]) -> set[str]:
     }
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(inputs())
 def test_after_the_pipeline_every_call_is_paired_once_and_ids_are_unique(
@@ -130,6 +132,7 @@ def test_after_the_pipeline_every_call_is_paired_once_and_ids_are_unique(
     assert again.changes == (), [c.as_dict() for c in again.changes]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(arbitrary_messages(max_size=10), st.booleans())
 def test_each_rule_alone_survives_junk(junk: list[Any], checkpoint: bool) -> None:
@@ -143,6 +146,7 @@ def test_each_rule_alone_survives_junk(junk: list[Any], checkpoint: bool) -> Non
         assert rule.apply(outcome.messages, ctx).changes == (), rule.name
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(items(), max_size=10), st.lists(items(), max_size=6))
 def test_compaction_keeps_the_run_and_everything_after_it(
@@ -275,6 +279,7 @@ def clean_inputs(draw: st.DrawFn) -> list[Any]:
     return out
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(clean_inputs(), st.integers(1, 3))
 def test_a_doubled_responses_history_reaches_its_true_length(clean: list[Any], turns: int) -> None:

@@ -4,81 +4,19 @@ a pass case returns its input list itself, and a second run changes nothing."""
 
 from __future__ import annotations
 
-import copy
-import json
-from dataclasses import replace
-from pathlib import Path
-
 import pytest
 
 from rules.engine.base import Rule
 from rules.responses import RESPONSES_RULES, RESPONSES_RULES_BY_NAME
-from tests.rules.fixtures import Case
+from tests.rules.fixtures import RESPONSES_FIXTURE_DIR as FIXTURE_DIR
+from tests.rules.fixtures import Case, check_case, load_cases
 
-FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
-
-
-def load_cases() -> list[Case]:
-    cases: list[Case] = []
-    for path in sorted(FIXTURE_DIR.glob("*.json")):
-        data = json.loads(path.read_bytes())  # the standard library: lone surrogate escapes
-        assert path.stem == data["rule"], f"{path.name} must be named after its rule"
-        cases.extend(
-            Case(
-                rule=data["rule"],
-                name=raw["name"],
-                source=raw["source"],
-                options=raw.get("options", {}),
-                input=raw["input"],
-                expected=raw.get("expected"),
-                changes=raw.get("changes", []),
-                request=raw.get("request"),
-                expected_request=raw.get("expected_request"),
-            )
-            for raw in data["cases"]
-        )
-    return cases
-
-
-CASES = load_cases()
+CASES = load_cases(FIXTURE_DIR)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_case(case: Case) -> None:
-    rule = RESPONSES_RULES_BY_NAME[case.rule]
-    ctx = rule.context(case.options)
-    if rule.reads_request:
-        ctx = replace(ctx, request={**(case.request or {}), "input": case.input})
-    else:
-        assert case.request is None and case.expected_request is None, "not a request rule"
-    snapshot = copy.deepcopy((case.input, case.request))
-
-    outcome = rule.apply(case.input, ctx)
-
-    assert (case.input, case.request) == snapshot
-    if case.expected is None:
-        assert outcome.messages is case.input
-    else:
-        assert outcome.messages == case.expected
-    if case.expected_request is None:
-        assert outcome.request is None
-    else:
-        assert outcome.request is not None
-        got = {k: v for k, v in outcome.request.items() if k != "input"}
-        assert got == case.expected_request
-    if case.expected is None and case.expected_request is None:
-        assert outcome.changes == ()
-    actual = [change.as_dict() for change in outcome.changes]
-    assert len(actual) == len(case.changes), actual
-    for got_change, want in zip(actual, case.changes, strict=True):
-        assert {k: got_change.get(k) for k in want} == want, got_change
-        assert got_change["rule"] == case.rule
-    if outcome.request is not None:
-        ctx = replace(ctx, request=outcome.request)
-    again = rule.apply(outcome.messages, ctx)
-    assert again.changes == ()
-    assert again.messages is outcome.messages
-    assert again.request is None
+    check_case(case, RESPONSES_RULES_BY_NAME[case.rule], field="input")
 
 
 def test_every_responses_rule_has_fixtures() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from rules.chat import RULES, RULES_BY_NAME
 from rules.engine.pipeline import default_steps, run_rules
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT
 from rules.providers.contract.sequence import CHECKS
+from tests.builders import msg
 from tests.rules.sequence_helpers import found
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents
 
@@ -28,10 +30,6 @@ REPAIRED = (
 )
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
 ALTERNATE = "Conversation roles must alternate user/assistant/user/assistant/..."
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
 
 
 def steps(names: tuple[str, ...], later: str = "hoist") -> list[Any]:
@@ -106,7 +104,8 @@ def sequence_defects(draw: st.DrawFn) -> list[Any]:
     return messages
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(sequence_defects(), st.sampled_from(["hoist", "user"]))
 def test_after_the_sequence_rules_only_the_bridge_case_is_left(
     messages: list[Any], later: str
@@ -126,7 +125,8 @@ def test_after_the_sequence_rules_only_the_bridge_case_is_left(
         assert out[index]["role"] == "user" and out[index - 1]["role"] == "tool", out
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(["hoist", "user"]))
 def test_after_the_sequence_rules_junk_passes_their_checks(junk: list[Any], later: str) -> None:
     result = run_rules(junk, steps(SEQUENCE_RULES, later))

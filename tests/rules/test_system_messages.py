@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES
 from rules.chat.system_messages import NAME, RULE, apply
+from tests.builders import say, system, user
 from tests.rules.sequence_helpers import found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts
+from tests.work import assert_linear
 
 HOIST = RULE.context()
 TO_USER = RULE.context({"later": "user"})
-
-
-def system(content: Any = "s", **rest: Any) -> dict[str, Any]:
-    return {"role": "system", "content": content, **rest}
-
-
-def user(content: Any = "u") -> dict[str, Any]:
-    return {"role": "user", "content": content}
-
-
-def say(content: Any = "a") -> dict[str, Any]:
-    return {"role": "assistant", "content": content}
 
 
 def test_rule_record() -> None:
@@ -133,15 +123,19 @@ def test_texts_of_system_messages_are_kept_in_order() -> None:
     assert head == system("one\n\ntwo")
 
 
+def interleaved(n: int) -> list[Any]:
+    """``n`` users, each followed by a system message."""
+    return [m for i in range(n) for m in (user(str(i)), system(str(i)))]
+
+
 def test_ten_thousand_systems_are_linear() -> None:
-    messages = [m for i in range(5000) for m in (user(str(i)), system(str(i)))]
-    start = time.perf_counter()
-    out = apply(messages, HOIST).messages
-    assert time.perf_counter() - start < 1.0
+    out = apply(interleaved(5000), HOIST).messages
     assert len(out) == 5001 and found("system_not_first", out) == []
+    assert_linear(interleaved, lambda messages: apply(messages, HOIST), 500)
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(["hoist", "user"]))
 def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any], later: str) -> None:
     ctx = RULE.context({"later": later})
@@ -156,7 +150,8 @@ def test_junk_never_breaks_it_and_the_contract_holds_after(junk: list[Any], late
                 assert piece in sent or repr(piece)[1:-1] in sent
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts(), st.data())
 def test_systems_anywhere_in_a_transcript(clean: list[Any], data: st.DataObject) -> None:
     messages = list(clean)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,7 +134,8 @@ def has_image(content: Any) -> bool:
     )
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), role_lists, st.sampled_from(["", "\n", " "]))
 def test_junk_pure_idempotent_and_leaves_only_lists_it_may_not_collapse(
     junk: list[Any], roles: list[str], separator: str
@@ -156,7 +158,8 @@ def test_junk_pure_idempotent_and_leaves_only_lists_it_may_not_collapse(
         assert outcome.messages is junk
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts())
 def test_clean_transcripts_keep_only_image_lists_and_lose_no_text(clean: list[Any]) -> None:
     outcome = apply(clean, RULE.context())

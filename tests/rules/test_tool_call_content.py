@@ -130,7 +130,8 @@ def test_the_checks_texts() -> None:
     assert len(CHECKS_BY_CODE["tool_call_content_empty"].run([with_calls([])], {}, {})) == 1
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(SHAPES))
 def test_junk_each_shape_pure_idempotent_and_clears_its_check(junk: list[Any], shape: str) -> None:
     snapshot = copy.deepcopy(junk)
@@ -153,7 +154,8 @@ def test_junk_each_shape_pure_idempotent_and_clears_its_check(junk: list[Any], s
         assert check.run(outcome.messages, {}, {}) == []
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(SHAPES))
 def test_the_three_rules_together_clear_each_providers_checks(junk: list[Any], shape: str) -> None:
     codes = CLEARS[shape]
@@ -167,7 +169,8 @@ def test_the_three_rules_together_clear_each_providers_checks(junk: list[Any], s
         assert not collapsible(result.messages[found.index]["content"])
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts(), st.sampled_from(SHAPES))
 def test_clean_transcripts_take_each_shape(clean: list[Any], shape: str) -> None:
     codes = CLEARS[shape]

@@ -15,6 +15,8 @@ from rules.chat.tool_call_ids import FORMATS, NAME, RULE, apply
 from rules.engine.ids import digest62
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
 from rules.providers.contract.ids import ID_TEXTS
+from tests.budget import examples
+from tests.builders import result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts
 
 CHECK = CHECKS_BY_CODE["tool_call_id_format"]
@@ -23,17 +25,6 @@ REWRITING = tuple(f for f in FORMATS if f != "preserve")
 
 def ctx(fmt: str) -> Any:
     return RULE.context({"format": fmt})
-
-
-def turn(*ids: Any) -> dict[str, Any]:
-    calls = [
-        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
-    ]
-    return {"role": "assistant", "content": None, "tool_calls": calls}
-
-
-def result(rid: Any) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": rid, "content": "r"}
 
 
 def all_ids(messages: list[Any]) -> list[Any]:
@@ -164,13 +155,15 @@ def _holds(messages: list[Any], fmt: str) -> None:
         assert apply(messages, ctx(fmt)).messages == outcome.messages  # deterministic
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(FORMATS))
 def test_arbitrary_input_never_raises_and_leaves_no_bad_id(messages: list[Any], fmt: str) -> None:
     _holds(messages, fmt)
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(broken_transcripts(), st.sampled_from(REWRITING))
 def test_after_the_pipeline_ids_fit_and_the_pairing_still_holds(broken: Any, fmt: str) -> None:
     repaired = sanitize_messages(broken.messages).messages
@@ -181,7 +174,8 @@ def test_after_the_pipeline_ids_fit_and_the_pairing_still_holds(broken: Any, fmt
     )
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(0.5), deadline=None)
 @given(clean_transcripts(), st.sampled_from(REWRITING))
 def test_clean_transcripts_keep_their_pairing(messages: list[Any], fmt: str) -> None:
     _holds(messages, fmt)

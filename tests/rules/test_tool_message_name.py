@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,21 +13,11 @@ from rules.chat import RULES, sanitize_messages
 from rules.chat.tool_message_name import NAME, RULE, apply, call_names
 from rules.engine.pipeline import default_steps, run_rules
 from rules.providers.contract import CHECKS_BY_CODE, violations
+from tests.budget import examples
+from tests.builders import call, result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts
 
 CHECK = CHECKS_BY_CODE["tool_message_name"]
-
-
-def turn(*calls: tuple[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": i, "type": "function", "function": {"name": n}} for i, n in calls],
-    }
-
-
-def result(rid: Any, **extra: Any) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": rid, "content": "r", **extra}
 
 
 def test_rule_record() -> None:
@@ -36,7 +27,7 @@ def test_rule_record() -> None:
 
 
 def test_add_missing_decides_only_for_absent_names() -> None:
-    messages = [turn(("a", "f"), ("b", "g")), result("a"), result("b", name="x")]
+    messages = [turn(call("a", "f"), call("b", "g")), result("a"), result("b", name="x")]
     on = apply(messages, RULE.context({"add_missing": True})).messages
     off = apply(messages, RULE.context()).messages
     assert [m.get("name") for m in on[1:]] == ["f", "g"]
@@ -44,12 +35,17 @@ def test_add_missing_decides_only_for_absent_names() -> None:
 
 
 def test_the_block_wins_over_an_earlier_call_with_the_same_id() -> None:
-    messages = [turn(("k:0", "old")), result("k:0"), turn(("k:0", "new")), result("k:0")]
+    messages = [turn(call("k:0", "old")), result("k:0"), turn(call("k:0", "new")), result("k:0")]
     assert call_names(messages) == [(1, "old", "k:0"), (3, "new", "k:0")]
 
 
 def test_the_check_in_geminis_words_and_its_missing_option() -> None:
-    messages = [{"role": "user"}, turn(("a", "f"), ("b", "g")), result("a"), result("b", name="x")]
+    messages = [
+        {"role": "user"},
+        turn(call("a", "f"), call("b", "g")),
+        result("a"),
+        result("b", name="x"),
+    ]
     found = CHECK.run(messages, {}, {})
     assert [v.message for v in found] == [
         "* GenerateContentRequest.contents[2].parts[0].function_response.name: "
@@ -69,7 +65,8 @@ def _unfixable(messages: list[Any]) -> set[int]:
     return {index for index, name, _ in call_names(messages) if name is None}
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), st.booleans())
 def test_arbitrary_input(messages: list[Any], add_missing: bool) -> None:
     ctx = RULE.context({"add_missing": add_missing})
@@ -85,7 +82,8 @@ def test_arbitrary_input(messages: list[Any], add_missing: bool) -> None:
     ]
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(broken_transcripts(), st.booleans())
 def test_after_the_pipeline_no_name_is_missing_or_wrong(broken: Any, add_missing: bool) -> None:
     repaired = sanitize_messages(broken.messages).messages
@@ -105,7 +103,8 @@ CONTRACT: dict[str, dict[str, Any]] = {
 }
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), st.lists(st.sampled_from(["a.b", "a_b", "bash", "x" * 70])))
 def test_the_three_rules_together_satisfy_the_three_checks(broken: Any, names: list[str]) -> None:
     request = {"tools": [{"type": "function", "function": {"name": n}} for n in names]}

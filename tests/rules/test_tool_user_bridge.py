@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from rules.chat import RULES, RULES_BY_NAME
 from rules.chat.tool_user_bridge import DEFAULT_CONTENT, NAME, RULE, apply
 from rules.engine.base import RuleContext, TextOption
 from rules.providers.contract import CHECKS_BY_CODE
+from tests.builders import msg, result, turn
 from tests.strategies import arbitrary_messages, clean_transcripts
+from tests.work import assert_linear
 
-CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
 BRIDGE = {"role": "assistant", "content": DEFAULT_CONTENT}
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
-
-
-def tool(cid: str = "c1") -> dict[str, Any]:
-    return msg("tool", "r", tool_call_id=cid)
-
-
-def call() -> dict[str, Any]:
-    return msg("assistant", None, tool_calls=[CALL])
 
 
 def order_errors(messages: list[Any]) -> list[Any]:
@@ -53,14 +42,22 @@ def test_rule_record_and_option() -> None:
 
 
 def test_an_empty_content_given_through_the_library_falls_back_to_the_default() -> None:
-    messages = [msg("user"), call(), tool(), msg("user")]
+    messages = [msg("user"), turn("c1"), result("c1"), msg("user")]
     for bad in ("", " ", None, 5):
         out = apply(messages, RuleContext(options={"content": bad})).messages
         assert out[3] == BRIDGE
 
 
 def test_a_bare_context_bridges_with_new_objects_and_shares_the_rest() -> None:
-    messages = [msg("user"), call(), tool(), msg("user"), call(), tool(), msg("user")]
+    messages = [
+        msg("user"),
+        turn("c1"),
+        result("c1"),
+        msg("user"),
+        turn("c1"),
+        result("c1"),
+        msg("user"),
+    ]
     out = apply(messages, RuleContext()).messages
     assert out == [*messages[:3], BRIDGE, *messages[3:6], BRIDGE, messages[6]]
     assert out[3] is not out[7]
@@ -70,12 +67,12 @@ def test_a_bare_context_bridges_with_new_objects_and_shares_the_rest() -> None:
 def test_only_a_user_after_a_tool_is_bridged() -> None:
     # system after a tool: no bridge helps (system may only follow system or user)
     for role in ("assistant", "tool", "system", "developer", "function", None, 3):
-        messages = [msg("user"), call(), tool(), msg(role)]
+        messages = [msg("user"), turn("c1"), result("c1"), msg(role)]
         assert apply(messages, RuleContext()).messages is messages
     # junk between them, or a tool role that is not the string "tool", is not a tool message
     junk: list[list[Any]] = [
-        [msg("user"), call(), tool(), None, msg("user")],
-        [msg("user"), call(), msg(["tool"]), msg("user")],
+        [msg("user"), turn("c1"), result("c1"), None, msg("user")],
+        [msg("user"), turn("c1"), msg(["tool"]), msg("user")],
         ["tool", msg("user")],
     ]
     for entries in junk:
@@ -84,9 +81,9 @@ def test_only_a_user_after_a_tool_is_bridged() -> None:
 
 def test_an_orphan_tool_first_in_the_request_is_bridged_too() -> None:
     """Position 0 is no exception: the orphan is orphan-tool-results' (which runs earlier)."""
-    messages = [tool(), msg("user")]
+    messages = [result("c1"), msg("user")]
     out = apply(messages, RuleContext())
-    assert out.messages == [tool(), BRIDGE, msg("user")]
+    assert out.messages == [result("c1"), BRIDGE, msg("user")]
     assert [c.as_dict() for c in out.changes] == [
         {
             "rule": NAME,
@@ -100,26 +97,30 @@ def test_an_orphan_tool_first_in_the_request_is_bridged_too() -> None:
 
 
 def test_tool_then_user_is_what_the_order_check_reports_and_the_bridge_clears() -> None:
-    messages = [msg("user"), call(), tool(), msg("user")]
+    messages = [msg("user"), turn("c1"), result("c1"), msg("user")]
     (violation,) = order_errors(messages)
     assert (violation.index, violation.message) == (3, "Unexpected role 'user' after role 'tool'")
     assert order_errors(apply(messages, RuleContext()).messages) == []
 
 
-def test_a_thousand_gaps_are_linear() -> None:
+def gaps(n: int) -> list[Any]:
+    """``n`` times a user, a call and its result, then a user: ``n`` tool -> user gaps."""
     messages: list[Any] = []
-    for i in range(1000):
-        messages += [msg("user"), call(), tool(f"c{i}")]
-    messages.append(msg("user"))
-    start = time.perf_counter()
+    for i in range(n):
+        messages += [msg("user"), turn("c1"), result(f"c{i}")]
+    return [*messages, msg("user")]
+
+
+def test_a_thousand_gaps_are_linear() -> None:
+    messages = gaps(1000)
     out = apply(messages, RuleContext())
-    elapsed = time.perf_counter() - start
     assert len(out.messages) == len(messages) + 1000
     assert len(out.changes) == 1000
-    assert elapsed < 0.5
+    assert_linear(gaps, lambda messages: apply(messages, RuleContext()), 250)
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages())
 def test_any_input_never_raises_never_mutates_and_is_idempotent(messages: list[Any]) -> None:
     snapshot = copy.deepcopy(messages)
@@ -134,7 +135,8 @@ def test_any_input_never_raises_never_mutates_and_is_idempotent(messages: list[A
             assert after.get("role") != "user"
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts())
 def test_a_clean_transcript_is_only_bridged(messages: list[Any]) -> None:
     out = apply(messages, RuleContext()).messages

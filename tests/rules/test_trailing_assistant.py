@@ -20,14 +20,11 @@ from rules.chat.trailing_assistant import (
 )
 from rules.engine.base import RuleContext, TextOption
 from rules.providers.contract import CHECKS_BY_CODE
+from tests.builders import msg
 from tests.strategies import arbitrary_messages, clean_transcripts
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
 CONTINUE = {"role": "user", "content": DEFAULT_CONTENT}
-
-
-def msg(role: Any, content: Any = "x", **rest: Any) -> dict[str, Any]:
-    return {"role": role, "content": content, **rest}
 
 
 def run(messages: list[Any], **options: Any) -> Any:
@@ -160,7 +157,8 @@ def test_drop_logs_length_and_the_text_only_with_log_content() -> None:
         assert change.detail["content_length"] == length
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(arbitrary_messages(), st.sampled_from(ACTIONS), st.booleans())
 def test_any_input_never_raises_never_mutates_and_is_idempotent(
     messages: list[Any], action: str, prefix_allowed: bool
@@ -176,7 +174,8 @@ def test_any_input_never_raises_never_mutates_and_is_idempotent(
     assert out.messages or not messages  # never empties a request
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(clean_transcripts(), st.sampled_from(ACTIONS))
 def test_a_clean_transcript_ending_on_an_answer_is_repaired_as_asked(
     messages: list[Any], action: str

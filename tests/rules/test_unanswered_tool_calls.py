@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rules.chat import RULES, sanitize_messages
 from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT, NAME, RULE, apply
 from rules.engine.base import RuleContext
+from tests.builders import result, result_ids, turn, user
 from tests.fake_upstream import strict_errors
-from tests.rules.pairing_helpers import result, result_ids, turn, user
+from tests.work import assert_linear
 
 
 def stub(cid: str, content: str = DEFAULT_CONTENT) -> dict[str, Any]:
@@ -52,13 +52,19 @@ def test_hermes_56980_nine_calls_then_a_user_is_accepted_after_the_pipeline() ->
     assert result_ids(out) == calls
 
 
+def unanswered(n: int) -> list[Any]:
+    """One turn of ``2n`` unanswered calls, then ``n`` turns of one unanswered call each."""
+    messages: list[Any] = [user(), turn(*(f"call_{i}" for i in range(2 * n))), user()]
+    for i in range(n):
+        messages += [turn(f"t{i}"), user()]
+    return messages
+
+
+def run(messages: list[Any]) -> list[Any]:
+    return apply(messages, RuleContext()).messages
+
+
 def test_two_thousand_unanswered_calls_and_a_thousand_blocks_are_linear() -> None:
     calls = [f"call_{i}" for i in range(2000)]
-    messages: list[Any] = [user(), turn(*calls), user()]
-    for i in range(1000):
-        messages += [turn(f"t{i}"), user()]
-    start = time.perf_counter()
-    out = apply(messages, RuleContext()).messages
-    elapsed = time.perf_counter() - start
-    assert result_ids(out) == calls + [f"t{i}" for i in range(1000)]
-    assert elapsed < 0.5
+    assert result_ids(run(unanswered(1000))) == calls + [f"t{i}" for i in range(1000)]
+    assert_linear(unanswered, run, 250)

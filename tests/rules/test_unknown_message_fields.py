@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from rules.providers.contract.fields import (
     CEREBRAS_FIELD_TEXT,
     MISTRAL_FIELD_TEXT,
 )
+from tests.budget import examples
 from tests.rules.shape_helpers import KEYS, shaped_messages
 from tests.strategies import broken_transcripts, clean_transcripts
 
@@ -125,7 +127,8 @@ OPTIONS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.slow
+@settings(deadline=None)
 @given(shaped_messages(), OPTIONS)
 def test_arbitrary_input(messages: list[Any], options: dict[str, Any]) -> None:
     ctx = RULE.context(options)
@@ -144,14 +147,16 @@ def test_arbitrary_input(messages: list[Any], options: dict[str, Any]) -> None:
             assert all(new[k] == old[k] for k in new if k != "tool_calls")
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(0.5), deadline=None)
 @given(clean_transcripts())
 def test_clean_transcripts_pass_when_reasoning_is_allowed(messages: list[Any]) -> None:
     outcome = apply(messages, RULE.context({"allow": ["reasoning_content"]}))
     assert outcome.messages is messages and outcome.changes == ()
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(0.5), deadline=None)
 @given(broken_transcripts(), st.booleans())
 def test_after_the_pipeline_no_unknown_field_is_left(broken: Any, drop_null: bool) -> None:
     options = {"enabled": True, "drop_null": drop_null}

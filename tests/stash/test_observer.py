@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from proxy.stash.observer import ResponseObserver
 from rules.chat.reasoning_content import turn_key
+from tests.budget import examples
 
 SCOPE = "https://api.deepseek.com\nabc"
 CALLS = [
@@ -99,7 +100,7 @@ def test_every_two_way_split_of_the_stream() -> None:
         assert observe([body[:cut], body[cut:]]).stored == {KEY: REASONING}, cut
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(1.5), deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=4000), max_size=40))
 def test_any_chunking_of_the_stream(cuts: list[int]) -> None:
     body = stream(newline=b"\r\n")

@@ -10,6 +10,7 @@ from proxy.stash.redis_store import ENV_PASSWORD, RedisStore, redact
 from tests.redis_server import RedisServer
 
 
+@pytest.mark.slow
 async def test_put_then_get_many_under_the_prefix_with_a_ttl(redis_server: RedisServer) -> None:
     store = RedisStore(redis_server.url, prefix="t:", ttl_seconds=60, timeout_seconds=1)
     try:
@@ -22,6 +23,7 @@ async def test_put_then_get_many_under_the_prefix_with_a_ttl(redis_server: Redis
         await store.close()
 
 
+@pytest.mark.slow
 async def test_a_dead_redis_is_a_miss_then_skipped_for_retry_seconds(tmp_path: object) -> None:
     from tests.redis_server import free_port
 
