@@ -4,83 +4,21 @@ pass case returns its input list itself, and a second run changes nothing."""
 
 from __future__ import annotations
 
-import copy
-import json
-from dataclasses import replace
-from pathlib import Path
-
 import pytest
 
 from rules.anthropic import ANTHROPIC_RULES, ANTHROPIC_RULES_BY_NAME
 from rules.chat import RULES_BY_NAME
 from rules.engine.base import Rule
 from rules.responses import RESPONSES_RULES_BY_NAME
-from tests.rules.fixtures import Case
+from tests.rules.fixtures import ANTHROPIC_FIXTURE_DIR, Case, check_case, load_cases
 
-FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "anthropic"
-
-
-def load_cases() -> list[Case]:
-    cases: list[Case] = []
-    for path in sorted(FIXTURE_DIR.glob("*.json")):
-        data = json.loads(path.read_bytes())  # the standard library: lone surrogate escapes
-        assert path.stem == data["rule"], f"{path.name} must be named after its rule"
-        cases.extend(
-            Case(
-                rule=data["rule"],
-                name=raw["name"],
-                source=raw["source"],
-                options=raw.get("options", {}),
-                input=raw["input"],
-                expected=raw.get("expected"),
-                changes=raw.get("changes", []),
-                request=raw.get("request"),
-                expected_request=raw.get("expected_request"),
-            )
-            for raw in data["cases"]
-        )
-    return cases
-
-
-CASES = load_cases()
+FIXTURE_DIR = ANTHROPIC_FIXTURE_DIR
+CASES = load_cases(FIXTURE_DIR)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_case(case: Case) -> None:
-    rule = ANTHROPIC_RULES_BY_NAME[case.rule]
-    ctx = rule.context(case.options)
-    if rule.reads_request:
-        ctx = replace(ctx, request={**(case.request or {}), "messages": case.input})
-    else:
-        assert case.request is None and case.expected_request is None, "not a request rule"
-    snapshot = copy.deepcopy((case.input, case.request))
-
-    outcome = rule.apply(case.input, ctx)
-
-    assert (case.input, case.request) == snapshot
-    if case.expected is None:
-        assert outcome.messages is case.input
-    else:
-        assert outcome.messages == case.expected
-    if case.expected_request is None:
-        assert outcome.request is None
-    else:
-        assert outcome.request is not None
-        got = {k: v for k, v in outcome.request.items() if k != "messages"}
-        assert got == case.expected_request
-    if case.expected is None and case.expected_request is None:
-        assert outcome.changes == ()
-    actual = [change.as_dict() for change in outcome.changes]
-    assert len(actual) == len(case.changes), actual
-    for got_change, want in zip(actual, case.changes, strict=True):
-        assert {k: got_change.get(k) for k in want} == want, got_change
-        assert got_change["rule"] == case.rule
-    if outcome.request is not None:
-        ctx = replace(ctx, request=outcome.request)
-    again = rule.apply(outcome.messages, ctx)
-    assert again.changes == ()
-    assert again.messages is outcome.messages
-    assert again.request is None
+    check_case(case, ANTHROPIC_RULES_BY_NAME[case.rule])
 
 
 def test_every_rule_has_fixtures() -> None:
