@@ -25,6 +25,10 @@ class Case:
     request: dict[str, Any] | None = None
     #: The request fields the rule returns, or ``None`` if it must leave them as they are.
     expected_request: dict[str, Any] | None = None
+    #: For a rule that recalls (``Rule.recall``): what the stash holds for each key the rule
+    #: asks for, in the order it asks (``None``: nothing stored; a string as stored; anything
+    #: else stored as its JSON text), under a fixed scope.
+    recalled: list[Any] | None = None
 
     @property
     def id(self) -> str:

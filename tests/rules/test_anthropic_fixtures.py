@@ -13,7 +13,7 @@ import pytest
 
 from rules.anthropic import ANTHROPIC_RULES, ANTHROPIC_RULES_BY_NAME
 from rules.chat import RULES_BY_NAME
-from rules.engine.base import Rule
+from rules.engine.base import NOTHING_GIVEN, Given, Rule, RuleContext
 from rules.responses import RESPONSES_RULES_BY_NAME
 from tests.rules.fixtures import Case
 
@@ -36,6 +36,7 @@ def load_cases() -> list[Case]:
                 changes=raw.get("changes", []),
                 request=raw.get("request"),
                 expected_request=raw.get("expected_request"),
+                recalled=raw.get("recalled"),
             )
             for raw in data["cases"]
         )
@@ -43,6 +44,25 @@ def load_cases() -> list[Case]:
 
 
 CASES = load_cases()
+#: The scope a fixture's ``recalled`` values are stored under.
+SCOPE = "https://fixture.invalid\nscope"
+
+
+def given_for(case: Case, rule: Rule, ctx: RuleContext) -> Given:
+    """What the proxy would give the rule for ``case``: its ``recalled`` values under the keys
+    the rule asks for (``Rule.recall``), in order."""
+    if case.recalled is None:
+        return NOTHING_GIVEN
+    assert rule.recall is not None, "recalled values for a rule that does not recall"
+    request = {**(case.request or {}), "messages": case.input}
+    keys = rule.recall.keys(request, ctx, SCOPE)
+    assert len(keys) == len(case.recalled), keys
+    stored = {
+        key: value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        for key, value in zip(keys, case.recalled, strict=True)
+        if value is not None
+    }
+    return Given(SCOPE, stored)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -53,6 +73,7 @@ def test_case(case: Case) -> None:
         ctx = replace(ctx, request={**(case.request or {}), "messages": case.input})
     else:
         assert case.request is None and case.expected_request is None, "not a request rule"
+    ctx = replace(ctx, given=given_for(case, rule, ctx))
     snapshot = copy.deepcopy((case.input, case.request))
 
     outcome = rule.apply(case.input, ctx)
