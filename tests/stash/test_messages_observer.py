@@ -40,7 +40,7 @@ class Sink:
 
 
 def sse(data: dict[str, Any], newline: bytes = b"\n") -> bytes:
-    name = data["type"].encode()
+    name: bytes = data["type"].encode()
     return b"event: " + name + newline + b"data: " + orjson.dumps(data) + newline + newline
 
 
