@@ -43,7 +43,9 @@ NAME = "messages-missing-thinking"
 _KEY_VERSION: Final = "chatmend-thinking-1"
 
 #: The rule's options (the record below lists them; read them through these).
-PLACEHOLDER = Option("placeholder", "", "The text of the inserted thinking block.")
+PLACEHOLDER = Option(
+    "placeholder", "", "The text of the thinking block a turn gets when none was recalled."
+)
 MODELS = Option(
     "models",
     list(THINKING_MODELS),
@@ -195,7 +197,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 
 RULE = Rule(
     name=NAME,
-    summary="In thinking mode, give a tool-use turn without thinking its thinking back.",
+    summary="In thinking mode, give a tool-use turn its dropped thinking back, else a placeholder.",
     defect="thinking mode and an assistant `tool_use` turn without a thinking block: DeepSeek "
     '"The `content[].thinking` in the thinking mode must be passed back to the API."',
     repair="the thinking block(s) the model produced for that turn, exactly (text and "
