@@ -13,11 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from proxy.metrics import Metrics
 from proxy.stash import MemoryStore, Stash
+from proxy.stash.hooks import ReasoningHooks
 from proxy.stash.messages_observer import MessagesObserver
 from proxy.stash.observer import MAX_OBSERVED, ResponseObserver
 from rules.anthropic.missing_thinking import recalled_blocks, turn_key
 from rules.chat.reasoning_content import turn_key as chat_turn_key
+from rules.providers.planner import Planner
 
 SCOPE = "https://api.deepseek.com/anthropic\nabc"
 THINKING = "The user wants a.txt — «ünïcode» and\nnewlines, so I read it, then list the dir."
@@ -247,3 +250,14 @@ def test_the_stash_gives_a_messages_request_the_messages_observer() -> None:
     observer.finish()
     assert isinstance(stash.store, MemoryStore)
     assert KEY is not None and recalled_blocks(stash.store.get(KEY)) == [BLOCK]
+
+
+def test_the_hooks_recall_for_messages_under_the_deepseek_profiles_only() -> None:
+    """Which Messages plans recall (``Rule.recall`` of messages-missing-thinking), per API: the
+    chat plans' answer is not the Messages plans'."""
+    hooks = ReasoningHooks(Stash(MemoryStore(1 << 20, 60)), Metrics())
+    planner = Planner()
+    assert hooks.profiles(planner, "messages") == {"deepseek", "deepseek-reasoner"}
+    assert "kimi" in hooks.profiles(planner, "chat")  # reasoning-content, chat only
+    assert "kimi" not in hooks.profiles(planner, "messages")
+    assert hooks.profiles(planner, "messages") is hooks.profiles(planner, "messages")  # cached
