@@ -7,7 +7,9 @@ observer reads every chunk after it is written, and stores the turn) and ``off``
 object at all). A client reads the whole stream through each, the two interleaved round by
 round; the figures are medians over the rounds: the time per event through each, the added
 microseconds per event, and the ratio observed/plain (per-round ratios, paired, so drift
-cancels). It also times the observer alone (``feed`` over the same events, no I/O).
+cancels). It also times the observer alone (``feed`` over the same events, no I/O), and the
+Anthropic Messages observer alone over a ``--chunks``-event Messages stream (thinking deltas,
+a signature, text deltas, a ``tool_use`` input in pieces: the stream is read to its end).
 
 Run: ``.venv/bin/python -m bench.observe [--chunks 5000] [--rounds 15]``, or
 ``make bench-observe``.
@@ -27,8 +29,10 @@ from aiohttp import ClientSession, web
 
 from proxy.app import create_app
 from proxy.config import parse_config
+from proxy.emulate_messages import sse
 from proxy.log import configure_logging
-from proxy.stash.observer import ResponseObserver
+from proxy.stash.messages_observer import MessagesObserver
+from proxy.stash.observer import BodyObserver, ResponseObserver
 
 REASONING_EVENT_SHARE = 0.9  # the rest: content-less deltas, the tool call, the finish
 
@@ -62,6 +66,38 @@ def events(count: int) -> list[bytes]:
     out.append(event({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}, None))
     out.append(event({}, "tool_calls"))
     return [*out, b"data: [DONE]\n\n"]
+
+
+def messages_events(count: int) -> list[bytes]:
+    """``count`` SSE events of an Anthropic Messages thinking turn: thinking deltas (90 %), its
+    signature, text deltas, then a ``tool_use`` whose input streams in pieces."""
+
+    def delta(index: int, **fields: Any) -> bytes:
+        return sse("content_block_delta", {"type": "content_block_delta", "index": index, **fields})
+
+    def start(index: int, block: dict[str, Any]) -> bytes:
+        event = {"type": "content_block_start", "index": index, "content_block": block}
+        return sse("content_block_start", event)
+
+    thinking = int(count * REASONING_EVENT_SHARE)
+    out = [sse("message_start", {"type": "message_start", "message": {"id": "msg_bench"}})]
+    out.append(start(0, {"type": "thinking", "thinking": "", "signature": ""}))
+    out += [
+        delta(0, delta={"type": "thinking_delta", "thinking": f"step {n}: consider the file "})
+        for n in range(thinking)
+    ]
+    out.append(delta(0, delta={"type": "signature_delta", "signature": "EqQBCkYIARgC" * 20}))
+    out.append(start(1, {"type": "text", "text": ""}))
+    texts = max((count - len(out) - 4) // 2, 1)
+    out += [delta(1, delta={"type": "text_delta", "text": "Reading it. "}) for _ in range(texts)]
+    out.append(start(2, {"type": "tool_use", "id": "toolu_bench", "name": "ls", "input": {}}))
+    pieces = max(count - len(out) - 2, 1)
+    out += [
+        delta(2, delta={"type": "input_json_delta", "partial_json": " " if n else "{"})
+        for n in range(pieces)
+    ]
+    out.append(delta(2, delta={"type": "input_json_delta", "partial_json": "}"}))
+    return [*out, sse("message_stop", {"type": "message_stop"})]
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
@@ -112,11 +148,13 @@ async def one_stream(session: ClientSession, url: str, body: bytes) -> tuple[flo
     return time.perf_counter() - started, size
 
 
-def time_observer(body: list[bytes], repeat: int) -> float:
+def time_observer(
+    body: list[bytes], repeat: int, kind: type[BodyObserver] = ResponseObserver
+) -> float:
     """Seconds per event for ``feed`` alone, best of ``repeat``."""
     best = float("inf")
     for _ in range(repeat):
-        observer = ResponseObserver(lambda key, text: None, "scope", stream=True)
+        observer = kind(lambda key, text: None, "scope", stream=True)
         started = time.perf_counter()
         for chunk in body:
             observer.feed(chunk)
@@ -144,6 +182,11 @@ async def main(chunks: int, rounds: int) -> None:
             ):
                 print(f"== {label}")
                 await measure(session, urls, bodies[model], request(model), rounds)
+        body = messages_events(chunks)
+        alone = time_observer(body, 5, MessagesObserver) * 1e6
+        print("== Anthropic Messages thinking stream (thinking, text, then a tool_use)")
+        print(f"events per stream: {len(body)} ({sum(map(len, body)) / 1024:.0f} KiB)")
+        print(f"MessagesObserver.feed alone:      {alone:7.2f} µs per event")
     finally:
         for runner in runners:
             await runner.cleanup()

@@ -208,7 +208,7 @@ async def _sanitize(
     started = time.perf_counter()
     try:
         async with asyncio.timeout(config.sanitize_deadline):
-            if read.api == "chat":  # issue 4: one stash lookup before the rules (scope: the route)
+            if read.api in ("chat", "messages"):  # one stash lookup before the rules
                 reasoning = await app[REASONING_KEY].before_rules(
                     route.planner,
                     read.decoded,
@@ -216,6 +216,7 @@ async def _sanitize(
                     request.headers,
                     request.rel_url.query,
                     offload=offload.call if big else None,
+                    api=read.api,
                 )
             started = time.perf_counter()
             given = None if reasoning is None else reasoning.given

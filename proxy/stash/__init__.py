@@ -1,5 +1,7 @@
 """The reasoning stash: remember each thinking-mode tool-call turn's reasoning from the responses,
-give it back to the requests that dropped it (the ``reasoning-content`` rule does the writing).
+give it back to the requests that dropped it (a rule that declares ``Rule.recall`` does the
+writing: ``reasoning-content`` for chat, ``messages-missing-thinking`` for Anthropic Messages,
+whose thinking blocks are kept with their signatures).
 
 ``Stash`` wraps a ``Store`` (``MemoryStore`` or ``RedisStore``) with what the proxy needs: one
 ``recall`` round trip per request before the rules run, ``observer_for`` a response, and the
@@ -20,7 +22,8 @@ from redis.exceptions import RedisError
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash.memory import MemoryStore
-from proxy.stash.observer import READABLE_ENCODINGS, ResponseObserver
+from proxy.stash.messages_observer import MessagesObserver
+from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, ResponseObserver
 from proxy.stash.redis_store import RedisStore
 from proxy.stash.settings import ReasoningConfig
 
@@ -78,13 +81,17 @@ class Stash:
 
     # --- response side ----------------------------------------------------------------------
 
-    def observer_for(self, scope: str, content_type: str, encoding: str) -> ResponseObserver | None:
-        """An observer for a 200 chat-completions response, or ``None`` for a body it cannot
-        read (a compression other than gzip or deflate)."""
+    def observer_for(
+        self, scope: str, content_type: str, encoding: str, api: str = "chat"
+    ) -> BodyObserver | None:
+        """An observer for a 200 response of ``api`` (chat completions, or ``messages``:
+        Anthropic Messages), or ``None`` for a body it cannot read (a compression other than
+        gzip or deflate)."""
         if encoding not in READABLE_ENCODINGS:
             return None
         stream = content_type == "text/event-stream"
-        return ResponseObserver(self.record, scope, stream=stream, encoding=encoding)
+        kind = MessagesObserver if api == "messages" else ResponseObserver
+        return kind(self.record, scope, stream=stream, encoding=encoding)
 
     def record(self, key: str, text: str) -> asyncio.Task[None] | None:
         """Store one turn's reasoning now: the memory store synchronously; Redis in a task the

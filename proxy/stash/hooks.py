@@ -1,11 +1,12 @@
 """Where the proxy calls into the stash: before the rules (one lookup) and around the relay.
 
 ``ReasoningHooks`` is built once per app. Per request it costs nothing unless the request runs
-under a profile whose plan has a rule that recalls (``Rule.recall``: ``reasoning-content``):
-then the body is parsed here once (``sanitize_body`` reuses that parse); if the rule serves the
-request (thinking mode) and the body holds ``"tool_calls"``, the keys it asks for go to the
+under a profile whose plan for its API has a rule that recalls (``Rule.recall``: chat's
+``reasoning-content``, Messages' ``messages-missing-thinking``): then the body is parsed here
+once (``sanitize_body`` reuses that parse); if the rule serves the request (thinking mode) and
+the body holds a tool turn (``"tool_calls"``, ``"tool_use"``), the keys it asks for go to the
 store in one ``get_many`` and reach the rules in ``RuleContext.given``; and a 200 response gets
-an observer. No rule is looked up by name.
+the API's observer. No rule is looked up by name (but for counting, in ``report``).
 """
 
 from __future__ import annotations
@@ -24,12 +25,21 @@ from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.keys import request_scope
-from proxy.stash.observer import READABLE_ENCODINGS, ResponseObserver, readable_accept_encoding
-from rules.chat.reasoning_content import NAME
+from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_accept_encoding
+from rules.anthropic import missing_thinking
+from rules.chat import reasoning_content
 from rules.engine.base import Change, Given
-from rules.providers.planner import Planner
+from rules.providers.planner import Plan, Planner
 
 log = get_logger()
+
+#: What marks a body holding a tool turn whose stash keys may be wanted, per API.
+TOOL_TURN_MARKS = {"chat": b'"tool_calls"', "messages": b'"tool_use"'}
+#: Per restoring rule: its actions for a restore and for a placeholder (``report``).
+RESTORING = {
+    reasoning_content.NAME: ("restored_reasoning", "inserted_placeholder"),
+    missing_thinking.NAME: ("restored_thinking", "added_thinking"),
+}
 
 
 @dataclass(slots=True)
@@ -43,40 +53,52 @@ class RequestReasoning:
     #: Whether the response is worth observing: the request runs in thinking mode (a model
     #: that does not think produces no reasoning to store). ``True`` where it was not read.
     thinking: bool = True
+    #: The request's API (``chat`` or ``messages``): which plans recall, which observer reads.
+    api: str = "chat"
 
 
 #: Runs ``function(body, planner, *args)`` elsewhere and returns its result.
 Offload = Callable[..., Awaitable[Any]]
 
 
-def _wanted(payload: dict[str, Any], planner: Planner, scope: str) -> list[str]:
-    recalling = planner.plan(payload.get("model")).recalling()
+def plan_of(planner: Planner, model: Any, api: str) -> Plan:
+    """The plan a request of ``api`` for ``model`` runs under."""
+    return planner.messages(model) if api == "messages" else planner.plan(model)
+
+
+def _wanted(payload: dict[str, Any], planner: Planner, scope: str, api: str) -> list[str]:
+    recalling = plan_of(planner, payload.get("model"), api).recalling()
     return [] if recalling is None else recalling[0].keys(payload, recalling[1], scope)
 
 
-def wanted_keys_of(body: bytes, planner: Planner, scope: str) -> list[str]:
+def wanted_keys_of(body: bytes, planner: Planner, scope: str, api: str = "chat") -> list[str]:
     """The stash keys a body's turns want (``[]`` if it is not a JSON object): picklable, for
     a worker process."""
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError:
         return []
-    return _wanted(payload, planner, scope) if type(payload) is dict else []
+    return _wanted(payload, planner, scope, api) if type(payload) is dict else []
 
 
 class ReasoningHooks:
     def __init__(self, stash: Stash | None, metrics: Metrics) -> None:
         self.stash = stash
         self.metrics = metrics
-        #: Per planner (one per route, replaced on reload): the profiles whose plan recalls.
-        self._profiles: WeakKeyDictionary[Planner, frozenset[str]] = WeakKeyDictionary()
+        #: Per planner (one per route, replaced on reload) and API: the profiles whose plan
+        #: recalls.
+        self._profiles: WeakKeyDictionary[Planner, dict[str, frozenset[str]]] = WeakKeyDictionary()
 
-    def profiles(self, planner: Planner) -> frozenset[str]:
-        """The profiles whose plan has a rule that recalls, computed once per planner."""
-        found = self._profiles.get(planner)
+    def profiles(self, planner: Planner, api: str = "chat") -> frozenset[str]:
+        """The profiles whose plan for ``api`` has a rule that recalls, computed once per
+        planner."""
+        known = self._profiles.get(planner)
+        if known is None:
+            known = self._profiles[planner] = {}
+        found = known.get(api)
         if found is None:
-            found = frozenset(name for name, plan in planner.plans.items() if plan.recalling())
-            self._profiles[planner] = found
+            plans = planner.messages_plans if api == "messages" else planner.plans
+            found = known[api] = frozenset(n for n, plan in plans.items() if plan.recalling())
         return found
 
     async def before_rules(
@@ -88,22 +110,25 @@ class ReasoningHooks:
         query: Mapping[str, str] | None = None,
         *,
         offload: Offload | None = None,
+        api: str = "chat",
     ) -> RequestReasoning | None:
-        """The recalled reasoning for a chat request, or ``None`` when nothing is stashed (or
-        the client sent no credential: an anonymous request is never stored or recalled).
-        ``offload`` runs the parse and the key walk elsewhere (a big body, see proxy/offload):
-        the payload is then not kept, ``sanitize_body`` parses it again where it runs."""
-        if self.stash is None or not self.profiles(planner):
+        """The recalled reasoning for a request of ``api`` (``chat`` or ``messages``), or
+        ``None`` when nothing is stashed (or the client sent no credential: an anonymous
+        request is never stored or recalled). ``offload`` runs the parse and the key walk
+        elsewhere (a big body, see proxy/offload): the payload is then not kept,
+        ``sanitize_body`` parses it again where it runs."""
+        if self.stash is None or not self.profiles(planner, api):
             return None
         scope = request_scope(upstream, headers, query)
         if scope is None:
             return None
-        reasoning = RequestReasoning(Given(scope))
+        reasoning = RequestReasoning(Given(scope), api=api)
+        mark = TOOL_TURN_MARKS[api]
         try:
             if offload is not None:
                 # A big body is read in a worker: its response is observed in any case.
-                if b'"tool_calls"' in body:
-                    keys = await offload(wanted_keys_of, body, planner, scope)
+                if mark in body:
+                    keys = await offload(wanted_keys_of, body, planner, scope, api)
                     if keys:
                         reasoning.given = Given(scope, await self.stash.recall(keys))
                 return reasoning
@@ -114,12 +139,12 @@ class ReasoningHooks:
             if type(payload) is not dict:
                 return reasoning
             reasoning.payload = payload
-            recalling = planner.plan(payload.get("model")).recalling()
+            recalling = plan_of(planner, payload.get("model"), api).recalling()
             # Not served (thinking mode off): nothing to restore, nothing in the response to keep.
             reasoning.thinking = recalling is not None and recalling[0].serves(
                 payload, recalling[1]
             )
-            if recalling is not None and reasoning.thinking and b'"tool_calls"' in body:
+            if recalling is not None and reasoning.thinking and mark in body:
                 keys = recalling[0].keys(payload, recalling[1], scope)  # a first turn: none
                 if keys:
                     reasoning.given = Given(scope, await self.stash.recall(keys))
@@ -135,7 +160,7 @@ class ReasoningHooks:
             self.stash is not None
             and reasoning is not None
             and reasoning.thinking
-            and profile in self.profiles(planner)
+            and profile in self.profiles(planner, reasoning.api)
         )
 
     def offer_readable_encodings(self, headers: CIMultiDict[str]) -> None:
@@ -156,14 +181,15 @@ class ReasoningHooks:
         reasoning: RequestReasoning | None,
         upstream: ClientResponse,
         request_id: str = "",
-    ) -> ResponseObserver | None:
-        """An observer for a 200 response to a request whose profile has the rule."""
+    ) -> BodyObserver | None:
+        """An observer (the request's API's) for a 200 response to a request whose profile
+        has the rule."""
         if (
             self.stash is None
             or reasoning is None
             or not reasoning.thinking
             or upstream.status != 200
-            or profile not in self.profiles(planner)
+            or profile not in self.profiles(planner, reasoning.api)
         ):
             return None
         encoding = upstream.headers.get("Content-Encoding", "").strip().lower()
@@ -176,26 +202,28 @@ class ReasoningHooks:
                 encoding=encoding[:32],
             )
             return None
-        return self.stash.observer_for(reasoning.given.scope, upstream.content_type, encoding)
+        scope = reasoning.given.scope
+        return self.stash.observer_for(scope, upstream.content_type, encoding, reasoning.api)
 
-    async def after_relay(self, observer: ResponseObserver | None) -> None:
+    async def after_relay(self, observer: BodyObserver | None) -> None:
         """Wait for the observer's writes: the response ends only once they are stored."""
         if observer is not None and observer.pending and self.stash is not None:
             await self.stash.settle(observer.pending)
 
     def report(self, request_id: str, changes: Sequence[Change]) -> None:
-        """Count the rule's restores and placeholders; log ``reasoning_placeholder`` (message
-        indices and counts only, never text)."""
+        """Count the restoring rules' restores and placeholders; log ``reasoning_placeholder``
+        (message indices and counts only, never text)."""
         actions: Counter[str] = Counter()
         placed: list[int] = []
         for change in changes:
-            if change.rule == NAME:
+            restoring = RESTORING.get(change.rule)
+            if restoring is not None and change.action in restoring:
                 actions[change.action] += 1
-                if change.action == "inserted_placeholder":
+                if change.action == restoring[1]:
                     placed.append(change.index)
         if not actions:
             return
-        restored = actions["restored_reasoning"]
+        restored = actions["restored_reasoning"] + actions["restored_thinking"]
         if restored:
             self.metrics.reasoning.labels("restored").inc(restored)
         if placed:

@@ -8,6 +8,10 @@ event's JSON parsed once); per choice it accumulates ``delta.reasoning_content``
 their ``index``. A JSON body is parsed once at the end. A choice is complete at its
 ``finish_reason`` (or at the end of the body): if it made tool calls and reasoned, ``on_turn``
 gets the turn's key and the text at once, before the client can send its next turn.
+
+``BodyObserver`` holds what does not depend on the API (inflating, SSE framing, the size
+bounds, never raising); ``ResponseObserver`` reads chat completions, and
+``proxy.stash.messages_observer.MessagesObserver`` Anthropic Messages responses.
 """
 
 from __future__ import annotations
@@ -48,18 +52,17 @@ class _Choice:
     done: bool = False
 
 
-class ResponseObserver:
-    """One response's observer. ``stream`` says SSE (else one JSON body); ``encoding`` is the
-    response's Content-Encoding (``gzip``/``deflate`` are inflated, anything else is refused by
-    ``observer_for``)."""
+class BodyObserver:
+    """What every observer shares: the bytes of one response (``gzip``/``deflate`` inflated,
+    anything else is refused by ``observer_for``), framed into SSE events (``stream``) or kept
+    whole to parse at the end; the API's own parse is in a subclass (``_event``, ``_end``,
+    ``_body``), and a completed turn goes to ``on_turn`` through ``_remember``."""
 
     __slots__ = (
         "_buffer",
-        "_choices",
         "_data",
         "_inflate",
         "_off",
-        "_open",
         "_size",
         "_tail",
         "on_turn",
@@ -79,9 +82,6 @@ class ResponseObserver:
         self._data: list[bytes] = []
         self._buffer: list[bytes] = []
         self._size = 0
-        #: Choices seen and not yet settled.
-        self._open = 0
-        self._choices: dict[int, _Choice] = {}
         self._inflate = (
             zlib.decompressobj(47) if encoding in READABLE_ENCODINGS - {"", "identity"} else None
         )
@@ -116,8 +116,8 @@ class ResponseObserver:
                     self._feed_stream(b"\n\n")  # the last line, then the end of its event
                 if self._data:
                     self._dispatch()
-                for index in list(self._choices):
-                    self._complete(index)
+                if not self._off:
+                    self._end()
             else:
                 self._whole(b"".join(self._buffer))
         except Exception as exc:
@@ -166,7 +166,51 @@ class ResponseObserver:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
             return  # a comment-like or broken event: not ours
-        choices = event.get("choices") if type(event) is dict else None
+        if type(event) is dict:
+            self._event(event)
+
+    def _whole(self, body: bytes) -> None:
+        if self._inflate is not None:
+            body += self._inflate.flush()
+        data = orjson.loads(body)
+        if type(data) is dict:
+            self._body(data)
+
+    def _remember(self, key: str | None, text: str) -> None:
+        if key is not None:
+            task = self.on_turn(key, text)
+            if task is not None:
+                self.pending.append(task)
+
+    # --- what a subclass reads ------------------------------------------------------------------
+
+    def _event(self, event: dict[str, Any]) -> None:
+        """One SSE event's data, a JSON object."""
+        raise NotImplementedError
+
+    def _end(self) -> None:
+        """The stream ended cleanly (whether or not its last event said so)."""
+        raise NotImplementedError
+
+    def _body(self, data: dict[str, Any]) -> None:
+        """The whole JSON body, an object."""
+        raise NotImplementedError
+
+
+class ResponseObserver(BodyObserver):
+    """A chat-completions response's observer: ``reasoning_content`` and tool calls per
+    choice."""
+
+    __slots__ = ("_choices", "_open")
+
+    def __init__(self, on_turn: OnTurn, scope: str, *, stream: bool, encoding: str = "") -> None:
+        super().__init__(on_turn, scope, stream=stream, encoding=encoding)
+        #: Choices seen and not yet settled.
+        self._open = 0
+        self._choices: dict[int, _Choice] = {}
+
+    def _event(self, event: dict[str, Any]) -> None:
+        choices = event.get("choices")
         if type(choices) is not list:
             return
         for choice in choices:
@@ -174,6 +218,10 @@ class ResponseObserver:
                 self._delta(choice)
         if not self._open and self._choices:
             self._off = True  # every choice settled: the rest of the stream is not read
+
+    def _end(self) -> None:
+        for index in list(self._choices):
+            self._complete(index)
 
     def _delta(self, choice: dict[str, Any]) -> None:
         index = choice.get("index", 0)
@@ -218,7 +266,7 @@ class ResponseObserver:
                 {"id": cid, "function": {"name": name, "arguments": "".join(pieces)}}
                 for cid, name, pieces in (state.calls[i] for i in sorted(state.calls))
             ]
-            self._remember(calls, "".join(state.reasoning))
+            self._remember_calls(calls, "".join(state.reasoning))
         self._settle(state)
 
     def _settle(self, state: _Choice) -> None:
@@ -229,11 +277,8 @@ class ResponseObserver:
 
     # --- a JSON body ----------------------------------------------------------------------------
 
-    def _whole(self, body: bytes) -> None:
-        if self._inflate is not None:
-            body += self._inflate.flush()
-        data = orjson.loads(body)
-        choices = data.get("choices") if type(data) is dict else None
+    def _body(self, data: dict[str, Any]) -> None:
+        choices = data.get("choices")
         if type(choices) is not list:
             return
         for choice in choices:
@@ -245,16 +290,11 @@ class ResponseObserver:
                 text = message.get("reasoning")
             calls = message.get("tool_calls")
             if type(text) is str and type(calls) is list and calls:
-                self._remember(calls, text)
+                self._remember_calls(calls, text)
 
-    def _remember(self, calls: list[Any], text: str) -> None:
-        if not text.strip():
-            return
-        key = turn_key(self.scope, calls)
-        if key is not None:
-            task = self.on_turn(key, text)
-            if task is not None:
-                self.pending.append(task)
+    def _remember_calls(self, calls: list[Any], text: str) -> None:
+        if text.strip():
+            self._remember(turn_key(self.scope, calls), text)
 
 
 def readable_accept_encoding(value: str) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rules.engine.base import Rule
+from rules.engine.base import NOTHING_GIVEN, Given, Rule, RuleContext
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 #: The chat rules' fixture files.
@@ -41,6 +41,10 @@ class Case:
     request: dict[str, Any] | None = None
     #: The request fields the rule returns, or ``None`` if it must leave them as they are.
     expected_request: dict[str, Any] | None = None
+    #: For a rule that recalls (``Rule.recall``): what the stash holds for each key the rule
+    #: asks for, in the order it asks (``None``: nothing stored; a string as stored; anything
+    #: else stored as its JSON text), under a fixed scope.
+    recalled: list[Any] | None = None
 
     @property
     def id(self) -> str:
@@ -66,10 +70,32 @@ def load_cases(folder: Path = FIXTURE_DIR) -> list[Case]:
                 changes=raw.get("changes", []),
                 request=raw.get("request"),
                 expected_request=raw.get("expected_request"),
+                recalled=raw.get("recalled"),
             )
             for raw in data["cases"]
         )
     return cases
+
+
+#: The scope a fixture's ``recalled`` values are stored under.
+SCOPE = "https://fixture.invalid\nscope"
+
+
+def given_for(case: Case, rule: Rule, ctx: RuleContext, field: str = "messages") -> Given:
+    """What the proxy would give the rule for ``case``: its ``recalled`` values under the keys
+    the rule asks for (``Rule.recall``), in order."""
+    if case.recalled is None:
+        return NOTHING_GIVEN
+    assert rule.recall is not None, "recalled values for a rule that does not recall"
+    request = {**(case.request or {}), field: case.input}
+    keys = rule.recall.keys(request, ctx, SCOPE)
+    assert len(keys) == len(case.recalled), keys
+    stored = {
+        key: value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        for key, value in zip(keys, case.recalled, strict=True)
+        if value is not None
+    }
+    return Given(SCOPE, stored)
 
 
 def check_case(case: Case, rule: Rule, *, field: str = "messages") -> None:
@@ -79,6 +105,7 @@ def check_case(case: Case, rule: Rule, *, field: str = "messages") -> None:
         ctx = replace(ctx, request={**(case.request or {}), field: case.input})
     else:
         assert case.request is None and case.expected_request is None, "not a request rule"
+    ctx = replace(ctx, given=given_for(case, rule, ctx, field))
     snapshot = copy.deepcopy((case.input, case.request))
 
     outcome = rule.apply(case.input, ctx)

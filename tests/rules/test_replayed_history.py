@@ -194,8 +194,8 @@ def test_403_stored_messages_collapse_within_four_work_units_each(monkeypatch: A
     stored, _ = stored_history(5)  # 6 -> 13 -> 27 -> 55 -> 111 -> 223 messages
     stored = [*stored, *stored[:180]]  # 403 messages: a partial copy of the prefix appended
     # The rule's own work count (pairs tried, keys compared), no floor: past it, it raises.
-    monkeypatch.setattr(replayed_history, "WORK_FLOOR", 0)
-    monkeypatch.setattr(replayed_history, "WORK_PER_ITEM", 4)
+    monkeypatch.setattr(replay, "WORK_FLOOR", 0)
+    monkeypatch.setattr(replay, "WORK_PER_ITEM", 4)
     out = apply(stored, RULE.context())
     assert len(out.messages) < len(stored)
 
