@@ -2,11 +2,16 @@
 
 - ``rules.engine``: what every rule is built on: the ``Rule`` record and its options
   (``base``), the fail-open pipeline, copy-on-write helpers (``messages``), the one-walk prescan
-  (``scan``), and the walks several rules share (tool-call blocks, the arguments repair).
+  (``scan``), and the walks several rules share (tool-call blocks, merging, replays, lone
+  surrogates, the arguments repair), and what the server gives the rules (``Given``).
 - ``rules.chat``: the chat-completions rules, one module each, and ``RULES``, their one order.
-- ``rules.responses``: the Responses API rules and ``RESPONSES_RULES``.
+- ``rules.responses``: the Responses API rules and ``RESPONSES_RULES`` (``items``: the item
+  vocabulary and the call/output pairing).
+- ``rules.anthropic``: the Anthropic Messages rules and ``ANTHROPIC_RULES`` (``blocks``,
+  ``scan``, ``ids``: the Messages walks they share).
 - ``rules.providers``: what each provider refuses (``contract``), the profiles that configure the
   rules for it (``profiles``) and the planner that turns a route's settings into a plan.
 
-Imports go downward only: providers -> chat/responses -> engine. Nothing here does I/O.
+Imports go downward only: providers -> chat/responses/anthropic -> engine; no rule imports
+another rule's module. Nothing here does I/O.
 """

@@ -26,13 +26,19 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from fnmatch import fnmatchcase
 from typing import Any, Final
 
 import orjson
 
 from rules.anthropic import scan
-from rules.anthropic.blocks import THINKING_TYPES, block_type, content_list, role, tool_use_ids
+from rules.anthropic.blocks import (
+    THINKING_TYPES,
+    block_type,
+    content_list,
+    in_thinking_mode,
+    role,
+    tool_use_ids,
+)
 from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import THINKING_MODELS
@@ -51,17 +57,6 @@ MODELS = Option(
     list(THINKING_MODELS),
     "Models that think when the request has no `thinking` (globs).",
 )
-
-
-def in_thinking_mode(request: Any, models: Any) -> bool:
-    thinking = request.get("thinking")
-    if type(thinking) is dict and type(thinking.get("type")) is str:
-        return thinking["type"] in ("enabled", "adaptive")
-    model = request.get("model")
-    if type(model) is not str or not isinstance(models, list | tuple):
-        return False
-    lowered = model.lower()
-    return any(type(p) is str and fnmatchcase(lowered, p.lower()) for p in models)
 
 
 def turn_key(scope: str, blocks: Any) -> str | None:

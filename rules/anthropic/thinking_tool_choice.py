@@ -17,10 +17,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic.missing_thinking import MODELS, in_thinking_mode
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.anthropic.blocks import in_thinking_mode
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.thinking import THINKING_MODELS
 
 NAME = "messages-thinking-tool-choice"
+
+
+#: The rule's option (the record below lists it; read it through this).
+MODELS = Option(
+    "models",
+    list(THINKING_MODELS),
+    "Models that think when the request has no `thinking` (globs).",
+)
 
 
 def forced(choice: Any) -> str | None:

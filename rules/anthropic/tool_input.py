@@ -22,9 +22,13 @@ import orjson
 
 from rules.anthropic import scan
 from rules.anthropic.blocks import content_list
-from rules.chat.invalid_tool_arguments import MAX_LOGGED_CHARS, MAX_REQUEST_TOKENS
 from rules.engine.base import Change, Outcome, Rule, RuleContext, WorkBudgetExceeded
-from rules.engine.json_repair_passes import MAX_SCAN_TOKENS, repair_object
+from rules.engine.json_repair_passes import (
+    MAX_LOGGED_CHARS,
+    MAX_REQUEST_TOKENS,
+    MAX_SCAN_TOKENS,
+    repair_object,
+)
 from rules.engine.messages import rewrite_at
 
 NAME = "messages-tool-input"

@@ -43,6 +43,8 @@ from rules.engine import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, WorkBudgetExceeded
 from rules.engine.json_repair_passes import (
     LOSSY_FIXES,
+    MAX_LOGGED_CHARS,
+    MAX_REQUEST_TOKENS,
     MAX_SCAN_TOKENS,
     dump_object,
     parse_strict_object,
@@ -52,10 +54,6 @@ from rules.engine.messages import call_id, function_name, rewrite_at
 
 NAME = "invalid-tool-arguments"
 
-#: How much argument text a change may carry when ``log_content`` is on (hermes #74146).
-MAX_LOGGED_CHARS: Final = 100_000
-#: Tokens the scans of one request may read in all (three strings at their cap, ~75 ms).
-MAX_REQUEST_TOKENS: Final = 3 * MAX_SCAN_TOKENS
 
 _MISSING: Final = object()
 

@@ -553,3 +553,11 @@ def _reject_constant(name: str) -> Any:
 
 def _ordered(fixes: set[str]) -> tuple[str, ...]:
     return tuple(name for name in FIXES if name in fixes)
+
+
+#: How much argument text a change may carry when ``log_content`` is on (hermes #74146).
+MAX_LOGGED_CHARS: Final = 100_000
+
+
+#: Tokens the scans of one request may read in all (three strings at their cap, ~75 ms).
+MAX_REQUEST_TOKENS: Final = 3 * MAX_SCAN_TOKENS

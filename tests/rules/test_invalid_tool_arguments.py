@@ -13,11 +13,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rules.chat.invalid_tool_arguments import MAX_LOGGED_CHARS, RULE, TRUNCATED
+from rules.chat.invalid_tool_arguments import RULE, TRUNCATED
 from rules.engine.base import RuleContext
 from rules.engine.json_repair_passes import (
     FIXES,
     LOSSY_FIXES,
+    MAX_LOGGED_CHARS,
     dump_object,
     parse_strict_object,
     repair_object,
@@ -568,8 +569,9 @@ def test_hostile_arguments_are_replaced_within_the_cap() -> None:
 
 
 def test_one_request_s_strings_share_a_token_budget() -> None:
-    from rules.chat.invalid_tool_arguments import MAX_REQUEST_TOKENS, apply
+    from rules.chat.invalid_tool_arguments import apply
     from rules.engine.base import WorkBudgetExceeded
+    from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS
 
     calls = [
         {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": WIDE}}

@@ -20,6 +20,7 @@ from rules.anthropic.blocks import (
     THINKING_TYPES,
     block_type,
     content_list,
+    in_thinking_mode,
     is_blank_text,
     is_empty,
     is_tool_result,
@@ -30,7 +31,6 @@ from rules.anthropic.blocks import (
     valid_id,
 )
 from rules.anthropic.metadata_user_id import fits
-from rules.anthropic.missing_thinking import in_thinking_mode
 from rules.anthropic.thinking_tool_choice import forced
 from rules.anthropic.tool_loop_thinking import unthinking_loop
 from rules.anthropic.trailing_prefill import PREFILL_REFUSED
