@@ -63,7 +63,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 
 RULE = Rule(
     name=NAME,
-    summary="Remove thinking blocks no signature covers (unsigned, foreign, placeholders).",
+    summary="Remove thinking blocks without a signature (another issuer's, placeholders).",
     defect="a `thinking` block with an absent or empty `signature` (another issuer's history, "
     "a placeholder), a `redacted_thinking` without `data`: Anthropic "
     '"messages.1.content.0: Invalid `signature` in `thinking` block"',
