@@ -37,7 +37,7 @@ from proxy.routing import RefusedPath, Route, Runtime, route_path
 from proxy.sanitize import Sanitized, sanitize_body
 from proxy.stash.hooks import RequestReasoning
 from proxy.streaming import RelayResult, relay
-from proxy.upstream import open_upstream, request_headers, upstream_url
+from proxy.upstream import anthropic_betas, open_upstream, request_headers, upstream_url
 from rules.engine.base import NOTHING_GIVEN, Given
 
 #: The methods chatmend forwards. TRACE would echo the request headers back, a route's own
@@ -257,10 +257,7 @@ def given_to_rules(
     nothing to give (no Given is built, the plan runs as compiled)."""
     given = None if reasoning is None else reasoning.given
     if api == "messages" and "anthropic-beta" in request.headers:
-        values = request.headers.getall("anthropic-beta")
-        betas = frozenset(
-            value.strip().lower() for header in values for value in header.split(",")
-        ) - {""}
+        betas = anthropic_betas(request.headers)
         if betas:
             given = replace(given or NOTHING_GIVEN, betas=betas)
     return given
