@@ -25,7 +25,7 @@ MODELS = (
     "kimi-k2.7-code",
 )
 #: ``anthropic-beta`` header values a request may come with (``Given.betas``).
-BETAS = (
+BETAS: tuple[frozenset[str], ...] = (
     frozenset(),
     frozenset({"context-management-2025-06-27"}),
     frozenset({"interleaved-thinking-2025-05-14", "claude-code-20250219"}),
