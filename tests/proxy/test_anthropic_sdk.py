@@ -362,7 +362,7 @@ async def test_a_big_messages_body_is_repaired_in_a_worker_process(
     kept(orjson.loads(fake.received[-1].body))
 
 
-EDITS = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+EDITS: Any = {"edits": [{"type": "clear_tool_uses_20250919"}]}
 
 
 async def test_context_management_follows_the_anthropic_beta_header(
@@ -377,7 +377,7 @@ async def test_context_management_follows_the_anthropic_beta_header(
             model="claude-sonnet-4-5",
             max_tokens=256,
             messages=[{"role": "user", "content": "hello"}],
-            context_management=EDITS,  # type: ignore[arg-type]
+            context_management=EDITS,
             betas=["context-management-2025-06-27"],
         )
     assert reply.content[0].type == "text" and reply.content[0].text == TEXT
