@@ -141,7 +141,8 @@ class RuleContext:
     #: given only to rules with ``reads_request``; read-only. Its ``messages`` key may be stale:
     #: the rule's ``messages`` argument is the current list.
     request: Mapping[str, Any] = field(default_factory=dict)
-    #: What the server gives the rules for this request (``Given``; empty outside the proxy).
+    #: What the server gives the rules for this request (``Given``; empty outside the proxy,
+    #: and for a rule that does not read it: ``Rule.gets_given``).
     given: Given = NOTHING_GIVEN
     #: The ``rules.engine.scan`` signals that can wake this step (``Rule.wakes`` of its options), or
     #: ``None``: the step always runs.
