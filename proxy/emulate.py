@@ -20,6 +20,7 @@ from aiohttp import web
 
 from proxy import emulate_messages
 from proxy.log import get_logger
+from proxy.upstream import anthropic_betas
 from rules.providers.contract import violations
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 
@@ -121,7 +122,10 @@ def create_emulator(
             body = await request.read()
             chosen = PROFILES[profile]
             refused = emulate_messages.rejection(
-                body, chosen.messages_contract, chosen.messages_envelope
+                body,
+                chosen.messages_contract,
+                chosen.messages_envelope,
+                anthropic_betas(request.headers),
             )
             if refused is not None:
                 log.info("emulate_rejected", api="messages", status=refused.status)

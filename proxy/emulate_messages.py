@@ -38,8 +38,11 @@ def error_response(
     )
 
 
-def rejection(body: bytes, contract: Contract, envelope: str) -> web.Response | None:
-    """The error the provider gives this body (its first rejection), or ``None``."""
+def rejection(
+    body: bytes, contract: Contract, envelope: str, betas: frozenset[str] = frozenset()
+) -> web.Response | None:
+    """The error the provider gives this body (its first rejection), or ``None``; ``betas``:
+    the request's ``anthropic-beta`` values (``proxy.upstream.anthropic_betas``)."""
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -49,7 +52,7 @@ def rejection(body: bytes, contract: Contract, envelope: str) -> web.Response | 
             f"{exc.pos + 1} (char {exc.pos})"
         )
         return error_response(text, envelope)
-    found = violations(payload, contract)
+    found = violations(payload, contract, betas=betas)
     if not found:
         return None
     return error_response(found[0].message, envelope, found[0].status)

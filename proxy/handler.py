@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from aiohttp import ClientError, web
@@ -37,7 +37,8 @@ from proxy.routing import RefusedPath, Route, Runtime, route_path
 from proxy.sanitize import Sanitized, sanitize_body
 from proxy.stash.hooks import RequestReasoning
 from proxy.streaming import RelayResult, relay
-from proxy.upstream import open_upstream, request_headers, upstream_url
+from proxy.upstream import anthropic_betas, open_upstream, request_headers, upstream_url
+from rules.engine.base import NOTHING_GIVEN, Given
 
 #: The methods chatmend forwards. TRACE would echo the request headers back, a route's own
 #: upstream key included; CONNECT and the rest have no business with an HTTP API.
@@ -219,7 +220,7 @@ async def _sanitize(
                     api=read.api,
                 )
             started = time.perf_counter()
-            given = None if reasoning is None else reasoning.given
+            given = given_to_rules(request, read.api, reasoning)
             if big:  # parsed and repaired in a worker process (proxy/offload.py)
                 sanitized = await offload.sanitize(
                     read.decoded, route.planner, read.api, given=given
@@ -246,6 +247,20 @@ async def _sanitize(
         state.outcome = "rejected"
         return errors.too_deep()
     return Repair(sanitized, reasoning)
+
+
+def given_to_rules(
+    request: web.Request, api: str | None, reasoning: RequestReasoning | None
+) -> Given | None:
+    """What the server gives the rules of this request (``Given``): what the stash recalled
+    for it and, for a Messages request, its ``anthropic-beta`` values; ``None`` when there is
+    nothing to give (no Given is built, the plan runs as compiled)."""
+    given = None if reasoning is None else reasoning.given
+    if api == "messages" and "anthropic-beta" in request.headers:
+        betas = anthropic_betas(request.headers)
+        if betas:
+            given = replace(given or NOTHING_GIVEN, betas=betas)
+    return given
 
 
 # 4. Relay -----------------------------------------------------------------------------------
@@ -388,7 +403,7 @@ async def _recover(
         sanitized,
         route.planner,
         state.api,
-        given=None if reasoning is None else reasoning.given,
+        given=given_to_rules(request, state.api, reasoning),
     )
     if retry is None or not may_retry(
         request, first, retry, request_id=state.request_id, max_body_bytes=max_body_bytes

@@ -77,7 +77,8 @@ def sanitize_body(
 
     ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (the proxy, to look up
     the stashed reasoning): it is used instead of a second parse, and is the caller's no more.
-    ``given`` (what the proxy recalled for the request, see proxy/stash) goes to every rule.
+    ``given`` (what the proxy recalled for the request, see proxy/stash, and its
+    ``anthropic-beta`` values) goes to every rule that reads it.
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
@@ -89,7 +90,7 @@ def sanitize_body(
     payload, readable = read
     # 2. The plan for its model, with what the proxy recalled for it.
     plan = plan_for(source, payload.get("model"), api)
-    if given is not None and given.recalled:
+    if given is not None and not given.empty:
         plan = plan.given(given)
     field = FIELDS[api]
     steps = plan.steps

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiohttp import ClientResponse, ClientSession, ClientTimeout, TCPConnector
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict, CIMultiDictProxy, MultiMapping
 from yarl import URL
 
 from proxy.config import UpstreamConfig
@@ -74,6 +74,13 @@ def response_headers(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """Upstream response headers to send to the client."""
     drop = _dropped(headers, _RESPONSE_DROPPED)
     return CIMultiDict([(k, v) for k, v in headers.items() if k.lower() not in drop])
+
+
+def anthropic_betas(headers: MultiMapping[str]) -> frozenset[str]:
+    """The values of a request's ``anthropic-beta`` headers (each a comma-separated list),
+    trimmed and lower-cased; empty without the header."""
+    values = headers.getall("anthropic-beta", ())
+    return frozenset(beta.strip().lower() for value in values for beta in value.split(",")) - {""}
 
 
 def upstream_url(base: str, path_qs: str) -> URL:

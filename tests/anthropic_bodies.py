@@ -139,9 +139,9 @@ KEPT_INPUTS = (
 def broken_session(model: str = "claude-opus-4-6") -> dict[str, Any]:
     """The clean session after a compaction and an agent's bookkeeping went wrong: Claude
     Code's JSON user_id, a forced tool in thinking mode, thinking dropped from a tool-use turn,
-    thinking after text, a Kimi-style id, a reused id, an input stored as text, a blank text
-    block, text before a result, a missing and an orphan result, two user turns in a row, an
-    empty assistant, and a cut emoji."""
+    thinking after text, unsigned thinking, a Kimi-style id, a reused id, an input stored as
+    text, a blank text block, text before a result, a missing and an orphan result, two user
+    turns in a row, an empty assistant, and a cut emoji."""
     body = clean_session(model)
     body["metadata"] = {"user_id": '{"device_id":"4f2a9c","account_uuid":"","session_id":"0b1c"}'}
     body["tool_choice"] = {"type": "tool", "name": "WebSearch"}
@@ -150,7 +150,14 @@ def broken_session(model: str = "claude-opus-4-6") -> dict[str, Any]:
             "role": "user",
             "content": [{"type": "tool_result", "tool_use_id": "toolu_00Z", "content": "stale"}],
         },
-        {"role": "assistant", "content": [{"type": "text", "text": "Summary of earlier work."}]},
+        {
+            "role": "assistant",
+            "content": [
+                # an unsigned block (another issuer's history, or a placeholder)
+                {"type": "thinking", "thinking": "", "signature": ""},
+                {"type": "text", "text": "Summary of earlier work."},
+            ],
+        },
         {
             "role": "user",
             "content": [

@@ -4,7 +4,8 @@ A request is built from random turns (user text, assistant text/thinking/tool_us
 tool_results) whose ids come from a small pool (so ids repeat across and inside turns), with
 invalid ids (``functions.Bash:0``, ``""``), inputs of every type, blank text blocks, empty
 messages, results before or after text, orphans, missing results, split turns, thinking in any
-position, and request fields (``thinking``, ``tool_choice``, ``metadata.user_id``, ``tools``).
+position, thinking without a signature, ``cache_control`` inside a result, and request fields
+(``thinking``, ``tool_choice``, ``metadata.user_id``, ``tools``, ``context_management``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,20 @@ from hypothesis import strategies as st
 
 IDS = ("toolu_01", "toolu_02", "toolu_03", "call_0", "functions.Bash:0", "Shell:1", "")
 TEXTS = ("hello", "fix the bug", "done", "résumé 👋", "", "  ", "\n")
-MODELS = ("deepseek-v4-pro", "deepseek-chat", "claude-sonnet-4-5", "claude-opus-4-6", "kimi-k2.6")
+MODELS = (
+    "deepseek-v4-pro",
+    "deepseek-chat",
+    "claude-sonnet-4-5",
+    "claude-opus-4-6",
+    "kimi-k2.6",
+    "kimi-k2.7-code",
+)
+#: ``anthropic-beta`` header values a request may come with (``Given.betas``).
+BETAS: tuple[frozenset[str], ...] = (
+    frozenset(),
+    frozenset({"context-management-2025-06-27"}),
+    frozenset({"interleaved-thinking-2025-05-14", "claude-code-20250219"}),
+)
 
 texts = st.sampled_from(TEXTS)
 ids = st.sampled_from(IDS)
@@ -47,7 +61,18 @@ def tool_use(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def tool_result(draw: st.DrawFn) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": draw(ids)}
-    block["content"] = draw(st.sampled_from(("ok", "file.txt", "", [text_block("out")])))
+    block["content"] = draw(
+        st.sampled_from(
+            (
+                "ok",
+                "file.txt",
+                "",
+                [text_block("out")],
+                # a breakpoint inside the result (caozhiyuan/copilot-api#241)
+                [text_block("a"), {**text_block("b"), "cache_control": {"type": "ephemeral"}}],
+            )
+        )
+    )
     return block
 
 
@@ -55,6 +80,10 @@ thinking = st.sampled_from(
     (
         {"type": "thinking", "thinking": "plan", "signature": "sig"},
         {"type": "redacted_thinking", "data": "enc"},
+        # unsigned: another issuer's history, a placeholder, a redacted block without data
+        {"type": "thinking", "thinking": "deepseek's"},
+        {"type": "thinking", "thinking": "", "signature": ""},
+        {"type": "redacted_thinking"},
     )
 )
 
@@ -125,4 +154,6 @@ def requests(draw: st.DrawFn) -> dict[str, Any]:
     user_id = draw(st.sampled_from((None, "user_ok-1", '{"device_id":"ab","session_id":"c1"}')))
     if user_id is not None:
         request["metadata"] = {"user_id": user_id}
+    if draw(st.booleans()):
+        request["context_management"] = {"edits": [{"type": "clear_tool_uses_20250919"}]}
     return request

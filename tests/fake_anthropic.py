@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from proxy import emulate_messages
+from proxy.upstream import anthropic_betas
 from rules.providers.contract.messages import MESSAGES_CORE, Contract
 from tests.fake_upstream import Received
 
@@ -54,7 +55,8 @@ def create_fake_anthropic(state: FakeAnthropic) -> web.Application:
             return emulate_messages.error_response(
                 "invalid x-api-key", state.envelope, 401, "authentication_error"
             )
-        refused = emulate_messages.rejection(body, state.contract, state.envelope)
+        betas = anthropic_betas(request.headers)
+        refused = emulate_messages.rejection(body, state.contract, state.envelope, betas)
         if refused is not None:
             return refused
         state.calls += 1

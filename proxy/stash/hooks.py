@@ -46,7 +46,7 @@ RESTORING = {
 class RequestReasoning:
     """What the request side hands to the rules and to the response side."""
 
-    #: The request's scope and what was recalled for it, given to every rule.
+    #: The request's scope and what was recalled for it, given to the rules that read it.
     given: Given
     #: The body parsed for the lookup, for ``sanitize_body`` to reuse (``None``: not parsed).
     payload: dict[str, Any] | None = None

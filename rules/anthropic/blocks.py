@@ -91,6 +91,22 @@ def is_blank_text(block: Any) -> bool:
     return type(text) is str and not text.strip()
 
 
+def is_unsigned_thinking(block: Any) -> bool:
+    """A ``thinking`` block without a signature (absent, not a string, or blank: another
+    issuer's, or a placeholder), or a ``redacted_thinking`` block without its ``data``; neither
+    can pass Anthropic's signature check (anthropics/anthropic-sdk-python#1598)."""
+    if type(block) is not dict:
+        return False
+    kind = block.get("type")
+    if kind == "thinking":
+        value = block.get("signature")
+    elif kind == "redacted_thinking":
+        value = block.get("data")
+    else:
+        return False
+    return type(value) is not str or not value.strip()
+
+
 def thinking_on(request: Mapping[str, Any]) -> bool:
     """The request's ``thinking`` asks for thinking (``enabled``, or ``adaptive``)."""
     thinking = request.get("thinking")

@@ -16,7 +16,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
-from rules.anthropic.blocks import ID_PATTERN, THINKING_TYPES, is_blank_text, is_empty
+from rules.anthropic.blocks import (
+    ID_PATTERN,
+    THINKING_TYPES,
+    is_blank_text,
+    is_empty,
+    is_unsigned_thinking,
+)
 from rules.engine import memo
 
 #: A text block with no visible text.
@@ -37,6 +43,8 @@ UNPAIRED: Final = "unpaired"
 MISPLACED_THINKING: Final = "misplaced_thinking"
 #: An assistant message with ``tool_use`` blocks and no thinking block.
 BARE_TOOL_USE: Final = "bare_tool_use"
+#: An assistant message with a thinking block no signature covers (``is_unsigned_thinking``).
+UNSIGNED_THINKING: Final = "unsigned_thinking"
 
 _ROLES: Final = ("user", "assistant")
 
@@ -87,6 +95,8 @@ def signals(messages: list[Any]) -> frozenset[str]:
                 thinking = True
                 if position > 0 and role == "assistant":
                     found.add(MISPLACED_THINKING)
+                if role == "assistant" and is_unsigned_thinking(block):
+                    found.add(UNSIGNED_THINKING)
             elif kind == "tool_use":
                 if type(block.get("input")) is not dict:
                     found.add(BAD_INPUT)

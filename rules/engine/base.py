@@ -97,13 +97,23 @@ class TextOption(Option):
 
 @dataclass(frozen=True, slots=True)
 class Given:
-    """What the server gives every rule of one request: the request's ``scope`` (the route and
-    the client's credential, hashed) and the values it ``recalled`` from what it kept of earlier
-    responses, for the keys the plan's rules asked for (``Rule.recall``). A rule reads only
-    the keys it computes itself, so one mapping serves all."""
+    """What the server gives the rules of one request that read it (``Rule.reads_given``, or a
+    ``Rule.recall``): the request's ``scope`` (the route and the client's credential, hashed),
+    the values it ``recalled`` from what it kept of earlier responses, for the keys the plan's
+    rules asked for (``Rule.recall``; a rule reads only the keys it computes itself, so one
+    mapping serves all), and the request's ``betas``: for a Messages request, the values of
+    its ``anthropic-beta`` headers (comma-separated, trimmed, lower-cased), which a rule cannot
+    see in the body. Empty outside the proxy, as for a request without them."""
 
     scope: str = ""
     recalled: Mapping[str, Any] = field(default_factory=dict)
+    betas: frozenset[str] = frozenset()
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to give: the plan runs as compiled (a ``scope`` alone says nothing: a rule
+        reads it only to find what was ``recalled``)."""
+        return not (self.recalled or self.betas)
 
 
 NOTHING_GIVEN = Given()
@@ -131,7 +141,8 @@ class RuleContext:
     #: given only to rules with ``reads_request``; read-only. Its ``messages`` key may be stale:
     #: the rule's ``messages`` argument is the current list.
     request: Mapping[str, Any] = field(default_factory=dict)
-    #: What the server gives the rules for this request (``Given``; empty outside the proxy).
+    #: What the server gives the rules for this request (``Given``; empty outside the proxy,
+    #: and for a rule that does not read it: ``Rule.gets_given``).
     given: Given = NOTHING_GIVEN
     #: The ``rules.engine.scan`` signals that can wake this step (``Rule.wakes`` of its options), or
     #: ``None``: the step always runs.
@@ -165,6 +176,14 @@ class Rule:
     #: For a rule that restores what the server kept from earlier responses: what to keep and
     #: what to look up (``Recall``); the values come back in ``RuleContext.given``.
     recall: Recall | None = None
+    #: True for a rule that reads ``RuleContext.given`` without recalling (a rule with
+    #: ``recall`` reads it anyway): only such steps get the request's ``Given`` (``Plan.given``).
+    reads_given: bool = False
+
+    @property
+    def gets_given(self) -> bool:
+        """The rule reads ``RuleContext.given``: its step gets what the server gives."""
+        return self.reads_given or self.recall is not None
 
     def context(
         self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False

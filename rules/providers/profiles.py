@@ -245,10 +245,11 @@ KIMI = Profile(
         # docs/providers.md#kimi-roles, Kimi and Qwen via OpenRouter (can1357/oh-my-pi#843)
         unknown_role={"text": fields.QWEN_ROLE_TEXT, "roles": list(QWEN_ROLES)},
     ),
-    # Its Anthropic-format endpoint: no refusal beyond the Messages core is on record
-    # (docs/anthropic.md): the core rules and checks, nothing more.
-    messages={},
-    messages_contract=anthropic.MESSAGES_CORE,
+    # Its Anthropic-format endpoint: the Messages core, and Kimi K2.7 Code's refusal of any
+    # `thinking.type` but `enabled` (MoonshotAI/Kimi-K2#141, can1357/oh-my-pi#3852; the rule's
+    # `models` name that family only: Kimi K3 wants `adaptive`).
+    messages={"messages-thinking-type": True},
+    messages_contract=_contract(anthropic.MESSAGES_CORE, messages_thinking_type={}),
 )
 
 MISTRAL = Profile(
@@ -566,6 +567,9 @@ ANTHROPIC = Profile(
         "messages-metadata-user-id": True,  # anthropics/claude-code#56643
         # mastra-ai/mastra#7507: only an explicit `thinking` counts for Claude models
         "messages-thinking-tool-choice": {"enabled": True, "models": []},
+        # anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598
+        "messages-unsigned-thinking": True,
+        "messages-context-management": True,  # ericc-ch/copilot-api#217
     },
     messages_contract=_contract(
         anthropic.MESSAGES_CORE,
@@ -583,6 +587,8 @@ ANTHROPIC = Profile(
             "models": [],
         },
         messages_prefill={},
+        messages_thinking_signature={},
+        messages_context_management={},
     ),
 )
 

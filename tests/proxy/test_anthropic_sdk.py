@@ -360,3 +360,49 @@ async def test_a_big_messages_body_is_repaired_in_a_worker_process(
     response = await proxy.post("/v1/messages", data=raw, headers=HEADERS)
     assert response.status == 200, await response.text()
     kept(orjson.loads(fake.received[-1].body))
+
+
+EDITS: Any = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+
+
+async def test_context_management_follows_the_anthropic_beta_header(
+    start: Start, fake: FakeAnthropic
+) -> None:
+    """The SDK's beta client sends `context_management` with its `anthropic-beta` header: it
+    reaches Anthropic byte for byte. The same body without the header (a relay dropped it) is
+    refused directly, and through chatmend goes without the field (anthropics/claude-code#14135)."""
+    server, proxy = await start()
+    async with sdk(proxy) as client:
+        reply = await client.beta.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=256,
+            messages=[{"role": "user", "content": "hello"}],
+            context_management=EDITS,
+            betas=["context-management-2025-06-27"],
+        )
+    assert reply.content[0].type == "text" and reply.content[0].text == TEXT
+    sent = fake.received[-1]
+    assert "context-management-2025-06-27" in lowered(sent.headers)["anthropic-beta"]
+    assert orjson.loads(sent.body)["context_management"] == EDITS
+    # A raw body, several beta headers, one of them the one: byte for byte.
+    raw = orjson.dumps({**clean_session(), "context_management": EDITS})
+    both = [
+        ("anthropic-beta", "claude-code-20250219"),
+        ("anthropic-beta", " Context-Management-2025-06-27"),
+    ]
+    response = await proxy.post("/v1/messages", data=raw, headers=[*HEADERS.items(), *both])
+    assert response.status == 200, await response.text()
+    assert fake.received[-1].body == raw
+    # Without it: Anthropic refuses the body, chatmend removes the field.
+    others = {**HEADERS, "anthropic-beta": "claude-code-20250219"}
+    async with proxy.session.post(server.make_url("/v1/messages"), data=raw, headers=others) as r:
+        assert r.status == 400
+        assert (await r.json())["error"]["message"] == (
+            "context_management: Extra inputs are not permitted"
+        )
+    response = await proxy.post("/v1/messages", data=raw, headers=others)
+    assert response.status == 200, await response.text()
+    assert response.headers["X-Chatmend-Changes"] == "1; rules=messages-context-management"
+    sent_body = orjson.loads(fake.received[-1].body)
+    assert "context_management" not in sent_body
+    assert sent_body["messages"] == clean_session()["messages"]

@@ -107,3 +107,27 @@ def test_check_reports_what_a_rule_left() -> None:
     )
     assert status == INVALID
     assert "does not support assistant message prefill" in out.getvalue().decode()
+
+
+async def test_kimi_k2_7_code_takes_adaptive_thinking_through_chatmend(
+    aiohttp_server: Callable[..., Awaitable[TestServer]], aiohttp_client: Any
+) -> None:
+    """`chatmend emulate --profile kimi` refuses Claude Code's adaptive thinking for Kimi K2.7
+    Code in Kimi's words (MoonshotAI/Kimi-K2#141); through chatmend the request runs with
+    `enabled` and the client's `max_tokens - 1`; Kimi K2.6 keeps `adaptive` as sent."""
+    server = await aiohttp_server(create_emulator(profile="kimi"))
+    emulator: TestClient[Any, Any] = await aiohttp_client(server)
+    config = parse_config({"profile": "kimi"}, default_upstream=base_url(server), env={})
+    proxy: TestClient[Any, Any] = await aiohttp_client(create_app(config))
+    raw = orjson.dumps({**clean_session("kimi-k2.7-code"), "thinking": {"type": "adaptive"}})
+    direct = await emulator.post("/v1/messages", data=raw, headers=HEADERS)
+    assert direct.status == 400
+    error = (await direct.json())["error"]
+    assert error["message"] == "invalid thinking: only type=enabled is allowed for this model"
+    response = await proxy.post("/v1/messages", data=raw, headers=HEADERS)
+    assert response.status == 200, await response.text()
+    assert response.headers["X-Chatmend-Changes"] == "1; rules=messages-thinking-type"
+    older = orjson.dumps({**clean_session("kimi-k2.6"), "thinking": {"type": "adaptive"}})
+    response = await proxy.post("/v1/messages", data=older, headers=HEADERS)
+    assert response.status == 200, await response.text()
+    assert response.headers.get("X-Chatmend-Changes", "0") == "0"

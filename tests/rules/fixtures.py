@@ -45,6 +45,8 @@ class Case:
     #: asks for, in the order it asks (``None``: nothing stored; a string as stored; anything
     #: else stored as its JSON text), under a fixed scope.
     recalled: list[Any] | None = None
+    #: The request's ``anthropic-beta`` values, as the proxy gives them (``Given.betas``).
+    betas: list[str] | None = None
 
     @property
     def id(self) -> str:
@@ -71,6 +73,7 @@ def load_cases(folder: Path = FIXTURE_DIR) -> list[Case]:
                 request=raw.get("request"),
                 expected_request=raw.get("expected_request"),
                 recalled=raw.get("recalled"),
+                betas=raw.get("betas"),
             )
             for raw in data["cases"]
         )
@@ -83,9 +86,10 @@ SCOPE = "https://fixture.invalid\nscope"
 
 def given_for(case: Case, rule: Rule, ctx: RuleContext, field: str = "messages") -> Given:
     """What the proxy would give the rule for ``case``: its ``recalled`` values under the keys
-    the rule asks for (``Rule.recall``), in order."""
+    the rule asks for (``Rule.recall``), in order, and its ``betas``."""
+    betas = frozenset(case.betas or ())
     if case.recalled is None:
-        return NOTHING_GIVEN
+        return Given(betas=betas) if betas else NOTHING_GIVEN
     assert rule.recall is not None, "recalled values for a rule that does not recall"
     request = {**(case.request or {}), field: case.input}
     keys = rule.recall.keys(request, ctx, SCOPE)
@@ -95,7 +99,7 @@ def given_for(case: Case, rule: Rule, ctx: RuleContext, field: str = "messages")
         for key, value in zip(keys, case.recalled, strict=True)
         if value is not None
     }
-    return Given(SCOPE, stored)
+    return Given(SCOPE, stored, betas)
 
 
 def check_case(case: Case, rule: Rule, *, field: str = "messages") -> None:

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from proxy.sanitize import sanitize_body
+from rules.engine.base import Given
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Planner, compile_messages_plan
 from rules.providers.profiles import PROFILES
@@ -24,7 +25,9 @@ from tests.anthropic_bodies import (
 
 
 @pytest.mark.parametrize("name", list(PROFILES))
-@pytest.mark.parametrize("model", ["claude-sonnet-4-5-20250929", "deepseek-v4-pro", "kimi-k2.6"])
+@pytest.mark.parametrize(
+    "model", ["claude-sonnet-4-5-20250929", "deepseek-v4-pro", "kimi-k2.6", "kimi-k2.7-code"]
+)
 def test_a_clean_claude_code_body_goes_byte_for_byte(name: str, model: str) -> None:
     raw = orjson.dumps(clean_session(model))
     plan = compile_messages_plan(PROFILES[name])
@@ -55,6 +58,7 @@ def kept(body: dict[str, Any]) -> None:
         ("anthropic", "claude-opus-4-6"),
         ("deepseek", "deepseek-v4-pro"),
         ("kimi", "kimi-k2.6"),
+        ("kimi", "kimi-k2.7-code"),
         ("glm", "glm-5.1"),
         ("minimax", "MiniMax-M2"),
         ("qwen", "qwen3-coder-plus"),
@@ -62,7 +66,9 @@ def kept(body: dict[str, Any]) -> None:
 )
 def test_a_broken_session_is_refused_then_repaired(name: str, model: str) -> None:
     plan = compile_messages_plan(PROFILES[name])
-    raw = json.dumps(broken_session(model)).encode()  # the cut emoji: only the stdlib writes it
+    session = broken_session(model)
+    session["thinking"] = {"type": "adaptive"}  # what Claude Code sends for Claude 4.6
+    raw = json.dumps(session).encode()  # the cut emoji: only the stdlib writes it
     assert violations(json.loads(raw), plan.contract)  # the provider refuses it as it is
     result = sanitize_body(raw, plan, "messages")
     assert result.skipped is None and result.failures == ()
@@ -77,3 +83,40 @@ def test_the_planner_picks_the_messages_plan_by_model() -> None:
     assert planner.messages("deepseek-reasoner").profile == "deepseek-reasoner"
     assert planner.messages("claude-opus-4-6").profile == "anthropic"
     assert planner.messages("claude-opus-4-6").api == "messages"
+
+
+EDITS = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+BETA = "context-management-2025-06-27"
+
+
+def test_context_management_with_its_beta_goes_byte_for_byte() -> None:
+    """Claude Code sends `context_management` with its beta header: untouched; the same body
+    without the header loses the field, and nothing else (anthropics/claude-code#14135)."""
+    plan = compile_messages_plan(PROFILES["anthropic"])
+    body = {**clean_session(), "context_management": EDITS}
+    raw = orjson.dumps(body)
+    betas = frozenset({"claude-code-20250219", BETA})
+    result = sanitize_body(raw, plan, "messages", given=Given(betas=betas))
+    assert result.body is raw and result.changes == ()
+    assert violations(body, plan.contract, betas=betas) == []
+    # Without the header: refused as it is, the field removed by the rule.
+    assert [v.code for v in violations(body, plan.contract)] == ["messages_context_management"]
+    result = sanitize_body(raw, plan, "messages", given=Given(betas=frozenset({"other-beta"})))
+    sent = orjson.loads(result.body)
+    assert [c.rule for c in result.changes] == ["messages-context-management"]
+    assert sent == {k: v for k, v in body.items() if k != "context_management"}
+    assert violations(sent, plan.contract) == []
+
+
+def test_a_plan_is_given_only_to_the_rules_that_read_it() -> None:
+    """`Plan.given` rebuilds the contexts of the steps whose rule reads `Given` and no other;
+    a plan none of whose rules reads it is returned as it is (the clean path stays cheap)."""
+    given = Given(betas=frozenset({BETA}))
+    plan = compile_messages_plan(PROFILES["anthropic"])
+    with_given = plan.given(given)
+    for (rule, ctx), (_, new) in zip(plan.steps, with_given.steps, strict=True):
+        assert (new.given is given) == rule.gets_given, rule.name
+        assert (new is ctx) != rule.gets_given, rule.name
+    assert [r.name for r, _ in plan.steps if r.gets_given] == ["messages-context-management"]
+    glm = compile_messages_plan(PROFILES["glm"])
+    assert glm.given(given) is glm

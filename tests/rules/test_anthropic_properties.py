@@ -18,27 +18,42 @@ from typing import Any
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
 
 from rules.anthropic import ANTHROPIC_RULES, scan
 from rules.anthropic.blocks import content_list, role, tool_result_id, tool_use_ids
 from rules.engine import memo
+from rules.engine.base import Given
 from rules.engine.pipeline import run_rules
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Plan, compile_messages_plan
 from rules.providers.profiles import PROFILES
-from tests.anthropic_strategies import requests
+from tests.anthropic_strategies import BETAS, requests
 from tests.budget import examples
 
+CACHE_CONTROL = "messages-tool-result-cache-control"
+CACHE_CONTROL_CHECK = "messages_tool_result_cache_control"
 MAIN = settings(
     max_examples=examples(1.5),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PLANS = {name: compile_messages_plan(p) for name, p in PROFILES.items() if name != "passthrough"}
+#: A relay in front of Anthropic that refuses `cache_control` inside a result (GitHub Copilot):
+#: Anthropic's plan with the rule an operator enables by name, and the relay's check.
+PLANS["anthropic-relay"] = replace(
+    compile_messages_plan(PROFILES["anthropic"], {CACHE_CONTROL: True}),
+    contract={**PROFILES["anthropic"].messages_contract, CACHE_CONTROL_CHECK: {}},
+)
 
 
-def run(plan: Plan, request: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    result = run_rules(request["messages"], plan.steps, request=request)
+def run(
+    plan: Plan, request: dict[str, Any], betas: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], Any]:
+    """``plan`` over ``request`` as the proxy runs it for a request with these
+    ``anthropic-beta`` values."""
+    steps = plan.given(Given(betas=betas)).steps if betas else plan.steps
+    result = run_rules(request["messages"], steps, request=request)
     out = {**(result.request or request), "messages": result.messages}
     return out, result
 
@@ -87,6 +102,20 @@ def inputs(messages: list[Any]) -> Counter[bytes]:
     )
 
 
+def result_content(block: dict[str, Any]) -> bytes:
+    """A result's content as JSON, its cache breakpoints aside (messages-tool-result-cache-control
+    moves them onto the result: they are no content)."""
+    content = block.get("content")
+    if isinstance(content, list):
+        content = [
+            {k: v for k, v in part.items() if k != "cache_control"}
+            if isinstance(part, dict)
+            else part
+            for part in content
+        ]
+    return orjson.dumps(content)
+
+
 def answering_results(messages: list[Any]) -> Counter[bytes]:
     """The contents of results that answer a call of the nearest assistant before them."""
     found: Counter[bytes] = Counter()
@@ -99,35 +128,37 @@ def answering_results(messages: list[Any]) -> Counter[bytes]:
             tid = tool_result_id(block)
             if tid and calls[tid] > 0:
                 calls[tid] -= 1
-                found[orjson.dumps(block.get("content"))] += 1
+                found[result_content(block)] += 1
     return found
 
 
 @pytest.mark.parametrize("name", list(PLANS))
-@given(request=requests())
+@given(request=requests(), betas=st.sampled_from(BETAS))
 @MAIN
-def test_the_plan_leaves_nothing_its_contract_refuses(name: str, request: dict[str, Any]) -> None:
+def test_the_plan_leaves_nothing_its_contract_refuses(
+    name: str, request: dict[str, Any], betas: frozenset[str]
+) -> None:
     plan = PLANS[name]
     snapshot = copy.deepcopy(request)
-    out, result = run(plan, request)
+    out, result = run(plan, request, betas)
     note(orjson.dumps(out).decode())
     assert request == snapshot  # the caller's data is untouched
     assert result.failures == ()
     check_invariants(out["messages"])
-    assert violations(out, plan.contract) == []
+    assert violations(out, plan.contract, betas=betas) == []
     # Nothing the client sent is lost: user texts, tool inputs, results that answered a call.
     joined = "\n".join(user_texts(out["messages"]))
     for text in user_texts(request["messages"]):
         assert text in joined
     assert not inputs(request["messages"]) - inputs(out["messages"])
     assert not answering_results(request["messages"]) - Counter(
-        orjson.dumps(b.get("content"))
+        result_content(b)
         for m in out["messages"]
         for b in content_list(m) or ()
         if b.get("type") == "tool_result"
     )
     # Idempotent: a second run changes nothing.
-    again = run_rules(out["messages"], plan.steps, request=out)
+    _, again = run(plan, out, betas)
     assert again.changes == () and again.request is None
 
 
@@ -137,7 +168,8 @@ def test_no_rule_writes_into_its_argument(request: dict[str, Any]) -> None:
     plan = PLANS["anthropic"]
     messages = copy.deepcopy(request["messages"])
     fields: dict[str, Any] = request
-    for rule, ctx in [*plan.steps, *PLANS["deepseek"].steps]:
+    steps = [*plan.steps, *PLANS["deepseek"].steps, *PLANS["kimi"].steps]
+    for rule, ctx in [*steps, *PLANS["anthropic-relay"].steps]:
         snapshot = copy.deepcopy((messages, fields))
         step_ctx = replace(ctx, request=fields) if rule.reads_request else ctx
         outcome = rule.apply(messages, step_ctx)
@@ -157,6 +189,7 @@ SIGNALS = {
     "messages-duplicate-tool-use-ids": scan.DUP_ID,
     "messages-tool-result-pairing": scan.UNPAIRED,
     "messages-thinking-order": scan.MISPLACED_THINKING,
+    "messages-unsigned-thinking": scan.UNSIGNED_THINKING,
     "messages-missing-thinking": scan.BARE_TOOL_USE,
 }
 

@@ -177,6 +177,19 @@ MESSAGES_CASES: dict[str, dict[str, Any]] = {
     },
     "messages_prefill": {"messages": [_u(_GO), _a(_GO)]},
     "messages_server_tool": {"messages": [_u(_GO)], "tools": [{"type": "web_search_20250305"}]},
+    "messages_thinking_signature": {
+        "messages": [_u(_GO), _a({"type": "thinking", "thinking": "t"}, _UTU), _u(_RES)],
+        **_ON,
+    },
+    "messages_tool_result_cache_control": {
+        "messages": [
+            _u(_GO),
+            _a(_UTU),
+            _u({**_RES, "content": [{**_GO, "cache_control": {"type": "ephemeral"}}]}),
+        ]
+    },
+    "messages_context_management": {"messages": [_u(_GO)], "context_management": {"edits": []}},
+    "messages_thinking_type": {"messages": [_u(_GO)], "thinking": {"type": "adaptive"}},
 }
 
 

@@ -12,10 +12,11 @@ strict fake Anthropic endpoint answers with it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
+from rules.anthropic import context_management, thinking_type, tool_result_cache_control
 from rules.anthropic.blocks import (
     THINKING_TYPES,
     block_type,
@@ -24,6 +25,7 @@ from rules.anthropic.blocks import (
     is_blank_text,
     is_empty,
     is_tool_result,
+    is_unsigned_thinking,
     role,
     thinking_on,
     tool_result_id,
@@ -216,6 +218,41 @@ def _server_tools(
             yield Found(None, {"position": position})
 
 
+def _unsigned_thinking(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    for index, message in enumerate(messages):
+        if role(message) != "assistant":
+            continue
+        for position, block in enumerate(content_list(message) or ()):
+            if block_type(block) == "thinking" and is_unsigned_thinking(block):
+                yield Found(index, {"position": position})
+                return  # the first one refuses the request
+
+
+def _nested_cache_control(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    for index, message in enumerate(messages):
+        for position, block in enumerate(content_list(message) or ()):
+            for inner in tool_result_cache_control.nested(block):
+                yield Found(index, {"position": position, "inner": inner})
+
+
+def _context_management(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    if context_management.FIELD in request and not context_management.allowed(options["betas"]):
+        yield Found(None)
+
+
+def _thinking_type(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    if thinking_type.refused(request, options["models"]) is not None:
+        yield Found(None)
+
+
 #: Anthropic's own wording of a reused id (DeepSeek's adds backticks).
 ANTHROPIC_DUPLICATE_TEXT = "messages.{index}.content.{position}: tool_use ids must be unique"
 #: Anthropic's wording of a forced tool choice in thinking mode (mastra-ai/mastra#7507).
@@ -356,6 +393,39 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         options={"models": PREFILL_REFUSED},
     ),
     Check(
+        "messages_thinking_signature",
+        "every thinking block carries a signature",
+        _unsigned_thinking,
+        # Anthropic (anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598)
+        "messages.{index}.content.{position}: Invalid `signature` in `thinking` block",
+    ),
+    Check(
+        "messages_tool_result_cache_control",
+        "no cache_control inside tool_result.content",
+        _nested_cache_control,
+        # GitHub Copilot's Anthropic endpoint (caozhiyuan/copilot-api#241)
+        "messages.{index}.content.{position}.tool_result.content.{inner}.cache_control: "
+        "cache_control may not be specified within `tool_result.content`. Instead, place it "
+        "directly on `tool_result`",
+    ),
+    Check(
+        "messages_context_management",
+        "context_management only with a context-management-* anthropic-beta",
+        _context_management,
+        # Anthropic without the beta header (ericc-ch/copilot-api#217)
+        "context_management: Extra inputs are not permitted",
+        # the request's anthropic-beta values: ``violations(..., betas=...)`` fills them
+        options={"betas": frozenset()},
+    ),
+    Check(
+        "messages_thinking_type",
+        "thinking.type enabled for the models that accept no other",
+        _thinking_type,
+        # Kimi's Anthropic endpoint, Kimi K2.7 Code (MoonshotAI/Kimi-K2#141)
+        "invalid thinking: only type=enabled is allowed for this model",
+        options={"models": thinking_type.REFUSING},
+    ),
+    Check(
         "messages_server_tool",
         "only custom tools",
         _server_tools,
@@ -379,13 +449,19 @@ MESSAGES_CORE: Contract = {
 NOT_MESSAGES = "messages: Field required"
 
 
-def violations(payload: Any, contract: Contract | None = None) -> list[Violation]:
+def violations(
+    payload: Any, contract: Contract | None = None, *, betas: Collection[str] = ()
+) -> list[Violation]:
     """Every rejection ``contract`` (default: ``MESSAGES_CORE``) gives this Messages payload,
-    in contract order (empty: accepted)."""
+    in contract order (empty: accepted). ``betas``: the request's ``anthropic-beta`` values
+    (lower-case), for the checks that read them (a ``betas`` option); none by default, as
+    for a body sent without the header."""
     if not isinstance(payload, dict) or not isinstance(payload.get("messages"), list):
         return [Violation("not_messages", None, NOT_MESSAGES)]
     messages: list[Any] = payload["messages"]
     found: list[Violation] = []
     for code, overrides in (MESSAGES_CORE if contract is None else contract).items():
-        found.extend(MESSAGES_CHECKS_BY_CODE[code].run(messages, payload, overrides))
+        check = MESSAGES_CHECKS_BY_CODE[code]
+        given = {**overrides, "betas": frozenset(betas)} if "betas" in check.options else overrides
+        found.extend(check.run(messages, payload, given))
     return found

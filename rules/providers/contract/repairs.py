@@ -148,6 +148,14 @@ _MESSAGES: dict[str, Settings] = {
     "messages_thinking_tool_choice": {"messages-thinking-tool-choice": {"models": ["*"]}},
     "messages_prefill": {"messages-trailing-prefill": {"models": ["*"]}},
     "messages_server_tool": {"messages-server-tools": {}},
+    # a tool loop whose last turn held only unsigned thinking is refused next for that
+    "messages_thinking_signature": {
+        "messages-unsigned-thinking": {},
+        "messages-tool-loop-thinking": {},
+    },
+    "messages_tool_result_cache_control": {"messages-tool-result-cache-control": {}},
+    "messages_context_management": {"messages-context-management": {}},
+    "messages_thinking_type": {"messages-thinking-type": {"models": ["*"]}},
 }
 
 #: Error class -> its repair, per API.

@@ -1,0 +1,75 @@
+"""messages-unsigned-thinking: no thinking block that Anthropic's signature check must refuse.
+
+What: in an assistant message, a ``thinking`` block whose ``signature`` is absent, not a
+string or blank (a history from DeepSeek's endpoint or another issuer that signs nothing, a
+client's synthetic block, chatmend's own placeholder from ``messages-missing-thinking``), and a
+``redacted_thinking`` block without its ``data``, are removed. A signed block is never touched,
+whatever its text: its signature covers its bytes. Every text, ``tool_use`` and ``tool_result``
+block stays, in order; a message left with no block is left to ``messages-empty-messages``.
+Why: Anthropic answers 400 "messages.1.content.0: Invalid `signature` in `thinking` block"
+(anthropics/claude-code#10627; ding113/claude-code-hub#518 after a channel switch,
+code-yeongyu/oh-my-openagent#2775 for synthetic unsigned blocks, langchain-ai/langchain#33391:
+enforced since 2025-10-07; docs/providers.md#anthropic-reasoning, "Anthropic: thinking
+signature"). The check cannot be passed by editing: a signature is Anthropic's over the exact
+block, it does not expire, and any byte difference fails (anthropics/anthropic-sdk-python#1598),
+so the catalogue's repair is to drop the blocks no signature covers. A signed block from another
+issuer (a foreign but non-empty signature) cannot be told apart here and is left alone.
+Safety: safe: an unsigned block never reached the model (Anthropic refuses the request); a
+tool loop whose last turn loses its only thinking this way is then handled by
+``messages-tool-loop-thinking`` (thinking off for that request). The changes count the blocks
+removed, never their text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.anthropic import scan
+from rules.anthropic.blocks import content_list, is_unsigned_thinking, role
+from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
+
+NAME = "messages-unsigned-thinking"
+
+
+def _holds_unsigned(message: Any) -> bool:
+    if role(message) != "assistant":
+        return False
+    return any(is_unsigned_thinking(block) for block in content_list(message) or ())
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if scan.UNSIGNED_THINKING not in scan.signals(messages):
+        return Outcome(messages)
+    suspects = [index for index, message in enumerate(messages) if _holds_unsigned(message)]
+    if not suspects:
+        return Outcome(messages)
+    changes: list[Change] = []
+
+    def fix(index: int, message: dict[str, Any]) -> Any:
+        blocks: list[Any] = message["content"]
+        kept = [block for block in blocks if not is_unsigned_thinking(block)]
+        redacted = sum(
+            1
+            for block in blocks
+            if is_unsigned_thinking(block) and block.get("type") == "redacted_thinking"
+        )
+        detail = {"thinking": len(blocks) - len(kept) - redacted, "redacted": redacted}
+        changes.append(Change(NAME, index, "dropped_thinking", detail))
+        return {**message, "content": kept}
+
+    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Remove thinking blocks without a signature (another issuer's, placeholders).",
+    defect="a `thinking` block with an absent or empty `signature` (another issuer's history, "
+    "a placeholder), a `redacted_thinking` without `data`: Anthropic "
+    '"messages.1.content.0: Invalid `signature` in `thinking` block"',
+    repair="remove those blocks (a signed block is never touched; every text, `tool_use` and "
+    "`tool_result` stays); the log counts them",
+    safety="safe",
+    default=False,
+    apply=apply,
+)
