@@ -38,7 +38,8 @@ def unauthorized(route: str) -> web.Response:
     response = error_response(
         401,
         f"This chatmend route ({route}) needs one of its client tokens as "
-        "'Authorization: Bearer <token>'; the provider key is held by chatmend.",
+        "'Authorization: Bearer <token>' (or 'x-api-key: <token>', 'api-key: <token>'); "
+        "the provider key is held by chatmend.",
         "invalid_api_key",
         "invalid_request_error",
     )
