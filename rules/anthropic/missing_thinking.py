@@ -24,7 +24,6 @@ signature check refuses it). The changes name the ids, block counts and lengths,
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -39,6 +38,7 @@ from rules.anthropic.blocks import (
     role,
     tool_use_ids,
 )
+from rules.engine import recall
 from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import THINKING_MODELS
@@ -65,12 +65,11 @@ def turn_key(scope: str, blocks: Any) -> str | None:
     (canonical JSON, so a client that re-serializes it still matches). ``None`` if ``blocks``
     holds no ``tool_use`` or one without a string id.
 
-    The same recipe as the chat key (``rules.chat.reasoning_content.turn_key``), under its own
-    version: ids alone are not enough, some servers reuse them (CONTRIBUTING.md#pitfalls).
+    The recipe every API shares (``rules.engine.recall``), under its own version.
     """
     if type(blocks) is not list:
         return None
-    parts: list[Any] = [_KEY_VERSION, scope]
+    parts: list[tuple[str, str, Any]] = []
     for block in blocks:
         if type(block) is not dict or block.get("type") != "tool_use":
             continue
@@ -78,28 +77,8 @@ def turn_key(scope: str, blocks: Any) -> str | None:
         if type(tid) is not str or not tid:
             return None
         name = block.get("name")
-        parts.append(tid)
-        parts.append(name if type(name) is str else "")
-        parts.append(canonical_input(block.get("input")))
-    if len(parts) == 2:
-        return None
-    return hashlib.sha256(orjson.dumps(parts)).hexdigest()
-
-
-def canonical_input(value: Any) -> str:
-    """A ``tool_use`` input as canonical JSON text (sorted keys, no spaces); a string is read as
-    JSON first (a streamed input arrives as text), kept as it is if it is none."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        try:
-            value = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return str(value)
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        return type(value).__name__
+        parts.append((tid, name if type(name) is str else "", block.get("input")))
+    return recall.turn_key(_KEY_VERSION, scope, parts) if parts else None
 
 
 def stored_form(blocks: list[dict[str, Any]]) -> str:

@@ -26,13 +26,11 @@ field is never promoted (hermes #15748).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
-
+from rules.engine import recall
 from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import REASONING_FIELD, THINKING_MODELS, thinking_enabled
@@ -89,15 +87,9 @@ def plain_turns_in_tool_spans(messages: list[Any]) -> list[int]:
 
 
 def turn_key(scope: str, calls: Sequence[Any]) -> str | None:
-    """The stash key of a tool-call turn: sha256 (hex) over the ``scope`` (the route) and, in
-    order, each call's id, function name and arguments (JSON arguments canonicalized, so a
-    client that re-serializes them still matches). ``None`` if a call has no string id.
-
-    Ids alone are not enough: some servers reuse them across turns and conversations (Kimi's
-    ``functions.read_file:0``, CONTRIBUTING.md#pitfalls), and a collision would restore another
-    turn's text.
-    """
-    parts: list[Any] = [_KEY_VERSION, scope]
+    """The stash key of a tool-call turn (``rules.engine.recall``): each call's id, function
+    name and arguments. ``None`` if a call is not an object or has no string id."""
+    parts: list[tuple[str, str, Any]] = []
     for call in calls:
         if type(call) is not dict:
             return None
@@ -107,26 +99,8 @@ def turn_key(scope: str, calls: Sequence[Any]) -> str | None:
         function = call.get("function")
         function = function if type(function) is dict else {}
         name = function.get("name")
-        parts.append(cid)
-        parts.append(name if type(name) is str else "")
-        parts.append(canonical_arguments(function.get("arguments")))
-    return hashlib.sha256(orjson.dumps(parts)).hexdigest()
-
-
-def canonical_arguments(value: Any) -> str:
-    """Arguments as a canonical JSON text (sorted keys, no spaces); a string that is not JSON is
-    kept as it is."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        try:
-            value = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return str(value)
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        return type(value).__name__
+        parts.append((cid, name if type(name) is str else "", function.get("arguments")))
+    return recall.turn_key(_KEY_VERSION, scope, parts)
 
 
 def thinking(request: Mapping[str, Any], ctx: RuleContext) -> bool:

@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
-from rules.chat.reasoning_content import RULE, canonical_arguments, turn_key, wanted_keys
+from rules.chat.reasoning_content import RULE, turn_key, wanted_keys
 from rules.engine.base import Given
+from rules.engine.recall import canonical_text
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
 from tests.budget import examples
@@ -61,8 +62,8 @@ def test_the_key_survives_a_client_re_serializing_the_arguments() -> None:
     key = turn_key(SCOPE, [CALL])
     assert turn_key(SCOPE, [spaced]) == turn_key(SCOPE, [as_object]) == key
     assert turn_key(SCOPE, [no_type]) == key
-    assert canonical_arguments('{"b": 1, "a": [1, 2]}') == '{"a":[1,2],"b":1}'
-    assert canonical_arguments("{not json") == "{not json"
+    assert canonical_text('{"b": 1, "a": [1, 2]}') == '{"a":[1,2],"b":1}'
+    assert canonical_text("{not json") == "{not json"
 
 
 @pytest.mark.parametrize("calls", [[{"type": "function"}], [{"id": ""}], ["call_1"], [{"id": 7}]])
