@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.anthropic import scan
-from rules.anthropic.ids import all_ids, remap, unique
+from rules.anthropic.ids import Minter, all_ids, remap
 from rules.engine.base import Outcome, Rule, RuleContext
 
 NAME = "messages-duplicate-tool-use-ids"
@@ -28,14 +28,10 @@ NAME = "messages-duplicate-tool-use-ids"
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if scan.DUP_ID not in scan.signals(messages):
         return Outcome(messages)
-    taken = all_ids(messages)
+    minter = Minter(all_ids(messages))
 
     def choose(old: str, kept: set[str]) -> str:
-        if old not in kept:
-            return old
-        new = unique(old, taken)
-        taken.add(new)
-        return new
+        return old if old not in kept else minter.mint(old)
 
     return remap(messages, choose, NAME)
 

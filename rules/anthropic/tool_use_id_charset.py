@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from rules.anthropic import scan
 from rules.anthropic.blocks import sanitized_id, valid_id
-from rules.anthropic.ids import all_ids, remap, unique
+from rules.anthropic.ids import Minter, all_ids, remap
 from rules.engine.base import Outcome, Rule, RuleContext
 
 NAME = "messages-tool-use-id-charset"
@@ -30,7 +30,7 @@ EMPTY_ID: Final = "toolu_chatmend"
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if scan.BAD_ID not in scan.signals(messages):
         return Outcome(messages)
-    taken = all_ids(messages)
+    minter = Minter(all_ids(messages))
     mapped: dict[str, str] = {}
 
     def choose(old: str, kept: set[str]) -> str:
@@ -38,8 +38,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
             return old
         new = mapped.get(old)
         if new is None:
-            new = mapped[old] = unique(sanitized_id(old) or EMPTY_ID, taken)
-            taken.add(new)
+            new = mapped[old] = minter.mint(sanitized_id(old) or EMPTY_ID)
         return new
 
     return remap(messages, choose, NAME)
