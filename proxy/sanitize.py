@@ -33,8 +33,6 @@ FIELDS = {"chat": "messages", "responses": "input", "messages": "messages"}
 _SURROGATE_RULES = frozenset(
     {lone_surrogates.NAME, responses_lone_surrogates.NAME, messages_lone_surrogates.NAME}
 )
-#: Each API's contract check (chat: ``violations``).
-_CHECKS = {"responses": responses_contract.violations, "messages": messages_contract.violations}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +128,14 @@ def sanitize_body(
         return done(body, changes)
     sent = done(body, changes)
     try:
-        check = _CHECKS.get(plan.api, violations)
-        return replace(sent, violations=tuple(check(payload, plan.contract)))
+        if plan.api == "messages":  # the checks that read the anthropic-beta values get them
+            betas = given.betas if given is not None else frozenset()
+            left = messages_contract.violations(payload, plan.contract, betas=betas)
+        elif plan.api == "responses":
+            left = responses_contract.violations(payload, plan.contract)
+        else:
+            left = violations(payload, plan.contract)
+        return replace(sent, violations=tuple(left))
     except Exception as exc:  # the check is a report: it must never block a repaired body
         return replace(sent, failures=(*result.failures, RuleFailure.of("contract", exc)))
 

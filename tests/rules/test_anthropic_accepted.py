@@ -5,6 +5,7 @@ user text, tool result and tool input kept."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -106,6 +107,26 @@ def test_context_management_with_its_beta_goes_byte_for_byte() -> None:
     assert [c.rule for c in result.changes] == ["messages-context-management"]
     assert sent == {k: v for k, v in body.items() if k != "context_management"}
     assert violations(sent, plan.contract) == []
+
+
+def test_verify_judges_a_kept_context_management_with_the_request_betas() -> None:
+    """``verify`` checks the rewritten body with the betas the rules saw: a field kept for its
+    header is not reported as refused (review finding)."""
+    plan = replace(compile_messages_plan(PROFILES["anthropic"]), verify=True)
+    body = clean_session()
+    first = body["messages"][0]
+    blank = {**first, "content": [{"type": "text", "text": " "}, *content_of(first)]}
+    body = {**body, "messages": [blank, *body["messages"][1:]], "context_management": EDITS}
+    betas = frozenset({BETA})
+    result = sanitize_body(orjson.dumps(body), plan, "messages", given=Given(betas=betas))
+    assert [c.rule for c in result.changes] == ["messages-empty-text-blocks"]
+    assert "context_management" in orjson.loads(result.body)
+    assert result.violations == ()
+
+
+def content_of(message: dict[str, Any]) -> list[Any]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
 def test_a_plan_is_given_only_to_the_rules_that_read_it() -> None:
