@@ -40,7 +40,7 @@ RULE = Rule(
     'use the \\"user\\" role"',
     repair='insert a user message with the text of option `content` (".") before it',
     safety="safe",
-    default=True,
+    default=False,
     apply=apply,
     options=(CONTENT,),
 )

@@ -560,6 +560,8 @@ ANTHROPIC = Profile(
     contract=PAIRING,
     messages={
         "messages-tool-use-id-charset": True,  # BlockRunAI/ClawRouter#17, maximhq/bifrost#5097
+        # lobehub/lobehub#1601, langchain4j/langchain4j#1197 (no other endpoint on record)
+        "messages-leading-user": True,
         "messages-thinking-order": True,  # anthropics/claude-code#20705
         "messages-tool-loop-thinking": True,  # n8n-io/n8n#22550, anthropics/claude-code#20692
         "messages-thinking-disabled": True,  # tailcallhq/forgecode#1853
