@@ -11,6 +11,7 @@ Sent Events (``message_start`` ... ``message_stop``) when ``stream: true``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -92,29 +93,51 @@ def sse(event: str, data: dict[str, Any]) -> bytes:
     return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
-def events(request: dict[str, Any], blocks: list[dict[str, Any]], stop: str, n: int) -> list[bytes]:
-    """The SSE events of a streamed answer, in Anthropic's order."""
+#: How a block's text is cut into its deltas: ``split(block type, text)`` -> the pieces.
+Split = Callable[[str, str], list[str]]
+
+
+def halves(kind: str, text: str) -> list[str]:
+    """emulate's cut: a text block in two deltas, a thinking or an input in one."""
+    if kind == "text":
+        half = len(text) // 2
+        return [text[:half], text[half:]]
+    return [text]
+
+
+def events(
+    request: dict[str, Any],
+    blocks: list[dict[str, Any]],
+    stop: str,
+    n: int,
+    *,
+    split: Split = halves,
+    ping: bool = False,
+) -> list[bytes]:
+    """The SSE events of a streamed answer, in Anthropic's order (``ping`` after the start, as
+    Anthropic sends it; ``split`` cuts each block's text into its deltas)."""
     out = [
         sse("message_start", {"type": "message_start", "message": message(request, [], None, n)})
     ]
+    if ping:
+        out.append(sse("ping", {"type": "ping"}))
     for index, block in enumerate(blocks):
+        kind = block["type"]
         opened: dict[str, Any]
-        if block["type"] == "text":
+        deltas: list[dict[str, Any]]
+        if kind == "text":
             opened = {"type": "text", "text": ""}
-            half = len(block["text"]) // 2
-            parts = (block["text"][:half], block["text"][half:])
-            deltas: list[dict[str, Any]] = [{"type": "text_delta", "text": p} for p in parts]
-        elif block["type"] == "thinking":
+            deltas = [{"type": "text_delta", "text": p} for p in split(kind, block["text"])]
+        elif kind == "thinking":
             opened = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [
-                {"type": "thinking_delta", "thinking": block["thinking"]},
-                {"type": "signature_delta", "signature": block["signature"]},
+                {"type": "thinking_delta", "thinking": p} for p in split(kind, block["thinking"])
             ]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
         else:
             opened = {**block, "input": {}}
-            deltas = [
-                {"type": "input_json_delta", "partial_json": orjson.dumps(block["input"]).decode()}
-            ]
+            text = orjson.dumps(block["input"]).decode()
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in split(kind, text)]
         start = {"type": "content_block_start", "index": index, "content_block": opened}
         out.append(sse("content_block_start", start))
         out.extend(

@@ -91,42 +91,14 @@ def create_thinking_anthropic(state: ThinkingAnthropic) -> web.Application:
     return app
 
 
+def _pieces(kind: str, text: str) -> list[str]:
+    """The thinking in many deltas (nine characters each), the input in pieces of five."""
+    size = {"thinking": 9, "tool_use": 5}.get(kind)
+    return [text] if size is None else [text[i : i + size] for i in range(0, len(text), size)]
+
+
 def _events(
     payload: dict[str, Any], blocks: list[dict[str, Any]], stop: str, n: int
 ) -> list[bytes]:
     """Anthropic's event order, with the thinking in many deltas and the input in pieces."""
-    sse = emulate_messages.sse
-    started = emulate_messages.message(payload, [], None, n)
-    out = [sse("message_start", {"type": "message_start", "message": started})]
-    out.append(sse("ping", {"type": "ping"}))
-    for index, block in enumerate(blocks):
-        deltas: list[dict[str, Any]]
-        if block["type"] == "thinking":
-            opened: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
-            text = block["thinking"]
-            deltas = [
-                {"type": "thinking_delta", "thinking": text[i : i + 9]}
-                for i in range(0, len(text), 9)
-            ]
-            deltas.append({"type": "signature_delta", "signature": block["signature"]})
-        elif block["type"] == "tool_use":
-            opened = {**block, "input": {}}
-            text = orjson.dumps(block["input"]).decode()
-            deltas = [
-                {"type": "input_json_delta", "partial_json": text[i : i + 5]}
-                for i in range(0, len(text), 5)
-            ]
-        else:
-            opened = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": block["text"]}]
-        start = {"type": "content_block_start", "index": index, "content_block": opened}
-        out.append(sse("content_block_start", start))
-        out.extend(
-            sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-            for d in deltas
-        )
-        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
-    delta = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}}
-    out.append(sse("message_delta", {**delta, "usage": {"output_tokens": 5}}))
-    out.append(sse("message_stop", {"type": "message_stop"}))
-    return out
+    return emulate_messages.events(payload, blocks, stop, n, split=_pieces, ping=True)
