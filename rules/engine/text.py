@@ -48,10 +48,6 @@ def repair_value(value: Any, path: str = "") -> tuple[Any, list[str]]:
     return value, []
 
 
-def has_lone_surrogate(text: str) -> bool:
-    return _LONE.search(text) is not None
-
-
 def _any_surrogate(value: Any) -> bool:
     """True if some string in ``value`` holds a surrogate code point (paired or not)."""
     stack = [value]
