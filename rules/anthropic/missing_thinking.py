@@ -140,7 +140,7 @@ def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> lis
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if not in_thinking_mode(ctx.request, MODELS.of(ctx)):
+    if not serves(ctx.request, ctx):
         return Outcome(messages)
     if scan.BARE_TOOL_USE not in scan.signals(messages):
         return Outcome(messages)

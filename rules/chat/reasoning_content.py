@@ -125,7 +125,7 @@ def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> lis
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if not thinking_enabled(ctx.request, MODELS.of(ctx)):
+    if not thinking(ctx.request, ctx):
         return Outcome(messages)
     found = [index for index, message in enumerate(messages) if lacks_reasoning(message)]
     if PLAIN_TURNS.of(ctx) is True:
