@@ -1202,6 +1202,7 @@ def signed_transcripts(draw: st.DrawFn) -> list[Message]:
         calls = message.get("tool_calls")
         if isinstance(calls, list) and draw(st.booleans()):
             signed = {"extra_content": {"google": {"thought_signature": "Cq0BAb4+9v"}}}
-            message = {**message, "tool_calls": [{**calls[0], **signed}, *calls[1:]]}
-        out.append(message)
+            out.append({**message, "tool_calls": [{**calls[0], **signed}, *calls[1:]]})
+        else:
+            out.append(message)
     return out
