@@ -39,7 +39,11 @@ def tool(name: str, parameters: Any = ..., description: str = "") -> dict[str, A
 SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 TOOL_LOOP = [
     USER,
-    {"role": "assistant", "content": "", "tool_calls": [call("call_1", "Bash", '{"command":"ls"}')]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call("call_1", "Bash", '{"command":"ls"}')],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": "README.md\nsrc"},
     {
         "role": "assistant",
