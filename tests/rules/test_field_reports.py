@@ -37,7 +37,7 @@ def tool(name: str, parameters: Any = ..., description: str = "") -> dict[str, A
 
 
 SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
-TOOL_LOOP = [
+TOOL_LOOP: list[dict[str, Any]] = [
     USER,
     {
         "role": "assistant",
@@ -101,7 +101,7 @@ def deepseek_unique_tools(body: dict[str, Any]) -> bool:
 
 def kimi_temperature(body: dict[str, Any]) -> bool:
     """Kimi thinking models: "invalid temperature: only 1 is allowed for this model"."""
-    return body.get("temperature", 1) == 1
+    return bool(body.get("temperature", 1) == 1)
 
 
 def kimi_tool_choice(body: dict[str, Any]) -> bool:
