@@ -53,8 +53,9 @@ CATALOGUE = _catalogue()
 
 
 def error_text(body: bytes) -> str | None:
-    """The message of an error body: OpenAI's ``error.message``, Mistral's ``message``, or the
-    first of Gemini's list."""
+    """The message of an error body: OpenAI's ``error.message``, Mistral's ``message``, xAI's
+    ``error`` string (``{"code": "Client specified an invalid argument", "error": "..."}``,
+    docs/providers.md#conventions), or the first of Gemini's list."""
     try:
         data: Any = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -64,6 +65,8 @@ def error_text(body: bytes) -> str | None:
     if not isinstance(data, dict):
         return None
     error = data.get("error", data)
+    if isinstance(error, str):
+        return error
     message = error.get("message") if isinstance(error, dict) else None
     return message if isinstance(message, str) else None
 
