@@ -11,9 +11,9 @@ except what the spec drops by design (exact replays, second results, orphan resu
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import orjson

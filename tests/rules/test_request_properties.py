@@ -48,12 +48,16 @@ def _texts(messages: list[Any]) -> list[str]:
 
 
 def _all_text(messages: list[Any]) -> str:
-    return "\n".join(
-        m["content"]
-        if isinstance(m.get("content"), str)
-        else orjson.dumps(m.get("content")).decode()
-        for m in messages
-    )
+    """Every text sent: string contents, and the text of text parts (a user message merged
+    with an image becomes a part list)."""
+    pieces: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            pieces.append(content)
+        elif isinstance(content, list):
+            pieces += [p["text"] for p in content if isinstance(p, dict) and "text" in p]
+    return "\n".join(pieces)
 
 
 def _arguments(messages: list[Any]) -> Counter[str]:
