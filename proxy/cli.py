@@ -290,7 +290,7 @@ def check(args: argparse.Namespace) -> int:
     if args.file is None:
         print("chatmend: check needs a request FILE (or --error FILE)", file=sys.stderr)
         return 2
-    source_plan = planner if args.profile is None else planner.plans[args.profile]
+    source_plan = planner if args.profile is None else planner.under(args.profile)
     try:
         source = open_source(args.file)
     except OSError as exc:
@@ -309,7 +309,7 @@ def check(args: argparse.Namespace) -> int:
 
 def check_error(args: argparse.Namespace, planner: Planner) -> int:
     """``check --error FILE [REQUEST]``: classify a provider's error body."""
-    source: PlanSource = planner if args.profile is None else planner.plans[args.profile]
+    source: PlanSource = planner if args.profile is None else planner.under(args.profile)
     try:
         with open_source(args.error) as stream:
             error = stream.read()

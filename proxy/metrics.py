@@ -52,9 +52,11 @@ def _catalogue() -> list[tuple[re.Pattern[str], str]]:
 CATALOGUE = _catalogue()
 
 
-def error_text(body: bytes) -> str | None:
-    """The message of an error body: OpenAI's ``error.message``, Mistral's ``message``, or the
-    first of Gemini's list."""
+def error_text(body: bytes, *, depth: int = 0) -> str | None:
+    """The message of an error body: OpenAI's ``error.message``, Mistral's ``message``, xAI's
+    ``error`` string (``{"code": "Client specified an invalid argument", "error": "..."}``),
+    the first of Gemini's list, or, for OpenRouter's "Provider returned error", the message of
+    the upstream body it relays in ``error.metadata.raw`` (docs/providers.md#conventions)."""
     try:
         data: Any = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -64,7 +66,15 @@ def error_text(body: bytes) -> str | None:
     if not isinstance(data, dict):
         return None
     error = data.get("error", data)
+    if isinstance(error, str):
+        return error
     message = error.get("message") if isinstance(error, dict) else None
+    metadata = error.get("metadata") if isinstance(error, dict) else None
+    raw = metadata.get("raw") if isinstance(metadata, dict) else None
+    if isinstance(raw, str) and depth == 0:  # one level: the relayed body is the provider's
+        relayed = error_text(raw.encode(), depth=1)
+        if relayed is not None:
+            return relayed
     return message if isinstance(message, str) else None
 
 

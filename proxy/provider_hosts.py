@@ -32,6 +32,7 @@ HOST_PROFILES: tuple[tuple[str, str], ...] = (
     ("api.minimax*", "minimax"),
     ("api.cerebras.ai", "cerebras"),
     ("api.anthropic.com", "anthropic"),
+    ("openrouter.ai", "openrouter"),
 )
 
 

@@ -4,7 +4,9 @@
 junk keys) and adds the defects of the sequence, shape, id and request-level rules: a
 ``developer`` message, split user turns, a system message mid-conversation, a conversation that
 opens with the assistant, images and null contents in tool results, over-long ids, dotted function
-names, ``tools: []`` and a forced ``tool_choice``. The draw records what it injected.
+names, ``tools: []`` and a forced ``tool_choice``, and the request-level refusals of issue 25 (a
+tool defined twice or without a schema, a choice without tools, a temperature). The draw records
+what it injected.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ MODELS: Final = (
     "deepseek-reasoner",
     "deepseek-v4-flash",
     "kimi-k2.5",
+    "kimi-k3",
+    "~deepseek/deepseek-v4-flash-latest",
+    "gemini-3.1-pro-preview",
     "mistral-large-latest",
     "gpt-5",
     None,
@@ -38,6 +43,10 @@ EXTRA_DEFECTS: Final = (
     "dotted_name",
     "empty_tools",
     "forced_tool_choice",
+    "duplicate_tools",
+    "tool_without_parameters",
+    "choice_without_tools",
+    "hot_temperature",
 )
 
 
@@ -109,6 +118,24 @@ def broken_requests(draw: st.DrawFn) -> BrokenRequest:
     if "forced_tool_choice" in chosen and payload.get("tools"):
         payload["tool_choice"] = "required"
         done.append("forced_tool_choice")
+    # The request's own fields (docs/providers.md#request): a tool defined twice (DeepSeek), a
+    # tool without a schema (MiniMax), a choice and no tools (xAI), a temperature a thinking
+    # Kimi model refuses.
+    if "duplicate_tools" in chosen and payload.get("tools"):
+        payload["tools"] = [*payload["tools"], payload["tools"][0]]
+        done.append("duplicate_tools")
+    if "tool_without_parameters" in chosen:
+        payload["tools"] = [
+            *(payload.get("tools") or []),
+            {"type": "function", "function": {"name": "cron_list"}},
+        ]
+        done.append("tool_without_parameters")
+    if "choice_without_tools" in chosen and "tools" not in payload:
+        payload["tool_choice"] = "auto"
+        done.append("choice_without_tools")
+    if "hot_temperature" in chosen:
+        payload["temperature"] = 0.7
+        done.append("hot_temperature")
     payload["messages"] = messages
     return BrokenRequest(payload, broken, tuple(done))
 

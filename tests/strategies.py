@@ -1107,3 +1107,102 @@ __all__ = [
     "junk_values",
     "make_call_id",
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Request-level fields
+# ---------------------------------------------------------------------------------------------
+
+#: Models as clients and routers name them: bare, vendor-prefixed, a router's ``~`` alias and
+#: ``:thinking`` variant, for every family a request-level refusal is on record for.
+REQUEST_MODELS: Final[tuple[str | None, ...]] = (
+    "deepseek-chat",
+    "deepseek-v4-flash",
+    "deepseek/deepseek-v4-pro",
+    "~deepseek/deepseek-v4-flash-latest",
+    "kimi-k2.5",
+    "moonshotai/kimi-k2.6",
+    "kimi-k3",
+    "kimi-k2-0905-preview",
+    "MiniMax-M3",
+    "gemini-3.1-pro-preview",
+    "google/gemini-3-flash-preview",
+    "gemini-2.0-flash",
+    "grok-4",
+    "anthropic/claude-3.7-sonnet:thinking",
+    "gpt-5",
+    None,
+)
+#: The switches clients send for thinking mode (``None``: none).
+THINKING_SWITCHES: Final[tuple[dict[str, Any] | None, ...]] = (
+    None,
+    {"thinking": {"type": "enabled"}},
+    {"thinking": {"type": "disabled"}},
+    {"thinking": {"type": "adaptive"}},
+    {"reasoning": {"enabled": True}},
+    {"reasoning": {"enabled": False}},
+    {"reasoning": {"effort": "high"}},
+    {"reasoning_effort": "high"},
+    {"reasoning_effort": "none"},
+    {"enable_thinking": True},
+    {"chat_template_kwargs": {"thinking": False}},
+    {"include_reasoning": True, "reasoning": {"enabled": True}},
+)
+_PARAMETERS: Final[tuple[Any, ...]] = (
+    ABSENT,
+    None,
+    {},
+    {"type": "object", "properties": {}},
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+
+
+@st.composite
+def tool_definitions(draw: st.DrawFn) -> list[Message]:
+    """0..4 function tools named from ``TOOL_NAMES`` (so names repeat), each with or without a
+    parameter schema (absent, null, ``{}`` or a real one)."""
+    tools: list[Message] = []
+    for name in draw(st.lists(st.sampled_from(TOOL_NAMES[:4]), max_size=4)):
+        function: Message = {"name": name}
+        if draw(st.booleans()):
+            function["description"] = f"the {name} tool"
+        _put(function, "parameters", draw(st.sampled_from(_PARAMETERS)))
+        tools.append({"type": "function", "function": function})
+    return tools
+
+
+@st.composite
+def request_fields(draw: st.DrawFn) -> dict[str, Any]:
+    """A request's top-level fields around its messages, as clients send them: a model name,
+    maybe a thinking switch, ``tools`` (absent, ``[]``, ``null`` or definitions), a
+    ``tool_choice`` (absent, ``auto``, ``none``, ``required`` or a named function) and a
+    ``temperature`` (absent, 0, 0.6, 0.7, 1 or 1.0). Clean and refused shapes alike."""
+    fields: dict[str, Any] = {}
+    _put(fields, "model", draw(st.sampled_from(REQUEST_MODELS)) or ABSENT)
+    switch = draw(st.sampled_from(THINKING_SWITCHES))
+    if switch is not None:
+        fields.update(switch)
+    tools = draw(st.one_of(st.just(ABSENT), st.just([]), st.just(None), tool_definitions()))
+    _put(fields, "tools", tools)
+    names = [t["function"]["name"] for t in tools] if isinstance(tools, list) else []
+    choices: list[Any] = [ABSENT, "auto", "none", "required"]
+    choices += [{"type": "function", "function": {"name": name}} for name in names]
+    _put(fields, "tool_choice", draw(st.sampled_from(choices)))
+    _put(fields, "temperature", draw(st.sampled_from((ABSENT, 0, 0.6, 0.7, 1, 1.0))))
+    return fields
+
+
+@st.composite
+def signed_transcripts(draw: st.DrawFn) -> list[Message]:
+    """A clean transcript whose calls may carry Gemini thought signatures (some kept, some lost
+    as a client that does not know them drops them)."""
+    messages = draw(clean_transcripts(max_turns=2, max_rounds=2, max_calls=2))
+    out: list[Message] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and draw(st.booleans()):
+            signed = {"extra_content": {"google": {"thought_signature": "Cq0BAb4+9v"}}}
+            out.append({**message, "tool_calls": [{**calls[0], **signed}, *calls[1:]]})
+        else:
+            out.append(message)
+    return out

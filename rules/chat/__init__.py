@@ -14,13 +14,16 @@ from rules.chat import (
     developer_role,
     displaced_tool_results,
     duplicate_tool_call_ids,
+    duplicate_tool_names,
     empty_tool_calls,
+    empty_tool_parameters,
     empty_tools,
     function_names,
     image_parts,
     invalid_tool_arguments,
     leading_user_message,
     lone_surrogates,
+    missing_thought_signatures,
     missing_tool_call_ids,
     null_content,
     orphan_tool_results,
@@ -29,6 +32,7 @@ from rules.chat import (
     system_messages,
     text_part_arrays,
     thinking_parts,
+    thinking_sampling,
     thinking_tool_choice,
     tool_call_content,
     tool_call_ids,
@@ -146,9 +150,20 @@ RULES: tuple[Rule, ...] = (
     # The end of the conversation last among message rules: no later rule moves or adds one,
     # and a user appended after the trailing assistant follows an assistant, as every table wants.
     trailing_assistant.RULE,
-    # Request-level fields last: they read no message, and no message rule reads them.
+    # Gemini's thought signatures once the sequence is final: the rule reads which steps form
+    #    the current turn (after the last user message), which the sequence rules above may move;
+    #    the calls themselves are final since 1-9 (merged, unique, paired, renamed).
+    missing_thought_signatures.RULE,
+    # Request-level fields last: they read no message, and no message rule reads them (the
+    # tools' names are final once function-names ran). An empty `tools` goes first, so the
+    # rules after it judge only a real list; duplicates go before the parameter schema is
+    # added, so the definition kept is the one completed; the thinking-mode rules last, each
+    # reading thinking mode from the request as the client set it (no rule here changes it).
     empty_tools.RULE,
+    duplicate_tool_names.RULE,
+    empty_tool_parameters.RULE,
     thinking_tool_choice.RULE,
+    thinking_sampling.RULE,
 )
 
 RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}

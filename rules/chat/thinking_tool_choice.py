@@ -1,13 +1,17 @@
 """thinking-tool-choice: no forced tool choice reaches a model in thinking mode.
 
-What: in thinking mode (``thinking.type: enabled``, or a model that thinks by default, option
-``models``), a ``tool_choice`` of ``"required"`` or a named function becomes ``"auto"`` (option
+What: in thinking mode (an explicit switch such as ``thinking.type: enabled``, ``reasoning`` or
+``reasoning_effort``, else a model that thinks by default, option ``models``), a
+``tool_choice`` of ``"required"`` or a named function becomes ``"auto"`` (option
 ``replacement: auto``) or is removed (``omit``).
 Why: DeepSeek V4 "Thinking mode does not support this tool_choice"
 (docs/providers.md#deepseek-reasoning, deepseek-ai/DeepSeek-V3#1376, BerriAI/litellm#37470); the
 same is reported as "tool_choice 'required' is incompatible with thinking enabled"
-(suyiiyii/AutoGLM-GUI#396). Safety: unsafe: the model may answer without calling the tool the client
-forced. The change is logged with the original choice's kind (``required`` or ``function``).
+(suyiiyii/AutoGLM-GUI#396), and by Kimi K2.5/K2.6 as "tool_choice 'specified' is incompatible
+with thinking enabled" (docs/providers.md#kimi-request, bestruirui/octopus#251,
+can1357/oh-my-pi#827). Thinking mode is read once, for every rule, by ``rules.engine.thinking``.
+Safety: unsafe: the model may answer without calling the tool the client forced. The change is
+logged with the original choice's kind (``required`` or ``function``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.request import DROP, with_fields
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 
 NAME = "thinking-tool-choice"
@@ -30,7 +35,7 @@ REPLACEMENT = Option(
 MODELS = Option(
     "models",
     list(THINKING_MODELS),
-    "Model-name patterns that think unless the request sets thinking.type: disabled.",
+    "Model-name patterns that think unless the request switches thinking off.",
 )
 
 
@@ -48,10 +53,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     kind = forced(request.get("tool_choice"))
     if kind is None or not thinking_enabled(request, MODELS.of(ctx)):
         return Outcome(messages)
-    fields = {key: value for key, value in request.items() if key != "tool_choice"}
     replacement = REPLACEMENT.of(ctx)
-    if replacement == "auto":
-        fields["tool_choice"] = "auto"
+    fields = with_fields(request, {"tool_choice": "auto" if replacement == "auto" else DROP})
     change = Change(NAME, -1, "replaced_tool_choice", {"was": kind, "now": replacement})
     return Outcome(messages, (change,), request=fields)
 
@@ -59,10 +62,13 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
 RULE = Rule(
     name=NAME,
     summary="In thinking mode, turn a forced tool_choice into auto.",
-    defect="request level, in thinking mode (`thinking.type: enabled`, or a model matching option "
-    '`models` without `thinking.type: disabled`): `tool_choice` `"required"` or a named '
-    'function: DeepSeek V4 "Thinking mode does not support this tool_choice" '
-    "(deepseek-ai/DeepSeek-V3#1376, BerriAI/litellm#37470; docs/providers.md#deepseek-reasoning)",
+    defect="request level, in thinking mode (an explicit switch, `thinking.type: enabled`, "
+    "`reasoning`, `reasoning_effort`, or a model matching option `models`): `tool_choice` "
+    '`"required"` or a named function: DeepSeek V4 "Thinking mode does not support this '
+    'tool_choice" '
+    "(deepseek-ai/DeepSeek-V3#1376, BerriAI/litellm#37470; docs/providers.md#deepseek-reasoning); "
+    "Kimi K2.5/K2.6 \"tool_choice 'specified' is incompatible with thinking enabled\" "
+    "(bestruirui/octopus#251, can1357/oh-my-pi#827; docs/providers.md#kimi-request)",
     repair='it becomes `"auto"` (option `replacement`, or `omit` to remove it). Unsafe: the '
     "model may answer without the tool the client forced (logged with the original kind)",
     safety="unsafe",

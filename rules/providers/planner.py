@@ -21,6 +21,7 @@ settings switch the Messages rules (``rules.anthropic``), checked against its
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from copy import copy
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
@@ -239,6 +240,14 @@ class Planner:
         if len(self._by_model) < 1024:  # model names are few; never grow without bound
             self._by_model[model] = plan
         return plan
+
+    def under(self, name: str) -> Planner:
+        """This planner with every model under profile ``name`` (``chatmend check --profile``):
+        the operator's patterns no longer apply, the profile's variants still do (a router
+        profile picks its downstream profile from the model). The compiled plans are shared."""
+        other = copy(self)
+        other.default, other.models, other._by_model = name, (), {}
+        return other
 
     def messages(self, model: Any) -> Plan:
         """The Messages plan of the profile ``plan(model)`` picks."""

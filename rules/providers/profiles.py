@@ -118,6 +118,9 @@ DEEPSEEK = Profile(
     rules={
         **_DEEPSEEK_SHAPE,
         "empty-tools": True,
+        # docs/providers.md#deepseek-request: "Tool names must be unique." (decolua/9router
+        # PR#3333)
+        "duplicate-tool-names": True,
         "thinking-tool-choice": True,
         # docs/providers.md, DeepSeek: plain turns of a tool loop need the field too
         "reasoning-content": {"enabled": True, "plain_turns": True},
@@ -125,6 +128,7 @@ DEEPSEEK = Profile(
     contract=_contract(
         DEFAULT_CONTRACT,
         empty_tools={},
+        duplicate_tool_names={},  # docs/providers.md#deepseek-request (decolua/9router PR#3333)
         thinking_tool_choice={},
         unknown_role={},  # docs/providers.md#deepseek-roles, DeepSeek (earendil-works/pi#1048)
         # docs/providers.md#deepseek-content, DeepSeek (browser-use/web-ui#99)
@@ -190,8 +194,11 @@ DEEPSEEK_REASONER = Profile(
 )
 
 #: Kimi models that think (K2.5/K2.6 unless ``thinking.type: disabled``, K2-thinking), also
-#: under a router's prefix (``moonshotai/kimi-k2.5``): docs/providers.md#kimi-reasoning.
-KIMI_THINKING_MODELS = ["*kimi-k2.5*", "*kimi-k2.6*", "*kimi-k2-thinking*"]
+#: under a router's prefix (``moonshotai/kimi-k2.5``): docs/providers.md#kimi-reasoning. K3
+#: always thinks: Moonshot's guide, quoted in MoonshotAI/Kimi-K3#45 ("kimi-k3 ... always
+#: reasons", effort set by top-level ``reasoning_effort``), and its temperature refusals
+#: (ExplosiveCoderflome/AI-Novel-Writing-Assistant#155, RakuenSoftware/aimee#2200).
+KIMI_THINKING_MODELS = ["*kimi-k2.5*", "*kimi-k2.6*", "*kimi-k2-thinking*", "*kimi-k3*"]
 
 KIMI = Profile(
     "kimi",
@@ -219,11 +226,27 @@ KIMI = Profile(
             "placeholder": "tool call",
             "models": KIMI_THINKING_MODELS,
         },
+        # docs/providers.md#kimi-request: a forced choice in thinking mode (bestruirui/octopus#251,
+        # can1357/oh-my-pi#827), and any temperature but 1 (lsdefine/GenericAgent#30)
+        "thinking-tool-choice": {"enabled": True, "models": KIMI_THINKING_MODELS},
+        "thinking-sampling": {
+            "enabled": True,
+            "fixed": {"temperature": 1.0},
+            "models": KIMI_THINKING_MODELS,
+        },
     },
     contract=_contract(
         PAIRING,
         # docs/providers.md#kimi-reasoning, Kimi K2.5/K2.6 thinking (iOfficeAI/AionUi#2746)
         reasoning_content_missing={"text": reasoning.KIMI_TEXT, "models": KIMI_THINKING_MODELS},
+        # docs/providers.md#kimi-request, Kimi K2.5/K2.6 (bestruirui/octopus#251,
+        # can1357/oh-my-pi#827)
+        thinking_tool_choice={
+            "text": "tool_choice '{choice}' is incompatible with thinking enabled",
+            "models": KIMI_THINKING_MODELS,
+        },
+        # docs/providers.md#kimi-request, Kimi thinking models (lsdefine/GenericAgent#30)
+        thinking_temperature={"models": KIMI_THINKING_MODELS, "temperature": 1},
         # docs/providers.md#kimi-pairing, Moonshot / Kimi (MoonshotAI/kimi-cli#1977)
         unanswered_tool_call={
             "text": "an assistant message with 'tool_calls' must be followed by tool messages "
@@ -407,9 +430,15 @@ GLM = Profile(
 MINIMAX = Profile(
     "minimax",
     "MiniMax (api.minimax.io): error code 2013",
-    rules={"system-messages": {"enabled": True, "later": "hoist"}},
+    rules={
+        "system-messages": {"enabled": True, "later": "hoist"},
+        # docs/providers.md#minimax-request (QwenLM/qwen-code#11834)
+        "empty-tool-parameters": True,
+    },
     contract=_contract(
         PAIRING,
+        # docs/providers.md#minimax-request, MiniMax (QwenLM/qwen-code#11834)
+        tool_parameters_empty={},
         # docs/providers.md#minimax-pairing, MiniMax (Kilo-Org/kilocode#3967)
         unanswered_tool_call={"text": "invalid params, tool call and result not match (2013)"},
         # docs/providers.md#minimax-pairing, MiniMax (MiniMax-AI/MiniMax-M2#76)
@@ -433,6 +462,9 @@ GEMINI_OPENAI = Profile(
         # Gemini 3 needs its thought signatures back on the calls
         # (docs/providers.md#gemini-reasoning, Gitlawb/openclaude#76)
         "bookkeeping-keys": {"keep": ["extra_content"]},
+        # and, where a replayed call lost its signature, Google's documented validator skip
+        # (docs/providers.md#gemini-reasoning, Gitlawb/openclaude#67)
+        "missing-thought-signatures": True,
     },
     contract=_contract(
         PAIRING,
@@ -457,6 +489,8 @@ GEMINI_OPENAI = Profile(
         # docs/providers.md#gemini-pairing, Gemini (pydantic/pydantic-ai#1879)
         tool_message_name={},
         bookkeeping_field={"keep": ["extra_content"]},
+        # docs/providers.md#gemini-reasoning, Gemini 3 (Gitlawb/openclaude#67)
+        thought_signature_missing={},
     ),
 )
 
@@ -476,9 +510,14 @@ XAI = Profile(
             "shape": "empty",
             "kinds": ["absent", "null", "empty_list"],
         },
+        # a tool_choice without tools, absent included (docs/providers.md#xai-request,
+        # router-for-me/CLIProxyAPI#3704)
+        "empty-tools": {"enabled": True, "refused": "tool_choice"},
     },
     contract=_contract(
         PAIRING,
+        # docs/providers.md#xai-request, xAI (router-for-me/CLIProxyAPI#3704, #4491)
+        tool_choice_without_tools={},
         no_content_element={},  # docs/providers.md#xai-content, xAI (langchain-ai/langchain#34140)
         multiple_text_elements={},  # docs/providers.md#xai-content, xAI (nocmt/LLMSearchPlus#2)
         # docs/providers.md#xai-content, xAI (nocmt/LLMSearchPlus#2)
@@ -594,6 +633,29 @@ ANTHROPIC = Profile(
     ),
 )
 
+#: OpenRouter (openrouter.ai): a router. It relays the downstream provider's refusal verbatim
+#: (docs/providers.md#openrouter), so a request runs under the profile of the vendor its model
+#: names (``deepseek/deepseek-v4-flash``, ``~deepseek/deepseek-v4-flash-latest``,
+#: ``moonshotai/kimi-k2.5``): a vendor whose refusals are on record through OpenRouter. The
+#: rules of that profile read the model name without the router's prefix
+#: (``rules.engine.thinking``). Another vendor gets the pairing core every strict provider applies.
+OPENROUTER = Profile(
+    "openrouter",
+    "OpenRouter (openrouter.ai): a router; the model's vendor prefix picks the downstream profile",
+    contract=PAIRING,
+    variants=(
+        # BerriAI/litellm#27439: DeepSeek V4 via OpenRouter, thinking-mode tool turns
+        ("deepseek/*", "deepseek"),
+        ("~deepseek/*", "deepseek"),
+        # mastra-ai/mastra#12592, docs/providers.md#kimi-reasoning: Kimi via OpenRouter
+        ("moonshotai/*", "kimi"),
+        ("~moonshotai/*", "kimi"),
+        # MiniMax-AI/MiniMax-M2#76 (provider_name Minimax through OpenRouter)
+        ("minimax/*", "minimax"),
+        ("~minimax/*", "minimax"),
+    ),
+)
+
 PASSTHROUGH = Profile(
     "passthrough",
     "No repair and no contract: chatmend only relays (and logs)",
@@ -622,6 +684,7 @@ PROFILES: Mapping[str, Profile] = {
         AZURE,
         CHAT_TEMPLATE,
         ANTHROPIC,
+        OPENROUTER,
         PASSTHROUGH,
     )
 }

@@ -114,9 +114,26 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "thinking_tool_choice": {
         "model": "deepseek-v4-pro",
+        "thinking": {"type": "enabled"},
         "messages": [USER],
         "tools": TOOLS,
         "tool_choice": "required",
+    },
+    "thinking_temperature": {
+        "model": "kimi-k2.5",
+        "thinking": {"type": "enabled"},
+        "messages": [USER],
+        "temperature": 0.7,
+    },
+    "tool_choice_without_tools": {"messages": [USER], "tool_choice": "auto"},
+    "tool_parameters_empty": {
+        "messages": [USER],
+        "tools": [{"type": "function", "function": {"name": "cron_list"}}],
+    },
+    "duplicate_tool_names": {"messages": [USER], "tools": TOOLS + TOOLS},
+    "thought_signature_missing": {
+        "model": "gemini-3.1-pro-preview",
+        "messages": [USER, turn(call()), result()],
     },
     "tool_call_content_empty": {"messages": [USER, turn(call(), content=""), result(), AFTER]},
     "tool_call_id_format": {

@@ -258,3 +258,42 @@ def test_check_error_from_the_command_line(tmp_path: Path) -> None:
     done = subprocess.run([str(CHATMEND), "check"], capture_output=True, check=False)
     assert done.returncode == 2
     assert b"--error" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("profile", "payload", "code", "words"),
+    [
+        (
+            "minimax",
+            {"model": "MiniMax-M3", "tools": [{"type": "function", "function": {"name": "ls"}}]},
+            "tool_parameters_empty",
+            "invalid params, function parameters is empty (2013)",
+        ),
+        (
+            "xai",
+            {"model": "grok-4", "tool_choice": "auto"},
+            "tool_choice_without_tools",
+            "A tool_choice was set on the request but no tools were specified.",
+        ),
+        (
+            "kimi",
+            {"model": "kimi-k2.5", "temperature": 0.3},
+            "thinking_temperature",
+            "invalid temperature: only 1 is allowed for this model",
+        ),
+    ],
+)
+def test_request_level_refusals_are_reported_like_message_level_ones(
+    profile: str, payload: dict[str, Any], code: str, words: str
+) -> None:
+    """`chatmend check --profile` names a refusal of the request's own fields (index: none) in
+    the provider's words, repairs it, and exits 1 (issue 25)."""
+    raw = orjson.dumps({**payload, "messages": [{"role": "user", "content": "hi"}]})
+    plan = Planner(default=profile).plan(payload["model"])
+    report = check_body(raw, plan)
+    assert [(v.code, v.index) for v in report.before] == [(code, None)]
+    assert report.status == REPAIRED and report.after == ()
+    out, err = io.BytesIO(), io.StringIO()
+    status = run_check(io.BytesIO(raw), plan, fix=False, fmt="text", out=out, err=err)
+    assert status == REPAIRED
+    assert words in out.getvalue().decode()

@@ -107,4 +107,29 @@ def test_rejections_are_classified_by_the_catalogue_texts() -> None:
     mistral = b'{"object": "error", "message": "Unexpected role \'user\' after role \'tool\'"}'
     assert classify(mistral) == "unexpected_role_order"
     assert classify(b'{"error": {"message": "rate limited"}}') == "unclassified"
+    # xAI's envelope: the text is the `error` string (router-for-me/CLIProxyAPI#3704)
+    xai = (
+        b'{"code": "Client specified an invalid argument", "error": "Invalid request content: '
+        b'A tool_choice was set on the request but no tools were specified."}'
+    )
+    assert classify(xai) == "tool_choice_without_tools"
+    kimi = (
+        b'{"error": {"message": "tool_choice \'specified\' is incompatible with thinking enabled"}}'
+    )
+    assert classify(kimi) == "thinking_tool_choice"
+    # OpenRouter relays the upstream body in error.metadata.raw (BerriAI/litellm#27439)
+    raw = orjson.dumps(
+        {
+            "error": {
+                "message": "The `reasoning_content` in the thinking mode must be passed back "
+                "to the API.",
+                "type": "invalid_request_error",
+            }
+        }
+    ).decode()
+    relayed = {"message": "Provider returned error", "code": 400, "metadata": {"raw": raw}}
+    assert classify(orjson.dumps({"error": relayed})) == "reasoning_content_missing"
+    assert classify(orjson.dumps({"error": {**relayed, "metadata": {"raw": "{"}}})) == (
+        "unclassified"
+    )
     assert classify(b"not json") == classify(None) == "unclassified"

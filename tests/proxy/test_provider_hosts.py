@@ -32,6 +32,7 @@ EXAMPLES = {
     "api.minimax*": "https://api.minimax.io",
     "api.cerebras.ai": "https://api.cerebras.ai",
     "api.anthropic.com": "https://api.anthropic.com",
+    "openrouter.ai": "https://openrouter.ai/api/v1",
 }
 
 

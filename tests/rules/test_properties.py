@@ -13,11 +13,13 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import strategies as st
 
 from rules.chat import RULES, replayed_history, sanitize_messages
 from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT as STUB
@@ -621,3 +623,73 @@ def test_each_rule_is_pure_and_idempotent(broken: Broken) -> None:
     for rule in RULES:
         check_rule(rule, broken.messages, "on the broken transcript")
         staged = check_rule(rule, staged, "on the previous rules' output")
+
+
+# ---------------------------------------------------------------------------------------------
+# Request-level rules over junk request fields
+# ---------------------------------------------------------------------------------------------
+
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2),
+    st.floats(allow_nan=False, allow_infinity=False, width=16),
+    st.sampled_from(("", "auto", "required", "none", "function", "enabled", "disabled", "high")),
+)
+_KEYS = st.sampled_from(("type", "function", "name", "parameters", "enabled", "effort", "google"))
+_JUNK = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=10,
+)
+#: The request's own fields, each absent or any JSON value (the rules must take anything).
+JUNK_REQUESTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.one_of(
+            st.sampled_from(("kimi-k2.5", "deepseek-v4-flash", "gemini-3-pro-preview")), _JUNK
+        ),
+        "tools": _JUNK,
+        "tool_choice": _JUNK,
+        "parallel_tool_calls": _JUNK,
+        "temperature": _JUNK,
+        "thinking": _JUNK,
+        "reasoning": _JUNK,
+        "reasoning_effort": _JUNK,
+        "enable_thinking": _JUNK,
+        "chat_template_kwargs": _JUNK,
+    },
+)
+#: Each request-level rule under each option set a profile gives it.
+REQUEST_RULE_OPTIONS: tuple[tuple[str, Mapping[str, Any]], ...] = (
+    ("empty-tools", {}),
+    ("empty-tools", {"refused": "tool_choice"}),
+    ("duplicate-tool-names", {}),
+    ("empty-tool-parameters", {}),
+    ("thinking-tool-choice", {}),
+    ("thinking-tool-choice", {"replacement": "omit", "models": ["*kimi-k2.5*"]}),
+    ("thinking-sampling", {"models": ["*kimi-k2.5*"]}),
+    ("missing-thought-signatures", {}),
+    ("function-names", {}),
+)
+
+
+@LIGHT
+@given(request=JUNK_REQUESTS, junk=arbitrary_messages(max_size=5))
+def test_request_rules_take_any_request_purely_and_idempotently(
+    request: dict[str, Any], junk: list[Any]
+) -> None:
+    """Request-level rules read whatever a client put in the request's fields: none crashes,
+    none writes into the request or the messages, what they return is JSON, and a second run
+    over their output changes nothing."""
+    by_name = {rule.name: rule for rule in RULES}
+    for name, options in REQUEST_RULE_OPTIONS:
+        rule = by_name[name]
+        snapshot = copy.deepcopy((request, junk))
+        ctx = replace(rule.context(options), request=request)
+        outcome = rule.apply(junk, ctx)
+        assert (request, junk) == snapshot, f"{name} wrote into its input"
+        fields = outcome.request if outcome.request is not None else request
+        orjson.dumps({**fields, "messages": outcome.messages})
+        again = rule.apply(outcome.messages, replace(ctx, request=fields))
+        assert again.changes == (), (name, [c.as_dict() for c in again.changes], request)

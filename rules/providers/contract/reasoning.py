@@ -4,11 +4,13 @@ assistant tool-call turn without its ``reasoning_content``."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from rules.chat.reasoning_content import FIELD, plain_turns_in_tool_spans, tool_call_turn
-from rules.engine.thinking import THINKING_MODELS, thinking_enabled
-from rules.providers.contract.base import Check, Found
+from rules.engine.thinking import THINKING_MODELS
+from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.thinking import in_thinking_mode
 
 #: Row 170, DeepSeek V4 (anomalyco/opencode#24083): thinking on by default, no index in the text.
 DEEPSEEK_V4_TEXT: Final = (
@@ -33,7 +35,7 @@ def _reasoning_missing(
     ``""`` (V4 rejects the empty string, hermes R9; a blank one is accepted); with
     ``plain_turns``, also a plain assistant between two user messages with a tool-call turn
     (DeepSeek V4, hermes-agent PR #14941; docs/providers.md)."""
-    if not thinking_enabled(request, options["models"]):
+    if not in_thinking_mode(request, options["models"]):
         return
     plain = set(plain_turns_in_tool_spans(messages)) if options.get("plain_turns") else set()
     for index, message in enumerate(messages):
@@ -43,6 +45,41 @@ def _reasoning_missing(
                 yield Found(index)
 
 
+#: docs/providers.md#gemini-reasoning, Gemini 3 through its OpenAI-compatible endpoint
+#: (Gitlawb/openclaude#67).
+GEMINI_SIGNATURE_TEXT: Final = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for "
+    "tools to work correctly, and missing thought_signature may lead to degraded model "
+    "performance. Additional data, function call `default_api:{name}` , position {index}. Please "
+    "refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+
+
+def _signature_missing(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """Google validates the current turn only (the steps since the last user message), and in
+    each step the first function call; an ``extra_content.google.thought_signature`` string
+    (Google's ``skip_thought_signature_validator`` included) passes."""
+    model = request.get("model")
+    name = model.lower().split("/")[-1] if isinstance(model, str) else ""
+    if not any(fnmatchcase(name, p.lower()) for p in options["models"]):
+        return
+    start = max((i for i, m in enumerate(messages) if role_of(m) == "user"), default=-1) + 1
+    for index in range(start, len(messages)):
+        message = messages[index]
+        calls = message.get("tool_calls") if role_of(message) == "assistant" else None
+        if not (isinstance(calls, list) and calls and isinstance(calls[0], dict)):
+            continue
+        extra = calls[0].get("extra_content")
+        google = extra.get("google") if isinstance(extra, dict) else None
+        signature = google.get("thought_signature") if isinstance(google, dict) else None
+        if not (isinstance(signature, str) and signature):
+            function = calls[0].get("function")
+            called = function.get("name") if isinstance(function, dict) else None
+            yield Found(index, {"name": called if isinstance(called, str) else ""})
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         "reasoning_content_missing",
@@ -50,5 +87,12 @@ CHECKS: tuple[Check, ...] = (
         _reasoning_missing,
         DEEPSEEK_V4_TEXT,
         options={"models": list(THINKING_MODELS), "plain_turns": False},
+    ),
+    Check(
+        "thought_signature_missing",
+        "in the current turn, the first call of each step carries a thought signature",
+        _signature_missing,
+        GEMINI_SIGNATURE_TEXT,
+        options={"models": ["gemini-3*"]},
     ),
 )

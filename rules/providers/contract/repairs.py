@@ -64,8 +64,14 @@ _CHAT: dict[str, Settings] = {
     "missing_tool_call_type": {"tool-call-type": {}},
     "empty_tool_calls": {"empty-tool-calls": {}},
     "empty_assistant": {"empty-tool-calls": {}},
-    "empty_tools": {"empty-tools": {}},
+    "empty_tools": {"empty-tools": {"refused": "empty_tools"}},
     "thinking_tool_choice": {"thinking-tool-choice": {"models": ["*"]}},
+    # request-level fields (docs/providers.md#request)
+    "tool_choice_without_tools": {"empty-tools": {"refused": "tool_choice"}},
+    "tool_parameters_empty": {"empty-tool-parameters": {}},
+    "duplicate_tool_names": {"duplicate-tool-names": {}},
+    "thinking_temperature": {"thinking-sampling": {"fixed": {"temperature": 1.0}, "models": ["*"]}},
+    "thought_signature_missing": {"missing-thought-signatures": {"models": ["*"]}},
     # Mistral's nine characters also satisfy OpenAI's forty.
     "tool_call_id_format": {"tool-call-ids": {"format": "mistral9"}},
     "function_name_invalid": {"function-names": {"pattern": "strict"}},

@@ -1,14 +1,15 @@
-"""Request-level fields (docs/providers.md#pairing ``tools: []``, docs/providers.md#reasoning
-thinking + tool_choice)."""
+"""Request-level fields: the request's own ``tools``, ``tool_choice`` and sampling parameters
+(docs/providers.md#request), judged as the providers word their refusals. These checks read the
+request on their own (never through the rules' predicates)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rules.chat.thinking_tool_choice import forced
-from rules.engine.thinking import THINKING_MODELS, thinking_enabled
+from rules.engine.thinking import THINKING_MODELS
 from rules.providers.contract.base import Check, Found
+from rules.providers.contract.thinking import in_thinking_mode
 
 
 def _empty_tools(messages: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
@@ -19,8 +20,54 @@ def _empty_tools(messages: list[Any], request: Mapping[str, Any], options: Any) 
 def _thinking_tool_choice(
     messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
 ) -> Iterator[Found]:
-    if forced(request.get("tool_choice")) and thinking_enabled(request, options["models"]):
+    choice = request.get("tool_choice")
+    # DeepSeek refuses "required" and a named function; Kimi words them 'required' and
+    # 'specified' (can1357/oh-my-pi#827).
+    kind = "required" if choice == "required" else "specified" if isinstance(choice, dict) else None
+    if kind is not None and in_thinking_mode(request, options["models"]):
+        yield Found(None, {"choice": kind})
+
+
+def _tool_choice_without_tools(
+    messages: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    tools = request.get("tools")
+    if "tool_choice" in request and not (isinstance(tools, list) and tools):
         yield Found(None)
+
+
+def _functions(request: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    tools = request.get("tools")
+    for position, tool in enumerate(tools if isinstance(tools, list) else []):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and tool.get("type", "function") == "function":
+            yield position, function
+
+
+def _parameters_empty(
+    messages: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    for position, function in _functions(request):
+        if function.get("parameters") in (None, {}):  # absent, null or {}: "is empty"
+            yield Found(None, {"position": position})
+
+
+def _duplicate_tool_names(
+    messages: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    names = [f.get("name") for _, f in _functions(request) if isinstance(f.get("name"), str)]
+    if len(set(names)) < len(names):
+        yield Found(None)
+
+
+def _thinking_sampling(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    value = request.get("temperature")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return
+    if value != options["temperature"] and in_thinking_mode(request, options["models"]):
+        yield Found(None, {"temperature": options["temperature"]})
 
 
 CHECKS: tuple[Check, ...] = (
@@ -39,5 +86,35 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#deepseek-reasoning, DeepSeek V4 (deepseek-ai/DeepSeek-V3#1376)
         "Thinking mode does not support this tool_choice",
         options={"models": THINKING_MODELS},
+    ),
+    Check(
+        "tool_choice_without_tools",
+        "no tool_choice without a non-empty tools list",
+        _tool_choice_without_tools,
+        # docs/providers.md#xai-request, xAI (router-for-me/CLIProxyAPI#3704, #4491)
+        "Invalid request content: A tool_choice was set on the request but no tools were "
+        "specified.",
+    ),
+    Check(
+        "tool_parameters_empty",
+        "every function tool has a non-empty parameters schema",
+        _parameters_empty,
+        # docs/providers.md#minimax-request, MiniMax (QwenLM/qwen-code#11834)
+        "invalid params, function parameters is empty (2013)",
+    ),
+    Check(
+        "duplicate_tool_names",
+        "no two tools with the same function name",
+        _duplicate_tool_names,
+        # docs/providers.md#deepseek-request, DeepSeek (decolua/9router PR#3333)
+        "Tool names must be unique.",
+    ),
+    Check(
+        "thinking_temperature",
+        "in thinking mode, only the temperature the model accepts",
+        _thinking_sampling,
+        # docs/providers.md#kimi-request, Kimi thinking models (lsdefine/GenericAgent#30)
+        "invalid temperature: only 1 is allowed for this model",
+        options={"models": THINKING_MODELS, "temperature": 1},
     ),
 )

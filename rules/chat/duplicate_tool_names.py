@@ -1,0 +1,65 @@
+"""duplicate-tool-names: no two tools the request defines share a name.
+
+What: a ``tools[]`` entry whose ``function.name`` an earlier entry already has is removed; the
+first definition of each name stays, as the client ordered them. A ``tool_choice`` naming the
+function still names the one kept.
+Why: DeepSeek "Tool names must be unique." on every endpoint, ``/chat/completions`` and its
+Anthropic-format ``/anthropic/v1/messages`` alike (docs/providers.md#deepseek-request,
+decolua/9router PR#3333, xinnan-tech/xiaozhi-esp32-server#3180; agents that register one MCP
+server twice send the same tools twice, liliMozi/openhanako#789).
+Safety: unsafe when the definitions differ: the later one's description and schema are not
+sent (the model calls the name with the first one's arguments). The log says how many
+removed definitions differed from the one kept (``differing``), with their names and positions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.request import chat_tool_name, repeated_names, tool_list, with_fields
+
+NAME = "duplicate-tool-names"
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    tools = tool_list(ctx.request)
+    names = [chat_tool_name(tool) for tool in tools]
+    repeats = repeated_names(names)
+    if not repeats:
+        return Outcome(messages)
+    first: dict[str, Any] = {}
+    repeated: list[tuple[int, str]] = []
+    for position, name in enumerate(names):
+        if name is None:
+            continue
+        if name in first:
+            repeated.append((position, name))
+        else:
+            first[name] = tools[position]
+    dropped = set(repeats)
+    kept = [tool for position, tool in enumerate(tools) if position not in dropped]
+    detail = {
+        "positions": repeats,
+        "names": sorted({name for _, name in repeated}),
+        "count": len(repeats),
+        "differing": sum(1 for position, name in repeated if tools[position] != first[name]),
+    }
+    change = Change(NAME, -1, "dropped_tools", detail)
+    return Outcome(messages, (change,), request=with_fields(ctx.request, {"tools": kept}))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Keep only the first tool definition of each name.",
+    defect='request level: two tools with the same `function.name`: DeepSeek "Tool names must be '
+    'unique." (decolua/9router PR#3333, xinnan-tech/xiaozhi-esp32-server#3180; '
+    "docs/providers.md#deepseek-request)",
+    repair="each later definition of a name is removed, the first kept. Unsafe when they "
+    "differ: the later description and schema are not sent (logged: names, positions, "
+    "`differing`)",
+    safety="unsafe",
+    default=False,
+    apply=apply,
+    reads_request=True,
+)

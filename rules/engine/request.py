@@ -1,0 +1,60 @@
+"""Request-level repairs: reading and rewriting a request's own fields, copy on write.
+
+A rule with ``Rule.reads_request`` gets the request's top-level fields (``model``, ``tools``,
+``tool_choice``, ``temperature``, ...) in ``RuleContext.request``, read-only, and returns the
+new ones in ``Outcome.request``: a fresh dict built by ``with_fields``, sharing every value it
+does not replace (the pipeline hands it to the next rule; ``proxy/sanitize.py`` writes it back
+only when a rule reported a change, so a clean request still leaves as its original bytes).
+The predicates over tool definitions live here, not in one API's rule, so the chat rules and the
+Messages rules (``tools[].name`` instead of ``tools[].function.name``) read them alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+#: A request field a rule removes: ``with_fields(request, {"tool_choice": DROP})``.
+DROP: Any = object()
+
+
+def with_fields(request: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A new request: ``request``'s fields in their order, each key of ``changes`` replaced (or
+    removed when its value is ``DROP``; a new key goes last). ``request`` is never written."""
+    fields = {key: changes.get(key, value) for key, value in request.items()}
+    for key, value in changes.items():
+        fields.setdefault(key, value)
+    return {key: value for key, value in fields.items() if value is not DROP}
+
+
+def chat_tool_name(tool: Any) -> str | None:
+    """The name of a chat-completions tool definition (``function.name``), if a string."""
+    function = tool.get("function") if type(tool) is dict else None
+    name = function.get("name") if type(function) is dict else None
+    return name if type(name) is str else None
+
+
+def repeated_names(names: Iterable[str | None]) -> list[int]:
+    """The positions whose name an earlier position already had (the first definition of a
+    name is the one kept: decolua/9router PR#3333). ``None`` (no name) never repeats."""
+    seen: set[str] = set()
+    repeats: list[int] = []
+    for position, name in enumerate(names):
+        if name is None:
+            continue
+        if name in seen:
+            repeats.append(position)
+        seen.add(name)
+    return repeats
+
+
+def empty_schema(value: Any, *, absent: bool) -> bool:
+    """A tool's parameter schema counts as empty: absent (when ``absent`` says the key is
+    missing), ``null`` or ``{}``."""
+    return absent or value is None or value == {}
+
+
+def tool_list(request: Mapping[str, Any]) -> Sequence[Any]:
+    """The request's ``tools`` if it is a list, else ``[]``."""
+    tools = request.get("tools")
+    return tools if type(tools) is list else []
