@@ -27,7 +27,9 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 #: Models that think unless the request says otherwise: DeepSeek's reasoner alias, V4 and its
-#: renamed successor ``deepseek-flash`` (thinking on by default, docs/providers.md#deepseek).
+#: renamed successor ``deepseek-flash`` (V4.1 Flash since 2026-09-10, "thinking (default)" in
+#: DeepSeek's model table: coulsontl/ai-toolbox#337, kuan-er/sjtu-agent#182;
+#: docs/providers.md#deepseek).
 THINKING_MODELS: tuple[str, ...] = ("deepseek-reasoner*", "deepseek-v4*", "deepseek-flash*")
 #: Where a chat assistant message carries the model's reasoning (DeepSeek, Kimi).
 REASONING_FIELD = "reasoning_content"
