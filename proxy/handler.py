@@ -32,7 +32,7 @@ from proxy.config import Config
 from proxy.credentials import apply_upstream_credentials, authorized
 from proxy.log import get_logger
 from proxy.metrics import Metrics
-from proxy.recover import RECOVERED_HEADER, may_retry, plan_retry, record
+from proxy.recover import RECOVERABLE, RECOVERED_HEADER, may_retry, plan_retry, record
 from proxy.routing import RefusedPath, Route, Runtime, route_path
 from proxy.sanitize import Sanitized, sanitize_body
 from proxy.stash.hooks import RequestReasoning
@@ -300,7 +300,7 @@ async def _relay(
     if isinstance(answer, web.Response):
         return answer
     if (
-        answer[0] == 400
+        answer[0] in RECOVERABLE
         and route.config.recover.active
         and sanitized is not None
         and read.decoded
