@@ -101,10 +101,11 @@ class RuleSetting:
 
 @dataclass(frozen=True, slots=True)
 class RecoverConfig:
-    """Recovery (proxy/recover.py): a 400 whose error text is a catalogued class a rule
-    repairs is repaired and retried, at most ``max_attempts`` (0 or 1) times per request."""
+    """Recovery (proxy/recover.py, on by default): a 400 or 422 whose error text is a known
+    class a rule repairs (or that names a message, escalated) is repaired and retried, at most
+    ``max_attempts`` (0 or 1) times per request."""
 
-    enabled: bool = False
+    enabled: bool = True
     max_attempts: int = 1
 
     @property
@@ -137,7 +138,7 @@ class RouteConfig:
     log_content: bool = False
     #: Check every rewritten body against the profile's contract at run time.
     verify: bool = False
-    #: Repair and retry a 400 once (off by default).
+    #: Repair and retry a refused request once (on by default; ``recover: {enabled: false}``).
     recover: RecoverConfig = field(default_factory=RecoverConfig)
 
     def report_rules(self) -> frozenset[str]:

@@ -1,0 +1,311 @@
+"""Recovery that adapts (issue 26): on by default, robust to the provider's wording, escalated
+for a refusal that names a message but no known class.
+
+The strict fake here refuses like DeepSeek (the profile's contract decides *what* is refused) but
+in its own words, with the id, the key, the field path and the position filled in: the wordings
+issue 26 found logged ``unclassified`` and never recovered. The proxy runs the default config
+under ``profile: passthrough`` (no rule on: only recovery can fix the request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from structlog.testing import capture_logs
+
+from proxy.app import create_app
+from proxy.config import parse_config
+from proxy.emulate import provider_error
+from proxy.recover import ESCALATED, RECOVERED_HEADER
+from rules.providers.contract import Violation, violations
+from rules.providers.profiles import PROFILES
+from tests.builders import call, result
+from tests.conftest import base_url
+from tests.fake_upstream import COMPLETION
+from tests.proxy.test_metrics import scrape, value
+from tests.transcripts import BROKEN, USER, chat
+
+Client = TestClient[Any, Any]
+Server = Callable[..., Awaitable[TestServer]]
+ClientFactory = Callable[..., Awaitable[Client]]
+
+#: DeepSeek's contract, plus the checks a stricter relay adds (a typed call, known keys only).
+CONTRACT = {
+    **PROFILES["deepseek"].contract,
+    "missing_tool_call_type": {},
+    "unknown_field": {"allow": ["reasoning_content"]},
+}
+_KNOWN = {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content"}
+
+
+def _extra_key(message: dict[str, Any]) -> str:
+    return next(key for key in message if key not in _KNOWN)
+
+
+def _worded(found: Violation, messages: list[Any], pydantic: bool) -> web.Response:
+    """The refusal of ``found`` in this fake's words (not the catalogue's)."""
+    i = found.index if found.index is not None else 0
+    message = messages[i]
+    code = found.code
+    if code == "unknown_field" and pydantic:
+        detail = {
+            "type": "extra_forbidden",
+            "loc": ["body", "messages", i, _extra_key(message)],
+            "msg": "Extra inputs are not permitted",
+            "input": "stop",
+        }
+        return web.json_response({"detail": [detail]}, status=422)
+    texts = {
+        "duplicate_tool_result": lambda: (
+            f"Duplicate value for 'tool_call_id' of {message['tool_call_id']} in message[{i}]"
+        ),
+        "invalid_arguments": lambda: (
+            f"Invalid 'messages[{i}].tool_calls[0].function.arguments': Failed to deserialize "
+            f"the arguments: EOF while parsing an object at line 1 column "
+            f"{len(message['tool_calls'][0]['function']['arguments'])}"
+        ),
+        "missing_tool_call_type": lambda: (
+            f"Invalid 'messages[{i}].tool_calls[0].type': expected 'function'."
+        ),
+        "unknown_role": lambda: f"Invalid 'messages[{i}].role': unknown role '{message['role']}'.",
+        "unknown_field": lambda: f"unknown field(s) ['{_extra_key(message)}']",
+    }
+    text = texts[code]() if code in texts else found.message
+    return provider_error(400, text)
+
+
+@dataclass
+class Worded:
+    """A strict upstream with its own wording; it records every body it receives."""
+
+    pydantic: bool = False
+    received: list[bytes] = field(default_factory=list)
+
+    def app(self) -> web.Application:
+        async def completions(request: web.Request) -> web.Response:
+            body = await request.read()
+            self.received.append(body)
+            payload = orjson.loads(body)
+            found = violations(payload, CONTRACT)
+            if found:
+                return _worded(found[0], payload["messages"], self.pydantic)
+            return web.json_response(COMPLETION)
+
+        app = web.Application()
+        app.router.add_post("/chat/completions", completions)
+        app.router.add_post("/v1/chat/completions", completions)
+        return app
+
+
+_TYPELESS = call("call_u", "ls", "{}")
+del _TYPELESS["type"]
+
+#: session -> (the body, the class the refusal is recovered as)
+SESSIONS: dict[str, tuple[bytes, str]] = {
+    "a reused id": (chat(BROKEN["reused_tool_call_ids"]), "duplicate_tool_result"),
+    "cut-off arguments": (chat(BROKEN["truncated_arguments"]), "invalid_arguments"),
+    "a call without its type": (
+        chat(
+            [
+                USER,
+                {"role": "assistant", "content": None, "tool_calls": [_TYPELESS]},
+                result("call_u", "a.py"),
+                {"role": "user", "content": "Go on."},
+            ]
+        ),
+        "missing_tool_call_type",
+    ),
+    "a developer message": (
+        chat([{"role": "developer", "content": "Be brief."}, USER]),
+        "unknown_role",
+    ),
+    "finish_reason copied into history": (
+        chat(
+            [
+                USER,
+                {"role": "assistant", "content": "Done.", "finish_reason": "stop"},
+                {"role": "user", "content": "Thanks."},
+            ]
+        ),
+        "unknown_field",
+    ),
+}
+
+
+async def _start(
+    aiohttp_server: Server, aiohttp_client: ClientFactory, upstream: Worded, **config: Any
+) -> Client:
+    server = await aiohttp_server(upstream.app())
+    settings = {"profile": "passthrough", **config}
+    return await aiohttp_client(
+        create_app(parse_config(settings, default_upstream=base_url(server)))
+    )
+
+
+@pytest.mark.parametrize("pydantic", [False, True], ids=["openai-envelope", "pydantic-422"])
+@pytest.mark.parametrize("session", sorted(SESSIONS))
+async def test_each_single_defect_session_succeeds_through_one_recovery_by_default(
+    session: str, pydantic: bool, aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    body, error_class = SESSIONS[session]
+    if pydantic and error_class != "unknown_field":
+        pytest.skip("the pydantic wording is the unknown-key refusal's")
+    upstream = Worded(pydantic=pydantic)
+    proxy = await _start(aiohttp_server, aiohttp_client, upstream)
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=body)
+    assert response.status == 200, await response.text()
+    assert len(upstream.received) == 2
+    assert upstream.received[0] == body  # passthrough: the first went as it came
+    assert violations(orjson.loads(upstream.received[1]), CONTRACT) == []
+    assert response.headers[RECOVERED_HEADER].endswith(f"class={error_class}")
+    (recovered,) = [e for e in logs if e["event"] == "request_recovered"]
+    assert recovered["error_class"] == error_class
+    assert "unclassified" not in str(logs)
+
+
+async def test_a_clean_request_reaches_the_strict_upstream_byte_for_byte(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Worded()
+    proxy = await _start(aiohttp_server, aiohttp_client, upstream)
+    body = chat([USER])
+    response = await proxy.post("/v1/chat/completions", data=body)
+    assert response.status == 200
+    assert upstream.received == [body]
+    assert RECOVERED_HEADER not in response.headers
+
+
+async def test_the_per_route_off_switch_holds(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Worded()
+    proxy = await _start(aiohttp_server, aiohttp_client, upstream, recover={"enabled": False})
+    body, _ = SESSIONS["a developer message"]
+    response = await proxy.post("/v1/chat/completions", data=body)
+    assert response.status == 400
+    assert upstream.received == [body]
+
+
+# --- escalation ------------------------------------------------------------------------------
+
+
+@dataclass
+class Refusing:
+    """Refuses the first request it receives with ``text`` (``status``), accepts the rest."""
+
+    text: str
+    status: int = 400
+    received: list[bytes] = field(default_factory=list)
+
+    def app(self) -> web.Application:
+        async def completions(request: web.Request) -> web.Response:
+            self.received.append(await request.read())
+            if len(self.received) == 1:
+                return provider_error(self.status, self.text)
+            return web.json_response(COMPLETION)
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", completions)
+        return app
+
+
+async def _refused(
+    aiohttp_server: Server, aiohttp_client: ClientFactory, upstream: Refusing, body: bytes
+) -> tuple[web.Response, list[dict[str, Any]], Client]:
+    server = await aiohttp_server(upstream.app())
+    proxy = await aiohttp_client(
+        create_app(parse_config({"profile": "passthrough"}, default_upstream=base_url(server)))
+    )
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=body)
+        await response.read()
+    return response, logs, proxy
+
+
+#: A dangling call and a split turn in one session, refused in words no class knows.
+DANGLING = chat(
+    [
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [call("call_d", "ls", "{}")]},
+        {"role": "user", "content": "Go on."},
+    ]
+)
+
+
+async def test_an_unknown_refusal_that_names_a_tool_call_is_escalated_once(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Refusing("Bad request: messages[1].tool_calls[0] has no matching tool response.")
+    response, logs, proxy = await _refused(aiohttp_server, aiohttp_client, upstream, DANGLING)
+    assert response.status == 200
+    assert len(upstream.received) == 2
+    retried = orjson.loads(upstream.received[1])["messages"]
+    assert [m["role"] for m in retried] == ["user", "assistant", "tool", "user"]
+    assert retried[2]["tool_call_id"] == "call_d"
+    assert response.headers[RECOVERED_HEADER].endswith(f"class={ESCALATED}")
+    (recovered,) = [e for e in logs if e["event"] == "request_recovered"]
+    assert recovered["error_class"] == ESCALATED and recovered["index"] == 1
+    samples = await scrape(proxy)
+    labels = {"route": "default", "error_class": ESCALATED, "result": "recovered"}
+    assert value(samples, "chatmend_recovery_retries_total", **labels) == 1
+
+
+async def test_an_unknown_refusal_naming_a_key_strips_only_by_the_allowlist(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Refusing("Unrecognized request argument supplied: messages[1].finish_reason")
+    body, _ = SESSIONS["finish_reason copied into history"]
+    response, _, _ = await _refused(aiohttp_server, aiohttp_client, upstream, body)
+    assert response.status == 200
+    retried = orjson.loads(upstream.received[1])["messages"]
+    assert retried[1] == {"role": "assistant", "content": "Done."}
+    assert retried[0] == USER and retried[2] == {"role": "user", "content": "Thanks."}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "This model's maximum context length is 65536 tokens; messages[1] makes it 70000.",
+        "Incorrect API key provided for messages[1].",
+        "The model `messages[1].tool_calls` does not exist or you do not have access to it.",
+        "Rate limit reached; retry messages[1] later.",
+        "Request too large for messages[1].",
+        "Something is wrong.",  # names nothing
+    ],
+)
+async def test_a_refusal_about_something_else_is_never_retried(
+    text: str, aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Refusing(text)
+    response, logs, _ = await _refused(aiohttp_server, aiohttp_client, upstream, DANGLING)
+    assert response.status == 400
+    assert upstream.received == [DANGLING]
+    assert not [e for e in logs if e["event"].startswith("recover")]
+
+
+async def test_an_escalation_that_changes_nothing_is_not_sent(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Refusing("Invalid 'messages[0].tool_calls[0]': not allowed here.")
+    body = chat([USER])
+    response, _, _ = await _refused(aiohttp_server, aiohttp_client, upstream, body)
+    assert response.status == 400
+    assert upstream.received == [body]
+
+
+async def test_a_422_of_a_known_class_is_recovered(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Refusing("Invalid 'messages[1].tool_calls[0].type': expected 'function'.", 422)
+    body, _ = SESSIONS["a call without its type"]
+    response, _, _ = await _refused(aiohttp_server, aiohttp_client, upstream, body)
+    assert response.status == 200
+    retried = orjson.loads(upstream.received[1])["messages"]
+    assert retried[1]["tool_calls"][0]["type"] == "function"
