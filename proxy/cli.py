@@ -7,6 +7,7 @@ import asyncio
 import signal
 import socket
 import sys
+import urllib.request
 from collections.abc import Callable, Sequence
 from functools import partial
 from importlib import metadata
@@ -19,6 +20,7 @@ from proxy.app import OFFLOAD_KEY, create_app
 from proxy.check import open_source, run_check, run_error_check
 from proxy.config import Config, ConfigError, load_config
 from proxy.emulate import create_emulator
+from proxy.learned import format_table, learned_table
 from proxy.log import configure_logging, get_logger
 from proxy.reload import reload_config
 from proxy.routing import ends_in_v1
@@ -103,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="deepseek",
         metavar="PROFILE",
         help="the provider to emulate: its contract, error texts and envelope (default deepseek)",
+    )
+    learned = commands.add_parser(
+        "learned",
+        help="what a running chatmend has learned from recovered refusals (from its /metrics)",
+    )
+    learned.add_argument(
+        "url", nargs="?", default="http://127.0.0.1:8787", help="chatmend's base URL"
     )
     return parser
 
@@ -338,6 +347,19 @@ def emulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def learned(args: argparse.Namespace) -> int:
+    """``learned [URL]``: the learned repairs a running chatmend shows in its /metrics."""
+    url = args.url.rstrip("/") + "/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        print(f"chatmend: cannot read {url}: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(format_table(learned_table(text)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -347,6 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check(args)
         if args.command == "emulate":
             return emulate(args)
+        if args.command == "learned":
+            return learned(args)
     except Exception as exc:
         # Anything else that stops chatmend (at start-up: the known causes above have their
         # own messages) is one line naming it, never a traceback.

@@ -107,6 +107,9 @@ class RecoverConfig:
 
     enabled: bool = True
     max_attempts: int = 1
+    #: How long a repair that recovered a refusal is applied before sending to the same
+    #: route, upstream and model (proxy/learned.py); 0: nothing is learned.
+    learn_ttl: float = 3600.0
 
     @property
     def active(self) -> bool:
@@ -515,7 +518,7 @@ def _routes(
 def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
     """A ``recover`` mapping over ``base`` (a route's defaults to the top level's)."""
     given = _mapping(value, key)
-    _no_unknown(given, ("enabled", "max_attempts"), key)
+    _no_unknown(given, ("enabled", "max_attempts", "learn_ttl"), key)
     attempts = given.get("max_attempts", base.max_attempts)
     if isinstance(attempts, bool) or attempts not in (0, 1):
         raise ConfigError(
@@ -523,7 +526,10 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
             f"got {attempts!r}"
         )
     enabled = _bool(given["enabled"], f"{key}.enabled") if "enabled" in given else base.enabled
-    return RecoverConfig(enabled=enabled, max_attempts=attempts)
+    ttl = given.get("learn_ttl", base.learn_ttl)
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 <= ttl <= 7 * 86400:
+        raise ConfigError(f"{key}.learn_ttl: must be seconds from 0 to 604800, got {ttl!r}")
+    return RecoverConfig(enabled=enabled, max_attempts=attempts, learn_ttl=float(ttl))
 
 
 def _reasoning(value: Any) -> ReasoningConfig:

@@ -74,6 +74,27 @@ class Metrics:
             ["route", "error_class", "result"],
             registry=r,
         )
+        # Learned repairs (proxy/learned.py).
+        self.recovery_learned = Counter(
+            "chatmend_recovery_learned",
+            "Repairs learned from a recovered refusal, by config route and error class.",
+            ["route", "error_class"],
+            registry=r,
+        )
+        self.learned_applied = Counter(
+            "chatmend_learned_applied",
+            "Requests a learned repair was applied to before sending, by config route and rule.",
+            ["route", "rule"],
+            registry=r,
+        )
+        self.learned = Gauge(
+            "chatmend_learned_repairs",
+            "What is learned now: 1 per config route, model, rule and the error class it "
+            "recovered (forgotten on TTL and reload).",
+            ["route", "model", "rule", "error_class"],
+            registry=r,
+            multiprocess_mode="max",
+        )
         self.upstream_seconds = Histogram(
             "chatmend_upstream_seconds",
             "Time until the upstream's response headers.",

@@ -1,20 +1,24 @@
-"""Recovery (``recover:``, off by default): a 400 that got through, repaired once and retried.
+"""Recovery (``recover:``, on by default): a refusal that got through, repaired once and
+retried.
 
-When the upstream answers 400 (nothing was processed, so a retry is safe) with an error text the
-catalogue knows (``proxy.metrics.classes``) and a rule repairs that class
-(``rules.providers.contract.repairs``), the client's body runs again under the request's plan with
-that
-repair enforced; if that changes the body chatmend sent, it is sent once more with the same
-headers and the retry's answer is relayed (``X-Chatmend-Recovered: <rules>; class=<class>``).
+When the upstream answers 400 or 422 (nothing was processed, so a retry is safe), chatmend reads
+the refusal (``proxy.classify.read_error``: the catalogue's texts, then its stable parts) and a
+rule repairs a class it carries (``rules.providers.contract.repairs``); an unclassified refusal
+that names a message, a field, a role or a tool call gets the repairs of what it names
+(``escalation``, never one that drops data). The client's body runs again under the request's
+plan with that repair enforced; if that changes the body chatmend sent, it is sent once more with
+the same headers and the retry's answer is relayed (``X-Chatmend-Recovered: <rules>;
+class=<class>``). What recovered it is then learned (proxy/learned.py).
 
-Never worse than without it: only a 400 of a known class, only when the repair changes the
-body, at most once, never for a body over ``max_body_bytes`` or a client that went away; the
-retry's own answer (a 400 too) is relayed as it comes, the first error logged. Only ids, indices
-and class names are logged, never content. The first answer was read whole and released
-(``proxy.streaming``: a 4xx under 256 KiB is) before the retry opens a new one.
+Never worse than without it: never for a refusal about context length, auth, the model, rate or
+size; only when the repair changes the body, at most once, never for a body over
+``max_body_bytes`` or a client that went away; the retry's own answer (a refusal too) is relayed
+as it comes, the first error logged. Only ids, indices and class names are logged, never
+content. The first answer was read whole and released (``proxy.streaming``: a 4xx under 256 KiB
+is) before the retry opens a new one.
 
-The mechanism knows an API only by its name (``chat``, ``responses``): a third one needs its
-rows in the repair table and a ``sanitize_body`` that reads it.
+The mechanism knows an API only by its name (``chat``, ``responses``, ``messages``): another
+one needs its rows in the repair table and a ``sanitize_body`` that reads it.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class Retry:
     sanitized: Sanitized
     #: The index of the list the provider's text cites, if any.
     index: int | None
+    #: The request's ``model`` (what a learned repair is kept for).
+    model: Any = None
 
     @property
     def header(self) -> str:
@@ -99,7 +105,7 @@ def plan_retry(
             if _changes_of(name, result) != _changes_of(name, first)
         }
         if rules:
-            return Retry(repair.code, rules, result, reading.index)
+            return Retry(repair.code, rules, result, reading.index, model)
     return None
 
 

@@ -42,7 +42,9 @@ Client = TestClient[Any, Any]
 Server = Callable[..., Awaitable[TestServer]]
 ClientFactory = Callable[..., Awaitable[Client]]
 
-RECOVER = {"profile": "passthrough", "recover": {"enabled": True}}
+#: Recovery alone: these tests hold each request to its own refusal and retry, so nothing is
+#: learned (``learn_ttl: 0``); learned repairs are tested in tests/proxy/test_recover_adapts.py.
+RECOVER = {"profile": "passthrough", "recover": {"enabled": True, "learn_ttl": 0}}
 
 THINKING_TURN: list[dict[str, Any]] = [
     USER,

@@ -9,26 +9,33 @@ under ``profile: passthrough`` (no rule on: only recovery can fix the request).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import pytest
-from aiohttp import web
+from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
+from proxy.app import LEARNED_KEY, create_app
+from proxy.cli import main as cli_main
 from proxy.config import parse_config
 from proxy.emulate import provider_error
+from proxy.learned import LearnedRepairs
+from proxy.metrics import Metrics
 from proxy.recover import ESCALATED, RECOVERED_HEADER
+from proxy.reload import reload_config
 from rules.providers.contract import Violation, violations
 from rules.providers.profiles import PROFILES
 from tests.builders import call, result
 from tests.conftest import base_url
 from tests.fake_upstream import COMPLETION
+from tests.proxy.test_hostile import _post
 from tests.proxy.test_metrics import scrape, value
+from tests.redis_server import RedisServer
 from tests.transcripts import BROKEN, USER, chat
 
 Client = TestClient[Any, Any]
@@ -218,7 +225,7 @@ class Refusing:
 
 async def _refused(
     aiohttp_server: Server, aiohttp_client: ClientFactory, upstream: Refusing, body: bytes
-) -> tuple[web.Response, list[dict[str, Any]], Client]:
+) -> tuple[ClientResponse, list[Any], Client]:
     server = await aiohttp_server(upstream.app())
     proxy = await aiohttp_client(
         create_app(parse_config({"profile": "passthrough"}, default_upstream=base_url(server)))
@@ -309,3 +316,205 @@ async def test_a_422_of_a_known_class_is_recovered(
     assert response.status == 200
     retried = orjson.loads(upstream.received[1])["messages"]
     assert retried[1]["tool_calls"][0]["type"] == "function"
+
+
+async def test_the_default_profile_passes_an_upstream_that_refuses_unknown_keys(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """The default config (the ``deepseek`` profile, recovery on) in front of a strict relay
+    that refuses unknown message keys: the profile forwards ``finish_reason`` (no DeepSeek
+    refusal is on record), the relay refuses it, recovery strips it; a clean request goes
+    byte for byte."""
+    for pydantic in (False, True):
+        upstream = Worded(pydantic=pydantic)
+        server = await aiohttp_server(upstream.app())
+        proxy = await aiohttp_client(
+            create_app(parse_config({}, default_upstream=base_url(server)))
+        )
+        clean = chat(
+            [USER, {"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Go."}]
+        )
+        response = await proxy.post("/v1/chat/completions", data=clean)
+        assert response.status == 200
+        assert upstream.received == [clean]
+        assert response.headers["X-Chatmend-Changes"] == "0"
+        body, _ = SESSIONS["finish_reason copied into history"]
+        response = await proxy.post("/v1/chat/completions", data=body)
+        assert response.status == 200, await response.text()
+        assert response.headers[RECOVERED_HEADER].endswith("class=unknown_field")
+        retried = orjson.loads(upstream.received[-1])["messages"]
+        assert retried[1] == {"role": "assistant", "content": "Done."}
+
+
+# --- learned repairs -------------------------------------------------------------------------
+
+
+def _learned(samples: dict[Any, float]) -> set[tuple[str, str, str, str]]:
+    """``chatmend_learned_repairs`` now: (route, model, rule, error class) with value 1."""
+    found = set()
+    for (name, labels), sample in samples.items():
+        if name == "chatmend_learned_repairs" and sample == 1:
+            given = dict(labels)
+            found.add((given["route"], given["model"], given["rule"], given["error_class"]))
+    return found
+
+
+async def test_a_second_request_of_the_same_kind_reaches_the_upstream_repaired(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """A stuck session pays one refusal: the repair that recovered the first request is applied
+    before sending to the next of the same route and model (one upstream request), and only
+    that repair (a developer message is renamed; ``unknown-roles`` was in the class's repair but
+    changed nothing, so it is not learned)."""
+    upstream = Worded()
+    proxy = await _start(aiohttp_server, aiohttp_client, upstream)
+    body, _ = SESSIONS["a developer message"]
+    with capture_logs() as logs:
+        first = await proxy.post("/v1/chat/completions", data=body)
+        assert first.status == 200 and len(upstream.received) == 2
+        second = await proxy.post("/v1/chat/completions", data=body)
+    assert second.status == 200
+    assert len(upstream.received) == 3  # one upstream request for the second
+    assert upstream.received[2] == upstream.received[1]  # repaired as the retry was
+    assert RECOVERED_HEADER not in second.headers
+    assert "developer-role" in second.headers["X-Chatmend-Changes"]
+    (learned,) = [e for e in logs if e["event"] == "recovery_learned"]
+    assert learned["rules"] == ["developer-role"] and learned["error_class"] == "unknown_role"
+    assert learned["model"] == "deepseek-chat" and learned["route"] == "default"
+    samples = await scrape(proxy)
+    assert _learned(samples) == {("default", "deepseek-chat", "developer-role", "unknown_role")}
+    assert (
+        value(
+            samples, "chatmend_recovery_learned_total", route="default", error_class="unknown_role"
+        )
+        == 1
+    )
+    assert (
+        value(samples, "chatmend_learned_applied_total", route="default", rule="developer-role")
+        == 1
+    )
+    # another defect is not repaired in advance: the learned repair does not widen
+    other, _ = SESSIONS["finish_reason copied into history"]
+    response = await proxy.post("/v1/chat/completions", data=other)
+    assert response.status == 200 and RECOVERED_HEADER in response.headers
+    assert len(upstream.received) == 5
+    # another model on the same route has learned nothing
+    payload = orjson.loads(body)
+    payload["model"] = "deepseek-reasoner"
+    response = await proxy.post("/v1/chat/completions", data=orjson.dumps(payload))
+    assert response.status == 200 and RECOVERED_HEADER in response.headers
+    assert len(upstream.received) == 7
+    # and a clean request still goes byte for byte
+    clean = chat([USER])
+    assert (await proxy.post("/v1/chat/completions", data=clean)).status == 200
+    assert upstream.received[-1] == clean
+
+
+async def test_a_learned_repair_is_forgotten_on_ttl_and_on_reload(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Worded()
+    server = await aiohttp_server(upstream.app())
+    settings = {"profile": "passthrough", "recover": {"learn_ttl": 0.3}}
+    app = create_app(parse_config(settings, default_upstream=base_url(server)))
+    proxy = await aiohttp_client(app)
+    body, _ = SESSIONS["a call without its type"]
+
+    async def sends() -> int:
+        before = len(upstream.received)
+        assert (await proxy.post("/v1/chat/completions", data=body)).status == 200
+        return len(upstream.received) - before
+
+    assert [await sends(), await sends()] == [2, 1]
+    await asyncio.sleep(0.4)  # past the TTL: forgotten
+    assert [await sends(), await sends()] == [2, 1]
+    assert _learned(await scrape(proxy))
+    assert reload_config(app, lambda: parse_config(settings, default_upstream=base_url(server)))
+    assert not _learned(await scrape(proxy))
+    assert [await sends(), await sends()] == [2, 1]
+
+
+async def test_learn_ttl_zero_learns_nothing(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Worded()
+    proxy = await _start(aiohttp_server, aiohttp_client, upstream, recover={"learn_ttl": 0})
+    body, _ = SESSIONS["a call without its type"]
+    for _ in range(2):
+        assert (await proxy.post("/v1/chat/completions", data=body)).status == 200
+    assert len(upstream.received) == 4
+
+
+def test_the_learned_store_is_bounded() -> None:
+    learned = LearnedRepairs(Metrics(), max_entries=3)
+    for number in range(5):
+        learned.learn(
+            route="default",
+            upstream="http://u",
+            api="chat",
+            model=f"m{number}",
+            rules={"tool-call-type": {}},
+            error_class="missing_tool_call_type",
+            ttl=60,
+        )
+    assert [key[3] for key, _ in learned.entries()] == ["m2", "m3", "m4"]
+    learned.learn(
+        route="default",
+        upstream="http://u",
+        api="chat",
+        model="m" * 300,  # a model name this long is not remembered
+        rules={"tool-call-type": {}},
+        error_class="missing_tool_call_type",
+        ttl=60,
+    )
+    assert len(learned.entries()) == 3
+
+
+async def test_replicas_share_what_they_learn_through_redis(
+    aiohttp_server: Server, aiohttp_client: ClientFactory, redis_server: RedisServer
+) -> None:
+    """Two replicas with the stash in one Redis: what one learns, the other applies after
+    its refresh (one upstream request); a reload forgets it for both."""
+    upstream = Worded()
+    server = await aiohttp_server(upstream.app())
+    settings = {
+        "profile": "passthrough",
+        "reasoning": {"store": "redis", "redis": {"url": redis_server.url, "prefix": "t26:"}},
+    }
+    apps = [create_app(parse_config(settings, default_upstream=base_url(server))) for _ in "ab"]
+    one, two = [await aiohttp_client(app) for app in apps]
+    body, _ = SESSIONS["a call without its type"]
+    assert (await one.post("/v1/chat/completions", data=body)).status == 200
+    assert len(upstream.received) == 2
+    for _ in range(50):  # the write is sent after the answer
+        await apps[1][LEARNED_KEY].refresh()
+        if apps[1][LEARNED_KEY].entries():
+            break
+        await asyncio.sleep(0.02)
+    assert (await two.post("/v1/chat/completions", data=body)).status == 200
+    assert len(upstream.received) == 3
+    assert _learned(await scrape(two)) == {
+        ("default", "deepseek-chat", "tool-call-type", "missing_tool_call_type")
+    }
+
+
+async def test_chatmend_learned_prints_what_a_running_proxy_learned(
+    aiohttp_server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    upstream = Worded()
+    up = await aiohttp_server(upstream.app())
+    settings = {"profile": "passthrough"}
+    proxy = await aiohttp_server(create_app(parse_config(settings, default_upstream=base_url(up))))
+    url = base_url(proxy)
+    assert await asyncio.to_thread(cli_main, ["learned", url]) == 0
+    assert capsys.readouterr().out == "nothing learned\n"
+    body, _ = SESSIONS["a call without its type"]
+    status, _ = await _post(url + "/v1/chat/completions", body, {})
+    assert status == 200
+    capsys.readouterr()  # the proxy's own log lines
+    assert await asyncio.to_thread(cli_main, ["learned", url]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "route    model          rule            error_class",
+        "default  deepseek-chat  tool-call-type  missing_tool_call_type",
+    ]
+    assert await asyncio.to_thread(cli_main, ["learned", "http://127.0.0.1:9"]) == 2
