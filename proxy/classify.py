@@ -54,6 +54,9 @@ MAX_INFLATED = 256 * 1024
 MAX_PATHS = 16
 
 _SLOT = re.compile(r"\{[a-z_]*\}")
+#: A catalogued text with at least this many literal characters is specific enough to come
+#: before what a field path says.
+STRONG_CHARS = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,11 @@ class Template:
         plain = text.replace("{{", "\0").replace("}}", "\1")
         pieces = (p.replace("\0", "{").replace("\1", "}") for p in _SLOT.split(plain))
         return cls(tuple(piece for piece in pieces if piece), code)
+
+    @property
+    def strong(self) -> bool:
+        """Whether the text says enough to win over a field path (not a short generic one)."""
+        return sum(len(piece) for piece in self.pieces) >= STRONG_CHARS
 
     def found_in(self, text: str) -> bool:
         """Whether ``text`` carries this template: each piece after the previous one. Taking
@@ -296,6 +304,9 @@ _UNEXPECTED = frozenset(
      "permitted", "additional", "forbidden", "allowed"}
 )  # fmt: skip
 _MISSING = frozenset({"missing", "required"})
+_ROLE_REFUSED = frozenset(
+    {"unknown", "invalid", "variant", "unsupported", "supported", "expected", "tag", "allowed"}
+)
 
 
 def _by_path(path: Path, words: frozenset[str]) -> list[str]:
@@ -325,7 +336,7 @@ def _by_path(path: Path, words: frozenset[str]) -> list[str]:
             return ["bookkeeping_field"]
         return []
     if head == "role":
-        return ["unknown_role"]
+        return ["unknown_role"] if _ROLE_REFUSED & words else []
     if head == "tool_call_id":
         if "duplicate" in words:
             return ["duplicate_tool_result"]
@@ -334,7 +345,7 @@ def _by_path(path: Path, words: frozenset[str]) -> list[str]:
         if {"long", "length", "pattern", "format"} & words:
             return ["tool_call_id_format"]
         return []
-    if head == "content":
+    if head == "content" and len(rest) <= 2:  # the content, or one part: not a block's field
         if "null" in words or "none" in words:
             return ["content_null"]
         if _MISSING & words:
@@ -373,7 +384,7 @@ def structural(refusal: Refusal, field: str = "messages") -> Reading:
             codes.extend(_unknown_key(key))
     if "duplicate" in words and ("tool_call_id" in words or "tool_call_ids" in words):
         codes.extend(("duplicate_tool_result", "duplicate_tool_call_id"))
-    if "role" in words and ({"unknown", "invalid", "variant", "unsupported"} & words):
+    if "role" in words and ({"unknown", "variant", "unsupported"} & words):
         codes.append("unknown_role")
     index = path[1] if path is not None else None
     if index is None and (words_index := _INDEX_WORDS.search(lowered)) is not None:
@@ -407,12 +418,19 @@ def read_error(body: bytes | None, field: str = "messages") -> Reading:
     refusal = read_refusal(body)
     if refusal is None:
         return Reading()
-    found = [template.code for template in CATALOGUE if template.found_in(refusal.text)]
+    strong: list[str] = []
+    weak: list[str] = []
+    for template in CATALOGUE:
+        if template.found_in(refusal.text):
+            (strong if template.strong else weak).append(template.code)
     reading = structural(refusal, field)
-    # A path down to a field is the most specific thing a refusal says; else the catalogue's
-    # text, which may be a whole sentence, comes first.
-    first, then = (reading.codes, found) if reading.path_has_field else (found, reading.codes)
-    codes = tuple(dict.fromkeys((*first, *then)))
+    # A catalogued sentence is the provider's own words: it comes first. A short generic one
+    # ("Extra inputs are not permitted") says less than a path down to a field, which then
+    # comes before it.
+    if reading.path_has_field:
+        codes = tuple(dict.fromkeys((*strong, *reading.codes, *weak)))
+    else:
+        codes = tuple(dict.fromkeys((*strong, *weak, *reading.codes)))
     return Reading(codes, reading.index, reading.path, reading.key, reading.names, reading.about)
 
 

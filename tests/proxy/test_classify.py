@@ -245,3 +245,17 @@ def test_a_named_key_is_pulled_out() -> None:
 )
 def test_what_a_refusal_is_about_is_read(refusal: str, about: str) -> None:
     assert read_error(_envelope(refusal)).about == about
+
+
+def test_every_catalogued_text_filled_in_is_read_as_its_class_first() -> None:
+    """The stable-parts layer never outranks a catalogued sentence: each text, its slots
+    filled with a number, reads as its own class (or one that shares the very same text), and
+    as about nothing else (so it stays recoverable)."""
+    shared: dict[tuple[str, ...], set[str]] = {}
+    for template in CATALOGUE:
+        shared.setdefault(template.pieces, set()).add(template.code)
+    for template in CATALOGUE:
+        text = "1".join(template.pieces)
+        reading = read_error(orjson.dumps({"error": {"message": text}}))
+        assert reading.codes[0] in shared[template.pieces], (template.code, reading)
+        assert reading.about is None, (template.code, reading)
