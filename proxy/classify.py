@@ -35,6 +35,7 @@ import re
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -413,6 +414,7 @@ def structural(refusal: Refusal, field: str = "messages") -> Reading:
     )
 
 
+@lru_cache(maxsize=4)  # one refusal is read by the metrics, the log and recovery: read it once
 def read_error(body: bytes | None, field: str = "messages") -> Reading:
     """``body`` read whole: the catalogue's classes, then those of its stable parts."""
     refusal = read_refusal(body)
