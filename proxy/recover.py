@@ -59,6 +59,8 @@ class Retry:
     index: int | None
     #: The request's ``model`` (what a learned repair is kept for).
     model: Any = None
+    #: The field path the provider's text names (``messages[1].tool_calls[0].type``), if any.
+    path: str | None = None
 
     @property
     def header(self) -> str:
@@ -105,7 +107,7 @@ def plan_retry(
             if _changes_of(name, result) != _changes_of(name, first)
         }
         if rules:
-            return Retry(repair.code, rules, result, reading.index, model)
+            return Retry(repair.code, rules, result, reading.index, model, reading.path)
     return None
 
 
@@ -241,6 +243,7 @@ def record(
         "rules": list(retry.rules),
         "error_class": retry.error_class,
         "index": retry.index,
+        "path": retry.path,
         "attempt": 1,
         "status": status,
     }

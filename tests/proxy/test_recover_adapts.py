@@ -155,6 +155,15 @@ async def _start(
     )
 
 
+#: session -> (the index, the field path) the refusal names, as logged
+PATHS: dict[str, tuple[int | None, str | None]] = {
+    "a reused id": (4, "messages[4]"),
+    "cut-off arguments": (1, "messages[1].tool_calls[0].function.arguments"),
+    "a call without its type": (1, "messages[1].tool_calls[0].type"),
+    "a developer message": (0, "messages[0].role"),
+    "finish_reason copied into history": (None, None),
+}
+
 #: Every session in the OpenAI envelope; the unknown key also as a pydantic 422.
 WORDED = [(session, False) for session in sorted(SESSIONS)] + [
     ("finish_reason copied into history", True)
@@ -177,6 +186,8 @@ async def test_each_single_defect_session_succeeds_through_one_recovery_by_defau
     assert response.headers[RECOVERED_HEADER].endswith(f"class={error_class}")
     (recovered,) = [e for e in logs if e["event"] == "request_recovered"]
     assert recovered["error_class"] == error_class
+    index, path = (1, "messages[1].finish_reason") if pydantic else PATHS[session]
+    assert recovered["index"] == index and recovered["path"] == path
     assert "unclassified" not in str(logs)
 
 
