@@ -4,11 +4,14 @@ worker processes)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from proxy.appkeys import (
+    LEARNED_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
     REASONING_KEY,
@@ -20,6 +23,7 @@ from proxy.body import MAX_HEADER_BYTES
 from proxy.config import Config
 from proxy.errors import error_response
 from proxy.handler import handle
+from proxy.learned import LearnedRepairs
 from proxy.log import SINK
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics
@@ -28,10 +32,12 @@ from proxy.recover import Suggestions
 from proxy.routing import Runtime, RuntimeHolder
 from proxy.stash import build_stash
 from proxy.stash.hooks import ReasoningHooks
+from proxy.stash.redis_store import RedisStore
 from proxy.upstream import create_session
 from rules.providers.planner import Planner
 
 __all__ = [
+    "LEARNED_KEY",
     "MAX_HEADER_BYTES",
     "METRICS_KEY",
     "OFFLOAD_KEY",
@@ -69,6 +75,11 @@ def create_app(config: Config) -> web.Application:
     stash = build_stash(config.reasoning, app[METRICS_KEY])
     app[REASONING_KEY] = ReasoningHooks(stash, app[METRICS_KEY])
     app.on_cleanup.append(_close_stash)
+    # issue 26: repairs learned from recovered refusals, shared through the stash's Redis.
+    app[LEARNED_KEY] = LearnedRepairs(app[METRICS_KEY])
+    if stash is not None and isinstance(stash.store, RedisStore):
+        app[LEARNED_KEY].share(stash.store.client, stash.store.prefix)
+        app.cleanup_ctx.append(_share_learned)
     # Probes chatmend answers itself, never forwarded, never logged (they come every few
     # seconds): registered before the catch-all, so they match first.
     app.router.add_get(HEALTHZ, healthz)
@@ -151,6 +162,15 @@ async def _expect(request: web.Request) -> web.Response | None:
     )
     response.force_close()
     return response
+
+
+async def _share_learned(app: web.Application) -> AsyncIterator[None]:
+    """Read the replicas' learned repairs from Redis while the app runs."""
+    task = asyncio.get_running_loop().create_task(app[LEARNED_KEY].run_refresh())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def _close_stash(app: web.Application) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import socket
 import sys
+import urllib.request
 from collections.abc import Callable, Sequence
 from functools import partial
 from importlib import metadata
@@ -19,7 +21,9 @@ from proxy.app import OFFLOAD_KEY, create_app
 from proxy.check import open_source, run_check, run_error_check
 from proxy.config import Config, ConfigError, load_config
 from proxy.emulate import create_emulator
+from proxy.learned import format_table, learned_table
 from proxy.log import configure_logging, get_logger
+from proxy.probe import probe
 from proxy.reload import reload_config
 from proxy.routing import ends_in_v1
 from proxy.sanitize import PlanSource
@@ -103,6 +107,30 @@ def build_parser() -> argparse.ArgumentParser:
         default="deepseek",
         metavar="PROFILE",
         help="the provider to emulate: its contract, error texts and envelope (default deepseek)",
+    )
+    probe = commands.add_parser(
+        "probe",
+        help="which catalogued shapes a live endpoint refuses, and the profile that fits it",
+    )
+    probe.add_argument("url", help="the endpoint's base URL (https://api.example.com or .../v1)")
+    probe.add_argument(
+        "--model", default="deepseek-chat", help="the model to probe (default deepseek-chat)"
+    )
+    probe.add_argument(
+        "--key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the endpoint's API key (default OPENAI_API_KEY)",
+    )
+    probe.add_argument(
+        "--yes", action="store_true", help="do not ask before spending on a non-loopback host"
+    )
+    learned = commands.add_parser(
+        "learned",
+        help="what a running chatmend has learned from recovered refusals (from its /metrics)",
+    )
+    learned.add_argument(
+        "url", nargs="?", default="http://127.0.0.1:8787", help="chatmend's base URL"
     )
     return parser
 
@@ -338,6 +366,38 @@ def emulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_probe(args: argparse.Namespace) -> int:
+    """``probe URL``: the battery, the table, the best-fitting profile and its YAML."""
+
+    def ask(prompt: str) -> str:
+        if not sys.stdin.isatty():
+            print("(stdin is not a terminal: pass --yes to send)", file=sys.stderr)
+            return ""
+        return input(prompt)
+
+    return probe(
+        args.url,
+        model=args.model,
+        key=os.environ.get(args.key_env) or None,
+        yes=args.yes,
+        say=sys.stdout.write,
+        ask=ask,
+    )
+
+
+def learned(args: argparse.Namespace) -> int:
+    """``learned [URL]``: the learned repairs a running chatmend shows in its /metrics."""
+    url = args.url.rstrip("/") + "/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        print(f"chatmend: cannot read {url}: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(format_table(learned_table(text)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -347,6 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return check(args)
         if args.command == "emulate":
             return emulate(args)
+        if args.command == "learned":
+            return learned(args)
+        if args.command == "probe":
+            return run_probe(args)
     except Exception as exc:
         # Anything else that stops chatmend (at start-up: the known causes above have their
         # own messages) is one line naming it, never a traceback.

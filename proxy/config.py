@@ -101,11 +101,15 @@ class RuleSetting:
 
 @dataclass(frozen=True, slots=True)
 class RecoverConfig:
-    """Recovery (proxy/recover.py): a 400 whose error text is a catalogued class a rule
-    repairs is repaired and retried, at most ``max_attempts`` (0 or 1) times per request."""
+    """Recovery (proxy/recover.py, on by default): a 400 or 422 whose error text is a known
+    class a rule repairs (or that names a message, escalated) is repaired and retried, at most
+    ``max_attempts`` (0 or 1) times per request."""
 
-    enabled: bool = False
+    enabled: bool = True
     max_attempts: int = 1
+    #: How long a repair that recovered a refusal is applied before sending to the same
+    #: route, upstream and model (proxy/learned.py); 0: nothing is learned.
+    learn_ttl: float = 3600.0
 
     @property
     def active(self) -> bool:
@@ -137,7 +141,7 @@ class RouteConfig:
     log_content: bool = False
     #: Check every rewritten body against the profile's contract at run time.
     verify: bool = False
-    #: Repair and retry a 400 once (off by default).
+    #: Repair and retry a refused request once (on by default; ``recover: {enabled: false}``).
     recover: RecoverConfig = field(default_factory=RecoverConfig)
 
     def report_rules(self) -> frozenset[str]:
@@ -514,7 +518,7 @@ def _routes(
 def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
     """A ``recover`` mapping over ``base`` (a route's defaults to the top level's)."""
     given = _mapping(value, key)
-    _no_unknown(given, ("enabled", "max_attempts"), key)
+    _no_unknown(given, ("enabled", "max_attempts", "learn_ttl"), key)
     attempts = given.get("max_attempts", base.max_attempts)
     if isinstance(attempts, bool) or attempts not in (0, 1):
         raise ConfigError(
@@ -522,7 +526,10 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
             f"got {attempts!r}"
         )
     enabled = _bool(given["enabled"], f"{key}.enabled") if "enabled" in given else base.enabled
-    return RecoverConfig(enabled=enabled, max_attempts=attempts)
+    ttl = given.get("learn_ttl", base.learn_ttl)
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 <= ttl <= 7 * 86400:
+        raise ConfigError(f"{key}.learn_ttl: must be seconds from 0 to 604800, got {ttl!r}")
+    return RecoverConfig(enabled=enabled, max_attempts=attempts, learn_ttl=float(ttl))
 
 
 def _reasoning(value: Any) -> ReasoningConfig:

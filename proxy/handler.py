@@ -14,13 +14,16 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
+import orjson
 from aiohttp import ClientError, web
 from multidict import CIMultiDict
 
 from proxy import account, body, errors
 from proxy.account import RequestState
 from proxy.appkeys import (
+    LEARNED_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
     REASONING_KEY,
@@ -30,11 +33,12 @@ from proxy.appkeys import (
 )
 from proxy.config import Config
 from proxy.credentials import apply_upstream_credentials, authorized
+from proxy.learned import LearnedRepairs
 from proxy.log import get_logger
 from proxy.metrics import Metrics
-from proxy.recover import RECOVERED_HEADER, may_retry, plan_retry, record
+from proxy.recover import RECOVERABLE, RECOVERED_HEADER, may_retry, plan_retry, record
 from proxy.routing import RefusedPath, Route, Runtime, route_path
-from proxy.sanitize import Sanitized, sanitize_body
+from proxy.sanitize import PlanSource, Sanitized, sanitize_body
 from proxy.stash.hooks import RequestReasoning
 from proxy.streaming import RelayResult, relay
 from proxy.upstream import anthropic_betas, open_upstream, request_headers, upstream_url
@@ -69,6 +73,8 @@ class Repair:
 
     sanitized: Sanitized | None = None
     reasoning: RequestReasoning | None = None
+    #: The plan source the rules ran under: the route's, or with a learned repair enforced.
+    source: PlanSource | None = None
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
@@ -206,6 +212,7 @@ async def _sanitize(
     big = offload.enabled and len(read.decoded) > config.offload_body_bytes
     reasoning: RequestReasoning | None = None
     sanitized: Sanitized | None = None
+    source: PlanSource = route.planner
     started = time.perf_counter()
     try:
         async with asyncio.timeout(config.sanitize_deadline):
@@ -227,8 +234,9 @@ async def _sanitize(
                 )
             else:
                 parsed = None if reasoning is None else reasoning.payload
+                source, parsed = _learned(app[LEARNED_KEY], route, read, parsed)
                 sanitized = sanitize_body(
-                    read.decoded, route.planner, read.api, parsed=parsed, given=given
+                    read.decoded, source, read.api, parsed=parsed, given=given
                 )
     except TimeoutError:
         # Fail-open: the body goes as it came, as if chatmend were not there.
@@ -246,7 +254,28 @@ async def _sanitize(
     if sanitized.skipped == "json_too_deep":
         state.outcome = "rejected"
         return errors.too_deep()
-    return Repair(sanitized, reasoning)
+    return Repair(sanitized, reasoning, source)
+
+
+def _learned(
+    learned: LearnedRepairs, route: Route, read: Body, parsed: dict[str, Any] | None
+) -> tuple[PlanSource, dict[str, Any] | None]:
+    """The plan source for this body (``proxy.learned``): the route's planner, with what was
+    learned for this route, upstream, API and model enforced; and the body parsed, if that
+    took parsing it (a route with nothing learned pays one dict lookup, no parse)."""
+    if not learned.on_route(route.name) or route.config.mode == "report" or read.api is None:
+        return route.planner, parsed
+    if parsed is None:
+        try:
+            loaded = orjson.loads(read.decoded or b"")
+        except orjson.JSONDecodeError:
+            return route.planner, None
+        if not isinstance(loaded, dict):
+            return route.planner, None
+        parsed = loaded
+    upstream = route.config.upstream.url
+    model = parsed.get("model")
+    return learned.source(route.name, upstream, read.api, model, route.planner), parsed
 
 
 def given_to_rules(
@@ -300,7 +329,7 @@ async def _relay(
     if isinstance(answer, web.Response):
         return answer
     if (
-        answer[0] == 400
+        answer[0] in RECOVERABLE
         and route.config.recover.active
         and sanitized is not None
         and read.decoded
@@ -312,6 +341,7 @@ async def _relay(
             request,
             state,
             route,
+            repair.source or route.planner,
             answer[1],
             original=read.decoded,
             sanitized=sanitized,
@@ -385,6 +415,7 @@ async def _recover(
     request: web.Request,
     state: RequestState,
     route: Route,
+    source: PlanSource,
     first: RelayResult,
     *,
     original: bytes,
@@ -401,7 +432,7 @@ async def _recover(
         first.readable,
         original,
         sanitized,
-        route.planner,
+        source,
         state.api,
         given=given_to_rules(request, state.api, reasoning),
     )
@@ -422,4 +453,14 @@ async def _recover(
         meter=request.app[METRICS_KEY],
         suggestions=request.app[SUGGESTIONS_KEY],
     )
+    if status < 400 and state.api is not None:  # what recovered it, for the next requests
+        request.app[LEARNED_KEY].learn(
+            route=route.name,
+            upstream=route.config.upstream.url,
+            api=state.api,
+            model=retry.model,
+            rules=retry.rules,
+            error_class=retry.error_class,
+            ttl=route.config.recover.learn_ttl,
+        )
     return retry.sanitized, answer

@@ -1,8 +1,8 @@
 """Prometheus metrics: what chatmend repaired, what still got rejected, and what it cost.
 
 One registry per app (so tests and several apps in one process never share counters), served at
-``GET /metrics`` by chatmend itself. Upstream rejections are classified by matching the
-provider's error text against the catalogue's texts (every check's, every profile's override):
+``GET /metrics`` by chatmend itself. Upstream rejections are classified by
+``proxy.classify`` (the catalogue's texts, then the refusal's stable parts, in bounded time):
 ``class`` is then the check's code (``empty_tool_calls``), so an operator sees which 400s still
 get through; a text no check knows is ``unclassified``.
 """
@@ -10,93 +10,17 @@ get through; a text no check knows is ``unclassified``.
 from __future__ import annotations
 
 import os
-import re
-from typing import Any
 
-import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from rules.providers.contract import CHECKS
-from rules.providers.contract.messages import MESSAGES_CHECKS
-from rules.providers.contract.responses import CHECKS as RESPONSES_CHECKS
-from rules.providers.profiles import PROFILES
+from proxy.classify import CATALOGUE, classes, classify, error_text
+
+__all__ = ["CATALOGUE", "CONTENT_TYPE", "Metrics", "classes", "classify", "error_text"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-
-
-def _pattern(template: str) -> re.Pattern[str]:
-    """A check's text template as a regex: the ``{field}`` slots match anything."""
-    pieces = re.split(r"\{[a-z_]*\}", template.replace("{{", "{").replace("}}", "}"))
-    return re.compile(".*?".join(re.escape(piece) for piece in pieces), re.DOTALL)
-
-
-def _catalogue() -> list[tuple[re.Pattern[str], str]]:
-    """Every (text, code) pair: chat, Responses and Messages checks, and every profile's
-    override. Two
-    checks may share a text (deepseek-reasoner's successive users and assistants): both stay,
-    in check order, so recovery can try each."""
-    texts: dict[tuple[str, str], None] = {}
-    for check in (*CHECKS, *RESPONSES_CHECKS, *MESSAGES_CHECKS):
-        texts[check.text, check.code] = None
-    for profile in PROFILES.values():
-        for code, overrides in (*profile.contract.items(), *profile.messages_contract.items()):
-            if "text" in overrides:
-                texts[overrides["text"], code] = None
-    # longest first (stable): a specific text wins over a generic one it contains
-    return [(_pattern(text), code) for text, code in sorted(texts, key=lambda t: -len(t[0]))]
-
-
-CATALOGUE = _catalogue()
-
-
-def error_text(body: bytes, *, depth: int = 0) -> str | None:
-    """The message of an error body: OpenAI's ``error.message``, Mistral's ``message``, xAI's
-    ``error`` string (``{"code": "Client specified an invalid argument", "error": "..."}``),
-    the first of Gemini's list, or, for OpenRouter's "Provider returned error", the message of
-    the upstream body it relays in ``error.metadata.raw`` (docs/providers.md#conventions)."""
-    try:
-        data: Any = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if isinstance(data, list) and data:
-        data = data[0]
-    if not isinstance(data, dict):
-        return None
-    error = data.get("error", data)
-    if isinstance(error, str):
-        return error
-    message = error.get("message") if isinstance(error, dict) else None
-    metadata = error.get("metadata") if isinstance(error, dict) else None
-    raw = metadata.get("raw") if isinstance(metadata, dict) else None
-    if isinstance(raw, str) and depth == 0:  # one level: the relayed body is the provider's
-        relayed = error_text(raw.encode(), depth=1)
-        if relayed is not None:
-            return relayed
-    return message if isinstance(message, str) else None
-
-
-def classify(body: bytes | None) -> str:
-    """The catalogue code whose text the rejection carries, or ``unclassified``."""
-    text = error_text(body) if body else None
-    if text is None:
-        return "unclassified"
-    return next((code for pattern, code in CATALOGUE if pattern.search(text)), "unclassified")
-
-
-def classes(body: bytes | None) -> list[str]:
-    """Every catalogue code whose text the rejection carries, the most specific first (empty:
-    not a catalogued rejection)."""
-    text = error_text(body) if body else None
-    if text is None:
-        return []
-    found: list[str] = []
-    for pattern, code in CATALOGUE:
-        if code not in found and pattern.search(text):
-            found.append(code)
-    return found
 
 
 class Metrics:
@@ -142,6 +66,34 @@ class Metrics:
             "config route, the rule that repaired it and the error class.",
             ["route", "rule", "error_class"],
             registry=r,
+        )
+        self.recovery_retries = Counter(
+            "chatmend_recovery_retries",
+            "Retries recovery sent, by config route, error class (``escalated``: a refusal that "
+            "named a message but matched no class) and result (recovered, failed).",
+            ["route", "error_class", "result"],
+            registry=r,
+        )
+        # Learned repairs (proxy/learned.py).
+        self.recovery_learned = Counter(
+            "chatmend_recovery_learned",
+            "Repairs learned from a recovered refusal, by config route and error class.",
+            ["route", "error_class"],
+            registry=r,
+        )
+        self.learned_applied = Counter(
+            "chatmend_learned_applied",
+            "Requests a learned repair was applied to before sending, by config route and rule.",
+            ["route", "rule"],
+            registry=r,
+        )
+        self.learned = Gauge(
+            "chatmend_learned_repairs",
+            "What is learned now: 1 per config route, model, rule and the error class it "
+            "recovered (forgotten on TTL and reload).",
+            ["route", "model", "rule", "error_class"],
+            registry=r,
+            multiprocess_mode="max",
         )
         self.upstream_seconds = Histogram(
             "chatmend_upstream_seconds",

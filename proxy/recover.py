@@ -1,20 +1,24 @@
-"""Recovery (``recover:``, off by default): a 400 that got through, repaired once and retried.
+"""Recovery (``recover:``, on by default): a refusal that got through, repaired once and
+retried.
 
-When the upstream answers 400 (nothing was processed, so a retry is safe) with an error text the
-catalogue knows (``proxy.metrics.classes``) and a rule repairs that class
-(``rules.providers.contract.repairs``), the client's body runs again under the request's plan with
-that
-repair enforced; if that changes the body chatmend sent, it is sent once more with the same
-headers and the retry's answer is relayed (``X-Chatmend-Recovered: <rules>; class=<class>``).
+When the upstream answers 400 or 422 (nothing was processed, so a retry is safe), chatmend reads
+the refusal (``proxy.classify.read_error``: the catalogue's texts, then its stable parts) and a
+rule repairs a class it carries (``rules.providers.contract.repairs``); an unclassified refusal
+that names a message, a field, a role or a tool call gets the repairs of what it names
+(``escalation``, never one that drops data). The client's body runs again under the request's
+plan with that repair enforced; if that changes the body chatmend sent, it is sent once more with
+the same headers and the retry's answer is relayed (``X-Chatmend-Recovered: <rules>;
+class=<class>``). What recovered it is then learned (proxy/learned.py).
 
-Never worse than without it: only a 400 of a known class, only when the repair changes the
-body, at most once, never for a body over ``max_body_bytes`` or a client that went away; the
-retry's own answer (a 400 too) is relayed as it comes, the first error logged. Only ids, indices
-and class names are logged, never content. The first answer was read whole and released
-(``proxy.streaming``: a 4xx under 256 KiB is) before the retry opens a new one.
+Never worse than without it: never for a refusal about context length, auth, the model, rate or
+size; only when the repair changes the body, at most once, never for a body over
+``max_body_bytes`` or a client that went away; the retry's own answer (a refusal too) is relayed
+as it comes, the first error logged. Only ids, indices and class names are logged, never
+content. The first answer was read whole and released (``proxy.streaming``: a 4xx under 256 KiB
+is) before the retry opens a new one.
 
-The mechanism knows an API only by its name (``chat``, ``responses``): a third one needs its
-rows in the repair table and a ``sanitize_body`` that reads it.
+The mechanism knows an API only by its name (``chat``, ``responses``, ``messages``): another
+one needs its rows in the repair table and a ``sanitize_body`` that reads it.
 """
 
 from __future__ import annotations
@@ -26,16 +30,19 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from proxy.classify import Reading, classes, read_error
 from proxy.log import get_logger
-from proxy.metrics import Metrics, classes, error_text
-from proxy.provenance import cited_index
+from proxy.metrics import Metrics
 from proxy.sanitize import FIELDS, PlanSource, Sanitized, plan_for, sanitize_body
 from proxy.streaming import RelayResult
 from rules.engine.base import Change, Given
-from rules.providers.contract.repairs import repair_for
+from rules.providers.contract.repairs import Repair, repair_for
 from rules.providers.planner import with_repair
 
 RECOVERED_HEADER = "X-Chatmend-Recovered"
+#: The statuses recovery reads: a refusal of the request as sent, nothing processed (a 422 is
+#: how pydantic-based servers and Mistral refuse a schema).
+RECOVERABLE = (400, 422)
 
 log = get_logger()
 
@@ -50,6 +57,10 @@ class Retry:
     sanitized: Sanitized
     #: The index of the list the provider's text cites, if any.
     index: int | None
+    #: The request's ``model`` (what a learned repair is kept for).
+    model: Any = None
+    #: The field path the provider's text names (``messages[1].tool_calls[0].type``), if any.
+    path: str | None = None
 
     @property
     def header(self) -> str:
@@ -64,12 +75,21 @@ def plan_retry(
     api: str,
     *,
     given: Given | None = None,
+    reading: Reading | None = None,
 ) -> Retry | None:
-    """The retry a 400 with body ``error`` calls for, or ``None``: the first class the error
-    text matches (most specific first) whose repair, enforced over the plan of the request, makes
-    the client's ``original`` body differ from ``first``, the body sent. The rules named are the
-    repair's rules whose changes differ from the first run's."""
-    repairs = [repair for code in classes(error) if (repair := repair_for(api, code))]
+    """The retry a refusal with body ``error`` calls for, or ``None``: the first class the
+    error carries (most specific first) whose repair, enforced over the plan of the request,
+    makes the client's ``original`` body differ from ``first``, the body sent; failing a class,
+    the escalation (``escalation``) if the refusal names a message, a field, a role or a tool
+    call. Never for a refusal about something else (context length, auth, the model, rate,
+    size). The rules named are the repair's rules whose changes differ from the first run's."""
+    reading = reading if reading is not None else read_error(error, FIELDS[api])
+    if reading.about is not None:
+        return None
+    repairs = [repair for code in reading.codes if (repair := repair_for(api, code))]
+    if not repairs and not reading.codes:
+        escalated = escalation(api, reading)
+        repairs = [escalated] if escalated is not None else []
     if not repairs:
         return None
     try:
@@ -87,9 +107,67 @@ def plan_retry(
             if _changes_of(name, result) != _changes_of(name, first)
         }
         if rules:
-            index = cited_index(error_text(error), FIELDS[api])
-            return Retry(repair.code, rules, result, index)
+            return Retry(repair.code, rules, result, reading.index, model, reading.path)
     return None
+
+
+#: The class an escalated retry is logged and counted under.
+ESCALATED = "escalated"
+
+#: Escalation (a refusal that names something but matches no class): what it names -> the
+#: classes whose repairs it gets, per API. Only repairs that keep what the client sent (no
+#: orphan result dropped, no image stripped, no turn invented): the upstream's text is not
+#: known, so it does not get to pick a repair that loses data (issue 27).
+_NAMED: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "chat": {
+        "tool_call": (
+            "missing_tool_call_id",
+            "unanswered_tool_call",
+            "duplicate_tool_call_id",
+            "invalid_arguments",
+            "missing_tool_call_type",
+            "empty_tool_calls",
+        ),
+        "role": ("unknown_role", "roles_not_alternating"),
+        "content": ("content_null", "content_not_string"),
+        "field": ("bookkeeping_field",),
+    },
+    "responses": {
+        "tool_call": ("responses_unanswered_call", "responses_duplicate_item"),
+    },
+    "messages": {
+        "tool_call": ("messages_unanswered_tool_use", "messages_duplicate_tool_use_id"),
+        "role": ("messages_roles_alternate", "messages_first_not_user"),
+        "content": ("messages_empty_text_block",),
+    },
+}
+#: Rules an escalation never runs, though a class's repair holds them: they drop what the
+#: client sent (an orphan result's text; a message for an empty one).
+_DROPS_DATA = frozenset({"orphan-tool-results", "messages-empty-messages"})
+
+
+def escalation(api: str, reading: Reading) -> Repair | None:
+    """The repair an unclassified refusal gets: for each thing it names (a tool call, a role,
+    content, a field), the repairs of that family; for a message named with nothing more,
+    every family. A named message key adds the per-role field allowlist
+    (``unknown-message-fields``: only with a key named, as it drops the keys the allowlist
+    does not hold)."""
+    if not reading.names:
+        return None
+    table = _NAMED.get(api, {})
+    kinds = set(reading.names & set(table))
+    if not kinds and reading.names <= {"message", "field"}:
+        kinds = set(table) - {"field"}  # a message named, nothing more: every family
+    codes = [code for kind in sorted(kinds) for code in table[kind]]
+    if reading.key is not None and api == "chat":
+        codes += ["bookkeeping_field", "unknown_field"]
+    rules: dict[str, dict[str, Any]] = {}
+    for code in codes:
+        repair = repair_for(api, code)
+        for rule, options in repair.rules.items() if repair else ():
+            if rule not in _DROPS_DATA:
+                rules[rule] = {**rules.get(rule, {}), **options}
+    return Repair(ESCALATED, api, rules) if rules else None
 
 
 def _changes_of(rule: str, result: Sanitized) -> list[Change]:
@@ -165,9 +243,13 @@ def record(
         "rules": list(retry.rules),
         "error_class": retry.error_class,
         "index": retry.index,
+        "path": retry.path,
         "attempt": 1,
         "status": status,
     }
+    meter.recovery_retries.labels(
+        route, retry.error_class, "failed" if status >= 400 else "recovered"
+    ).inc()
     if status >= 400:
         found = classes(answer.readable if answer else None)
         log.warning("recovery_failed", **fields, retry_class=found[0] if found else "unclassified")

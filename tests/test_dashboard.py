@@ -57,7 +57,8 @@ async def exported(make_proxy: ProxyFactory) -> tuple[dict[str, set[str]], set[s
     """Series name -> label names, as a chatmend app exposes them after some traffic; and the
     names that had samples."""
     proxy = await make_proxy()
-    raw = await make_proxy({"profile": "passthrough"})  # a broken body reaches the fake: 400
+    # a broken body reaches the fake: 400 (recovery off, else it would repair and retry it)
+    raw = await make_proxy({"profile": "passthrough", "recover": {"enabled": False}})
     broken = chat(BROKEN["split_assistant_turn"])
     assert (await proxy.post("/v1/chat/completions", data=broken)).status == 200
     assert (await raw.post("/v1/chat/completions", data=broken)).status == 400

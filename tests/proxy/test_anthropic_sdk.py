@@ -127,7 +127,9 @@ async def test_a_multi_turn_tool_loop(start: Start, fake: FakeAnthropic) -> None
 async def test_the_upstream_error_reaches_the_sdk_unchanged(start: Start) -> None:
     """A defect no rule repairs under the profile (a trailing prefill, with the repair off)
     comes back as Anthropic's 400, which the SDK raises."""
-    _, proxy = await start({"rules": {"messages-trailing-prefill": False}})
+    _, proxy = await start(
+        {"rules": {"messages-trailing-prefill": False}, "recover": {"enabled": False}}
+    )
     async with sdk(proxy) as client:
         with pytest.raises(anthropic.BadRequestError) as info:
             await client.messages.create(
@@ -223,7 +225,7 @@ async def test_count_tokens_and_other_paths_pass_through(start: Start, fake: Fak
 async def test_report_mode_logs_and_forwards_the_original(
     start: Start, fake: FakeAnthropic
 ) -> None:
-    _, proxy = await start({"mode": "report"})
+    _, proxy = await start({"mode": "report", "recover": {"enabled": False}})
     raw = orjson.dumps(
         {
             "model": "claude-sonnet-4-5",
@@ -291,7 +293,8 @@ async def test_verify_logs_what_the_rules_left_and_metrics_count_the_api(start: 
     """With ``verify: true`` a rewritten Messages body is checked against the profile's
     Messages contract (a prefill, its repair off, is left: logged in Anthropic's words); the
     request counter says ``api="messages"``."""
-    _, proxy = await start({"verify": True, "rules": {"messages-trailing-prefill": False}})
+    off = {"recover": {"enabled": False}}  # the 400 is what this test reads
+    _, proxy = await start({"verify": True, "rules": {"messages-trailing-prefill": False}, **off})
     body = {
         "model": "claude-opus-4-6",
         "max_tokens": 64,

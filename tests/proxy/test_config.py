@@ -319,7 +319,8 @@ def test_the_example_routes_and_credentials_are_valid_once_uncommented() -> None
 
 
 def test_recover_top_level_and_per_route() -> None:
-    assert load_config(env={}).default.recover == RecoverConfig(enabled=False, max_attempts=1)
+    # on by default (issue 26): a retry follows only a refusal, which cost no tokens
+    assert load_config(env={}).default.recover == RecoverConfig(enabled=True, max_attempts=1)
     routes = {
         "a": {"upstream": {"url": "http://a.example"}},
         "b": {"upstream": {"url": "http://b.example"}, "recover": {"enabled": False}},

@@ -45,7 +45,8 @@ def _boom(messages: list[Any], ctx: RuleContext) -> Outcome:
 async def test_counters_after_repaired_clean_rejected_and_failed_requests(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:
-    proxy = await make_proxy({"rules": {"consecutive-assistant-messages": False}})
+    off = {"recover": {"enabled": False}}  # the rejection is what this test counts
+    proxy = await make_proxy({"rules": {"consecutive-assistant-messages": False}, **off})
     boom = Rule("exploding", "t", "t", "t", "safe", True, _boom)
     steps = cast(list[Any], planner_of(proxy.app).plans["deepseek"].steps)
     steps.insert(0, (boom, boom.context()))

@@ -50,7 +50,8 @@ async def test_pairing_kinds_are_rejected_with_the_catalogued_text(
 ) -> None:
     """Each pairing defect, unrepaired, gets the provider's own words back (rules off)."""
     assert strict_errors({"messages": BROKEN[kind]})[0] == REJECTED_WITH[kind]
-    proxy = await make_proxy({"rules": dict.fromkeys((rule.name for rule in RULES), False)})
+    rules_off = dict.fromkeys((rule.name for rule in RULES), False)
+    proxy = await make_proxy({"rules": rules_off, "recover": {"enabled": False}})
     response = await proxy.post("/v1/chat/completions", data=chat(BROKEN[kind]))
     assert response.status == 400
     assert (await response.json())["error"]["message"] == REJECTED_WITH[kind]
@@ -93,7 +94,7 @@ async def test_upstream_rejection_is_relayed_verbatim(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:
     rules_off = dict.fromkeys((rule.name for rule in RULES), False)
-    proxy = await make_proxy({"rules": rules_off})
+    proxy = await make_proxy({"rules": rules_off, "recover": {"enabled": False}})
     response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
     assert response.status == 400
     body = await response.json()
@@ -508,7 +509,7 @@ async def test_every_relayed_response_says_what_chatmend_changed_and_its_overhea
 async def test_global_report_mode_logs_the_rewrites_and_forwards_the_original(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:
-    proxy = await make_proxy({"mode": "report"})
+    proxy = await make_proxy({"mode": "report", "recover": {"enabled": False}})
     body = chat(BROKEN["split_assistant_turn"])
     with capture_logs() as logs:
         response = await proxy.post("/v1/chat/completions", data=body)
@@ -523,7 +524,8 @@ async def test_global_report_mode_logs_the_rewrites_and_forwards_the_original(
 async def test_one_rule_in_report_mode_while_the_others_enforce(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:
-    proxy = await make_proxy({"rules": {"empty-tool-calls": {"mode": "report"}}})
+    off = {"recover": {"enabled": False}}  # the original's 400 is what this test reads
+    proxy = await make_proxy({"rules": {"empty-tool-calls": {"mode": "report"}}, **off})
     with capture_logs() as logs:
         response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
     sent = orjson.loads(fake.received[-1].body)

@@ -137,7 +137,7 @@ async def test_without_the_stash_the_strict_upstream_rejects_turn_two(
     start: Start, upstream: ThinkingUpstream
 ) -> None:
     """The premise: the emulated thinking-mode upstream refuses what the client sends."""
-    proxy = await start({"profile": "passthrough"})
+    proxy = await start({"profile": "passthrough", "recover": {"enabled": False}})
     message = await first_turn(proxy, stream=False)
     response = await proxy.post(URL, data=turn_two(message))
     assert response.status == 400
@@ -296,7 +296,7 @@ async def test_kimi_thinking_models_under_the_kimi_profile(
     assert response.status == 200, await response.text()
     assert sent_reasoning(upstream) == "tool call"
     # and without chatmend's rule the emulated Kimi rejects it in its own words
-    direct = await start({"profile": "passthrough"})
+    direct = await start({"profile": "passthrough", "recover": {"enabled": False}})
     response = await direct.post(URL, data=turn_two(turn, model=model))
     assert response.status == 400
     assert (await response.json())["error"]["message"] == (

@@ -42,7 +42,9 @@ Client = TestClient[Any, Any]
 Server = Callable[..., Awaitable[TestServer]]
 ClientFactory = Callable[..., Awaitable[Client]]
 
-RECOVER = {"profile": "passthrough", "recover": {"enabled": True}}
+#: Recovery alone: these tests hold each request to its own refusal and retry, so nothing is
+#: learned (``learn_ttl: 0``); learned repairs are tested in tests/proxy/test_recover_adapts.py.
+RECOVER = {"profile": "passthrough", "recover": {"enabled": True, "learn_ttl": 0}}
 
 THINKING_TURN: list[dict[str, Any]] = [
     USER,
@@ -291,10 +293,19 @@ async def test_responses_are_recovered(
 # --- when chatmend must not retry -------------------------------------------------------------
 
 
-async def test_off_by_default(aiohttp_server: Server, aiohttp_client: ClientFactory) -> None:
+async def test_on_by_default_and_off_when_switched_off(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """Issue 26 turned recovery on by default (a retry follows only a refusal, which costs no
+    tokens); ``recover: {enabled: false}`` still switches it off."""
     fake, proxy = await start(
         aiohttp_server, aiohttp_client, "deepseek", {"profile": "passthrough"}
     )
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == 200
+    assert len(fake.received) == 2
+    config = {"profile": "passthrough", "recover": {"enabled": False}}
+    fake, proxy = await start(aiohttp_server, aiohttp_client, "deepseek", config)
     response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
     assert response.status == 400
     assert RECOVERED_HEADER not in response.headers
@@ -311,9 +322,12 @@ async def test_max_attempts_zero_never_retries(
     assert len(fake.received) == 1
 
 
-async def test_only_a_400_is_retried(aiohttp_server: Server, aiohttp_client: ClientFactory) -> None:
-    """Mistral answers an unknown field with a 422: not retried (only a 400 is known to be
-    harmless to send again)."""
+async def test_a_422_whose_repair_changes_nothing_is_relayed(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """Mistral answers a user's ``name`` with a 422. A 422 is read since issue 26 (pydantic
+    servers refuse a schema with it, nothing processed), but the class's repair (the per-role
+    allowlist, which holds ``name``) leaves this body as it is: relayed, one send."""
     fake, proxy = await start(aiohttp_server, aiohttp_client, "mistral", RECOVER)
     body = {"messages": [{**USER, "name": "alice"}]}
     found = violations(body, PROFILES["mistral"].contract)
@@ -321,6 +335,17 @@ async def test_only_a_400_is_retried(aiohttp_server: Server, aiohttp_client: Cli
     response = await proxy.post("/v1/chat/completions", data=chat([{**USER, "name": "alice"}]))
     assert response.status == 422
     assert len(fake.received) == 1
+
+
+@pytest.mark.parametrize("status", [401, 404, 409, 413, 429, 500])
+async def test_only_a_400_or_422_is_retried(
+    status: int, aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    upstream = Scripted((status, EMPTY_TEXT), (200, ""))
+    proxy = await scripted(aiohttp_server, aiohttp_client, upstream)
+    response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
+    assert response.status == status
+    assert len(upstream.received) == 1
 
 
 class Scripted:

@@ -108,8 +108,17 @@ async def test_a_route_sets_its_own_rules_mode_and_profile(
             "upstream": {"url": url},
             "rules": {"empty-tool-calls": True},
             "routes": {
-                "raw": {"upstream": {"url": url}, "rules": {"empty-tool-calls": False}},
-                "trial": {"upstream": {"url": url}, "mode": "report"},
+                # recovery off: these routes' 400s are what the test reads
+                "raw": {
+                    "upstream": {"url": url},
+                    "rules": {"empty-tool-calls": False},
+                    "recover": {"enabled": False},
+                },
+                "trial": {
+                    "upstream": {"url": url},
+                    "mode": "report",
+                    "recover": {"enabled": False},
+                },
             },
         }
     )

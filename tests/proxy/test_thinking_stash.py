@@ -166,7 +166,7 @@ async def test_without_chatmend_the_strict_upstream_rejects_turn_two(
     start: Start, upstream: ThinkingAnthropic
 ) -> None:
     """The premise: the emulated DeepSeek endpoint refuses what the client sends."""
-    proxy = await start({"profile": "passthrough"})
+    proxy = await start({"profile": "passthrough", "recover": {"enabled": False}})
     async with sdk(proxy) as client:
         blocks = await first_turn(client, stream=True)
         with pytest.raises(anthropic.BadRequestError) as refused:

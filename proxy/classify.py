@@ -1,0 +1,458 @@
+"""Reading an upstream's refusal: which catalogued class it is, and what it names.
+
+An upstream's 4xx body is untrusted input (upstreams quote the client's own values back: a model
+name, an id, a key), so reading it is bounded in time and memory whatever it holds:
+
+- at most ``MAX_TEXT`` characters of error text are read (a gzipped body is inflated to at most
+  ``MAX_INFLATED`` bytes first);
+- the catalogue's texts are matched as *ordered literal pieces* (``Template``): a template's
+  ``{slot}`` matches anything, so a text carries the template when its pieces occur in order,
+  which the leftmost occurrence of each piece decides (``str.find``, linear). No regular
+  expression with a lazy gap runs on the text (108 of them backtracked for minutes on a crafted
+  200-character model name, issue 27);
+- the structural reading (the field path, the index, the key, the words) uses only
+  deterministic expressions: each alternative starts with a different character, so a match
+  never backtracks more than one step.
+
+Two layers, in this order:
+
+1. **The catalogue** (``CATALOGUE``): every check's text and every profile's override, longest
+   first, so a specific text wins over a generic one it contains.
+2. **The stable parts** (``structural``): providers word the same refusal differently and fill in
+   ids, names and positions; what stays is the field path (``messages[1].tool_calls[0].type``,
+   ``messages.1.tool_calls.0.type``, a pydantic ``loc``), the index and a few words
+   (``duplicate``, ``unknown``, ``extra_forbidden``). A table maps those to the same classes.
+
+``read_error`` also says what the refusal *names* (a message, a field, a role, a tool call) and
+whether it is *about* something no repair of the messages fixes (context length, auth, the
+model, rate, size): recovery escalates the first kind when no class matched and never retries
+the second (proxy/recover.py).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from rules.chat.bookkeeping_keys import MESSAGE_KEYS as BOOKKEEPING_KEYS
+from rules.providers.contract import CHECKS
+from rules.providers.contract.messages import MESSAGES_CHECKS
+from rules.providers.contract.responses import CHECKS as RESPONSES_CHECKS
+from rules.providers.profiles import PROFILES
+
+#: The characters of error text classified: a refusal's stable parts come first; what follows
+#: (a quoted body, a stack) is not read.
+MAX_TEXT = 8 * 1024
+#: A gzipped error body is inflated to at most this many bytes.
+MAX_INFLATED = 256 * 1024
+#: How many paths of one text are read (the first ones).
+MAX_PATHS = 16
+
+_SLOT = re.compile(r"\{[a-z_]*\}")
+#: A catalogued text with at least this many literal characters is specific enough to come
+#: before what a field path says.
+STRONG_CHARS = 40
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A catalogued text as its literal pieces, in order; between two pieces, anything."""
+
+    pieces: tuple[str, ...]
+    code: str
+
+    @classmethod
+    def of(cls, text: str, code: str) -> Template:
+        plain = text.replace("{{", "\0").replace("}}", "\1")
+        pieces = (p.replace("\0", "{").replace("\1", "}") for p in _SLOT.split(plain))
+        return cls(tuple(piece for piece in pieces if piece), code)
+
+    @property
+    def strong(self) -> bool:
+        """Whether the text says enough to win over a field path (not a short generic one)."""
+        return sum(len(piece) for piece in self.pieces) >= STRONG_CHARS
+
+    def found_in(self, text: str) -> bool:
+        """Whether ``text`` carries this template: each piece after the previous one. Taking
+        each piece's leftmost occurrence is enough (a later one leaves less room for the rest),
+        so this is one forward scan: linear in ``text``."""
+        at = 0
+        for piece in self.pieces:
+            found = text.find(piece, at)
+            if found < 0:
+                return False
+            at = found + len(piece)
+        return True
+
+
+def _catalogue() -> tuple[Template, ...]:
+    """Every (text, code) pair: chat, Responses and Messages checks, and every profile's
+    override. Two checks may share a text (deepseek-reasoner's successive users and assistants):
+    both stay, in check order, so recovery can try each."""
+    texts: dict[tuple[str, str], None] = {}
+    for check in (*CHECKS, *RESPONSES_CHECKS, *MESSAGES_CHECKS):
+        texts[check.text, check.code] = None
+    for profile in PROFILES.values():
+        for code, overrides in (*profile.contract.items(), *profile.messages_contract.items()):
+            if "text" in overrides:
+                texts[overrides["text"], code] = None
+    # longest first (stable): a specific text wins over a generic one it contains
+    ordered = sorted(texts, key=lambda pair: -len(pair[0]))
+    return tuple(Template.of(text, code) for text, code in ordered)
+
+
+CATALOGUE = _catalogue()
+
+# --- reading the body --------------------------------------------------------------------------
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """What an error body says, read in bounded time."""
+
+    #: The refusal's message (capped), or the body's text when it has no message.
+    text: str
+    #: Field paths the body names: pydantic ``loc`` lists first, then those in the text.
+    paths: tuple[Path, ...] = ()
+
+
+def _inflate(body: bytes) -> bytes:
+    if body[:2] != b"\x1f\x8b":
+        return body
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(body, MAX_INFLATED)
+    except zlib.error:
+        return body
+
+
+def _loc(value: Any) -> Path | None:
+    if not isinstance(value, list):
+        return None
+    path = tuple(p for p in value[:16] if isinstance(p, str | int) and not isinstance(p, bool))
+    if path and path[0] in ("body", "query"):
+        path = path[1:]
+    return path or None
+
+
+def _message_of(data: Any, paths: list[Path], *, relayed: bool = False) -> str | None:
+    """The message of a decoded error body: OpenAI's and Anthropic's ``error.message`` (plus
+    OpenAI's ``param``), Mistral's ``message``, xAI's ``error`` string, FastAPI/pydantic's
+    ``detail`` (a string, or a list of ``{type, loc, msg}``: the ``loc`` go to ``paths``), the
+    first of Gemini's list; for OpenRouter's "Provider returned error", the message of the
+    provider's body it relays in ``error.metadata.raw`` (one level; BerriAI/litellm#27439)."""
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error", data)
+    if isinstance(error, str):
+        return error
+    if not isinstance(error, dict):
+        return None
+    metadata = error.get("metadata")
+    raw = metadata.get("raw") if isinstance(metadata, dict) else None
+    if isinstance(raw, str) and not relayed:
+        try:
+            inner = _message_of(orjson.loads(raw[: MAX_TEXT * 4]), paths, relayed=True)
+        except orjson.JSONDecodeError:
+            inner = None
+        if inner is not None:
+            return inner
+    parts: list[str] = []
+    message = error.get("message")
+    if isinstance(message, str):
+        parts.append(message)
+    param = error.get("param")
+    if isinstance(param, str) and param:
+        parts.append(f"(param {param})")
+    detail = error.get("detail", data.get("detail"))
+    if isinstance(detail, str):
+        parts.append(detail)
+    elif isinstance(detail, list):
+        for item in detail[:MAX_PATHS]:
+            if not isinstance(item, dict):
+                continue
+            loc = _loc(item.get("loc"))
+            if loc is not None:
+                paths.append(loc)
+            kind, msg = item.get("type"), item.get("msg")
+            shown = ".".join(str(p) for p in loc or ())
+            parts.append(f"{shown}: {msg if isinstance(msg, str) else ''} [{kind}]")
+    return " ".join(parts) if parts else None
+
+
+def read_refusal(body: bytes | None) -> Refusal | None:
+    """The refusal's text and the paths it names, or ``None`` for an empty body."""
+    if not body:
+        return None
+    body = _inflate(body)
+    paths: list[Path] = []
+    try:
+        text = _message_of(orjson.loads(body), paths)
+    except orjson.JSONDecodeError:
+        text = None
+    if text is None:
+        text = body[: MAX_TEXT * 4].decode("utf-8", "replace")
+    text = text[:MAX_TEXT]
+    paths.extend(_paths_in(text))
+    return Refusal(text, tuple(paths[:MAX_PATHS]))
+
+
+def error_text(body: bytes | None) -> str | None:
+    """The refusal's text as classified (capped at ``MAX_TEXT``)."""
+    refusal = read_refusal(body)
+    return None if refusal is None else refusal.text
+
+
+# --- the stable parts --------------------------------------------------------------------------
+
+#: A field path as providers write it: ``messages[1].tool_calls[0].type`` (OpenAI),
+#: ``messages.[8].content`` (OpenAI's param), ``messages.1.role`` (pydantic), ``message[4]``
+#: (DeepSeek), ``input[2].call_id`` (Responses). Deterministic: after the root, each step starts
+#: with ``[``, ``.[``, ``.<digit>`` or ``.<letter>``, never two at once.
+_PATH = re.compile(
+    r"\b(messages?|input|tools)((?:\[\d{1,7}\]|\.(?:\[\d{1,7}\]|\d{1,7}\b|[A-Za-z_][A-Za-z0-9_]{0,63}))*)"
+)
+_STEP = re.compile(r"\[(\d{1,7})\]|\.(\d{1,7})\b|\.([A-Za-z_][A-Za-z0-9_]{0,63})")
+#: An index given in words: ``message index 3``, ``at index 3``, ``position 3``.
+_INDEX_WORDS = re.compile(r"\b(?:index|position) (\d{1,7})\b")
+#: A key quoted after the words that name an unexpected one: ``unknown field(s) ['x']``,
+#: ``unknown field `x```, ``unrecognized field "x"``, ``Extra inputs ... field: 'x'``.
+_NAMED_KEY = re.compile(
+    r"(?:unknown|unrecognized|unexpected|extra|unsupported) (?:field|key|propert(?:y|ies)|"
+    r"parameter|argument)s?(?:\(s\))?:? ?\[?[\"'`]([A-Za-z_][A-Za-z0-9_]{0,63})[\"'`]"
+)
+_WORD = re.compile(r"[a-z_]+")
+
+
+def _paths_in(text: str) -> Iterator[Path]:
+    for count, match in enumerate(_PATH.finditer(text)):
+        if count >= MAX_PATHS:
+            return
+        root = match.group(1)
+        path: list[str | int] = [root if root in ("input", "tools") else "messages"]
+        for step in _STEP.finditer(match.group(2)):
+            number = step.group(1) or step.group(2)
+            path.append(int(number) if number else step.group(3))
+        yield tuple(path)
+
+
+#: Topics a repair of the messages never fixes: such a refusal is never retried.
+_ABOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "context",
+        ("context length", "context window", "maximum context", "too many tokens", "token limit",
+         "max_tokens", "prompt is too long", "reduce the length"),
+    ),
+    (
+        "auth",
+        ("api key", "api_key", "unauthorized", "authentication", "permission denied",
+         "credential", "access denied"),
+    ),
+    (
+        "model",
+        ("model_not_found", "does not exist", "no such model", "unknown model", "invalid model",
+         "model not found", "not a valid model", "unsupported model"),
+    ),
+    ("rate", ("rate limit", "rate_limit", "too many requests", "quota", "insufficient balance")),
+    ("size", ("too large", "request size", "body size", "exceeds the maximum size")),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A refusal, read: its classes (catalogue first, then the stable parts), the index and
+    path it names, the message key it names, what it names and what it is about."""
+
+    codes: tuple[str, ...] = ()
+    index: int | None = None
+    #: The deepest message path named, as ``messages[1].tool_calls[0].type``.
+    path: str | None = None
+    #: A message key the refusal names (``finish_reason``).
+    key: str | None = None
+    #: What it names, of ``message``, ``field``, ``role``, ``tool_call``, ``content``.
+    names: frozenset[str] = frozenset()
+    #: ``context``, ``auth``, ``model``, ``rate`` or ``size``: a refusal no repair of the
+    #: messages fixes; ``None`` otherwise.
+    about: str | None = None
+
+    @property
+    def path_has_field(self) -> bool:
+        return self.path is not None and "." in self.path
+
+
+def show(path: Path) -> str:
+    """``("messages", 1, "role")`` as ``messages[1].role``."""
+    out = str(path[0])
+    for step in path[1:]:
+        out += f"[{step}]" if isinstance(step, int) else f".{step}"
+    return out
+
+
+def _message_path(paths: Sequence[Path], field: str) -> Path | None:
+    """The deepest path into ``field`` (``messages``, ``input``) that carries an index."""
+    best: Path | None = None
+    for path in paths:
+        indexed = path[0] == field and len(path) > 1 and isinstance(path[1], int)
+        if indexed and (best is None or len(path) > len(best)):
+            best = path
+    return best
+
+
+#: A call's keys and a message's keys other providers' allowlists know: a refusal naming one of
+#: these is about its value, not about the key being there.
+_MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+_UNEXPECTED = frozenset(
+    {"extra", "extra_forbidden", "unknown", "unsupported", "unrecognized", "unexpected",
+     "permitted", "additional", "forbidden", "allowed"}
+)  # fmt: skip
+_MISSING = frozenset({"missing", "required"})
+_ROLE_REFUSED = frozenset(
+    {"unknown", "invalid", "variant", "unsupported", "supported", "expected", "tag", "allowed"}
+)
+
+
+def _by_path(path: Path, words: frozenset[str]) -> list[str]:
+    """The chat classes a message path and the refusal's words point to, most likely first."""
+    rest = path[2:]
+    if not rest:
+        return []
+    head = rest[0]
+    if head == "tool_calls":
+        if len(rest) == 1:
+            return ["empty_tool_calls"] if "empty" in words else []
+        leaf = rest[-1]
+        if leaf == "arguments":
+            if "string" in words and "json" not in words:
+                return ["arguments_not_string", "invalid_arguments"]
+            return ["invalid_arguments", "arguments_not_string"]
+        if leaf == "type":
+            return ["missing_tool_call_type"]
+        if leaf == "name":
+            return ["function_name_invalid"]
+        if leaf == "id":
+            if "duplicate" in words or "unique" in words:
+                return ["duplicate_tool_call_id"]
+            if {"long", "length", "pattern", "format"} & words:
+                return ["tool_call_id_format"]
+        if isinstance(leaf, str) and leaf not in ("function", "id") and _UNEXPECTED & words:
+            return ["bookkeeping_field"]
+        return []
+    if head == "role":
+        return ["unknown_role"] if _ROLE_REFUSED & words else []
+    if head == "tool_call_id":
+        if "duplicate" in words:
+            return ["duplicate_tool_result"]
+        if _MISSING & words:
+            return ["missing_tool_call_id"]
+        if {"long", "length", "pattern", "format"} & words:
+            return ["tool_call_id_format"]
+        return []
+    if head == "content" and len(rest) <= 2:  # the content, or one part: not a block's field
+        if "null" in words or "none" in words:
+            return ["content_null"]
+        if _MISSING & words:
+            return ["content_missing"]
+        if "object" in words:
+            return ["content_object"]
+        if "string" in words or "sequence" in words:
+            return ["content_not_string"]
+        return []
+    if head == "reasoning_content" and _MISSING & words:
+        return ["reasoning_content_missing"]
+    if isinstance(head, str) and head not in _MESSAGE_KEYS and _UNEXPECTED & words:
+        return _unknown_key(head)
+    return []
+
+
+def _unknown_key(key: str) -> list[str]:
+    return ["bookkeeping_field", "unknown_field"] if key in BOOKKEEPING_KEYS else ["unknown_field"]
+
+
+def structural(refusal: Refusal, field: str = "messages") -> Reading:
+    """What ``refusal`` names and the classes its stable parts point to (no catalogue)."""
+    lowered = refusal.text.lower()
+    words = frozenset(_WORD.findall(lowered))
+    path = _message_path(refusal.paths, field)
+    codes: list[str] = []
+    key: str | None = None
+    if path is not None:
+        codes.extend(_by_path(path, words))
+        if len(path) > 2 and isinstance(path[2], str) and path[2] not in _MESSAGE_KEYS:
+            key = path[2]
+    named = _NAMED_KEY.search(lowered)
+    if named is not None:
+        key = key or named.group(1)
+        if key not in _MESSAGE_KEYS:
+            codes.extend(_unknown_key(key))
+    if "duplicate" in words and ("tool_call_id" in words or "tool_call_ids" in words):
+        codes.extend(("duplicate_tool_result", "duplicate_tool_call_id"))
+    if "role" in words and ({"unknown", "variant", "unsupported"} & words):
+        codes.append("unknown_role")
+    index = path[1] if path is not None else None
+    if index is None and (words_index := _INDEX_WORDS.search(lowered)) is not None:
+        index = int(words_index.group(1))
+    names: set[str] = set()
+    if path is not None or index is not None:
+        names.add("message")
+    if key is not None or (path is not None and len(path) > 2):
+        names.add("field")
+    if "role" in words or (path is not None and "role" in path):
+        names.add("role")
+    if {"tool_calls", "tool_call", "tool_call_id", "tool_use", "call_id"} & words:
+        names.add("tool_call")
+    if path is not None and "content" in path:
+        names.add("content")
+    about = next(
+        (topic for topic, phrases in _ABOUT if any(phrase in lowered for phrase in phrases)), None
+    )
+    return Reading(
+        codes=tuple(dict.fromkeys(codes)),
+        index=index if isinstance(index, int) else None,
+        path=show(path) if path is not None else None,
+        key=key,
+        names=frozenset(names),
+        about=about,
+    )
+
+
+@lru_cache(maxsize=4)  # one refusal is read by the metrics, the log and recovery: read it once
+def read_error(body: bytes | None, field: str = "messages") -> Reading:
+    """``body`` read whole: the catalogue's classes, then those of its stable parts."""
+    refusal = read_refusal(body)
+    if refusal is None:
+        return Reading()
+    strong: list[str] = []
+    weak: list[str] = []
+    for template in CATALOGUE:
+        if template.found_in(refusal.text):
+            (strong if template.strong else weak).append(template.code)
+    reading = structural(refusal, field)
+    # A catalogued sentence is the provider's own words: it comes first. A short generic one
+    # ("Extra inputs are not permitted") says less than a path down to a field, which then
+    # comes before it.
+    if reading.path_has_field:
+        codes = tuple(dict.fromkeys((*strong, *reading.codes, *weak)))
+    else:
+        codes = tuple(dict.fromkeys((*strong, *weak, *reading.codes)))
+    return Reading(codes, reading.index, reading.path, reading.key, reading.names, reading.about)
+
+
+def classify(body: bytes | None) -> str:
+    """The class the refusal carries (the catalogue's most specific first), or
+    ``unclassified``."""
+    codes = read_error(body).codes
+    return codes[0] if codes else "unclassified"
+
+
+def classes(body: bytes | None) -> list[str]:
+    """Every class the refusal carries, the most specific first (empty: not a known refusal)."""
+    return list(read_error(body).codes)

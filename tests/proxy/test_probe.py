@@ -1,0 +1,107 @@
+"""``chatmend probe URL`` (issue 26): against ``chatmend emulate --profile P`` for every
+built-in profile, it names P (the battery tells every profile's contract apart); it says what it
+will spend first, asks before spending on a host that is not loopback, and stops when the
+control request is refused."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from proxy.cli import main as cli_main
+from proxy.emulate import create_emulator, provider_error
+from proxy.probe import SHAPES, bodies, cost, endpoint, is_loopback, probe
+from rules.providers.contract import violations
+from rules.providers.profiles import PROFILES
+from tests.conftest import base_url
+
+Server = Callable[..., Awaitable[TestServer]]
+
+
+def _probe(url: str, *, yes: bool = False, answer: str = "n") -> tuple[int, str, list[str]]:
+    said: list[str] = []
+    asked: list[str] = []
+
+    def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return answer
+
+    code = probe(url, model="deepseek-chat", key=None, yes=yes, say=said.append, ask=ask)
+    return code, "".join(said), asked
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+async def test_the_probe_names_the_emulated_profile(profile: str, aiohttp_server: Server) -> None:
+    server = await aiohttp_server(create_emulator(profile=profile))
+    code, out, asked = await asyncio.to_thread(_probe, base_url(server))
+    assert code == 0, out
+    assert asked == []  # loopback: nothing asked
+    best = next(line for line in out.splitlines() if line.startswith("best fit: "))
+    named = best.removeprefix("best fit: ").split(" ")[0]
+    same = {
+        name for name, other in PROFILES.items() if other.contract == PROFILES[profile].contract
+    }
+    assert named in same, out
+    assert "as good:" not in out  # no other profile fits as well
+    assert f"profile: {named}\n" in out and f"url: {base_url(server)}\n" in out
+
+
+def test_every_contract_code_has_a_shape_its_check_refuses() -> None:
+    """The battery covers every check a profile applies: each shape is refused by a profile
+    whose contract holds that check (the oracle: the contract itself; a check that depends on
+    the model, such as a forced tool choice in thinking mode, may not refuse the probe's model
+    under every profile)."""
+    battery = bodies("deepseek-chat")
+    codes = {code for profile in PROFILES.values() for code in profile.contract}
+    assert codes <= set(SHAPES)
+    for code in codes:
+        payload = orjson.loads(battery[code])
+        holding = [p for p in PROFILES.values() if code in p.contract]
+        assert any(violations(payload, p.contract)[:1] for p in holding), code
+    assert all(
+        not violations(orjson.loads(battery["clean"]), p.contract) for p in PROFILES.values()
+    )
+
+
+def test_it_says_what_it_will_spend_and_asks_before_a_remote_host() -> None:
+    requests, tokens = cost(bodies("deepseek-chat"))
+    assert requests == len(SHAPES) + 1 and tokens > requests
+    code, out, asked = _probe("https://api.example.com", answer="n")
+    assert code == 1
+    assert f"{requests} requests to https://api.example.com/v1/chat/completions" in out
+    assert f"about {tokens} prompt tokens" in out and "max_tokens: 1" in out
+    assert asked == ["Send them? [y/N] "]
+    assert out.endswith("nothing sent.\n")
+
+
+def test_endpoints_and_loopback() -> None:
+    assert endpoint("https://api.deepseek.com") == "https://api.deepseek.com/v1/chat/completions"
+    assert endpoint("https://api.moonshot.ai/v1/") == "https://api.moonshot.ai/v1/chat/completions"
+    assert is_loopback("http://127.0.0.1:8788") and is_loopback("http://localhost:1")
+    assert is_loopback("http://[::1]:8788")
+    assert not is_loopback("https://api.deepseek.com") and not is_loopback("http://10.0.0.1")
+
+
+async def test_a_refused_control_stops_the_probe(aiohttp_server: Server) -> None:
+    async def refuse(request: web.Request) -> web.Response:
+        await request.read()
+        return provider_error(404, "The model `deepseek-chat` does not exist.")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", refuse)
+    server = await aiohttp_server(app)
+    code, out, _ = await asyncio.to_thread(_probe, base_url(server))
+    assert code == 2
+    assert "control request was refused (404" in out and "best fit" not in out
+
+
+async def test_the_cli_runs_it(aiohttp_server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    server = await aiohttp_server(create_emulator(profile="kimi"))
+    assert await asyncio.to_thread(cli_main, ["probe", base_url(server), "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "best fit: kimi " in out and "profile: kimi" in out
