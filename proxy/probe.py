@@ -20,6 +20,7 @@ import ipaddress
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 import aiohttp
@@ -406,6 +407,49 @@ SHAPES: dict[str, dict[str, Any]] = {
         "tool_choice": "required",
         "thinking": {"type": "enabled"},  # thinking mode whatever the model probed
     },
+    "tool_choice_without_tools": {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "tool_choice": "auto",
+    },
+    "tool_parameters_empty": {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "tools": [{"type": "function", "function": {"name": "read_file"}}],
+    },
+    "duplicate_tool_names": {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "read_file", "parameters": {"type": "object"}},
+            },
+            {
+                "type": "function",
+                "function": {"name": "read_file", "parameters": {"type": "object"}},
+            },
+        ],
+    },
+    "thinking_temperature": {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "temperature": 0.5,
+        "thinking": {"type": "enabled"},  # thinking mode whatever the model probed
+    },
+    "thought_signature_missing": {
+        "messages": [
+            {"role": "user", "content": "Read the file."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "abcDEF123",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
+        ]
+    },
     "tool_call_content_empty": {
         "messages": [
             {"role": "user", "content": "Read the file."},
@@ -538,12 +582,19 @@ class Outcome:
         return self.status >= 400
 
 
+#: Shapes whose check applies only to some models (globs): sent only when the probed model is
+#: one of them (Google validates thought signatures for Gemini 3 only).
+MODEL_BOUND: dict[str, tuple[str, ...]] = {"thought_signature_missing": ("gemini-3*",)}
+
+
 def bodies(model: str) -> dict[str, bytes]:
-    """The battery for ``model``: the control first, then every shape."""
+    """The battery for ``model``: the control first, then every shape that applies to it."""
     battery = {"clean": CLEAN, **SHAPES}
+    name = model.lower().rsplit("/", 1)[-1]
     return {
         shape: orjson.dumps({**body, "model": model, "max_tokens": 1, "stream": False})
         for shape, body in battery.items()
+        if shape not in MODEL_BOUND or any(fnmatchcase(name, g) for g in MODEL_BOUND[shape])
     }
 
 
