@@ -62,7 +62,9 @@ def create_app(config: Config) -> web.Application:
     app[RUNTIME_KEY] = RuntimeHolder(Runtime.compile(config))
     app[METRICS_KEY] = Metrics()
     app[SUGGESTIONS_KEY] = Suggestions()
-    app[OFFLOAD_KEY] = Offloader(config.offload_processes)
+    app[OFFLOAD_KEY] = Offloader(
+        config.offload_processes, config.offload_body_bytes, app[METRICS_KEY]
+    )
     app.on_cleanup.append(_close_offload)
     app.cleanup_ctx.append(_upstream_session)
     # issue 4: the reasoning stash (none for `reasoning.store: off`), see proxy/stash.

@@ -33,7 +33,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_CLIENT_BODY_TIMEOUT = 60.0
 #: Bodies over this many bytes (decoded) are repaired in a worker process, off the event loop.
 DEFAULT_OFFLOAD_BODY_BYTES = 1024 * 1024
-DEFAULT_OFFLOAD_PROCESSES = 1
+DEFAULT_OFFLOAD_PROCESSES = 2
 #: Seconds a request's repair may take; past it the body goes upstream as it came.
 DEFAULT_SANITIZE_DEADLINE = 10.0
 #: Under Kubernetes' default terminationGracePeriodSeconds (30), so a drain ends before SIGKILL.

@@ -223,7 +223,11 @@ async def _sanitize(
             given = given_to_rules(request, read.api, reasoning)
             if big:  # parsed and repaired in a worker process (proxy/offload.py)
                 sanitized = await offload.sanitize(
-                    read.decoded, route.planner, read.api, given=given
+                    read.decoded,
+                    route.planner,
+                    read.api,
+                    given=given,
+                    deadline=config.sanitize_deadline,
                 )
             else:
                 parsed = None if reasoning is None else reasoning.payload

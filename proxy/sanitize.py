@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -55,10 +56,34 @@ class Sanitized:
     profile: str | None = None
     #: Report mode: what the rules in report mode would have changed (not applied).
     reported: tuple[Change, ...] = ()
+    #: Changes made but not listed in ``changes`` (``capped``: a worker process sends back at
+    #: most so many), counted by ``(rule, action)``.
+    omitted: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
+
+    @property
+    def change_count(self) -> int:
+        """Every change made, listed or not."""
+        return len(self.changes) + sum(count for _, _, count in self.omitted)
+
+    def tally(self) -> Counter[tuple[str, str]]:
+        """The changes made, counted by ``(rule, action)``, listed or not."""
+        counts = Counter((change.rule, change.action) for change in self.changes)
+        for rule, action, count in self.omitted:
+            counts[rule, action] += count
+        return counts
+
+
+def capped(result: Sanitized, limit: int) -> Sanitized:
+    """``result`` with at most ``limit`` changes listed; the rest counted in ``omitted``."""
+    if len(result.changes) <= limit:
+        return result
+    rest = Counter((change.rule, change.action) for change in result.changes[limit:])
+    omitted = tuple((rule, action, count) for (rule, action), count in rest.items())
+    return replace(result, changes=result.changes[:limit], omitted=omitted)
 
 
 def sanitize_body(

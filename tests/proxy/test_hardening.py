@@ -5,6 +5,13 @@ where the attack is the upstream's), then checks the bound the fix sets.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gzip
+import io
+import os
+import signal
+import statistics
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +23,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tests.conftest import base_url
+from tests.proxy.test_hostile import _config, _post, _probe, _recorder
 from tests.proxy.test_operate import serving
+from tests.transcripts import BROKEN, chat
 
 Server = Callable[..., Awaitable[TestServer]]
 
@@ -128,3 +137,178 @@ async def test_an_endless_observed_stream_keeps_the_process_alive_and_small(
     assert received == expected  # the relay went on untouched
     assert event["limit"] == "observed_response" and event["bound"] == "observed_bytes"
     assert 'chatmend_limits_total{limit="observed_response"} 1.0' in metrics
+
+
+# --- Item 2: the offload pool, fair and bounded ------------------------------------------------
+
+
+def _unanswered_calls(count: int) -> bytes:
+    """A turn of ``count`` tool calls no result answers: ``unanswered-tool-calls`` adds one
+    result per call, ``count`` changes."""
+    calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        for i in range(count)
+    ]
+    return chat(
+        [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "user", "content": "next"},
+        ]
+    )
+
+
+@pytest.mark.slow
+async def test_a_body_with_a_hundred_thousand_changes_stalls_no_one(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """Was: /healthz stalled 250-400 ms after the worker returned (0.29 s of per-change metric
+    increments, 0.57 s unpickling 100k changes on the loop). Now the worker sends back the
+    first 1000 changes and counts the rest by rule and action; unpickling runs off the loop."""
+    recorder, url = await _recorder(aiohttp_server)
+    body = _unanswered_calls(100_000)  # 7.9 MB
+    async with serving(_config(tmp_path, url)) as proxy:
+        await asyncio.sleep(1)  # the first worker is up (started with the server)
+        (status, _, headers), latencies = await _probe(
+            proxy.url, _post_headers(proxy.url + CHAT, body)
+        )
+        async with aiohttp.ClientSession() as http:
+            metrics = await (await http.get(proxy.url + "/metrics")).text()
+        (event,) = await proxy.wait_for("payload_sanitized")
+    assert status == 200
+    assert statistics.median(latencies) < 0.1, latencies
+    assert max(latencies) < 0.1, latencies  # the issue: under 100 ms
+    sent = orjson.loads(recorder.requests[0][3])
+    assert sum(m["role"] == "tool" for m in sent["messages"]) == 100_000
+    assert headers["X-Chatmend-Changes"].startswith("100000;")
+    assert event["count"] == 100_000 and event["changes"][-1] == "...[99901 more]"
+    assert 'rule="unanswered-tool-calls"} 100000.0' in metrics
+
+
+def _tiny_and_broken(megabytes: float) -> bytes:
+    """Megabytes of tiny messages (slow to repair) ending in a turn a rule repairs."""
+    tiny = [{"role": "user", "content": "hi"}] * int(megabytes * 1024 * 1024 // 31)
+    return chat(tiny + BROKEN["empty_tool_calls"])
+
+
+def _repaired(sent: bytes) -> bool:
+    return b'"tool_calls":[]' not in sent
+
+
+def _children(pid: int) -> list[int]:
+    """The offload workers of a server process (not multiprocessing's resource tracker)."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    found = []
+    for child in map(int, text.split()):
+        with contextlib.suppress(OSError):
+            if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+    return found
+
+
+@pytest.mark.slow
+async def test_small_bodies_are_repaired_while_big_ones_hold_the_pool(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """Was: with one offload process, three 40 MB bodies made five 70 KB ones wait the full
+    deadline and go out unrepaired. Now big bodies hold at most half the pool (two workers by
+    default): the small ones are repaired while the big ones still run."""
+    recorder, url = await _recorder(aiohttp_server)
+    big = gzip.compress(_tiny_and_broken(12))
+    small = _tiny_and_broken(0.07)
+    assert 65536 < len(small) < 8 * 65536
+    config = _config(tmp_path, url, "offload_body_bytes: 65536\n")
+    gz = {"Content-Encoding": "gzip"}
+    async with serving(config) as proxy:
+        await asyncio.sleep(1)  # the first worker is up
+        loop = asyncio.get_running_loop()
+        done: dict[str, list[float]] = {"big": [], "small": []}
+        started = loop.time()
+
+        async def send(kind: str, body: bytes, headers: dict[str, str]) -> int:
+            status, _ = await _post(proxy.url + CHAT, body, headers)
+            done[kind].append(loop.time() - started)
+            return status
+
+        bigs = [asyncio.create_task(send("big", big, gz)) for _ in range(3)]
+        await asyncio.sleep(0.3)  # the big ones are in
+        smalls = [send("small", small, {}) for _ in range(5)]
+        statuses = await asyncio.gather(*smalls, *bigs)
+    assert statuses == [200] * 8
+    assert all(_repaired(sent) for *_, sent in recorder.requests)  # none went unrepaired
+    assert max(done["small"]) < sorted(done["big"])[1], done  # before the second big one
+
+
+@pytest.mark.slow
+async def test_a_job_past_its_deadline_ends_in_its_worker(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """Was: an abandoned job kept running after its deadline, holding the worker. Now it is
+    interrupted there: the next body (one worker) is repaired at once, by the same worker."""
+    recorder, url = await _recorder(aiohttp_server)
+    slow = gzip.compress(_tiny_and_broken(24))
+    quick = _tiny_and_broken(1.5)
+    config = _config(tmp_path, url, "offload_processes: 1\nsanitize_deadline: 0.5\n")
+    async with serving(config) as proxy:
+        await asyncio.sleep(1)
+        (worker,) = _children(proxy.process.pid)
+        status, _ = await _post(proxy.url + CHAT, slow, {"Content-Encoding": "gzip"})
+        assert status == 200  # past the deadline: as it came
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        status, _ = await _post(proxy.url + CHAT, quick, {})
+        took = loop.time() - started
+        assert status == 200 and _children(proxy.process.pid) == [worker]
+        async with aiohttp.ClientSession() as http:
+            metrics = await (await http.get(proxy.url + "/metrics")).text()
+    assert recorder.requests[0][3] == slow  # as it came
+    assert _repaired(recorder.requests[1][3])
+    assert took < 0.5, took  # not behind the abandoned job
+    assert "chatmend_offload_interrupted_total 1.0" in metrics
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_mid_job_fails_only_its_request_and_is_replaced(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """Was: a worker killed mid-job failed its request and the next one, uncounted."""
+    recorder, url = await _recorder(aiohttp_server)
+    slow = gzip.compress(_tiny_and_broken(24))
+    quick = _tiny_and_broken(1.5)
+    config = _config(tmp_path, url, "offload_processes: 1\n")
+    async with serving(config) as proxy:
+        await asyncio.sleep(1)
+        (worker,) = _children(proxy.process.pid)
+        first = asyncio.create_task(_post(proxy.url + CHAT, slow, {"Content-Encoding": "gzip"}))
+        await asyncio.sleep(0.5)  # inflated and in the worker
+        os.kill(worker, signal.SIGKILL)
+        assert (await first)[0] == 200  # fail-open: as it came
+        assert (await _post(proxy.url + CHAT, quick, {}))[0] == 200
+        assert worker not in _children(proxy.process.pid)
+        async with aiohttp.ClientSession() as http:
+            metrics = await (await http.get(proxy.url + "/metrics")).text()
+        (event,) = await proxy.wait_for("offload_worker_replaced")
+    assert recorder.requests[0][3] == slow  # as it came
+    assert _repaired(recorder.requests[1][3])
+    assert event["reason"] == "died"
+    assert 'chatmend_offload_replaced_total{reason="died"} 1.0' in metrics
+
+
+async def _post_headers(url: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url, data=io.BytesIO(body), headers=KEY) as response,
+    ):
+        return response.status, await response.read(), dict(response.headers)
+
+
+def test_a_capped_result_lists_the_first_changes_and_counts_the_rest() -> None:
+    from proxy.config import parse_config
+    from proxy.sanitize import capped, sanitize_body
+
+    result = sanitize_body(_unanswered_calls(50), parse_config({}).planner())
+    cut = capped(result, 10)
+    assert cut.changes == result.changes[:10] and cut.body == result.body
+    assert cut.change_count == len(result.changes) == 50
+    assert cut.tally() == result.tally()
+    assert capped(result, 50) is result
