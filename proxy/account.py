@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from proxy.body import Hold
 from proxy.log import MAX_FIELD_ITEMS, get_logger
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
@@ -54,6 +55,9 @@ class RequestState:
     api: str = "other"
     profile: str = "none"
     overhead_ms: float | None = None
+    #: The request's share of the in-flight body budget (``proxy.body.Hold``), given back when
+    #: it is done.
+    hold: Hold | None = None
 
     @classmethod
     def of(cls, request: web.Request) -> RequestState:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from proxy.appkeys import (
+    INFLIGHT_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
     REASONING_KEY,
@@ -16,7 +17,7 @@ from proxy.appkeys import (
     SESSION_KEY,
     SUGGESTIONS_KEY,
 )
-from proxy.body import MAX_HEADER_BYTES
+from proxy.body import MAX_HEADER_BYTES, InflightBudget
 from proxy.config import Config
 from proxy.errors import error_response
 from proxy.handler import handle
@@ -62,6 +63,7 @@ def create_app(config: Config) -> web.Application:
     app[RUNTIME_KEY] = RuntimeHolder(Runtime.compile(config))
     app[METRICS_KEY] = Metrics()
     app[SUGGESTIONS_KEY] = Suggestions()
+    app[INFLIGHT_KEY] = InflightBudget()
     app[OFFLOAD_KEY] = Offloader(
         config.offload_processes, config.offload_body_bytes, app[METRICS_KEY]
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import ClientSession, web
 
+from proxy.body import InflightBudget
 from proxy.metrics import Metrics
 from proxy.offload import Offloader
 from proxy.recover import Suggestions
@@ -16,3 +17,4 @@ METRICS_KEY = web.AppKey("metrics", Metrics)
 REASONING_KEY = web.AppKey("reasoning", ReasoningHooks)
 SUGGESTIONS_KEY = web.AppKey("recovery_suggestions", Suggestions)
 OFFLOAD_KEY = web.AppKey("offload", Offloader)
+INFLIGHT_KEY = web.AppKey("inflight", InflightBudget)

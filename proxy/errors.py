@@ -56,6 +56,23 @@ def too_large(max_body_bytes: int) -> web.Response:
     )
 
 
+#: Seconds a client refused for load is told to wait (``Retry-After``).
+RETRY_AFTER_SECONDS = 2
+
+
+def overloaded(limit: int) -> web.Response:
+    """503: the requests in flight already hold ``inflight_body_bytes`` of bodies."""
+    response = error_response(
+        503,
+        f"chatmend holds its limit of request bodies in flight ({limit} bytes, "
+        "inflight_body_bytes); retry shortly.",
+        "overloaded",
+        "server_error",
+    )
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 def body_timeout(seconds: float) -> web.Response:
     return closing(
         error_response(

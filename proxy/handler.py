@@ -21,6 +21,7 @@ from multidict import CIMultiDict
 from proxy import account, body, errors
 from proxy.account import RequestState
 from proxy.appkeys import (
+    INFLIGHT_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
     REASONING_KEY,
@@ -91,6 +92,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
         status = 500
         return account.answered(state, errors.internal_error())
     finally:
+        if state.hold is not None:
+            state.hold.release()
         account.done(meter, request, state, status)
 
 
@@ -146,6 +149,13 @@ def _refused(
     return errors.closing(response)
 
 
+def _overloaded(meter: Metrics, state: RequestState, config: Config) -> web.Response:
+    """A big body past the in-flight budget: 503 with ``Retry-After``, counted, closed."""
+    response = errors.overloaded(config.inflight_body_bytes)
+    held = None if state.hold is None else state.hold.budget.held
+    return _refused(meter, state, "inflight_body_bytes", response, held=held)
+
+
 def api_of(request: web.Request) -> str | None:
     """The API whose body chatmend repairs on this path: ``chat`` (a POST to any path ending in
     /chat/completions), ``responses`` (ending in /responses), ``messages`` (Anthropic, ending in
@@ -169,6 +179,14 @@ async def _read(request: web.Request, state: RequestState, config: Config) -> Bo
     if not request.body_exists:
         return Body()
     meter = request.app[METRICS_KEY]
+    # Issue 27: the bodies in flight together stay within inflight_body_bytes; a big one past
+    # it is refused before it is read (its announced size), once read, or while it inflates.
+    hold = state.hold = request.app[INFLIGHT_KEY].hold(
+        config.inflight_body_bytes, config.offload_body_bytes
+    )
+    announced = request.content_length
+    if announced is not None and not hold.take(announced):
+        return _overloaded(meter, state, config)
     try:
         raw = await body.read(request, config)
     except web.HTTPRequestEntityTooLarge:
@@ -176,14 +194,18 @@ async def _read(request: web.Request, state: RequestState, config: Config) -> Bo
     except TimeoutError:
         state.outcome = "client_timeout"
         return errors.body_timeout(config.client_body_timeout)
+    if announced is None and not hold.take(len(raw)):
+        return _overloaded(meter, state, config)
     api = api_of(request)
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if api is None or encoding in ("", "identity"):
         return Body(raw, raw, api)
     try:
-        decoded = await body.decoded(raw, encoding, config.max_body_bytes)
+        decoded = await body.decoded(raw, encoding, config.max_body_bytes, hold)
     except body.TooLarge:
         return _refused(meter, state, "decoded_size", errors.too_large(config.max_body_bytes))
+    except body.Overloaded:
+        return _overloaded(meter, state, config)
     if decoded is None:  # an encoding chatmend does not read, or broken: sent as it came
         log.info("payload_not_sanitized", request_id=state.request_id, reason="encoding")
         return Body(raw)

@@ -12,6 +12,7 @@ import io
 import os
 import signal
 import statistics
+import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -312,3 +313,76 @@ def test_a_capped_result_lists_the_first_changes_and_counts_the_rest() -> None:
     assert cut.change_count == len(result.changes) == 50
     assert cut.tally() == result.tally()
     assert capped(result, 50) is result
+
+
+# --- Item 3: an aggregate budget for the bodies in flight ---------------------------------------
+
+
+@pytest.mark.slow
+async def test_sixteen_gzip_bombs_at_once_are_refused_with_bounded_memory(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """Was: each body was capped at max_body_bytes decoded, but not their sum: 4 concurrent
+    gzip bombs added 260-330 MB, 16 would add a gigabyte. Now past inflight_body_bytes a big
+    body gets a 503 with Retry-After (counted) and what they hold together stays bounded."""
+    recorder, url = await _recorder(aiohttp_server)
+    deflater = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = b"\0" * (1024 * 1024)
+    bomb = b"".join(deflater.compress(zeros) for _ in range(64)) + deflater.flush()
+    assert len(bomb) < 300 * 1024  # 64 MiB of zeros: under offload_body_bytes as sent
+    extra = "max_body_bytes: 16777216\ninflight_body_bytes: 33554432\n"
+    async with serving(_config(tmp_path, url, extra)) as proxy:
+        before = _status_kib(proxy.process.pid, "VmRSS")
+
+        async def bomb_once() -> tuple[int, str | None]:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.post(
+                    proxy.url + CHAT, data=bomb, headers={"Content-Encoding": "gzip"}
+                ) as response,
+            ):
+                await response.read()
+                return response.status, response.headers.get("Retry-After")
+
+        answers = await asyncio.gather(*(bomb_once() for _ in range(16)))
+        grown = _status_kib(proxy.process.pid, "VmHWM") - before
+        clean = chat([{"role": "user", "content": "hi"}])
+        assert (await _post(proxy.url + CHAT, clean, {}))[0] == 200  # all given back
+        async with aiohttp.ClientSession() as http:
+            metrics = await (await http.get(proxy.url + "/metrics")).text()
+    assert {status for status, _ in answers} <= {413, 503}
+    refused = [retry for status, retry in answers if status == 503]
+    assert len(refused) >= 8 and set(refused) == {"2"}, answers
+    assert f'chatmend_limits_total{{limit="inflight_body_bytes"}} {len(refused)}.0' in metrics
+    assert len(recorder.requests) == 1  # only the clean one
+    assert grown < 80 * 1024, f"RSS grew {grown} KiB"  # 16 x 16 MiB without the budget
+
+
+async def test_a_big_body_past_the_budget_gets_a_503_a_small_one_never(
+    aiohttp_server: Server, aiohttp_client: Callable[..., Awaitable[Any]]
+) -> None:
+    from proxy.app import INFLIGHT_KEY, create_app
+    from proxy.config import parse_config
+
+    recorder, url = await _recorder(aiohttp_server)
+    config = {"upstream": {"url": url}, "offload_body_bytes": 65536}
+    app = create_app(parse_config({**config, "inflight_body_bytes": 1024 * 1024}))
+    client = await aiohttp_client(app)
+    big = _tiny_and_broken(2)
+    response = await client.post(
+        CHAT, data=io.BytesIO(big), headers={"Content-Length": str(len(big))}
+    )
+    assert response.status == 503 and response.headers["Retry-After"] == "2"
+    assert (await response.json())["error"]["code"] == "overloaded"
+    app[INFLIGHT_KEY].held += 1024 * 1024  # others hold it all: a small body still goes
+    assert (await client.post(CHAT, data=_tiny_and_broken(0.03))).status == 200
+    app[INFLIGHT_KEY].held -= 1024 * 1024
+    assert app[INFLIGHT_KEY].held == 0  # every request gave its bytes back
+    assert len(recorder.requests) == 1
+
+
+def test_inflight_body_bytes_is_validated() -> None:
+    from proxy.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=r"^inflight_body_bytes:"):
+        parse_config({"inflight_body_bytes": 0})
