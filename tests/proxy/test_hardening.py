@@ -361,7 +361,8 @@ async def test_sixteen_gzip_bombs_at_once_are_refused_with_bounded_memory(
 async def test_a_big_body_past_the_budget_gets_a_503_a_small_one_never(
     aiohttp_server: Server, aiohttp_client: Callable[..., Awaitable[Any]]
 ) -> None:
-    from proxy.app import INFLIGHT_KEY, create_app
+    from proxy.app import create_app
+    from proxy.appkeys import INFLIGHT_KEY
     from proxy.config import parse_config
 
     recorder, url = await _recorder(aiohttp_server)
