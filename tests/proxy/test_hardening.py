@@ -387,3 +387,59 @@ def test_inflight_body_bytes_is_validated() -> None:
 
     with pytest.raises(ConfigError, match=r"^inflight_body_bytes:"):
         parse_config({"inflight_body_bytes": 0})
+
+
+# --- Item 4: the supervisor of --workers --------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Running (not exited, not a zombie waiting for a reaper)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@pytest.mark.slow
+async def test_no_worker_outlives_a_killed_supervisor(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """Was: a SIGKILLed supervisor left its workers serving (`make test` left two listening for
+    14 minutes). Now they die with it (parent-death signal, and the pipe they watch), and so do
+    their offload workers."""
+    _, url = await _recorder(aiohttp_server)
+    async with serving(_config(tmp_path, url), "--workers", "2") as proxy:
+        (started,) = await proxy.wait_for("workers_started")
+        await proxy.wait_for("proxy_started", 2)
+        workers: list[int] = started["pids"]
+        offload = [pid for worker in workers for pid in _children(worker)]
+        assert len(offload) == 2  # one started with each server process
+        proxy.process.kill()
+        await proxy.process.wait()
+        for _ in range(40):
+            if not any(map(_alive, workers + offload)):
+                break
+            await asyncio.sleep(0.05)
+        assert not [pid for pid in workers + offload if _alive(pid)]
+
+
+@pytest.mark.slow
+async def test_a_burst_of_sighups_neither_deadlocks_nor_stops_the_supervisor(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """Was: the SIGHUP handler loaded YAML, compiled and logged inside the handler (structlog's
+    lock is not reentrant). Now the handler only notes the signal; the loop reloads."""
+    _, url = await _recorder(aiohttp_server)
+    config = _config(tmp_path, url)
+    async with serving(config, "--workers", "2") as proxy:
+        await proxy.wait_for("proxy_started", 2)
+        for _ in range(30):
+            proxy.process.send_signal(signal.SIGHUP)
+            await asyncio.sleep(0.005)
+        await proxy.wait_for("config_reloaded", 2)
+        clean = chat([{"role": "user", "content": "hi"}])
+        assert (await _post(proxy.url + CHAT, clean, {}))[0] == 200
+        proxy.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proxy.process.wait(), 10) == 0
+    assert proxy.events("workers_stopped")[0]["exit_code"] == 0
