@@ -26,6 +26,15 @@ def bad_path(reason: str) -> web.Response:
     )
 
 
+def route_removed() -> web.Response:
+    return error_response(
+        404,
+        "This chatmend route was removed from the configuration.",
+        "route_removed",
+        "invalid_request_error",
+    )
+
+
 def method_not_allowed(allowed: str) -> web.Response:
     response = error_response(
         405, "Method not allowed.", "method_not_allowed", "invalid_request_error"

@@ -128,6 +128,9 @@ def _admit(request: web.Request, state: RequestState, runtime: Runtime) -> Route
         return _refused(meter, state, "path", errors.bad_path(str(exc)), reason=str(exc))
     route = runtime.route_for(path)
     state.route = route.name
+    if runtime.retired and runtime.retired_prefix(path, route) is not None:
+        # A credentialed route a reload removed: never another route's upstream (issue 27).
+        return _refused(meter, state, "removed_route", errors.route_removed())
     if request.method not in METHODS:
         allowed = ", ".join(sorted(METHODS))
         return _refused(meter, state, "method", errors.method_not_allowed(allowed))

@@ -446,3 +446,49 @@ async def test_a_burst_of_sighups_neither_deadlocks_nor_stops_the_supervisor(
         proxy.process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proxy.process.wait(), 10) == 0
     assert proxy.events("workers_stopped")[0]["exit_code"] == 0
+
+
+# --- Item 5: a removed custody route refuses ----------------------------------------------------
+
+UPSTREAM_KEY = "sk-upstream-held-0123456789"
+CLIENT_TOKEN = "chatmend-client-token-abcdef"
+
+
+@pytest.mark.slow
+async def test_a_custody_route_removed_on_reload_refuses_with_404(
+    tmp_path: Path, aiohttp_server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: its prefix became a pass-through to the default upstream, its clients' tokens
+    with it. Now it answers 404 until a route takes the prefix again."""
+    default, default_url = await _recorder(aiohttp_server)
+    held, held_url = await _recorder(aiohttp_server)
+    monkeypatch.setenv("KEY", UPSTREAM_KEY)
+    monkeypatch.setenv("TOKENS", CLIENT_TOKEN)
+    route = (
+        f"routes:\n  admin:\n    upstream: {{url: '{held_url}', api_key_env: KEY}}\n"
+        "    client_tokens_env: TOKENS\n"
+    )
+    config = _config(tmp_path, default_url, route)
+    token = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+    clean = chat([{"role": "user", "content": "hi"}])
+    async with serving(config) as proxy:
+        assert (await _post(proxy.url + "/admin" + CHAT, clean, token))[0] == 200
+        assert held.requests[0][2]["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+        _config(tmp_path, default_url)  # the route is gone
+        proxy.process.send_signal(signal.SIGHUP)
+        (reloaded,) = await proxy.wait_for("config_reloaded")
+        assert reloaded["retired"] == ["/admin"]
+        for path in ("/admin" + CHAT, "/ADMIN/v1/models", "/admin"):
+            status, body = await _post(proxy.url + path, clean, token)
+            assert status == 404 and orjson.loads(body)["error"]["code"] == "route_removed"
+        assert (await _post(proxy.url + "/administrator" + CHAT, clean, {}))[0] == 200
+        assert (await _post(proxy.url + CHAT, clean, {}))[0] == 200
+
+        _config(tmp_path, default_url, route)  # back: served again
+        proxy.process.send_signal(signal.SIGHUP)
+        await proxy.wait_for("config_reloaded", 2)
+        assert (await _post(proxy.url + "/admin" + CHAT, clean, token))[0] == 200
+    sent = [headers for _, _, headers, _ in default.requests]
+    assert len(sent) == 2 and all(CLIENT_TOKEN not in str(h) for h in sent)
+    assert len(held.requests) == 2
