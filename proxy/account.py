@@ -32,6 +32,9 @@ CHANGES_HEADER = "X-Chatmend-Changes"
 #: rules=a,b`` (the index chatmend sent = the client's; ``inserted`` for a message it added).
 CLIENT_INDEX_HEADER = "X-Chatmend-Client-Index"
 OVERHEAD_HEADER = "X-Chatmend-Overhead-Ms"
+#: Why a repaired body went as it came anyway, each counted as a limit: nested past what orjson
+#: writes (255 levels), or a signed block with a duplicate key.
+LIMITED_SKIPS = frozenset({"unserializable", "duplicate_signed_keys"})
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
@@ -138,7 +141,10 @@ def sanitized(
         )
     for violation in result.violations:
         meter.violations.labels(state.profile, violation.code).inc()
-    if result.skipped:
+    if result.skipped in LIMITED_SKIPS:
+        # The rules ran and repaired it, but the repair cannot be sent (issue 27): counted.
+        limited(meter, state, result.skipped)
+    elif result.skipped:
         log.info("payload_not_sanitized", request_id=state.request_id, reason=result.skipped)
     if result.changed:
         _changes(

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import gzip
 import io
+import json
 import os
 import signal
 import statistics
@@ -24,7 +25,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tests.conftest import base_url
-from tests.proxy.test_hostile import _config, _post, _probe, _recorder
+from tests.proxy.test_hostile import Recorder, _config, _post, _probe, _recorder
 from tests.proxy.test_operate import serving
 from tests.transcripts import BROKEN, chat
 
@@ -492,3 +493,108 @@ async def test_a_custody_route_removed_on_reload_refuses_with_404(
     sent = [headers for _, _, headers, _ in default.requests]
     assert len(sent) == 2 and all(CLIENT_TOKEN not in str(h) for h in sent)
     assert len(held.requests) == 2
+
+
+# --- Item 6: the lows ------------------------------------------------------------------------
+
+
+async def test_a_repaired_body_nested_past_255_levels_goes_as_it_came_counted(
+    aiohttp_server: Server, aiohttp_client: Callable[..., Awaitable[Any]]
+) -> None:
+    """orjson reads 1024 levels but writes 255: a body the rules repaired that nests deeper
+    cannot be written back. It goes as it came, as before, but no longer silently."""
+    from structlog.testing import capture_logs
+
+    from proxy.app import create_app
+    from proxy.config import parse_config
+
+    recorder, url = await _recorder(aiohttp_server)
+    client = await aiohttp_client(create_app(parse_config({"upstream": {"url": url}})))
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    messages = [{"role": "user", "content": "go", "metadata": deep}, *BROKEN["empty_tool_calls"]]
+    body = json.dumps({"model": "deepseek-chat", "messages": messages}).encode()
+    with capture_logs() as logs:
+        response = await client.post(CHAT, data=body)
+    assert response.status == 200 and recorder.requests[0][3] == body
+    assert response.headers["X-Chatmend-Changes"] == "0"
+    (event,) = [e for e in logs if e["event"] == "limit_exceeded"]
+    assert event["limit"] == "unserializable"
+    metrics = await (await client.get("/metrics")).text()
+    assert 'chatmend_limits_total{limit="unserializable"} 1.0' in metrics
+
+
+async def test_a_signed_block_with_a_duplicate_key_is_never_written_back(
+    aiohttp_server: Server, aiohttp_client: Callable[..., Awaitable[Any]]
+) -> None:
+    """Written back by orjson, `{"thinking": "A", "signature": "s", "thinking": "B"}` would keep
+    "B" under a signature that may sign "A": a body the rules would rewrite goes as it came."""
+    from proxy.app import create_app
+    from proxy.config import parse_config
+
+    recorder, url = await _recorder(aiohttp_server)
+    client = await aiohttp_client(create_app(parse_config({"upstream": {"url": url}})))
+    signed = b'{"type":"thinking","thinking":"A","signature":"EqQBsig","thinking":"B"}'
+    tool = b'{"type":"tool_use","id":"toolu_01","name":"ls","input":{}}'
+    body = (
+        b'{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":['
+        b'{"role":"user","content":"go"},{"role":"assistant","content":[' + signed + b"," + tool
+        + b']},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01",'
+        b'"content":"ok"},{"type":"text","text":""}]}]}'
+    )  # fmt: skip
+    headers = {"anthropic-version": "2023-06-01", "x-api-key": "sk-a"}
+    response = await client.post(MESSAGES, data=body, headers=headers)
+    assert response.status == 200 and recorder.requests[0][3] == body
+    metrics = await (await client.get("/metrics")).text()
+    assert 'chatmend_limits_total{limit="duplicate_signed_keys"} 1.0' in metrics
+    # Without the duplicate, the same body is repaired (the empty text block goes).
+    clean = body.replace(b',"thinking":"B"', b"")
+    assert (await client.post(MESSAGES, data=clean, headers=headers)).status == 200
+    assert recorder.requests[1][3] != clean
+
+
+async def _raw(port: int, head: str) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(head.encode())
+    try:
+        return await asyncio.wait_for(reader.read(), 5)
+    finally:
+        writer.close()
+
+
+@pytest.mark.slow
+async def test_the_header_limits_are_the_documented_ones(
+    tmp_path: Path, aiohttp_server: Server
+) -> None:
+    """SECURITY.md's numbers, against `chatmend serve`: one header line is read up to 64 KiB
+    (aiohttp's max_field_size, set by chatmend; its own default is 8,190), all header lines
+    together up to 32 KiB (chatmend's 431), the request line up to 8,190 bytes; past those
+    aiohttp answers a plain-text 400. An upstream's response header over 8,190 bytes is a 502."""
+
+    async def big_header(request: web.Request) -> web.Response:
+        return web.Response(text="{}", headers={"X-Big": "b" * 9000})
+
+    recorder = Recorder()  # an upstream whose own limits are chatmend's (aiohttp's are 8,190)
+    limits = {"max_field_size": 65536, "max_line_size": 16384}
+    url = base_url(await aiohttp_server(recorder.app(), **limits))
+    app = web.Application()
+    app.router.add_get("/big", big_header)
+    big_url = base_url(await aiohttp_server(app))
+    config = _config(tmp_path, url, f"routes:\n  big:\n    upstream: {{url: '{big_url}'}}\n")
+    async with serving(config) as proxy:
+        port = int(proxy.url.rsplit(":", 1)[1])
+
+        def request(path: str, value: str) -> str:
+            return f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Big: {value}\r\nConnection: close\r\n\r\n"
+
+        assert (await _raw(port, request("/v1/models", "a" * 9000))).startswith(b"HTTP/1.1 200")
+        answer = await _raw(port, request("/v1/models", "a" * 40_000))
+        assert answer.startswith(b"HTTP/1.1 431") and b"request_headers_too_large" in answer
+        answer = await _raw(port, request("/v1/models", "a" * 70_000))
+        assert answer.startswith(b"HTTP/1.0 400") and b"text/plain" in answer.lower()
+        answer = await _raw(port, request("/v1/" + "m" * 8200, "a"))
+        assert answer.startswith(b"HTTP/1.0 400")
+        answer = await _raw(port, request("/big/big", "a"))
+        assert answer.startswith(b"HTTP/1.1 502")
+    assert len(recorder.requests) == 1
