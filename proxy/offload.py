@@ -69,8 +69,10 @@ class WorkerDied(Exception):
     """The worker running the job died (or was killed): the job is lost, the worker replaced."""
 
 
-class JobInterrupted(Exception):
-    """Raised inside a worker when its job's deadline passed or its caller gave up."""
+class JobInterrupted(BaseException):
+    """Raised inside a worker when its job's deadline passed or its caller gave up. A
+    ``BaseException``, so that no ``except Exception`` on the way (the pipeline skips a rule
+    that raises one, fail-open) can swallow it and let the job run on."""
 
 
 @dataclass(eq=False, slots=True)
