@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import statistics
+import time
 import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -612,3 +613,36 @@ async def test_the_header_limits_are_the_documented_ones(
         answer = await _raw(port, request("/big/big", "a"))
         assert answer.startswith(b"HTTP/1.1 502")
     assert len(recorder.requests) == 1
+
+
+def _stubborn(body: bytes, planner: Any) -> None:
+    """A job that ignores its deadline (as a long C call would)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGALRM})
+    time.sleep(30)
+
+
+def _size(body: bytes, planner: Any) -> int:
+    return len(body)
+
+
+@pytest.mark.slow
+async def test_a_worker_that_ignores_its_deadline_is_killed_and_replaced() -> None:
+    from proxy.config import parse_config
+    from proxy.metrics import Metrics
+    from proxy.offload import KILL_GRACE, Offloader
+
+    metrics = Metrics()
+    planner = parse_config({}).planner()
+    offload = Offloader(1, metrics=metrics)
+    offload.start()
+    try:
+        await asyncio.sleep(1)  # the worker is up
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await offload.call(_stubborn, b"{}", planner, deadline=0.3)
+        await asyncio.sleep(KILL_GRACE + 0.3)
+        sample = metrics.registry.get_sample_value
+        assert sample("chatmend_offload_replaced_total", {"reason": "stuck"}) == 1.0
+        assert await offload.call(_size, b"abc", planner) == 3  # a new worker took it
+    finally:
+        offload.close()
