@@ -181,8 +181,9 @@ class Metrics:
         )
         self.offload_replaced = Counter(
             "chatmend_offload_replaced",
-            "Offload worker processes replaced: died (killed or crashed mid-job) or stuck (did "
-            "not stop after its job's deadline, killed).",
+            "Offload worker processes replaced: died (killed or crashed mid-job), stuck (did "
+            "not stop after its job's deadline, killed) or failed (a job or answer that could "
+            "not be pickled).",
             ["reason"],
             registry=r,
         )

@@ -158,6 +158,11 @@ class Offloader:
         except (EOFError, OSError) as exc:
             self._replace(worker, "died")
             raise WorkerDied(type(exc).__name__) from None
+        except Exception:
+            # The job or its answer could not be (un)pickled: the pipe may hold half of it, so
+            # the worker is not used again.
+            self._replace(worker, "failed")
+            raise
         self._release(worker)
         if not ok:
             if value == "JobInterrupted":
@@ -267,6 +272,8 @@ class Offloader:
             self._replace(worker, "stuck")
         except (EOFError, OSError):
             self._replace(worker, "died")
+        except Exception:
+            self._replace(worker, "failed")
         else:
             if not ok and value == "JobInterrupted":
                 self._count_interrupted()

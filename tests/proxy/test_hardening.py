@@ -626,7 +626,7 @@ def _size(body: bytes, planner: Any) -> int:
 
 
 @pytest.mark.slow
-async def test_a_worker_that_ignores_its_deadline_is_killed_and_replaced() -> None:
+async def test_a_worker_that_ignores_its_deadline_or_fails_is_replaced() -> None:
     from proxy.config import parse_config
     from proxy.metrics import Metrics
     from proxy.offload import KILL_GRACE, Offloader
@@ -644,5 +644,9 @@ async def test_a_worker_that_ignores_its_deadline_is_killed_and_replaced() -> No
         sample = metrics.registry.get_sample_value
         assert sample("chatmend_offload_replaced_total", {"reason": "stuck"}) == 1.0
         assert await offload.call(_size, b"abc", planner) == 3  # a new worker took it
+        with pytest.raises(AttributeError, match="pickle"):  # a job that cannot cross
+            await offload.call(lambda body, planner: 0, b"abc", planner)
+        assert sample("chatmend_offload_replaced_total", {"reason": "failed"}) == 1.0
+        assert await offload.call(_size, b"abcd", planner) == 4
     finally:
         offload.close()
