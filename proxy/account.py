@@ -12,10 +12,12 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
-from proxy.log import get_logger
+from proxy.body import Hold
+from proxy.log import MAX_FIELD_ITEMS, get_logger
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
 from proxy.sanitize import FIELDS, Sanitized
@@ -30,6 +32,9 @@ CHANGES_HEADER = "X-Chatmend-Changes"
 #: rules=a,b`` (the index chatmend sent = the client's; ``inserted`` for a message it added).
 CLIENT_INDEX_HEADER = "X-Chatmend-Client-Index"
 OVERHEAD_HEADER = "X-Chatmend-Overhead-Ms"
+#: Why a repaired body went as it came anyway, each counted as a limit: nested past what orjson
+#: writes (255 levels), or a signed block with a duplicate key.
+LIMITED_SKIPS = frozenset({"unserializable", "duplicate_signed_keys"})
 _VALID_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
@@ -53,6 +58,9 @@ class RequestState:
     api: str = "other"
     profile: str = "none"
     overhead_ms: float | None = None
+    #: The request's share of the in-flight body budget (``proxy.body.Hold``), given back when
+    #: it is done.
+    hold: Hold | None = None
 
     @classmethod
     def of(cls, request: web.Request) -> RequestState:
@@ -60,10 +68,13 @@ class RequestState:
         given = request.headers.get(REQUEST_ID_HEADER, "")
         return cls(given if _VALID_REQUEST_ID.fullmatch(given) else os.urandom(16).hex())
 
-    def took(self, changes: tuple[Change, ...]) -> None:
-        """The changes the body sent upstream carries (what the headers and the log describe)."""
-        self.changes = len(changes)
-        self.rules = tuple(sorted({change.rule for change in changes}))
+    def took(
+        self, changes: tuple[Change, ...], omitted: tuple[tuple[str, str, int], ...] = ()
+    ) -> None:
+        """The changes the body sent upstream carries (what the headers and the log describe),
+        and those a worker counted without listing them (``Sanitized.omitted``)."""
+        self.changes = len(changes) + sum(count for _, _, count in omitted)
+        self.rules = tuple(sorted({change.rule for change in changes} | {r for r, _, _ in omitted}))
 
 
 def headers(state: RequestState, *, reached: bool = False) -> dict[str, str]:
@@ -105,15 +116,18 @@ def sanitized(
 ) -> None:
     """Count and log what the rules did to a body (``started``: when they began)."""
     state.sanitize_ms = ms(started)
-    state.took(result.changes)
+    state.took(result.changes, result.omitted)
     state.reported = len(result.reported)
     state.profile = result.profile or "none"
-    for change in result.changes:
-        meter.rewrites.labels(change.rule, change.action).inc()
-        if "over_cost_cap" in change.detail:
-            limited(meter, state, "arguments_cost_cap", rule=change.rule)
-    for change in result.reported:
-        meter.reported.labels(change.rule, change.action).inc()
+    # Counted per (rule, action), not per change: a body with 100,000 changes costs a few
+    # increments (issue 27).
+    for (rule, action), count in result.tally().items():
+        meter.rewrites.labels(rule, action).inc(count)
+    capped = {c.rule for c in result.changes if "over_cost_cap" in c.detail}
+    for rule in sorted(capped):
+        limited(meter, state, "arguments_cost_cap", rule=rule)
+    for (rule, action), count in Counter((c.rule, c.action) for c in result.reported).items():
+        meter.reported.labels(rule, action).inc(count)
     for failure in result.failures:
         meter.rule_failures.labels(failure.rule).inc()
         if failure.error == "WorkBudgetExceeded":  # a hostile shape: the rule was skipped
@@ -127,10 +141,15 @@ def sanitized(
         )
     for violation in result.violations:
         meter.violations.labels(state.profile, violation.code).inc()
-    if result.skipped:
+    if result.skipped in LIMITED_SKIPS:
+        # The rules ran and repaired it, but the repair cannot be sent (issue 27): counted.
+        limited(meter, state, result.skipped)
+    elif result.skipped:
         log.info("payload_not_sanitized", request_id=state.request_id, reason=result.skipped)
     if result.changed:
-        _changes("payload_sanitized", state, path, result.profile, result.changes)
+        _changes(
+            "payload_sanitized", state, path, result.profile, result.changes, omitted=result.omitted
+        )
     if result.reported:
         # Report mode: what the rules would have changed; the body went as the rules left it
         # without them (the original bytes, in global report mode).
@@ -148,16 +167,31 @@ def sanitized(
 
 
 def _changes(
-    event: str, state: RequestState, path: str, profile: str | None, changes: tuple[Change, ...]
+    event: str,
+    state: RequestState,
+    path: str,
+    profile: str | None,
+    changes: tuple[Change, ...],
+    *,
+    omitted: tuple[tuple[str, str, int], ...] = (),
 ) -> None:
+    rules = Counter(change.rule for change in changes)
+    for rule, _, count in omitted:
+        rules[rule] += count
+    count = sum(rules.values())
+    # The first changes, as the log would cap the list (proxy.log): never 100,000 dicts built.
+    shown = MAX_FIELD_ITEMS if count <= MAX_FIELD_ITEMS else MAX_FIELD_ITEMS - 1
+    listed: list[Any] = [change.as_dict() for change in changes[:shown]]
+    if count > len(listed):
+        listed.append(f"...[{count - len(listed)} more]")
     log.info(
         event,
         request_id=state.request_id,
         path=path,
         profile=profile,
-        count=len(changes),
-        rules=dict(Counter(change.rule for change in changes)),
-        changes=[change.as_dict() for change in changes],
+        count=count,
+        rules=dict(rules),
+        changes=listed,
     )
 
 

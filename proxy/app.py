@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from proxy.appkeys import (
+    INFLIGHT_KEY,
     LEARNED_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
@@ -19,7 +20,7 @@ from proxy.appkeys import (
     SESSION_KEY,
     SUGGESTIONS_KEY,
 )
-from proxy.body import MAX_HEADER_BYTES
+from proxy.body import MAX_HEADER_BYTES, InflightBudget
 from proxy.config import Config
 from proxy.errors import error_response
 from proxy.handler import handle
@@ -68,7 +69,10 @@ def create_app(config: Config) -> web.Application:
     app[RUNTIME_KEY] = RuntimeHolder(Runtime.compile(config))
     app[METRICS_KEY] = Metrics()
     app[SUGGESTIONS_KEY] = Suggestions()
-    app[OFFLOAD_KEY] = Offloader(config.offload_processes)
+    app[INFLIGHT_KEY] = InflightBudget()
+    app[OFFLOAD_KEY] = Offloader(
+        config.offload_processes, config.offload_body_bytes, app[METRICS_KEY]
+    )
     app.on_cleanup.append(_close_offload)
     app.cleanup_ctx.append(_upstream_session)
     # issue 4: the reasoning stash (none for `reasoning.store: off`), see proxy/stash.

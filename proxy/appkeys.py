@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import ClientSession, web
 
+from proxy.body import InflightBudget
 from proxy.learned import LearnedRepairs
 from proxy.metrics import Metrics
 from proxy.offload import Offloader
@@ -17,4 +18,5 @@ METRICS_KEY = web.AppKey("metrics", Metrics)
 REASONING_KEY = web.AppKey("reasoning", ReasoningHooks)
 SUGGESTIONS_KEY = web.AppKey("recovery_suggestions", Suggestions)
 OFFLOAD_KEY = web.AppKey("offload", Offloader)
+INFLIGHT_KEY = web.AppKey("inflight", InflightBudget)
 LEARNED_KEY = web.AppKey("learned_repairs", LearnedRepairs)

@@ -23,6 +23,48 @@ class TooLarge(Exception):
     """A body that decodes to more than ``max_body_bytes``."""
 
 
+class Overloaded(Exception):
+    """The requests in flight hold ``inflight_body_bytes`` of bodies already: a big body waits."""
+
+
+class InflightBudget:
+    """What the requests in flight hold of their bodies (as read, and decoded), together: an
+    overload manager in the manner of Envoy's, for memory. One per server process."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held = 0
+
+    def hold(self, limit: int, large: int) -> Hold:
+        """A request's share: ``limit`` for them all, ``large`` the size of a body it may
+        refuse (smaller bodies are counted, never refused)."""
+        return Hold(self, limit, large)
+
+
+class Hold:
+    """The bytes one request holds; ``release`` once it is done (``proxy.handler.handle``)."""
+
+    __slots__ = ("budget", "large", "limit", "size")
+
+    def __init__(self, budget: InflightBudget, limit: int, large: int) -> None:
+        self.budget = budget
+        self.limit = limit
+        self.large = large
+        self.size = 0
+
+    def take(self, size: int) -> bool:
+        """Count ``size`` more bytes; ``False`` if the request's body is large and all together
+        now hold more than the limit (the caller refuses it; ``release`` gives the bytes back)."""
+        self.size += size
+        self.budget.held += size
+        return self.size <= self.large or self.budget.held <= self.limit
+
+    def release(self) -> None:
+        self.budget.held -= self.size
+        self.size = 0
+
+
 def refused_early(request: web.Request, config: Config) -> web.Response | None:
     """The limits checked before any body is read: a response if one is exceeded."""
     if sum(len(name) + len(value) for name, value in request.raw_headers) > MAX_HEADER_BYTES:
@@ -50,10 +92,11 @@ async def read(request: web.Request, config: Config) -> bytes:
         return await request.read()
 
 
-async def decoded(raw: bytes, encoding: str, limit: int) -> bytes | None:
+async def decoded(raw: bytes, encoding: str, limit: int, hold: Hold | None = None) -> bytes | None:
     """A gzip or deflate body inflated, ``INFLATE_STEP`` bytes at a time (the event loop runs
-    in between), never past ``limit`` decoded bytes (``TooLarge``); ``None`` if the encoding
-    is not one chatmend reads or the data is broken."""
+    in between), never past ``limit`` decoded bytes (``TooLarge``) nor past what ``hold`` may
+    take (``Overloaded``); ``None`` if the encoding is not one chatmend reads or the data is
+    broken."""
     if encoding not in DECODABLE:
         return None
     # gzip and zlib by their header (32 + 15); a raw deflate stream (-15) as some clients send.
@@ -70,6 +113,8 @@ async def decoded(raw: bytes, encoding: str, limit: int) -> bytes | None:
                     size += len(chunk)
                     if size > limit:
                         raise TooLarge
+                    if hold is not None and not hold.take(len(chunk)):
+                        raise Overloaded
                     data = inflater.unconsumed_tail
                     if not data and not chunk:
                         break  # cut off

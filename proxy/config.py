@@ -33,9 +33,12 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_CLIENT_BODY_TIMEOUT = 60.0
 #: Bodies over this many bytes (decoded) are repaired in a worker process, off the event loop.
 DEFAULT_OFFLOAD_BODY_BYTES = 1024 * 1024
-DEFAULT_OFFLOAD_PROCESSES = 1
+DEFAULT_OFFLOAD_PROCESSES = 2
 #: Seconds a request's repair may take; past it the body goes upstream as it came.
 DEFAULT_SANITIZE_DEADLINE = 10.0
+#: Request body bytes (as read and decoded) all requests in flight may hold together (issue 27):
+#: past it a new body over ``offload_body_bytes`` gets a 503 with ``Retry-After``.
+DEFAULT_INFLIGHT_BODY_BYTES = 256 * 1024 * 1024
 #: Under Kubernetes' default terminationGracePeriodSeconds (30), so a drain ends before SIGKILL.
 DEFAULT_DRAIN_SECONDS = 25.0
 ENV_UPSTREAM = "CHATMEND_UPSTREAM"
@@ -192,6 +195,9 @@ class Config:
     #: Seconds a request's repair may take (stash lookup included); past it the body goes
     #: upstream as it came (fail-open), counted and logged as ``limit_exceeded``.
     sanitize_deadline: float = DEFAULT_SANITIZE_DEADLINE
+    #: Bytes of request bodies (as read, and decoded) the requests in flight may hold together;
+    #: past it a new body bigger than ``offload_body_bytes`` gets a 503 with ``Retry-After``.
+    inflight_body_bytes: int = DEFAULT_INFLIGHT_BODY_BYTES
     #: The named routes, by path prefix; every other path takes the default route.
     routes: tuple[RouteConfig, ...] = ()
     #: Seconds a SIGTERM leaves in-flight requests (streams included) to finish before exit.
@@ -222,6 +228,7 @@ _TOP_KEYS = (
     "offload_body_bytes",
     "offload_processes",
     "sanitize_deadline",
+    "inflight_body_bytes",
     "log_content",
     "verify",
     "profile",
@@ -382,6 +389,9 @@ def parse_config(
         ),
         sanitize_deadline=_seconds(
             data.get("sanitize_deadline", DEFAULT_SANITIZE_DEADLINE), "sanitize_deadline"
+        ),
+        inflight_body_bytes=_positive_int(
+            data.get("inflight_body_bytes", DEFAULT_INFLIGHT_BODY_BYTES), "inflight_body_bytes"
         ),
         drain_seconds=_seconds(data.get("drain_seconds", DEFAULT_DRAIN_SECONDS), "drain_seconds"),
         reasoning=_reasoning(data.get("reasoning")),

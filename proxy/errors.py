@@ -26,6 +26,15 @@ def bad_path(reason: str) -> web.Response:
     )
 
 
+def route_removed() -> web.Response:
+    return error_response(
+        404,
+        "This chatmend route was removed from the configuration.",
+        "route_removed",
+        "invalid_request_error",
+    )
+
+
 def method_not_allowed(allowed: str) -> web.Response:
     response = error_response(
         405, "Method not allowed.", "method_not_allowed", "invalid_request_error"
@@ -54,6 +63,23 @@ def too_large(max_body_bytes: int) -> web.Response:
         "request_too_large",
         "invalid_request_error",
     )
+
+
+#: Seconds a client refused for load is told to wait (``Retry-After``).
+RETRY_AFTER_SECONDS = 2
+
+
+def overloaded(limit: int) -> web.Response:
+    """503: the requests in flight already hold ``inflight_body_bytes`` of bodies."""
+    response = error_response(
+        503,
+        f"chatmend holds its limit of request bodies in flight ({limit} bytes, "
+        "inflight_body_bytes); retry shortly.",
+        "overloaded",
+        "server_error",
+    )
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def body_timeout(seconds: float) -> web.Response:

@@ -23,6 +23,7 @@ from multidict import CIMultiDict
 from proxy import account, body, errors
 from proxy.account import RequestState
 from proxy.appkeys import (
+    INFLIGHT_KEY,
     LEARNED_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
@@ -97,6 +98,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
         status = 500
         return account.answered(state, errors.internal_error())
     finally:
+        if state.hold is not None:
+            state.hold.release()
         account.done(meter, request, state, status)
 
 
@@ -131,6 +134,9 @@ def _admit(request: web.Request, state: RequestState, runtime: Runtime) -> Route
         return _refused(meter, state, "path", errors.bad_path(str(exc)), reason=str(exc))
     route = runtime.route_for(path)
     state.route = route.name
+    if runtime.retired and runtime.retired_prefix(path, route) is not None:
+        # A credentialed route a reload removed: never another route's upstream (issue 27).
+        return _refused(meter, state, "removed_route", errors.route_removed())
     if request.method not in METHODS:
         allowed = ", ".join(sorted(METHODS))
         return _refused(meter, state, "method", errors.method_not_allowed(allowed))
@@ -150,6 +156,13 @@ def _refused(
     state.outcome = "rejected"
     account.limited(meter, state, limit, **fields)
     return errors.closing(response)
+
+
+def _overloaded(meter: Metrics, state: RequestState, config: Config) -> web.Response:
+    """A big body past the in-flight budget: 503 with ``Retry-After``, counted, closed."""
+    response = errors.overloaded(config.inflight_body_bytes)
+    held = None if state.hold is None else state.hold.budget.held
+    return _refused(meter, state, "inflight_body_bytes", response, held=held)
 
 
 def api_of(request: web.Request) -> str | None:
@@ -175,6 +188,14 @@ async def _read(request: web.Request, state: RequestState, config: Config) -> Bo
     if not request.body_exists:
         return Body()
     meter = request.app[METRICS_KEY]
+    # Issue 27: the bodies in flight together stay within inflight_body_bytes; a big one past
+    # it is refused before it is read (its announced size), once read, or while it inflates.
+    hold = state.hold = request.app[INFLIGHT_KEY].hold(
+        config.inflight_body_bytes, config.offload_body_bytes
+    )
+    announced = request.content_length
+    if announced is not None and not hold.take(announced):
+        return _overloaded(meter, state, config)
     try:
         raw = await body.read(request, config)
     except web.HTTPRequestEntityTooLarge:
@@ -182,14 +203,18 @@ async def _read(request: web.Request, state: RequestState, config: Config) -> Bo
     except TimeoutError:
         state.outcome = "client_timeout"
         return errors.body_timeout(config.client_body_timeout)
+    if announced is None and not hold.take(len(raw)):
+        return _overloaded(meter, state, config)
     api = api_of(request)
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if api is None or encoding in ("", "identity"):
         return Body(raw, raw, api)
     try:
-        decoded = await body.decoded(raw, encoding, config.max_body_bytes)
+        decoded = await body.decoded(raw, encoding, config.max_body_bytes, hold)
     except body.TooLarge:
         return _refused(meter, state, "decoded_size", errors.too_large(config.max_body_bytes))
+    except body.Overloaded:
+        return _overloaded(meter, state, config)
     if decoded is None:  # an encoding chatmend does not read, or broken: sent as it came
         log.info("payload_not_sanitized", request_id=state.request_id, reason="encoding")
         return Body(raw)
@@ -230,7 +255,11 @@ async def _sanitize(
             given = given_to_rules(request, read.api, reasoning)
             if big:  # parsed and repaired in a worker process (proxy/offload.py)
                 sanitized = await offload.sanitize(
-                    read.decoded, route.planner, read.api, given=given
+                    read.decoded,
+                    route.planner,
+                    read.api,
+                    given=given,
+                    deadline=config.sanitize_deadline,
                 )
             else:
                 parsed = None if reasoning is None else reasoning.payload

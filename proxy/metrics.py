@@ -135,6 +135,20 @@ class Metrics:
             ["limit"],
             registry=r,
         )
+        # Issue 27: the offload pool's jobs ended at their deadline, and workers replaced.
+        self.offload_interrupted = Counter(
+            "chatmend_offload_interrupted",
+            "Offloaded repairs ended in their worker at their deadline (the body went as it came).",
+            registry=r,
+        )
+        self.offload_replaced = Counter(
+            "chatmend_offload_replaced",
+            "Offload worker processes replaced: died (killed or crashed mid-job), stuck (did "
+            "not stop after its job's deadline, killed) or failed (a job or answer that could "
+            "not be pickled).",
+            ["reason"],
+            registry=r,
+        )
         self.log_write_failures = Counter(
             "chatmend_log_write_failures",
             "Log lines that could not be written (the request went on without them).",

@@ -35,7 +35,7 @@ def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
         loaded = load()
         # What is bound at start-up stays as it is running, so the runtime says what is in effect.
         config = replace(loaded, **{key: getattr(old, key) for key in RESTART_ONLY})
-        runtime = Runtime.compile(config)
+        runtime = Runtime.compile(config, previous=holder.current)
     except ConfigError as exc:
         meter.reloads.labels("failed").inc()
         log.error("config_reload_failed", error=str(exc), generation=holder.generation)
@@ -51,6 +51,7 @@ def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
         "config_reloaded",
         generation=holder.generation,
         routes={route.name: route.config.profile for route in runtime.routes},
+        retired=list(runtime.retired),
         mode=config.default.mode,
         restart_needed=[key for key in RESTART_ONLY if getattr(loaded, key) != getattr(old, key)],
     )

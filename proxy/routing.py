@@ -76,11 +76,37 @@ class Runtime:
     config: Config
     #: Named routes, longest prefix first, then the default route.
     routes: tuple[Route, ...]
+    #: Prefixes (lower case) of routes that held credentials (the upstream key, or client
+    #: tokens) and that a reload removed: their paths get a 404 rather than another route, so
+    #: the tokens their clients still send never reach an upstream they were not meant for
+    #: (issue 27). Kept until a route takes the prefix again or the process restarts.
+    retired: tuple[str, ...] = ()
 
     @classmethod
-    def compile(cls, config: Config) -> Runtime:
-        """Compile every route's planner (raises nothing a validated config can cause)."""
-        return cls(config, tuple(Route.compile(route) for route in config.all_routes()))
+    def compile(cls, config: Config, previous: Runtime | None = None) -> Runtime:
+        """Compile every route's planner (raises nothing a validated config can cause);
+        ``previous``, the runtime a reload replaces, passes on the prefixes it retires."""
+        routes = tuple(Route.compile(route) for route in config.all_routes())
+        retired: tuple[str, ...] = ()
+        if previous is not None:
+            live = {route.prefix.lower() for route in routes}
+            gone = {
+                route.prefix.lower()
+                for route in previous.routes
+                if route.prefix and (route.config.upstream.api_key or route.config.client_tokens)
+            }
+            retired = tuple(sorted((set(previous.retired) | gone) - live))
+        return cls(config, routes, retired)
+
+    def retired_prefix(self, path: str, route: Route) -> str | None:
+        """The retired prefix ``path`` falls under, unless a route more specific than it took
+        the path (``route``, the one ``route_for`` gave)."""
+        lowered = path.lower()
+        for prefix in self.retired:
+            under = lowered == prefix or lowered.startswith(prefix + "/")
+            if under and len(prefix) > len(route.prefix):
+                return prefix
+        return None
 
     @property
     def default(self) -> Route:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -45,7 +46,9 @@ class Sanitized:
     #: Why the rules did not run (the body is then as it came), else ``None``: ``body_not_json``,
     #: ``json_too_deep`` (nested past orjson's 1024 levels), ``body_not_object``,
     #: ``messages_missing``, ``messages_not_list`` (Responses: ``input_missing``,
-    #: ``input_not_list``; a string ``input`` is not skipped), ``unserializable``.
+    #: ``input_not_list``; a string ``input`` is not skipped), ``unserializable`` (nested past
+    #: the 255 levels orjson writes), ``duplicate_signed_keys`` (a Messages body whose signed
+    #: block repeats a key: written back it would change under its signature).
     skipped: str | None = None
     #: What the provider contract still rejects in a rewritten body, when the plan says
     #: ``verify`` (off by default: the property tests hold every profile's rules to its
@@ -55,10 +58,34 @@ class Sanitized:
     profile: str | None = None
     #: Report mode: what the rules in report mode would have changed (not applied).
     reported: tuple[Change, ...] = ()
+    #: Changes made but not listed in ``changes`` (``capped``: a worker process sends back at
+    #: most so many), counted by ``(rule, action)``.
+    omitted: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
+
+    @property
+    def change_count(self) -> int:
+        """Every change made, listed or not."""
+        return len(self.changes) + sum(count for _, _, count in self.omitted)
+
+    def tally(self) -> Counter[tuple[str, str]]:
+        """The changes made, counted by ``(rule, action)``, listed or not."""
+        counts = Counter((change.rule, change.action) for change in self.changes)
+        for rule, action, count in self.omitted:
+            counts[rule, action] += count
+        return counts
+
+
+def capped(result: Sanitized, limit: int) -> Sanitized:
+    """``result`` with at most ``limit`` changes listed; the rest counted in ``omitted``."""
+    if len(result.changes) <= limit:
+        return result
+    rest = Counter((change.rule, change.action) for change in result.changes[limit:])
+    omitted = tuple((rule, action, count) for (rule, action), count in rest.items())
+    return replace(result, changes=result.changes[:limit], omitted=omitted)
 
 
 def sanitize_body(
@@ -121,8 +148,13 @@ def sanitize_body(
     try:
         body = orjson.dumps(payload)
     except TypeError:
-        # e.g. a value orjson cannot write back; never forward something half-done.
+        # e.g. nested deeper than the 255 levels orjson writes (it reads 1024): never forward
+        # something half-done. The proxy counts it (``limit_exceeded``, issue 27).
         return done(raw, skipped="unserializable")
+    if plan.api == "messages" and b'"signature"' in raw and signed_duplicates(raw):
+        # Written back, a signed block with a duplicate key would keep only its last value
+        # under a signature that may cover the first: the body goes as it came (issue 27).
+        return done(raw, skipped="duplicate_signed_keys")
     changes = (*early, *result.changes)
     if not plan.verify:
         return done(body, changes)
@@ -213,6 +245,31 @@ def _repair_fields(
         fixed[field] = payload[field]
     detail = {"count": len(paths), "paths": paths}
     return fixed, (Change(lone_surrogates.NAME, -1, "replaced", detail),)
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _no_signed_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len(pairs) > 1:
+        keys = [key for key, _ in pairs]
+        if "signature" in keys and len(set(keys)) != len(keys):
+            raise _Duplicate
+    return dict(pairs)
+
+
+def signed_duplicates(raw: bytes) -> bool:
+    """Some object of the body that carries a ``signature`` repeats a key (``{"thinking": "a",
+    "signature": "s", "thinking": "b"}``). One standard-library parse, only for a Messages body
+    the rules rewrote that holds a signature at all."""
+    try:
+        json.loads(raw, object_pairs_hook=_no_signed_duplicates)
+    except _Duplicate:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _reject_constant(name: str) -> Any:

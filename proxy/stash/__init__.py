@@ -23,7 +23,7 @@ from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash.memory import MemoryStore
 from proxy.stash.messages_observer import MessagesObserver
-from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, ResponseObserver
+from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, OnLimit, ResponseObserver
 from proxy.stash.redis_store import RedisStore
 from proxy.stash.settings import ReasoningConfig
 
@@ -82,16 +82,21 @@ class Stash:
     # --- response side ----------------------------------------------------------------------
 
     def observer_for(
-        self, scope: str, content_type: str, encoding: str, api: str = "chat"
+        self,
+        scope: str,
+        content_type: str,
+        encoding: str,
+        api: str = "chat",
+        on_limit: OnLimit | None = None,
     ) -> BodyObserver | None:
         """An observer for a 200 response of ``api`` (chat completions, or ``messages``:
         Anthropic Messages), or ``None`` for a body it cannot read (a compression other than
-        gzip or deflate)."""
+        gzip or deflate). ``on_limit`` hears of a response past the observer's bounds."""
         if encoding not in READABLE_ENCODINGS:
             return None
         stream = content_type == "text/event-stream"
         kind = MessagesObserver if api == "messages" else ResponseObserver
-        return kind(self.record, scope, stream=stream, encoding=encoding)
+        return kind(self.record, scope, stream=stream, encoding=encoding, on_limit=on_limit)
 
     def record(self, key: str, text: str) -> asyncio.Task[None] | None:
         """Store one turn's reasoning now: the memory store synchronously; Redis in a task the

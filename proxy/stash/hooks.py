@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -33,6 +34,8 @@ from rules.providers.planner import Plan, Planner
 
 log = get_logger()
 
+#: The ``chatmend_limits_total`` label of a response the observer stopped observing.
+OBSERVED_LIMIT = "observed_response"
 #: What marks a body holding a tool turn whose stash keys may be wanted, per API.
 TOOL_TURN_MARKS = {"chat": b'"tool_calls"', "messages": b'"tool_use"'}
 #: Per restoring rule: its actions for a restore and for a placeholder (``report``).
@@ -203,7 +206,16 @@ class ReasoningHooks:
             )
             return None
         scope = reasoning.given.scope
-        return self.stash.observer_for(scope, upstream.content_type, encoding, reasoning.api)
+        on_limit = partial(self._not_observed, request_id)
+        return self.stash.observer_for(
+            scope, upstream.content_type, encoding, reasoning.api, on_limit
+        )
+
+    def _not_observed(self, request_id: str, bound: str) -> None:
+        """A response past the observer's bounds (issue 27): counted and logged; the relay went
+        on untouched, nothing of it is stored."""
+        self.metrics.limits.labels(OBSERVED_LIMIT).inc()
+        log.warning("limit_exceeded", request_id=request_id, limit=OBSERVED_LIMIT, bound=bound)
 
     async def after_relay(self, observer: BodyObserver | None) -> None:
         """Wait for the observer's writes: the response ends only once they are stored."""

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.stash.observer import MAX_OBSERVED, BodyObserver, OnTurn
+import orjson
+
+from proxy.stash.observer import MAX_BLOCKS, BodyObserver, OnLimit, OnTurn
 from rules.anthropic.blocks import THINKING_TYPES
 from rules.anthropic.missing_thinking import stored_form, turn_key
 
@@ -26,17 +28,27 @@ from rules.anthropic.missing_thinking import stored_form, turn_key
 class MessagesObserver(BodyObserver):
     """One Messages response's observer. ``stream`` says SSE (else one JSON body)."""
 
-    __slots__ = ("_blocks", "_kept", "_started")
+    __slots__ = ("_blocks", "_started")
 
-    def __init__(self, on_turn: OnTurn, scope: str, *, stream: bool, encoding: str = "") -> None:
-        super().__init__(on_turn, scope, stream=stream, encoding=encoding)
+    def __init__(
+        self,
+        on_turn: OnTurn,
+        scope: str,
+        *,
+        stream: bool,
+        encoding: str = "",
+        on_limit: OnLimit | None = None,
+    ) -> None:
+        super().__init__(on_turn, scope, stream=stream, encoding=encoding, on_limit=on_limit)
         #: index -> the block being streamed: ``{"type": ...}`` and, for a thinking block, lists
-        #: of ``thinking`` and ``signature`` pieces; for ``tool_use``, ``input`` pieces.
-        self._blocks: dict[int, dict[str, Any]] = {}
-        #: Characters of thinking (and redacted data) held so far: past ``MAX_OBSERVED`` the
+        #: of ``thinking`` and ``signature`` pieces; for ``tool_use``, ``input`` pieces. What
+        #: they hold counts toward the response's bound (``BodyObserver.keep``): past it the
         #: turn is not stored.
-        self._kept = 0
+        self._blocks: dict[int, dict[str, Any]] = {}
         self._started = False
+
+    def _clear(self) -> None:
+        self._blocks = {}
 
     # --- SSE ------------------------------------------------------------------------------------
 
@@ -56,6 +68,9 @@ class MessagesObserver(BodyObserver):
         if type(index) is not int or type(block) is not dict:
             return
         kind = block.get("type")
+        if index not in self._blocks and len(self._blocks) >= MAX_BLOCKS:
+            self.give_up("blocks")
+            return
         if not self._started:
             self._started = True
             if kind not in THINKING_TYPES:
@@ -65,18 +80,23 @@ class MessagesObserver(BodyObserver):
                 return
         if kind == "thinking":
             text, signature = block.get("thinking"), block.get("signature")
+            if not self._count(text) or not self._count(signature):
+                return
             self._blocks[index] = {
                 "type": kind,
                 "thinking": [text] if type(text) is str and text else [],
                 "signature": [signature] if type(signature) is str else None,
             }
-            self._count(text)
         elif kind == "redacted_thinking":
             data = block.get("data")
-            if type(data) is str:
+            if type(data) is str and self._count(data):
                 self._blocks[index] = {"type": kind, "data": data}
-                self._count(data)
         elif kind == "tool_use":
+            given = block.get("input")
+            if not self._count(block.get("id")) or not self._count(block.get("name")):
+                return
+            if given and not self.keep(len(orjson.dumps(given))):  # within one event's line
+                return
             self._blocks[index] = {
                 "type": kind,
                 "id": block.get("id"),
@@ -95,25 +115,32 @@ class MessagesObserver(BodyObserver):
         kind = delta.get("type")
         if kind == "thinking_delta" and block["type"] == "thinking":
             text = delta.get("thinking")
-            if type(text) is str and text:
+            if type(text) is not str:
+                # A piece chatmend cannot read: the text it stored would not be the one the
+                # signature signs, so the turn is not stored at all.
+                self._drop()
+            elif text and self._count(text):
                 block["thinking"].append(text)
-                self._count(text)
         elif kind == "signature_delta" and block["type"] == "thinking":
             signature = delta.get("signature")
-            if type(signature) is str:
+            if type(signature) is str and self._count(signature):
                 if block["signature"] is None:
                     block["signature"] = []
                 block["signature"].append(signature)
         elif kind == "input_json_delta" and block["type"] == "tool_use":
             piece = delta.get("partial_json")
-            if type(piece) is str:
+            if type(piece) is str and piece and self._count(piece):
                 block["pieces"].append(piece)
 
-    def _count(self, text: Any) -> None:
-        if type(text) is str:
-            self._kept += len(text)
-            if self._kept > MAX_OBSERVED:
-                self._drop()  # too long to keep: this turn goes unremembered
+    def _broken(self) -> None:
+        """An event chatmend could not parse: it may have been a piece of a signed thinking
+        block, and a block stored without it would not be what its signature signs."""
+        self._drop()
+
+    def _count(self, text: Any) -> bool:
+        """Count a string about to be kept (``False``: past the bound, the response is no longer
+        observed and nothing of it is kept)."""
+        return self.keep(len(text)) if type(text) is str else True
 
     def _end(self) -> None:
         blocks = [self._built(self._blocks[index]) for index in sorted(self._blocks)]

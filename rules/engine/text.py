@@ -48,7 +48,7 @@ def repair_value(value: Any, path: str = "") -> tuple[Any, list[str]]:
     return value, []
 
 
-def _any_surrogate(value: Any) -> bool:
+def any_surrogate(value: Any) -> bool:
     """True if some string in ``value`` holds a surrogate code point (paired or not)."""
     stack = [value]
     while stack:
@@ -72,7 +72,7 @@ def replace_lone_surrogates(items: list[Any], rule: str) -> tuple[list[Any], lis
     and a ``replaced`` change per item changed (``items`` itself when none is)."""
     # A str that encodes to UTF-8 has no surrogate at all: the common case costs one encode
     # of each item's strings, done by the repair walk only when that check fails.
-    if not _any_surrogate(items):
+    if not any_surrogate(items):
         return items, []
     changes: list[Change] = []
 

@@ -119,6 +119,26 @@ async def test_turn_two_gets_the_exact_reasoning_back(
     assert "PRIVATE-THOUGHT" not in logged(logs)
 
 
+async def test_two_agents_sharing_one_key_share_one_scope(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    """Documented (issue 27, docs/reasoning.md#scope): the scope is the credential, not the
+    conversation. Another conversation on the same key whose tool calls are the same gets the
+    first one's reasoning back; another key does not."""
+    proxy = await start()
+    message = await first_turn(proxy, stream=False)
+    other = orjson.loads(turn_two(message))
+    other["messages"][0]["content"] = "Another agent, another task: read a.txt"
+    response = await proxy.post(URL, data=orjson.dumps(other))
+    assert response.status == 200, await response.text()
+    assert sent_reasoning(upstream) == upstream.reasonings[0]
+    response = await proxy.post(
+        URL, data=orjson.dumps(other), headers={"Authorization": "Bearer sk-client-b"}
+    )
+    assert response.status == 200, await response.text()
+    assert sent_reasoning(upstream) != upstream.reasonings[0]
+
+
 async def test_a_request_not_in_thinking_mode_is_not_observed(
     start: Start, upstream: ThinkingUpstream
 ) -> None:

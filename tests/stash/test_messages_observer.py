@@ -262,3 +262,50 @@ def test_the_hooks_recall_for_messages_under_the_deepseek_profiles_only() -> Non
     assert "kimi" in hooks.profiles(planner, "chat")  # reasoning-content, chat only
     assert "kimi" not in hooks.profiles(planner, "messages")
     assert hooks.profiles(planner, "messages") is hooks.profiles(planner, "messages")  # cached
+
+
+# --- issue 27: bounds, and signed thinking never stored altered ---------------------------------
+
+
+def _bounded(chunks: list[bytes]) -> tuple[Sink, list[str]]:
+    sink, bounds = Sink(), list[str]()
+    observer = MessagesObserver(sink, SCOPE, stream=True, on_limit=bounds.append)
+    for chunk in chunks:
+        observer.feed(chunk)
+    observer.finish()
+    return sink, bounds
+
+
+def test_endless_input_json_pieces_reach_the_bound() -> None:
+    from proxy.stash.observer import PIECE_COST
+
+    head = stream([BLOCK, *TOOLS], stop=False)
+    piece = sse(
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": "a"},
+        }
+    )
+    sink, bounds = _bounded([head, piece * (MAX_OBSERVED // (1 + PIECE_COST) + 2)])
+    assert bounds == ["observed_bytes"] and sink.stored == {}
+
+
+def test_too_many_blocks_stop_the_observation() -> None:
+    from proxy.stash.observer import MAX_BLOCKS
+
+    sink, bounds = _bounded([stream([BLOCK] + [TOOLS[1]] * MAX_BLOCKS)])
+    assert bounds == ["blocks"] and sink.stored == {}
+
+
+def test_a_stream_with_a_broken_thinking_delta_is_not_stored() -> None:
+    """Stored without that piece but with the full signature, the block would not be the one
+    its signature signs (issue 27)."""
+    whole = stream([BLOCK, *TOOLS])
+    assert observe([whole]).stored  # as sent, it is stored
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta"}}
+    broken_event = sse({**delta, "delta": {"type": "thinking_delta", "thinking": 7}})
+    cut = whole.index(b"event: content_block_delta")
+    assert observe([whole[:cut] + broken_event + whole[cut:]]).stored == {}
+    not_json = b'event: content_block_delta\ndata: {"type": "content_block_delta", \x00\n\n'
+    assert observe([whole[:cut] + not_json + whole[cut:]]).stored == {}

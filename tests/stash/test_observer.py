@@ -226,3 +226,59 @@ def test_an_unbounded_line_disables_the_observer() -> None:
     observer.feed(stream())
     observer.finish()
     assert sink.stored == {}
+
+
+# --- issue 27: every dimension the observer stores is bounded --------------------------------
+
+
+def _bounded(chunks: list[bytes]) -> tuple[Sink, list[str], ResponseObserver]:
+    """Feed ``chunks`` to an observer that records the bounds it meets."""
+    sink, bounds = Sink(), list[str]()
+    observer = ResponseObserver(sink, SCOPE, stream=True, on_limit=bounds.append)
+    for chunk in chunks:
+        observer.feed(chunk)
+    observer.finish()
+    return sink, bounds, observer
+
+
+def _reasoned(*more: bytes) -> list[bytes]:
+    return [event([delta(reasoning_content="think")]) + b"\n\n", *more]
+
+
+def test_one_character_argument_pieces_reach_the_bound_by_their_count() -> None:
+    """Each kept piece costs its characters and PIECE_COST: a million one-character pieces
+    (64 MiB of bookkeeping) would otherwise pass a bound on characters alone."""
+    from proxy.stash.observer import MAX_OBSERVED, PIECE_COST
+
+    call = {"index": 0, "id": "c", "function": {"name": "f", "arguments": "a"}}
+    piece = event([delta(tool_calls=[call])]) + b"\n\n"
+    needed = MAX_OBSERVED // (1 + PIECE_COST) + 2
+    sink, bounds, observer = _bounded(_reasoned(piece * needed))
+    assert bounds == ["observed_bytes"] and sink.stored == {}
+    assert observer._choices == {}  # everything held for it is let go
+
+
+def test_too_many_choices_or_calls_stop_the_observation() -> None:
+    from proxy.stash.observer import MAX_CALLS, MAX_CHOICES
+
+    choices = [delta(index, reasoning_content="t") for index in range(MAX_CHOICES + 1)]
+    assert _bounded([event(choices) + b"\n\n"])[1] == ["choices"]
+    calls = [
+        {"index": i, "id": f"c{i}", "function": {"name": "f", "arguments": "{}"}}
+        for i in range(MAX_CALLS + 1)
+    ]
+    sink, bounds, _ = _bounded(_reasoned(event([delta(tool_calls=calls)]) + b"\n\n"))
+    assert bounds == ["calls"] and sink.stored == {}
+
+
+def test_an_event_of_endless_data_lines_is_bounded() -> None:
+    from proxy.stash.observer import MAX_LINE
+
+    line = b"data: " + b"x" * (1 << 20) + b"\n"
+    _, bounds, observer = _bounded([line] * (MAX_LINE // (1 << 20) + 2))
+    assert bounds == ["line"] and observer._data == []
+
+
+def test_a_turn_within_the_bounds_is_stored_as_before() -> None:
+    sink, bounds, _ = _bounded([stream()])
+    assert sink.stored == {KEY: REASONING} and bounds == []
