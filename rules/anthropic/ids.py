@@ -14,9 +14,12 @@ from typing import Any
 
 from rules.anthropic.blocks import content_list, role
 from rules.engine.base import Change, Outcome
+from rules.engine.pairing import Minter
 
 #: ``choose(original_id, ids_kept_so_far)`` -> the id the call leaves with.
 Choose = Callable[[str, set[str]], str]
+
+__all__ = ["Choose", "Minter", "all_ids", "remap"]
 
 
 def all_ids(messages: list[Any]) -> set[str]:
@@ -30,29 +33,6 @@ def all_ids(messages: list[Any]) -> set[str]:
                 if kind in ("tool_use", "tool_result") and type(value) is str:
                     ids.add(value)
     return ids
-
-
-class Minter:
-    """Fresh ids for one request: ``base``, or ``base_d<n>`` with the smallest n >= 2 that no
-    id in ``taken`` holds; the id minted joins ``taken``. The search resumes per base where it
-    stopped (``taken`` only grows, so no smaller n can have come free): linear over a request,
-    where starting at 2 each time made a hostile run of one id quadratic."""
-
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
-        self._next: dict[str, int] = {}
-
-    def mint(self, base: str) -> str:
-        if base not in self.taken:
-            self.taken.add(base)
-            return base
-        n = self._next.get(base, 2)
-        while f"{base}_d{n}" in self.taken:
-            n += 1
-        self._next[base] = n + 1
-        new = f"{base}_d{n}"
-        self.taken.add(new)
-        return new
 
 
 def remap(messages: list[Any], choose: Choose, rule: str) -> Outcome:

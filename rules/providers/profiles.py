@@ -41,6 +41,11 @@ class Profile:
     messages: Settings = field(default_factory=dict)
     messages_contract: Contract = field(default_factory=lambda: dict(anthropic.MESSAGES_CORE))
     messages_envelope: str = "anthropic"
+    #: Its ``/v1/responses`` endpoint: settings of the Responses rules (``rules.responses``)
+    #: over their defaults, and the checks it applies beyond the strict Responses contract
+    #: (``rules.providers.contract.responses``).
+    responses: Settings = field(default_factory=dict)
+    responses_contract: Contract = field(default_factory=dict)
 
 
 def _contract(base: Contract, **overrides: Mapping[str, Any]) -> Contract:
@@ -157,6 +162,10 @@ DEEPSEEK = Profile(
     ),
     # DeepSeek answers its Anthropic endpoint in OpenAI's shape (farion1231/cc-switch#2600)
     messages_envelope="openai",
+    # docs/providers.md#deepseek-responses, DeepSeek /v1/responses: no item of any kind between a
+    # call and its output (deepseek-ai/awesome-deepseek-integration#740)
+    responses={"responses-displaced-messages": {"enabled": True, "adjacency": "strict"}},
+    responses_contract={"responses_nonadjacent_output": {}},
 )
 
 DEEPSEEK_REASONER = Profile(
@@ -187,6 +196,8 @@ DEEPSEEK_REASONER = Profile(
     messages=DEEPSEEK.messages,
     messages_contract=DEEPSEEK.messages_contract,
     messages_envelope=DEEPSEEK.messages_envelope,
+    responses=DEEPSEEK.responses,
+    responses_contract=DEEPSEEK.responses_contract,
 )
 
 #: Kimi models that think (K2.5/K2.6 unless ``thinking.type: disabled``, K2-thinking), also

@@ -19,6 +19,7 @@ from rules.responses import (
     context_management,
     displaced_messages,
     duplicate_items,
+    early_outputs,
     lone_surrogates,
     orphan_outputs,
     replayed_history,
@@ -35,16 +36,22 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     # 2. A doubled history before anything dedupes or renames: the replay repeats every item id
     #    and call_id, which 3 and 4 would otherwise drop piecemeal or rename and keep.
     replayed_history.RULE,
-    # 3. Unique item ids (first kept), before pairing: a dropped duplicate call is not answered.
+    # 3. Unique item ids (a duplicated `id` field removed, the item kept), before pairing: no
+    #    call or output is dropped here, so every output still has the call it answers.
     duplicate_items.RULE,
-    # 4-7. Pairing, on unique items: ids (unique, short) so that one call_id means one call;
-    #    then drop what answers no call; then move messages out from between a call and its
-    #    (now single) output; stubs last, right after their call, where nothing can come between.
+    # 4-8. Pairing, by the one law (rules.engine.pairing: the k-th output naming X answers the
+    #    k-th call naming X, wherever each stands): ids (unique, short) so that one call_id
+    #    means one call, renamed in the call and its output alike; then drop what answers no
+    #    call (a name no call carries, a second answer); then move an output placed before its
+    #    call after it (kept, not dropped as an orphan); then move what stands between a call
+    #    and its (now single, later) output; stubs last, right after their call, where nothing
+    #    can come between.
     call_ids.RULE,
     orphan_outputs.RULE,
+    early_outputs.RULE,
     displaced_messages.RULE,
     unanswered_calls.RULE,
-    # 8. Request level: reads no item, and no item rule reads it.
+    # 9. Request level: reads no item, and no item rule reads it.
     context_management.RULE,
 )
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from rules.engine.pairing import answers
+
 CALL = "function_call"
 OUTPUT = "function_call_output"
 COMPACTION = "compaction"
@@ -79,3 +81,25 @@ def pair_calls(items: list[Any]) -> tuple[set[int], list[int]]:
         elif is_output(item) and waiting.get(cid):
             answered.add(waiting[cid].popleft())
     return answered, [index for index in calls if index not in answered]
+
+
+def answer_map(items: list[Any]) -> dict[int, int | None]:
+    """The pairing law (``rules.engine.pairing``) over ``input``: for each output (by index) the
+    index of the call it answers, whatever their positions (the k-th output naming call_id X
+    answers the k-th call naming X), or ``None`` when it answers none (no usable call_id, no call
+    naming it, or a further answer beyond the calls naming it)."""
+    positions: list[int] = []
+    events: list[tuple[bool, str | None]] = []
+    for index, item in enumerate(items):
+        if is_call(item):
+            positions.append(index)
+            events.append((True, call_id(item)))
+        elif is_output(item):
+            positions.append(index)
+            events.append((False, call_id(item)))
+    pairs = answers(events)
+    return {
+        positions[event]: (None if call is None else positions[call])
+        for event, call in enumerate(pairs)
+        if not events[event][0]
+    }

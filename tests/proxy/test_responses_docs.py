@@ -38,7 +38,7 @@ def test_check_reads_a_responses_body() -> None:
         }
     )
     report = check_body(body, parse_config({}).planner())
-    assert report.profile == "responses" and report.api == "responses"
+    assert report.profile == "responses:deepseek" and report.api == "responses"
     assert [v.code for v in report.before] == ["responses_unanswered_call"]
     assert report.after == ()
     assert report.status == REPAIRED

@@ -32,6 +32,10 @@ USER = {"type": "message", "role": "user", "content": "Go on."}
 RESPONSES_CASES: dict[str, dict[str, Any]] = {
     "responses_orphan_output": {"input": [USER, {**OUTPUT, "call_id": "call_9"}]},
     "responses_interrupted_output": {"input": [USER, CALL, USER, OUTPUT]},
+    # deepseek-ai/awesome-deepseek-integration#740: a reasoning item between call and output
+    "responses_nonadjacent_output": {
+        "input": [USER, CALL, {"type": "reasoning", "summary": []}, OUTPUT]
+    },
     "responses_unanswered_call": {"input": [USER, CALL, USER]},
     "responses_duplicate_item": {
         "input": [USER, {**CALL, "id": "fc_1"}, OUTPUT, {**CALL, "id": "fc_1"}, OUTPUT]

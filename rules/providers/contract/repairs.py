@@ -115,8 +115,15 @@ _RESPONSES: dict[str, Settings] = {
     "responses_orphan_output": {
         "responses-displaced-messages": {},
         "responses-orphan-outputs": {},
+        "responses-early-outputs": {},
     },
     "responses_interrupted_output": {"responses-displaced-messages": {}},
+    # DeepSeek (deepseek-ai/awesome-deepseek-integration#740): any item between a call and its
+    # output, an output before its call included
+    "responses_nonadjacent_output": {
+        "responses-early-outputs": {},
+        "responses-displaced-messages": {"adjacency": "strict"},
+    },
     "responses_unanswered_call": {"responses-unanswered-calls": {}},
     "responses_duplicate_item": {"responses-duplicate-items": {}},
     "responses_call_id_too_long": {"responses-call-ids": {}},

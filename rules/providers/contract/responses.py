@@ -77,6 +77,22 @@ def _interrupted_outputs(
                 yield Found(index, {"id": cid})
 
 
+def _nonadjacent_outputs(
+    items: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    """A call whose output (the first later output with its call_id) does not stand right after
+    it (DeepSeek pairs a call only with the item right after it)."""
+    for index, item in enumerate(items):
+        cid = call_id(item) if is_call(item) else None
+        if cid is None:
+            continue
+        following = items[index + 1] if index + 1 < len(items) else None
+        if is_output(following) and call_id(following) == cid:
+            continue
+        if any(is_output(later) and call_id(later) == cid for later in items[index + 1 :]):
+            yield Found(index, {"id": cid})
+
+
 def _context_management(
     items: list[Any], request: Mapping[str, Any], options: Any
 ) -> Iterator[Found]:
@@ -109,6 +125,15 @@ CHECKS: tuple[Check, ...] = (
         # (deepseek-ai/DeepSeek-V3#1611, #1588); the quoted text ends at "call_id": the id is
         # appended as OpenAI's wording does.
         "No tool call found for tool output with call_id {id}",
+    ),
+    Check(
+        "responses_nonadjacent_output",
+        "A function_call whose output does not come right after it (DeepSeek's Responses "
+        "endpoint: any item between, a reasoning item or a parallel call too).",
+        _nonadjacent_outputs,
+        # docs/providers.md#deepseek-responses, DeepSeek /v1/responses
+        # (deepseek-ai/awesome-deepseek-integration#740)
+        "No tool output found for tool call {id}",
     ),
     Check(
         "responses_unanswered_call",
@@ -146,8 +171,14 @@ CHECKS: tuple[Check, ...] = (
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 
-#: The strict Responses contract: every check, in its default words.
-RESPONSES_CONTRACT: Mapping[str, Mapping[str, Any]] = {check.code: {} for check in CHECKS}
+#: Checks only some providers apply: a profile adds them (``Profile.responses_contract``).
+PROFILE_ONLY = frozenset({"responses_nonadjacent_output"})
+
+#: The strict Responses contract every profile applies: every check but ``PROFILE_ONLY``, in its
+#: default words.
+RESPONSES_CONTRACT: Mapping[str, Mapping[str, Any]] = {
+    check.code: {} for check in CHECKS if check.code not in PROFILE_ONLY
+}
 
 NOT_RESPONSES = "Missing required parameter: 'input'."
 
@@ -166,4 +197,11 @@ def violations(
     return found
 
 
-__all__ = ["CHECKS", "CHECKS_BY_CODE", "NOT_RESPONSES", "RESPONSES_CONTRACT", "violations"]
+__all__ = [
+    "CHECKS",
+    "CHECKS_BY_CODE",
+    "NOT_RESPONSES",
+    "PROFILE_ONLY",
+    "RESPONSES_CONTRACT",
+    "violations",
+]
