@@ -580,8 +580,10 @@ ANTHROPIC = Profile(
         "messages-metadata-user-id": True,  # anthropics/claude-code#56643
         # mastra-ai/mastra#7507: only an explicit `thinking` counts for Claude models
         "messages-thinking-tool-choice": {"enabled": True, "models": []},
-        # anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598
-        "messages-unsigned-thinking": True,
+        # anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598; another issuer's
+        # signature (DeepSeek's UUID) refused alike: ding113/claude-code-hub#518 (switching
+        # channels), docs/providers.md#anthropic-reasoning
+        "messages-unsigned-thinking": {"enabled": True, "signatures": "anthropic"},
         "messages-context-management": True,  # ericc-ch/copilot-api#217
     },
     messages_contract=_contract(
@@ -600,7 +602,7 @@ ANTHROPIC = Profile(
             "models": [],
         },
         messages_prefill={},
-        messages_thinking_signature={},
+        messages_thinking_signature={"shape": "anthropic"},
         messages_context_management={},
     ),
 )

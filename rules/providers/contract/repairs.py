@@ -157,7 +157,8 @@ _MESSAGES: dict[str, Settings] = {
     "messages_server_tool": {"messages-server-tools": {}},
     # a tool loop whose last turn held only unsigned thinking is refused next for that
     "messages_thinking_signature": {
-        "messages-unsigned-thinking": {},
+        # a refusal of the signature: another issuer's signature is refused alike (issue 24)
+        "messages-unsigned-thinking": {"signatures": "anthropic"},
         "messages-tool-loop-thinking": {},
     },
     "messages_tool_result_cache_control": {"messages-tool-result-cache-control": {}},
