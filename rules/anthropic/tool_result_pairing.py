@@ -10,8 +10,9 @@ turn left unanswered: the leftover results answer the leftover calls by the pair
 (``rules.engine.pairing``: the k-th naming X answers the k-th naming X), so the real result
 takes the place a stub would have. A ``tool_result`` that then answers no call (an orphan: its
 id names no call, a history cut after a compaction) or that answers a call a second time is
-removed, logged with its id, the reason and its length (the text only with ``log_content``). A user message left with nothing is removed, and two assistant messages that
-this leaves adjacent are joined.
+removed, logged with its id, the reason and its length (the text only with ``log_content``).
+A user message left with nothing is removed, and two assistant messages that this leaves
+adjacent are joined.
 Why: Anthropic answers 400 "messages.33: `tool_use` ids were found without `tool_result` blocks
 immediately after: toolu_…. Each `tool_use` block must have a corresponding `tool_result` block
 in the next message." (anthropics/claude-code#1237, #2697, #5989; DeepSeek's Anthropic endpoint
