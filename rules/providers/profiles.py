@@ -559,6 +559,10 @@ CHAT_TEMPLATE = Profile(
             "prefix_allowed": False,
         },
     ),
+    # docs/providers.md#chat-templates-pairing, vLLM parses a Responses request's historical
+    # `arguments` as it does chat's (OpenHands/software-agent-sdk#2887)
+    responses={"responses-invalid-arguments": True},
+    responses_contract={"responses_invalid_arguments": {}},
 )
 
 #: Anthropic itself (api.anthropic.com): its Messages API is the strict one the others copy.

@@ -20,6 +20,7 @@ from rules.responses import (
     displaced_messages,
     duplicate_items,
     early_outputs,
+    invalid_arguments,
     lone_surrogates,
     orphan_outputs,
     replayed_history,
@@ -51,7 +52,10 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     early_outputs.RULE,
     displaced_messages.RULE,
     unanswered_calls.RULE,
-    # 9. Request level: reads no item, and no item rule reads it.
+    # 9. Inside a call item: its arguments (no rule above reads them but replayed-history,
+    #    which compares them canonically, and a call it drops needs no repair).
+    invalid_arguments.RULE,
+    # 10. Request level: reads no item, and no item rule reads it.
     context_management.RULE,
 )
 

@@ -37,6 +37,8 @@ RESPONSES_CASES: dict[str, dict[str, Any]] = {
         "input": [USER, CALL, {"type": "reasoning", "summary": []}, OUTPUT]
     },
     "responses_unanswered_call": {"input": [USER, CALL, USER]},
+    # issue 24 / OpenHands/software-agent-sdk#2887: Python quotes in a historical call
+    "responses_invalid_arguments": {"input": [USER, {**CALL, "arguments": "{'a': 1}"}, OUTPUT]},
     "responses_duplicate_item": {
         "input": [USER, {**CALL, "id": "fc_1"}, OUTPUT, {**CALL, "id": "fc_1"}, OUTPUT]
     },

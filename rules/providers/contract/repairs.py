@@ -125,6 +125,7 @@ _RESPONSES: dict[str, Settings] = {
         "responses-displaced-messages": {"adjacency": "strict"},
     },
     "responses_unanswered_call": {"responses-unanswered-calls": {}},
+    "responses_invalid_arguments": {"responses-invalid-arguments": {}},
     "responses_duplicate_item": {"responses-duplicate-items": {}},
     "responses_call_id_too_long": {"responses-call-ids": {}},
     "responses_context_management": {"responses-context-management": {}},

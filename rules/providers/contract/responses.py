@@ -7,6 +7,7 @@ The checks use the chat contract's ``Check`` type; their ``messages`` argument i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
@@ -93,6 +94,26 @@ def _nonadjacent_outputs(
             yield Found(index, {"id": cid})
 
 
+def _invalid_arguments(
+    items: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    """A function_call whose arguments string Python's json module cannot read (vLLM's 400
+    carries the JSONDecodeError's own text)."""
+    for index, item in enumerate(items):
+        arguments = item.get("arguments") if is_call(item) else None
+        if not isinstance(arguments, str):
+            continue
+        try:
+            json.loads(arguments)
+        except json.JSONDecodeError as error:
+            yield Found(
+                index,
+                {"reason": error.msg, "line": error.lineno, "column": error.colno, "at": error.pos},
+            )
+        except (ValueError, RecursionError):
+            continue
+
+
 def _context_management(
     items: list[Any], request: Mapping[str, Any], options: Any
 ) -> Iterator[Found]:
@@ -136,6 +157,15 @@ CHECKS: tuple[Check, ...] = (
         "No tool output found for tool call {id}",
     ),
     Check(
+        "responses_invalid_arguments",
+        "A function_call whose arguments string is not valid JSON (vLLM).",
+        _invalid_arguments,
+        # docs/providers.md#chat-templates-pairing, vLLM, chat and Responses
+        # (OpenHands/software-agent-sdk#2887: "Unterminated string starting at: line 1 column
+        # 1121 (char 1120)", the JSONDecodeError's own text)
+        "{reason}: line {line} column {column} (char {at})",
+    ),
+    Check(
         "responses_unanswered_call",
         "A function_call that no later function_call_output answers.",
         _unanswered_calls,
@@ -172,7 +202,7 @@ CHECKS: tuple[Check, ...] = (
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 
 #: Checks only some providers apply: a profile adds them (``Profile.responses_contract``).
-PROFILE_ONLY = frozenset({"responses_nonadjacent_output"})
+PROFILE_ONLY = frozenset({"responses_nonadjacent_output", "responses_invalid_arguments"})
 
 #: The strict Responses contract every profile applies: every check but ``PROFILE_ONLY``, in its
 #: default words.
