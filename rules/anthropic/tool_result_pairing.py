@@ -38,12 +38,11 @@ from rules.anthropic.blocks import (
     is_tool_result,
     role,
     tool_result_id,
-    tool_use_id,
     tool_use_ids,
 )
+from rules.anthropic.ids import answer_places
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import dropped_content
-from rules.engine.pairing import answers
 
 NAME = "messages-tool-result-pairing"
 
@@ -125,57 +124,21 @@ class _Pairing:
 
 
 def _assign(messages: list[Any]) -> tuple[dict[tuple[int, int], int], dict[int, list[Any]]]:
-    """Which call each result answers, over the whole request: (message, position) of each
-    result that answers a call -> the index of that call's assistant message; and, per
-    assistant message, its results that stand outside the user turn right after it (a later
-    turn, or before the call), in document order. A result in the user turn right after its
-    call's assistant message answers first (the k-th result naming X there answers the turn's
-    k-th call naming X: where the provider reads it); the results left over answer the calls
-    left over by the pairing law (``rules.engine.pairing``: the k-th naming X answers the k-th
-    naming X), wherever they stand. A result given no call is in neither (an orphan, or a
-    second answer)."""
+    """Which call each result answers (``rules.anthropic.ids.answer_places``): (message,
+    position) of each result that answers a call -> the index of that call's assistant
+    message; and, per assistant message, its results that stand outside the user message right
+    after it (a later turn, or before the call), in document order. A result given no call is
+    in neither (an orphan, or a second answer)."""
     owner_of: dict[tuple[int, int], int] = {}
-    places: list[tuple[int, int]] = []  # the leftovers, calls and results, in document order
-    events: list[tuple[bool, str | None]] = []
-    turn: dict[str, list[tuple[int, int]]] = {}  # the latest assistant's unanswered calls
-    owner = -1
-    for index, message in enumerate(messages):
-        speaker = role(message)
-        if speaker == "assistant":
-            for name, calls in turn.items():  # the turn's own results are over
-                for place in calls:
-                    places.append(place)
-                    events.append((True, name))
-            turn = {}
-            owner = index
-            for position, block in enumerate(content_list(message) or ()):
-                call_name = tool_use_id(block)
-                if call_name:
-                    turn.setdefault(call_name, []).append((index, position))
-            continue
-        if speaker != "user":
-            continue
-        for position, block in enumerate(content_list(message) or ()):
-            if not is_tool_result(block):
-                continue
-            key = tool_result_id(block) or None
-            waiting = turn.get(key) if key is not None else None
-            if waiting:
-                waiting.pop(0)
-                owner_of[(index, position)] = owner
-            else:
-                places.append((index, position))
-                events.append((False, key))
-    for name, calls in turn.items():
-        for place in calls:
-            places.append(place)
-            events.append((True, name))
     late: dict[int, list[Any]] = {}
-    for event, call in enumerate(answers(events)):
-        if call is not None:
-            at, position = places[event]
-            home = places[call][0]
-            owner_of[(at, position)] = home
+    run_end: list[int] = [0] * (len(messages) + 1)  # where the user run after each message ends
+    run_end[len(messages)] = len(messages)
+    for index in range(len(messages) - 1, -1, -1):
+        follows = index + 1 < len(messages) and role(messages[index + 1]) == "user"
+        run_end[index] = run_end[index + 1] if follows else index + 1
+    for (at, position), (home, _) in sorted(answer_places(messages).items()):
+        owner_of[(at, position)] = home
+        if not home < at < run_end[home]:
             late.setdefault(home, []).append(messages[at]["content"][position])
     return owner_of, late
 

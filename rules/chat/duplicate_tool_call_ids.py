@@ -136,7 +136,8 @@ class _State:
         old = message.get("tool_call_id")  # a tool message: the test of result_id(), inlined
         if type(old) is not str or not old:  # no usable id: pairing is another rule's job
             return message
-        if block is not None and old in block.slots:
+        in_block = block is not None and old in block.slots
+        if block is not None and in_block:
             nth = block.answered.get(old, 0)
             block.answered[old] = nth + 1
             finals = block.slots[old]
@@ -147,31 +148,32 @@ class _State:
                     return message
                 self.changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
                 return {**message, "tool_call_id": new}
-        elif old not in self.result_ids:
+        waiting = self.waiting.get(old)
+        if waiting:
+            # A result strayed from its block (a later block, or a further result of this one):
+            # by the pairing law (rules/engine/pairing.py) the k-th such result naming X answers
+            # the k-th earlier call naming X still waiting for one. Renamed to it, it is
+            # displaced-tool-results' to move home, not a duplicate.
+            new = waiting.pop(0)
+            self.result_ids.add(new)
+            if new == old:
+                return message
+            self.changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
+            return {**message, "tool_call_id": new}
+        if not in_block and old not in self.result_ids:
             # Not this block's (or outside any block): pairing it is another rule's job.
             self.result_ids.add(old)
             return message
-        else:
-            waiting = self.waiting.get(old)
-            if waiting is not None and len(waiting) == 1:
-                # A result strayed from its block whose call was renamed (a reused id): it
-                # answers that call, the only one still waiting for a result with this id.
-                # Renamed, it is displaced-tool-results' to move home, not a duplicate.
-                new = waiting.pop()
-                self.result_ids.add(new)
-                self.changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
-                return {**message, "tool_call_id": new}
         # A further answer to a call of the block, or an id an earlier tool message carries.
         detail = {"tool_call_id": old}
         self.changes.append(Change(NAME, index, "dropped_duplicate_result", detail))
         return None
 
     def close(self, block: _Block) -> None:
-        """The block's results are over: remember its renamed calls that got none."""
+        """The block's results are over: remember its calls that got none."""
         for old, finals in block.slots.items():
             for new in finals[block.answered.get(old, 0) :]:
-                if new != old:
-                    self.waiting.setdefault(old, []).append(new)
+                self.waiting.setdefault(old, []).append(new)
 
     def _mint(self, old: str) -> str:
         suffix = self.next_suffix.get(old, 2)
