@@ -419,3 +419,34 @@ def test_responses_loses_and_misattributes_nothing(
 @given(turns=conversations(FATES_ALL))
 def test_messages_loses_and_misattributes_nothing(name: str, turns: list[Turn]) -> None:
     judge("messages", name, messages(turns), {"max_tokens": 1024})
+
+
+def clean_responses(turns: list[Turn]) -> list[Any]:
+    """A history every provider accepts as sent: ids unique, valid arguments, each output right
+    after its call."""
+    out: list[Any] = []
+    for number, turn in enumerate(turns):
+        out.append({"role": "user", "content": turn.user})
+        for k, c in enumerate(turn.calls):
+            cid = f"call_{number}_{k}"
+            arguments = json.dumps(python_object(c.args))
+            out.append(
+                {"type": "function_call", "call_id": cid, "name": c.name, "arguments": arguments}
+            )
+            out.append({"type": "function_call_output", "call_id": cid, "output": c.result})
+        if turn.said is not None:
+            text = [{"type": "output_text", "text": turn.said}]
+            out.append({"type": "message", "role": "assistant", "content": text})
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+@SETTINGS
+@given(turns=conversations(("normal",)))
+def test_a_clean_responses_history_passes_every_profile_untouched(
+    name: str, turns: list[Turn]
+) -> None:
+    sent = clean_responses(turns)
+    result = run_rules(sent, plan_of("responses", name).steps, request={"model": "m"})
+    assert result.changes == ()
+    assert result.messages == sent
