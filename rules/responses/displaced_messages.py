@@ -91,6 +91,12 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 def _strict(items: list[Any]) -> Outcome:
     """Every output right after the call it answers (a call before it); the rest keeps its
     order."""
+    if all(
+        index > 0 and is_call(items[index - 1]) and call_id(items[index - 1]) == call_id(item)
+        for index, item in enumerate(items)
+        if is_output(item)
+    ):
+        return Outcome(items)  # the clean path: every output already follows its call
     after = {
         call: output
         for output, call in answer_map(items).items()

@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.responses.items import answer_map, is_output
+from rules.responses.items import answer_map, outputs_in_place
 
 NAME = "responses-early-outputs"
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
-    if not any(is_output(item) for item in items):
+    if outputs_in_place(items):  # the clean path: one walk
         return Outcome(items)
     early = {
         call: output

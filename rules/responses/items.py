@@ -103,3 +103,23 @@ def answer_map(items: list[Any]) -> dict[int, int | None]:
         for event, call in enumerate(pairs)
         if not events[event][0]
     }
+
+
+def outputs_in_place(items: list[Any]) -> bool:
+    """The clean path's prescan: every output has a usable call_id and answers a call before it
+    (it is at most the k-th output naming X after k calls naming X). Then the pairing law pairs
+    as the input reads: no output is early, orphaned or a further answer. One walk, one dict."""
+    open_calls: dict[str, int] = {}
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == CALL:
+            cid = call_id(item)
+            if cid is not None:
+                open_calls[cid] = open_calls.get(cid, 0) + 1
+        elif kind == OUTPUT:
+            cid = call_id(item)
+            waiting = open_calls.get(cid, 0) if cid is not None else 0
+            if not waiting:
+                return False
+            open_calls[cid] = waiting - 1  # type: ignore[index]
+    return True

@@ -21,13 +21,19 @@ from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
-from rules.responses.items import answer_map, call_id, is_call, is_output, output_length
+from rules.responses.items import (
+    answer_map,
+    call_id,
+    is_call,
+    output_length,
+    outputs_in_place,
+)
 
 NAME = "responses-orphan-outputs"
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
-    if not any(is_output(item) for item in items):
+    if outputs_in_place(items):  # the clean path: one walk
         return Outcome(items)
     named = {cid for item in items if is_call(item) and (cid := call_id(item)) is not None}
     drops: list[tuple[int, str]] = []
