@@ -174,7 +174,7 @@ def _rule_section(
     ]
     if profiles is None:
         lines.append(
-            "Profiles: none configure it; every Responses request runs it with the `rules:` "
+            "Profiles: none configure it; every request runs it with the `rules:` "
             "settings of its route."
         )
         return [*lines, ""]
@@ -433,8 +433,8 @@ def render_config_rules() -> str:
     lines += [
         "",
         "  # Responses API rules: POST to any path ending in /responses runs these over `input`,",
-        "  # in this order (provider profiles configure the chat rules above only; these settings",
-        "  # apply as set).",
+        "  # in this order, under the profile's Responses settings (docs/profiles.md: `deepseek`",
+        "  # turns on strict adjacency, `chat-template` the arguments repair); these apply on top.",
     ]
     for rule in RESPONSES_RULES:
         lines += _config_rule(rule)

@@ -2,8 +2,9 @@
 
 The same ``Rule`` type, logging, toggles (the config's ``rules:`` section; names are unique across
 chat and Responses rules) and fail-open pipeline as the chat rules in ``rules.RULES``; their
-``messages`` argument is the request's ``input`` list. Provider profiles configure chat rules
-only: every Responses request runs under one Responses plan (``rules.providers.planner``).
+``messages`` argument is the request's ``input`` list. A Responses request runs under its
+profile's Responses plan (``Profile.responses``: most profiles keep the rules' defaults;
+``rules.providers.planner``).
 """
 
 from __future__ import annotations
