@@ -55,9 +55,13 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         hits = calls.get(rid) if type(rid) is str else None
         if not hits:
             continue
-        if bisect_left(hits, j, key=lambda hit: blocks[hit[0]].start) != 1:
-            continue  # no call before it, or two: not this rule's to guess
-        hit = hits[0]
+        before = bisect_left(hits, j, key=lambda hit: blocks[hit[0]].start)
+        if before == 1:
+            hit = hits[0]
+        elif before == 0 and len(hits) == 1:
+            hit = hits[0]  # sent before its call, the only one its id names: moved after it
+        else:
+            continue  # two calls its id names: not this rule's to guess
         number, pos = hit
         if number == own or hit in claimed or blocks[number].answers[pos] is not None:
             continue  # a second answer: orphan-tool-results decides

@@ -386,7 +386,7 @@ FATES_ALL = ("normal", "normal", "normal", "late", "early", "missing")
 #: Chat histories get no result placed before its call: the chat path still drops such a
 #: result as an orphan and renames its call (duplicate-tool-call-ids takes the id as used by the
 #: earlier tool message), a known gap this property would report.
-FATES_CHAT = ("normal", "normal", "normal", "late", "missing")
+FATES_CHAT = FATES_ALL
 
 
 @pytest.mark.parametrize("name", NAMES)
