@@ -99,8 +99,9 @@ RULE = Rule(
     "message with 'tool_calls'\" (FoundationAgents/OpenManus#744, ogx-ai/ogx#6367; "
     "docs/providers.md#openai-pairing)",
     repair="move it back, after the block's results, when its id names exactly one earlier call "
-    "still unanswered there (or forward, when it stands before the only call its id names); two assistants it stood between are merged. Nothing is dropped: one "
-    "message changes place, to the only place a strict provider accepts it",
+    "still unanswered there (or forward, when it stands before the only call its id names); two "
+    "assistants it stood between are merged. Nothing is dropped: one message changes place, to "
+    "the only place a strict provider accepts it",
     safety="safe",
     default=True,
     apply=apply,
