@@ -114,7 +114,9 @@ def anchor(name: str) -> str:
 def setting(profile: Profile, rule: Rule, *, api: str = "chat") -> tuple[bool, dict[str, Any]]:
     """Whether ``profile`` runs ``rule``, and the options it sets (those that differ from the
     rule's defaults), from the profile's record alone (``api="messages"``: its Messages plan)."""
-    settings = profile.messages if api == "messages" else profile.rules
+    settings = {"messages": profile.messages, "responses": profile.responses}.get(
+        api, profile.rules
+    )
     merged = merge_settings(settings).get(rule.name, {})
     enabled = bool(merged.get("enabled", rule.default))
     defaults = {option.name: option.default for option in rule.options}
@@ -172,7 +174,7 @@ def _rule_section(
     ]
     if profiles is None:
         lines.append(
-            "Profiles: none configure it; every Responses request runs it with the `rules:` "
+            "Profiles: none configure it; every request runs it with the `rules:` "
             "settings of its route."
         )
         return [*lines, ""]
@@ -256,7 +258,7 @@ def render_rules() -> str:
         lines += _rule_section(rule, position, PROFILES)
     lines += ["## Responses API rules in detail", ""]
     for position, rule in enumerate(RESPONSES_RULES):
-        lines += _rule_section(rule, position, None)
+        lines += _rule_section(rule, position, PROFILES, api="responses")
     lines += ["## Anthropic Messages rules in detail", ""]
     for position, rule in enumerate(ANTHROPIC_RULES):
         lines += _rule_section(rule, position, PROFILES, api="messages")
@@ -340,6 +342,19 @@ def _profile_section(profile: Profile) -> list[str]:
         f"configures: {', '.join(messages) if messages else 'none'}; checks: {checks}; error "
         f"envelope: {profile.messages_envelope}"
     )
+    responses = [
+        f"[{code(rule.name)}](rules.md#{rule.name})"
+        + (f" ({options_text(options)})" if options else "")
+        for rule in RESPONSES_RULES
+        for enabled, options in [setting(profile, rule, api="responses")]
+        if enabled and (not rule.default or options)
+    ]
+    extra = ", ".join(code(check) for check in profile.responses_contract) or "none"
+    lines.append(
+        f"- **Responses API** ([responses.md](responses.md)): rules it switches on or "
+        f"configures: {', '.join(responses) if responses else 'none'}; checks beyond the "
+        f"Responses contract: {extra}"
+    )
     lines += ["", *_contract_lines(profile), ""]
     return lines
 
@@ -418,8 +433,8 @@ def render_config_rules() -> str:
     lines += [
         "",
         "  # Responses API rules: POST to any path ending in /responses runs these over `input`,",
-        "  # in this order (provider profiles configure the chat rules above only; these settings",
-        "  # apply as set).",
+        "  # in this order, under the profile's Responses settings (docs/profiles.md: `deepseek`",
+        "  # turns on strict adjacency, `chat-template` the arguments repair); these apply on top.",
     ]
     for rule in RESPONSES_RULES:
         lines += _config_rule(rule)

@@ -6,7 +6,9 @@ envelope and text (the first rejection, as providers report one at a time); anyt
 canned completion, streamed as SSE when ``stream: true``. A ``POST`` to a path ending in
 ``/v1/messages`` is answered as that provider's Anthropic-format endpoint would, under the
 profile's Messages contract (proxy/emulate_messages.py); ``/v1/messages/count_tokens`` gets a
-count. ``GET .../models`` lists one model; every other path is a 404 in the same envelope.
+count. A ``POST`` to a path ending in ``/responses`` is answered as that provider's Responses
+endpoint would, under the profile's Responses contract (proxy/emulate_responses.py).
+``GET .../models`` lists one model; every other path is a 404 in the same envelope.
 Nothing is forwarded anywhere.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy import emulate_messages
+from proxy import emulate_messages, emulate_responses
 from proxy.log import get_logger
 from proxy.upstream import anthropic_betas
 from rules.providers.contract import violations
@@ -112,6 +114,7 @@ def create_emulator(
     *, chunks: int = 5, delay: float = 0.0, profile: str = DEFAULT_PROFILE
 ) -> web.Application:
     answered = 0
+    responses_contract = emulate_responses.contract_of(profile)
 
     async def handle(request: web.Request) -> web.StreamResponse:
         nonlocal answered
@@ -132,6 +135,16 @@ def create_emulator(
                 return refused
             answered += 1
             return await emulate_messages.answer(request, body, answered)
+        if request.method == "POST" and path.endswith("/responses"):
+            body = await request.read()
+            refused = emulate_responses.rejection(
+                body, responses_contract, PROFILES[profile].envelope
+            )
+            if refused is not None:
+                log.info("emulate_rejected", api="responses", status=refused.status)
+                return refused
+            answered += 1
+            return await emulate_responses.answer(request, body, answered)
         if request.method == "POST" and path.endswith("/chat/completions"):
             body = await request.read()
             rejected = rejection(body, profile)

@@ -208,13 +208,15 @@ def plan_for(source: PlanSource, model: Any, api: str = "chat") -> Plan:
     if isinstance(source, Planner):
         if api == "messages":
             return source.messages(model)
-        return source.responses if api == "responses" else source.plan(model)
+        return source.responses_for(model) if api == "responses" else source.plan(model)
     if isinstance(source, Plan):
         if source.api == api:
             return source.plan(model)
         if api == "messages":  # a chat profile's plan: the same profile's Messages plan
             return compile_messages_plan(PROFILES.get(source.profile, PROFILES[DEFAULT_PROFILE]))
-        return compile_responses_plan() if api == "responses" else Plan("custom", ())
+        if api == "responses":  # a chat profile's plan: the same profile's Responses plan
+            return compile_responses_plan(profile=PROFILES.get(source.profile))
+        return Plan("custom", ())
     if api == "responses":
         return Plan("custom", source, responses_contract.RESPONSES_CONTRACT, api="responses")
     if api == "messages":

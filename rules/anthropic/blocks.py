@@ -107,6 +107,38 @@ def is_unsigned_thinking(block: Any) -> bool:
     return type(value) is not str or not value.strip()
 
 
+def final_assistant(messages: list[Any]) -> int | None:
+    """The index of the assistant message Anthropic calls "final": the last message if it is an
+    assistant's, or the assistant right before a last user message that opens with its
+    ``tool_result`` blocks (a tool loop in progress: "a final `assistant` message ...
+    preceeding the lastmost set of `tool_use` and `tool_result` blocks"); else ``None``."""
+    if not messages:
+        return None
+    if role(messages[-1]) == "assistant":
+        return len(messages) - 1
+    if len(messages) < 2 or role(messages[-1]) != "user" or role(messages[-2]) != "assistant":
+        return None
+    results = content_list(messages[-1])
+    if not results or not is_tool_result(results[0]):
+        return None
+    return len(messages) - 2
+
+
+#: The shape of a signature Anthropic issues: standard base64 (its signatures are base64 of an
+#: opaque payload, anthropics/anthropic-sdk-python#1598); another issuer's (DeepSeek's UUIDs,
+#: ``8f0c...-...``) has characters base64 never holds.
+ANTHROPIC_SIGNATURE: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def is_foreign_thinking(block: Any) -> bool:
+    """A ``thinking`` block whose signature is a non-blank string that is not in Anthropic's
+    shape (``ANTHROPIC_SIGNATURE``): signed by another issuer, refused by Anthropic."""
+    if type(block) is not dict or block.get("type") != "thinking":
+        return False
+    value = block.get("signature")
+    return type(value) is str and bool(value.strip()) and not ANTHROPIC_SIGNATURE.fullmatch(value)
+
+
 def thinking_on(request: Mapping[str, Any]) -> bool:
     """The request's ``thinking`` asks for thinking (``enabled``, or ``adaptive``)."""
     thinking = request.get("thinking")

@@ -4,7 +4,9 @@ Shared by ``messages-tool-use-id-charset`` and ``messages-duplicate-tool-use-ids
 what a call's id becomes (``choose``); the walk renames the ``tool_use`` block and every
 ``tool_result`` that answers it. In the user message right after an assistant turn, the k-th
 result carrying id X answers the k-th call of that turn that had id X (so two calls that shared
-an id keep one result each); a result anywhere else follows the latest call that had its id.
+an id keep one result each); the results left over (a later turn, before their call) answer the
+calls left over by the pairing law, the k-th naming X the k-th naming X (``answer_places``); a
+result that answers no call follows the latest call that had its id.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from typing import Any
 
 from rules.anthropic.blocks import content_list, role
 from rules.engine.base import Change, Outcome
+from rules.engine.pairing import Minter, answers
 
 #: ``choose(original_id, ids_kept_so_far)`` -> the id the call leaves with.
 Choose = Callable[[str, set[str]], str]
+
+__all__ = ["Choose", "Minter", "Place", "all_ids", "answer_places", "remap"]
 
 
 def all_ids(messages: list[Any]) -> set[str]:
@@ -32,59 +37,92 @@ def all_ids(messages: list[Any]) -> set[str]:
     return ids
 
 
-class Minter:
-    """Fresh ids for one request: ``base``, or ``base_d<n>`` with the smallest n >= 2 that no
-    id in ``taken`` holds; the id minted joins ``taken``. The search resumes per base where it
-    stopped (``taken`` only grows, so no smaller n can have come free): linear over a request,
-    where starting at 2 each time made a hostile run of one id quadratic."""
+#: Where a block stands: (message index, block position).
+Place = tuple[int, int]
 
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
-        self._next: dict[str, int] = {}
 
-    def mint(self, base: str) -> str:
-        if base not in self.taken:
-            self.taken.add(base)
-            return base
-        n = self._next.get(base, 2)
-        while f"{base}_d{n}" in self.taken:
-            n += 1
-        self._next[base] = n + 1
-        new = f"{base}_d{n}"
-        self.taken.add(new)
-        return new
+def answer_places(messages: list[Any]) -> dict[Place, Place]:
+    """Which call each ``tool_result`` answers, as the Messages API is read: a result in the user
+    message(s) right after an assistant turn answers that turn's calls first (the k-th naming X
+    there answers the turn's k-th call naming X); the results left over, wherever they stand
+    (a later turn, before their call), answer the calls left over by the pairing law
+    (``rules.engine.pairing``: the k-th naming X answers the k-th naming X). Result place ->
+    call place; a result given no call (an orphan, a second answer) is absent. Ids compare as
+    sent (only non-empty string ids pair)."""
+    found: dict[Place, Place] = {}
+    places: list[Place] = []  # the leftovers, calls and results
+    events: list[tuple[bool, str | None]] = []
+    turn: dict[str, list[Place]] = {}  # the latest assistant's calls still unanswered
+    for index, message in enumerate(messages):
+        speaker = role(message)
+        if speaker == "assistant":
+            for name, calls in turn.items():  # the turn's own results are over
+                places.extend(calls)
+                events.extend((True, name) for _ in calls)
+            turn = {}
+            for position, block in enumerate(content_list(message) or ()):
+                if type(block) is dict and block.get("type") == "tool_use":
+                    value = block.get("id")
+                    if type(value) is str and value:
+                        turn.setdefault(value, []).append((index, position))
+            continue
+        if speaker != "user":
+            continue
+        for position, block in enumerate(content_list(message) or ()):
+            if type(block) is not dict or block.get("type") != "tool_result":
+                continue
+            value = block.get("tool_use_id")
+            key = value if type(value) is str and value else None
+            waiting = turn.get(key) if key is not None else None
+            if waiting:
+                found[(index, position)] = waiting.pop(0)
+            else:
+                places.append((index, position))
+                events.append((False, key))
+    for name, calls in turn.items():
+        places.extend(calls)
+        events.extend((True, name) for _ in calls)
+    for event, call in enumerate(answers(events)):
+        if call is not None:
+            found[places[event]] = places[call]
+    return found
 
 
 def remap(messages: list[Any], choose: Choose, rule: str) -> Outcome:
-    """Rename the calls ``choose`` renames, and their results; ``messages`` itself if none."""
+    """Rename the calls ``choose`` renames, and the results that answer them (``answer_places``:
+    a result answers its turn's call in place, else a leftover call by the pairing law; a
+    result that answers none follows the latest call that had its id); ``messages`` itself if
+    none changes."""
     kept: set[str] = set()
+    renamed: dict[Place, str] = {}  # a call's place -> the id it leaves with
+    for index, message in enumerate(messages):
+        if role(message) != "assistant":
+            continue
+        for position, block in enumerate(content_list(message) or ()):
+            if type(block) is dict and block.get("type") == "tool_use":
+                value = block.get("id")
+                if type(value) is str:
+                    new = choose(value, kept)
+                    kept.add(new)
+                    renamed[(index, position)] = new
+    answers_at = answer_places(messages)
     latest: dict[str, str] = {}  # original id -> what its latest call became
-    slots: dict[str, list[str]] | None = None  # the previous assistant turn's calls
-    answered: dict[str, int] = {}
     out: list[Any] | None = None
     changes: list[Change] = []
     for index, message in enumerate(messages):
         speaker = role(message)
         blocks = content_list(message)
-        turn_slots = slots
-        slots = None
         if blocks is None or speaker not in ("user", "assistant"):
-            if speaker == "assistant":
-                slots, answered = {}, {}
             continue
         new_blocks: list[Any] | None = None
-        if speaker == "assistant":
-            slots, answered = {}, {}
         for position, block in enumerate(blocks):
             if type(block) is not dict:
                 continue
             kind = block.get("type")
             if speaker == "assistant" and kind == "tool_use" and type(block.get("id")) is str:
                 old: str = block["id"]
-                new = choose(old, kept)
-                kept.add(new)
+                new = renamed[(index, position)]
                 latest[old] = new
-                slots.setdefault(old, []).append(new)  # type: ignore[union-attr]
                 key = "id"
             elif (
                 speaker == "user"
@@ -92,13 +130,8 @@ def remap(messages: list[Any], choose: Choose, rule: str) -> Outcome:
                 and type(block.get("tool_use_id")) is str
             ):
                 old = block["tool_use_id"]
-                finals = turn_slots.get(old) if turn_slots is not None else None
-                if finals is not None:
-                    nth = answered.get(old, 0)
-                    answered[old] = nth + 1
-                    new = finals[nth] if nth < len(finals) else old
-                else:
-                    new = latest.get(old, old)
+                call = answers_at.get((index, position))
+                new = renamed[call] if call is not None else latest.get(old, old)
                 key = "tool_use_id"
             else:
                 continue

@@ -4,11 +4,15 @@ What: for each assistant message with ``tool_use`` blocks, the ``tool_result`` b
 it are gathered from the user messages that follow it (up to the next assistant) into the first
 of them, ahead of its other blocks (their own order kept); a call with no result gets a stub
 result (``is_error: true``, option ``content``), and if no user message follows at all one is
-inserted. A ``tool_result`` that answers no call of the assistant turn right before it (an
-orphan: a history cut after a compaction, results of a turn that was dropped) or that answers a
-call a second time is removed, logged with its id and length (the text only with
-``log_content``). A user message left with nothing is removed, and two assistant messages that
-this leaves adjacent are joined.
+inserted. A result standing anywhere else (in a later user turn: the call's turn, then "never
+mind", "ok", then the result; or before its call) is moved there when it answers a call its own
+turn left unanswered: the leftover results answer the leftover calls by the pairing law
+(``rules.engine.pairing``: the k-th naming X answers the k-th naming X), so the real result
+takes the place a stub would have. A ``tool_result`` that then answers no call (an orphan: its
+id names no call, a history cut after a compaction) or that answers a call a second time is
+removed, logged with its id, the reason and its length (the text only with ``log_content``).
+A user message left with nothing is removed, and two assistant messages that this leaves
+adjacent are joined.
 Why: Anthropic answers 400 "messages.33: `tool_use` ids were found without `tool_result` blocks
 immediately after: toolu_…. Each `tool_use` block must have a corresponding `tool_result` block
 in the next message." (anthropics/claude-code#1237, #2697, #5989; DeepSeek's Anthropic endpoint
@@ -36,6 +40,7 @@ from rules.anthropic.blocks import (
     tool_result_id,
     tool_use_ids,
 )
+from rules.anthropic.ids import answer_places
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import dropped_content
 
@@ -54,6 +59,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if scan.UNPAIRED not in scan.signals(messages):
         return Outcome(messages)
     stub_text = CONTENT.of(ctx)
+    owner_of, moved = _assign(messages)
+    named = {tid for message in messages for tid in tool_use_ids(message)}
     out: list[Any] = []
     changes: list[Change] = []
     dropped_user = False  # a user message was removed since the last message kept
@@ -75,16 +82,20 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
             end = index + 1
             while end < n and role(messages[end]) == "user":
                 end += 1
-            out.extend(_answer(messages, index, end, ids, stub_text, changes, ctx))
+            pairing = _Pairing(owner_of, moved.get(index, []))
+            out.extend(_answer(messages, index, end, ids, stub_text, changes, ctx, pairing))
             index = end
             continue
         if speaker == "user":
             blocks = content_list(message)
             if blocks is not None and any(map(is_tool_result, blocks)):
+                # A result here answers no call of a turn right before it: it moves to the
+                # turn of the call it answers (the pairing law), or it is an orphan.
                 kept = [
                     block
                     for position, block in enumerate(blocks)
-                    if not _drop(block, index, position, changes, ctx, "orphan")
+                    if (index, position) not in owner_of
+                    and not _drop(block, index, position, changes, ctx, _why(block, named))
                 ]
                 if not kept:
                     changes.append(Change(NAME, index, "dropped_message", {"role": "user"}))
@@ -100,6 +111,38 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes))
 
 
+class _Pairing:
+    """What the pairing law says about one assistant turn's results (see ``_assign``)."""
+
+    __slots__ = ("late", "owner_of")
+
+    def __init__(self, owner_of: dict[tuple[int, int], int], late: list[Any]) -> None:
+        #: (message, position) of a result -> the assistant message of the call it answers.
+        self.owner_of = owner_of
+        #: This turn's results that stand elsewhere (a later user turn, or before the call).
+        self.late = late
+
+
+def _assign(messages: list[Any]) -> tuple[dict[tuple[int, int], int], dict[int, list[Any]]]:
+    """Which call each result answers (``rules.anthropic.ids.answer_places``): (message,
+    position) of each result that answers a call -> the index of that call's assistant
+    message; and, per assistant message, its results that stand outside the user message right
+    after it (a later turn, or before the call), in document order. A result given no call is
+    in neither (an orphan, or a second answer)."""
+    owner_of: dict[tuple[int, int], int] = {}
+    late: dict[int, list[Any]] = {}
+    run_end: list[int] = [0] * (len(messages) + 1)  # where the user run after each message ends
+    run_end[len(messages)] = len(messages)
+    for index in range(len(messages) - 1, -1, -1):
+        follows = index + 1 < len(messages) and role(messages[index + 1]) == "user"
+        run_end[index] = run_end[index + 1] if follows else index + 1
+    for (at, position), (home, _) in sorted(answer_places(messages).items()):
+        owner_of[(at, position)] = home
+        if not home < at < run_end[home]:
+            late.setdefault(home, []).append(messages[at]["content"][position])
+    return owner_of, late
+
+
 def _answer(  # noqa: PLR0917
     messages: list[Any],
     start: int,
@@ -108,9 +151,11 @@ def _answer(  # noqa: PLR0917
     stub_text: Any,
     changes: list[Change],
     ctx: RuleContext,
+    pairing: _Pairing,
 ) -> list[Any]:
     """The user messages ``start+1 .. end-1`` rebuilt so the first one opens with one result
-    per call of the assistant at ``start``."""
+    per call of the assistant at ``start``: its own results, then those the pairing law moves
+    here from elsewhere, then stubs."""
     wanted = Counter(ids)
     found: list[Any] = []
     rests: list[list[Any] | None] = []  # per user message: its other blocks (None: a string)
@@ -124,14 +169,20 @@ def _answer(  # noqa: PLR0917
             if not is_tool_result(block):
                 rest.append(block)
                 continue
-            tid = tool_result_id(block)
-            if tid is not None and wanted[tid] > 0:
-                wanted[tid] -= 1
+            owner = pairing.owner_of.get((at, position))
+            if owner == start:
+                wanted[tool_result_id(block) or ""] -= 1
                 found.append(block)
-            else:
-                why = "second_answer" if tid in ids else "orphan"
+            elif owner is None:
+                why = "second_answer" if tool_result_id(block) in ids else "orphan"
                 _drop(block, at, position, changes, ctx, why)
+            # else: it answers a call of another turn, and moves there
         rests.append(rest)
+    for block in pairing.late:
+        tid = tool_result_id(block) or ""
+        wanted[tid] -= 1
+        found.append(block)
+        changes.append(Change(NAME, start + 1, "moved_result_home", {"tool_use_id": tid}))
     missing: list[str] = []
     for tid in ids:
         if wanted[tid] > 0:
@@ -186,6 +237,11 @@ def _drop(  # noqa: PLR0917
     return True
 
 
+def _why(block: Any, named: set[str]) -> str:
+    """Why a result answers no call: a call it names has its answer already, or none is named."""
+    return "second_answer" if tool_result_id(block) in named else "orphan"
+
+
 def _joined(first: dict[str, Any], second: Any) -> dict[str, Any]:
     content = as_blocks(first.get("content")) + as_blocks(second.get("content"))
     return {**first, "content": content}
@@ -198,9 +254,11 @@ RULE = Rule(
     defect="a `tool_use` without its `tool_result` at the head of the next user message: "
     'Anthropic "`tool_use` ids were found without `tool_result` blocks immediately after"; a '
     'result answering no call: "unexpected `tool_use_id` found in `tool_result` blocks"',
-    repair="gather the turn's results at the head of the next user message (order kept), stub "
-    "a missing one (`is_error`, option `content`), insert that user message if absent; drop "
-    "orphan and second results (logged with id and length)",
+    repair="gather the turn's results at the head of the next user message (order kept), and a "
+    "result of the turn's call sent in a later turn or before the call (the leftover k-th "
+    "naming X answers the leftover k-th call naming X); stub a missing one (`is_error`, option "
+    "`content`), insert that user message if absent; drop orphan and second results (logged "
+    "with id and length)",
     safety="unsafe",
     default=True,
     apply=apply,

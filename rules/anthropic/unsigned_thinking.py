@@ -12,8 +12,12 @@ code-yeongyu/oh-my-openagent#2775 for synthetic unsigned blocks, langchain-ai/la
 enforced since 2025-10-07; docs/providers.md#anthropic-reasoning, "Anthropic: thinking
 signature"). The check cannot be passed by editing: a signature is Anthropic's over the exact
 block, it does not expire, and any byte difference fails (anthropics/anthropic-sdk-python#1598),
-so the catalogue's repair is to drop the blocks no signature covers. A signed block from another
-issuer (a foreign but non-empty signature) cannot be told apart here and is left alone.
+so the catalogue's repair is to drop the blocks no signature covers. With option ``signatures:
+anthropic`` (the ``anthropic`` profile: the upstream is Anthropic itself), a block signed by
+another issuer is removed too: its signature is not in Anthropic's shape (standard base64;
+DeepSeek signs with a UUID, which a session moved from DeepSeek's Anthropic endpoint to Claude
+carries, issue 24), so Anthropic refuses it the same way. A signature in Anthropic's shape is
+never judged further: such a block stays byte for byte.
 Safety: safe: an unsigned block never reached the model (Anthropic refuses the request); a
 tool loop whose last turn loses its only thinking this way is then handled by
 ``messages-tool-loop-thinking`` (thinking off for that request). The changes count the blocks
@@ -22,39 +26,60 @@ removed, never their text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rules.anthropic import scan
-from rules.anthropic.blocks import content_list, is_unsigned_thinking, role
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.anthropic.blocks import (
+    content_list,
+    is_foreign_thinking,
+    is_unsigned_thinking,
+    role,
+)
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 
 NAME = "messages-unsigned-thinking"
 
+#: The rule's options (the record below lists them; read them through these).
+SIGNATURES = Option(
+    "signatures",
+    "any",
+    "`any`: only a missing or blank signature is refused; `anthropic` (the upstream is "
+    "Anthropic): also a signature not in Anthropic's shape (another issuer's, a UUID).",
+    choices=("any", "anthropic"),
+)
 
-def _holds_unsigned(message: Any) -> bool:
-    if role(message) != "assistant":
-        return False
-    return any(is_unsigned_thinking(block) for block in content_list(message) or ())
+
+def _unsigned_or_foreign(block: Any) -> bool:
+    return is_unsigned_thinking(block) or is_foreign_thinking(block)
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    if scan.UNSIGNED_THINKING not in scan.signals(messages):
+    refused: Callable[[Any], bool] = is_unsigned_thinking
+    if SIGNATURES.of(ctx) == "anthropic":
+        refused = _unsigned_or_foreign
+    elif scan.UNSIGNED_THINKING not in scan.signals(messages):
         return Outcome(messages)
-    suspects = [index for index, message in enumerate(messages) if _holds_unsigned(message)]
+    suspects = [
+        index
+        for index, message in enumerate(messages)
+        if role(message) == "assistant" and any(map(refused, content_list(message) or ()))
+    ]
     if not suspects:
         return Outcome(messages)
     changes: list[Change] = []
 
     def fix(index: int, message: dict[str, Any]) -> Any:
         blocks: list[Any] = message["content"]
-        kept = [block for block in blocks if not is_unsigned_thinking(block)]
+        kept = [block for block in blocks if not refused(block)]
         redacted = sum(
-            1
-            for block in blocks
-            if is_unsigned_thinking(block) and block.get("type") == "redacted_thinking"
+            1 for block in blocks if refused(block) and block.get("type") == "redacted_thinking"
         )
+        foreign = sum(1 for block in blocks if is_foreign_thinking(block) and refused(block))
         detail = {"thinking": len(blocks) - len(kept) - redacted, "redacted": redacted}
+        if foreign:
+            detail["foreign"] = foreign
         changes.append(Change(NAME, index, "dropped_thinking", detail))
         return {**message, "content": kept}
 
@@ -67,9 +92,11 @@ RULE = Rule(
     defect="a `thinking` block with an absent or empty `signature` (another issuer's history, "
     "a placeholder), a `redacted_thinking` without `data`: Anthropic "
     '"messages.1.content.0: Invalid `signature` in `thinking` block"',
-    repair="remove those blocks (a signed block is never touched; every text, `tool_use` and "
-    "`tool_result` stays); the log counts them",
+    repair="remove those blocks (with option `signatures: anthropic`, a block signed in another "
+    "issuer's shape too, such as DeepSeek's UUID; a signature in Anthropic's shape is never "
+    "touched; every text, `tool_use` and `tool_result` stays); the log counts them",
     safety="safe",
     default=False,
     apply=apply,
+    options=(SIGNATURES,),
 )

@@ -4,7 +4,9 @@ What: a tool message that answers a call of an earlier block but sits after some
 (a user, system or assistant message came between, so it is outside every block or in a later
 assistant's block) is moved back into its call's block, right after the results already there.
 It moves only if its id names exactly one call before it, in another block, and that call is
-still unanswered in its block (and no earlier displaced result claimed it). Results moving into
+still unanswered in its block (and no earlier displaced result claimed it); a result sent before
+its call (no call before it names its id, exactly one after it does, issue 24) moves forward
+into that call's block the same way. Results moving into
 one block keep their order. Anything else stays where it is for orphan-tool-results: a second
 result for an answered call, an id no earlier call has, an id two earlier calls share. When the
 moved messages stood between two assistants and the first has no call left to answer, the two
@@ -55,9 +57,13 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         hits = calls.get(rid) if type(rid) is str else None
         if not hits:
             continue
-        if bisect_left(hits, j, key=lambda hit: blocks[hit[0]].start) != 1:
-            continue  # no call before it, or two: not this rule's to guess
-        hit = hits[0]
+        before = bisect_left(hits, j, key=lambda hit: blocks[hit[0]].start)
+        if before == 1:
+            hit = hits[0]
+        elif before == 0 and len(hits) == 1:
+            hit = hits[0]  # sent before its call, the only one its id names: moved after it
+        else:
+            continue  # two calls its id names: not this rule's to guess
         number, pos = hit
         if number == own or hit in claimed or blocks[number].answers[pos] is not None:
             continue  # a second answer: orphan-tool-results decides
@@ -93,8 +99,9 @@ RULE = Rule(
     "message with 'tool_calls'\" (FoundationAgents/OpenManus#744, ogx-ai/ogx#6367; "
     "docs/providers.md#openai-pairing)",
     repair="move it back, after the block's results, when its id names exactly one earlier call "
-    "still unanswered there; two assistants it stood between are merged. Nothing is dropped: one "
-    "message changes place, to the only place a strict provider accepts it",
+    "still unanswered there (or forward, when it stands before the only call its id names); two "
+    "assistants it stood between are merged. Nothing is dropped: one message changes place, to "
+    "the only place a strict provider accepts it",
     safety="safe",
     default=True,
     apply=apply,

@@ -6,9 +6,13 @@ count, numbers compare by their literal) is an exact replay and is dropped. Any 
 id is already taken (by an earlier call of the request, or by an earlier tool message) is
 renamed to ``<id>_d<n>``, and the tool result answering it in its block (the contiguous tool
 messages after the assistant) is renamed with it. Inside a block the k-th result carrying id X
-answers the k-th kept call that had id X; a further result for X is a second answer to one call
-and is dropped. A tool message whose id an earlier tool message already carries, and which
-answers no call of its block, is dropped. Calls and results without a usable id are left alone.
+answers the k-th kept call that had id X. A result that answers no call of its block (a later
+turn's, or sent before its call) answers, by the pairing law (``rules/engine/pairing.py``: the
+k-th naming X answers the k-th naming X), the first call with its id that its own block left
+unanswered, before or after it, and is renamed with it (displaced-tool-results moves it home); a
+call after such a result keeps the id. A result no call claims that way and whose id a call
+carries is a second answer and is dropped. Calls and results without a usable id are left
+alone.
 Why: DeepSeek checks tool_call_id uniqueness across the whole ``messages[]`` and answers 400
 "Duplicate value for 'tool_call_id' of in message[4]" (docs/providers.md#deepseek-pairing,
 craft-ai-agents/craft-agents-oss#630; OpenAI says "Duplicate value for 'tool_call_id' of
@@ -64,6 +68,34 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         if fixed is not None or message is None:  # None removes, unless it was the junk itself
             out.append(fixed)
             origin.append(index)
+    if block is not None:
+        state.close(block)
+    # Held results no call claimed: a further answer (surplus), or one sent before a call with
+    # its id that its own block answered: second answers, which go. One whose id names no call
+    # stays, for orphan-tool-results.
+    unclaimed = {
+        i
+        for old, held in state.early.items()
+        for i in held
+        if i in state.surplus or old in state.call_ids
+    }
+    if state.early_new or unclaimed:
+        # Results sent before their call, renamed with the call they answer; a further result
+        # of a block that no later call claimed is a second answer, and goes.
+        kept_out: list[Any] = []
+        kept_origin: list[int] = []
+        for position, index in enumerate(origin):
+            if index in unclaimed:
+                detail = {"tool_call_id": messages[index].get("tool_call_id")}
+                state.changes.append(Change(NAME, index, "dropped_duplicate_result", detail))
+                continue
+            new = state.early_new.get(index)
+            kept_out.append(
+                out[position] if new is None else {**out[position], "tool_call_id": new}
+            )
+            kept_origin.append(index)
+        out, origin = kept_out, kept_origin
+        state.changes.sort(key=lambda change: change.index)  # in input order, as logged
     if not state.changes:
         return Outcome(messages)
     # A dropped result that stood between two assistants must not leave a split turn behind.
@@ -100,8 +132,15 @@ class _State:
     result_ids: set[str] = field(default_factory=set)
     #: Per original id, the smallest suffix that may still be free (``taken`` only grows).
     next_suffix: dict[str, int] = field(default_factory=dict)
-    #: Per original id, the new ids of renamed calls whose block ended without their result.
+    #: Per original id, the new ids of calls whose block ended without their result.
     waiting: dict[str, list[str]] = field(default_factory=dict)
+    #: Per id, the input indices of results kept outside any block before any call carried
+    #: the id (sent before their call), not yet given a call.
+    early: dict[str, list[int]] = field(default_factory=dict)
+    #: Input index of an early result -> the id of the call it answers (when it differs).
+    early_new: dict[int, str] = field(default_factory=dict)
+    #: Input indices of further results of a block held in ``early``: dropped if none claims.
+    surplus: set[int] = field(default_factory=set)
     changes: list[Change] = field(default_factory=list)
 
     def fix_calls(self, message: dict[str, Any], index: int) -> tuple[Any, _Block]:
@@ -122,7 +161,12 @@ class _State:
                 self.changes.append(Change(NAME, index, "dropped_replayed_call", detail))
                 continue
             new = old
-            if old in self.call_ids or old in self.result_ids:
+            if old not in self.call_ids and self.early.get(old):
+                # A result sent before any call with this id carries it: the first such call
+                # keeps the id; the early result answers a call left unanswered in its block
+                # (``close``), and displaced-tool-results moves it there.
+                pass
+            elif old in self.call_ids or old in self.result_ids:
                 new = self._mint(old)
                 changed = True
                 self.changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
@@ -136,7 +180,8 @@ class _State:
         old = message.get("tool_call_id")  # a tool message: the test of result_id(), inlined
         if type(old) is not str or not old:  # no usable id: pairing is another rule's job
             return message
-        if block is not None and old in block.slots:
+        in_block = block is not None and old in block.slots
+        if block is not None and in_block:
             nth = block.answered.get(old, 0)
             block.answered[old] = nth + 1
             finals = block.slots[old]
@@ -147,31 +192,46 @@ class _State:
                     return message
                 self.changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
                 return {**message, "tool_call_id": new}
-        elif old not in self.result_ids:
-            # Not this block's (or outside any block): pairing it is another rule's job.
+        waiting = self.waiting.get(old)
+        if waiting:
+            # A result strayed from its block (a later block, or a further result of this one):
+            # by the pairing law (rules/engine/pairing.py) the k-th such result naming X answers
+            # the k-th earlier call naming X still waiting for one. Renamed to it, it is
+            # displaced-tool-results' to move home, not a duplicate.
+            new = waiting.pop(0)
+            self.result_ids.add(new)
+            if new == old:
+                return message
+            self.changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
+            return {**message, "tool_call_id": new}
+        if not in_block and old not in self.result_ids:
+            # Not this block's (or outside any block): pairing it is another rule's job. One
+            # whose id no call carried yet stands before its call: that call keeps its id.
             self.result_ids.add(old)
+            if old not in self.call_ids:
+                self.early.setdefault(old, []).append(index)
             return message
-        else:
-            waiting = self.waiting.get(old)
-            if waiting is not None and len(waiting) == 1:
-                # A result strayed from its block whose call was renamed (a reused id): it
-                # answers that call, the only one still waiting for a result with this id.
-                # Renamed, it is displaced-tool-results' to move home, not a duplicate.
-                new = waiting.pop()
-                self.result_ids.add(new)
-                self.changes.append(Change(NAME, index, "renamed_id", {"from": old, "to": new}))
-                return {**message, "tool_call_id": new}
-        # A further answer to a call of the block, or an id an earlier tool message carries.
-        detail = {"tool_call_id": old}
-        self.changes.append(Change(NAME, index, "dropped_duplicate_result", detail))
-        return None
+        # A further answer to a call of the block, or an id an earlier tool message carries:
+        # it may answer a later call with its id, sent before it (the pairing law; ``close``
+        # decides); if none claims it, it is a second answer, dropped at the end of the walk.
+        self.early.setdefault(old, []).append(index)
+        self.surplus.add(index)
+        return message
 
     def close(self, block: _Block) -> None:
-        """The block's results are over: remember its renamed calls that got none."""
+        """The block's results are over: its calls that got none are answered by the results
+        sent before them, in order (the pairing law), or wait for a later one."""
         for old, finals in block.slots.items():
             for new in finals[block.answered.get(old, 0) :]:
-                if new != old:
-                    self.waiting.setdefault(old, []).append(new)
+                early = self.early.get(old)
+                if early:
+                    index = early.pop(0)
+                    if new != old:
+                        self.early_new[index] = new
+                        detail = {"from": old, "to": new}
+                        self.changes.append(Change(NAME, index, "renamed_id", detail))
+                    continue
+                self.waiting.setdefault(old, []).append(new)
 
     def _mint(self, old: str) -> str:
         suffix = self.next_suffix.get(old, 2)
@@ -311,9 +371,10 @@ RULE = Rule(
     "(agno-agi/agno#5116), DeepSeek \"Duplicate value for 'tool_call_id' of in message[4]\" "
     "(craft-ai-agents/craft-agents-oss#630; docs/providers.md#deepseek-pairing)",
     repair="an exact replay inside one turn is dropped with its duplicate result; an id reused by "
-    "a later turn (Kimi's `terminal:0`) is renamed `<id>_d<n>` in the call and its result; a "
-    "second result for one call gives way to the first. Only copies are dropped, so no result is "
-    "lost",
+    "a later turn (Kimi's `terminal:0`) is renamed `<id>_d<n>` in the call and its result, a "
+    "result sent in another turn or before its call too (the k-th result naming X answers the "
+    "k-th call naming X its block left unanswered); a second result for one call gives way to "
+    "the first. Only copies and second answers are dropped, so no result is lost",
     safety="safe",
     default=True,
     apply=apply,

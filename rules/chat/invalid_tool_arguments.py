@@ -34,36 +34,22 @@ One request's strings share ``MAX_REQUEST_TOKENS``; past them the rule raises
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
 from rules.engine import scan
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, WorkBudgetExceeded
-from rules.engine.json_repair_passes import (
-    LOSSY_FIXES,
-    MAX_LOGGED_CHARS,
-    MAX_REQUEST_TOKENS,
-    MAX_SCAN_TOKENS,
-    dump_object,
-    parse_strict_object,
-    repair_object,
-)
+from rules.engine.arguments import MISSING as _MISSING
+from rules.engine.arguments import TRUNCATED
+from rules.engine.arguments import Budget as _Budget
+from rules.engine.arguments import repair_arguments as _repair
+from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS, parse_strict_object
 from rules.engine.messages import call_id, function_name, rewrite_at
 
 NAME = "invalid-tool-arguments"
 
-
-_MISSING: Final = object()
-
-TRUNCATED = Option(
-    "truncated",
-    "close",
-    "What to do with arguments cut off inside a string: close it and keep the text, or replace"
-    " them with {}.",
-    choices=("close", "empty"),
-)
+__all__ = ["NAME", "RULE", "TRUNCATED", "apply"]
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
@@ -113,15 +99,6 @@ def _suspects(messages: list[Any]) -> list[int]:
             suspects.append(index)
             break
     return suspects
-
-
-class _Budget:
-    """The scan tokens a request has left."""
-
-    __slots__ = ("left",)
-
-    def __init__(self, left: int) -> None:
-        self.left = left
 
 
 def _fix_message(
@@ -185,64 +162,6 @@ def _fix_call(
     )
     changes.append(Change(NAME, index, action, detail))
     return {**call, "function": {**function, "arguments": arguments}}
-
-
-def _repair(
-    raw: Any, detail: dict[str, Any], budget: _Budget, *, close_strings: bool, log_content: bool
-) -> tuple[str, str]:
-    """The new arguments text and the change action; fills ``detail`` as it goes."""
-    if raw is _MISSING or raw is None or (isinstance(raw, str) and not raw.strip()):
-        detail["was"] = _describe_empty(raw)
-        return "{}", "filled_empty"
-    if isinstance(raw, dict):
-        dumped = dump_object(raw)
-        if dumped is not None:
-            return dumped, "serialized_object"
-    elif isinstance(raw, str):
-        limit = min(MAX_SCAN_TOKENS, budget.left)
-        repaired = repair_object(raw, close_strings=close_strings, max_tokens=limit)
-        budget.left -= repaired.tokens
-        if repaired.over_cap and limit < MAX_SCAN_TOKENS:
-            raise WorkBudgetExceeded(MAX_REQUEST_TOKENS)  # the request's, not the string's
-        if repaired.text is not None:
-            detail["fixes"] = list(repaired.fixes)
-            detail["original_length"] = len(raw)
-            if repaired.dropped_values:
-                detail["dropped_values"] = repaired.dropped_values
-                detail["dropped_chars"] = repaired.dropped_chars
-            if log_content and LOSSY_FIXES.intersection(repaired.fixes):
-                detail["original"] = raw[:MAX_LOGGED_CHARS]
-            return repaired.text, "repaired_arguments"
-        if repaired.over_cap:
-            detail["over_cost_cap"] = MAX_SCAN_TOKENS
-    text = raw if isinstance(raw, str) else _as_text(raw)
-    if not isinstance(raw, str):
-        detail["original_type"] = type(raw).__name__
-    detail["original_length"] = len(text)
-    detail["original_sha256"] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    if log_content:
-        detail["original"] = text[:MAX_LOGGED_CHARS]
-    return "{}", "replaced_unrepairable"
-
-
-def _describe_empty(raw: Any) -> str:
-    if raw is _MISSING:
-        return "missing"
-    if raw is None:
-        return "null"
-    return "empty_string" if raw == "" else "whitespace"
-
-
-def _as_text(value: Any) -> str:
-    """A non-string value as text, for its length and hash (JSON where possible)."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (TypeError, ValueError):
-        pass
-    try:
-        return repr(value)
-    except Exception:  # a hostile __repr__ must not break the request
-        return f"<{type(value).__name__}>"
 
 
 RULE = Rule(

@@ -6,11 +6,12 @@ request from the request's ``model``: the operator's ``models`` patterns first (
 wins), else the default profile; then that profile's own variants (``deepseek`` sends
 ``deepseek-reasoner*`` models to ``deepseek-reasoner``).
 
-A Responses API request (``/v1/responses``) runs under the one Responses plan instead
-(``Planner.responses``): the Responses rules (``rules.responses``) with the operator's overrides
-(profiles configure chat rules only), checked against the Responses contract. The planner fills
-the ``direct_openai`` option of ``responses-context-management`` (and of its check) from the
-upstream: the operator's setting, if any, wins.
+A Responses API request (``/v1/responses``) runs under its profile's Responses plan
+(``Planner.responses_for``): the Responses rules (``rules.responses``) with the profile's
+``responses`` settings (most profiles have none: the rules' defaults) and the operator's
+overrides, checked against the Responses contract plus the profile's ``responses_contract``.
+The planner fills the ``direct_openai`` option of ``responses-context-management`` (and of its
+check) from the upstream: the operator's setting, if any, wins.
 
 An Anthropic Messages request (``/v1/messages``) runs under its profile's Messages plan
 (``Planner.messages``): the profile is picked from the model as for chat, and its ``messages``
@@ -175,18 +176,25 @@ RESPONSES = "responses"
 def compile_responses_plan(
     overrides: Mapping[str, Setting] | None = None,
     *,
+    profile: Profile | None = None,
     direct_openai: bool = False,
     log_content: bool = False,
     verify: bool = False,
 ) -> Plan:
-    """The Responses plan: every Responses rule with the operator's ``overrides`` over the
-    upstream-derived ``direct_openai``, and the Responses contract agreeing with them."""
-    settings = merge_settings({cm.NAME: {"direct_openai": direct_openai}}, overrides or {})
+    """The Responses plan: every Responses rule with the ``profile``'s ``responses`` settings
+    (none: the rules' defaults) and the operator's ``overrides`` over the upstream-derived
+    ``direct_openai``, and the Responses contract (with the profile's added checks) agreeing
+    with them. Its name is ``responses``, or ``responses:<profile>`` for a profile whose
+    ``/v1/responses`` endpoint needs more than the defaults."""
+    own = profile.responses if profile is not None else {}
+    settings = merge_settings({cm.NAME: {"direct_openai": direct_openai}}, own, overrides or {})
     steps = default_steps(RESPONSES_RULES, settings, log_content=log_content)
     options = {o.name: o.default for o in cm.RULE.options}
     options.update({k: v for k, v in settings[cm.NAME].items() if k != "enabled"})
-    contract = {**RESPONSES_CONTRACT, "responses_context_management": options}
-    return Plan(RESPONSES, steps, contract, api="responses", verify=verify)
+    extra = profile.responses_contract if profile is not None else {}
+    contract = {**RESPONSES_CONTRACT, **extra, "responses_context_management": options}
+    name = f"{RESPONSES}:{profile.name}" if profile is not None and own else RESPONSES
+    return Plan(name, steps, contract, api="responses", verify=verify)
 
 
 class Planner:
@@ -220,13 +228,22 @@ class Planner:
             for name, profile in PROFILES.items()
         }
         self._by_model: dict[str, Plan] = {}
-        #: Every Responses request's plan, whatever its model.
-        self.responses = with_report(
-            compile_responses_plan(
-                overrides, direct_openai=direct_openai, log_content=log_content, verify=verify
-            ),
-            report,
-        )
+        #: Each profile's Responses plan (``/v1/responses`` requests).
+        self.responses_plans: dict[str, Plan] = {
+            name: with_report(
+                compile_responses_plan(
+                    overrides,
+                    profile=profile,
+                    direct_openai=direct_openai,
+                    log_content=log_content,
+                    verify=verify,
+                ),
+                report,
+            )
+            for name, profile in PROFILES.items()
+        }
+        #: The default profile's Responses plan (a request without a usable model gets it).
+        self.responses = self.responses_plans[default]
 
     def plan(self, model: Any) -> Plan:
         if not isinstance(model, str):
@@ -248,6 +265,10 @@ class Planner:
         other = copy(self)
         other.default, other.models, other._by_model = name, (), {}
         return other
+
+    def responses_for(self, model: Any) -> Plan:
+        """The Responses plan of the profile ``plan(model)`` picks."""
+        return self.responses_plans[self.plan(model).profile]
 
     def messages(self, model: Any) -> Plan:
         """The Messages plan of the profile ``plan(model)`` picks."""

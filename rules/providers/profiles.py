@@ -41,6 +41,11 @@ class Profile:
     messages: Settings = field(default_factory=dict)
     messages_contract: Contract = field(default_factory=lambda: dict(anthropic.MESSAGES_CORE))
     messages_envelope: str = "anthropic"
+    #: Its ``/v1/responses`` endpoint: settings of the Responses rules (``rules.responses``)
+    #: over their defaults, and the checks it applies beyond the strict Responses contract
+    #: (``rules.providers.contract.responses``).
+    responses: Settings = field(default_factory=dict)
+    responses_contract: Contract = field(default_factory=dict)
 
 
 def _contract(base: Contract, **overrides: Mapping[str, Any]) -> Contract:
@@ -161,6 +166,10 @@ DEEPSEEK = Profile(
     ),
     # DeepSeek answers its Anthropic endpoint in OpenAI's shape (farion1231/cc-switch#2600)
     messages_envelope="openai",
+    # docs/providers.md#deepseek-responses, DeepSeek /v1/responses: no item of any kind between a
+    # call and its output (deepseek-ai/awesome-deepseek-integration#740)
+    responses={"responses-displaced-messages": {"enabled": True, "adjacency": "strict"}},
+    responses_contract={"responses_nonadjacent_output": {}},
 )
 
 DEEPSEEK_REASONER = Profile(
@@ -191,6 +200,8 @@ DEEPSEEK_REASONER = Profile(
     messages=DEEPSEEK.messages,
     messages_contract=DEEPSEEK.messages_contract,
     messages_envelope=DEEPSEEK.messages_envelope,
+    responses=DEEPSEEK.responses,
+    responses_contract=DEEPSEEK.responses_contract,
 )
 
 #: Kimi models that think (K2.5/K2.6 unless ``thinking.type: disabled``, K2-thinking), also
@@ -587,6 +598,10 @@ CHAT_TEMPLATE = Profile(
             "prefix_allowed": False,
         },
     ),
+    # docs/providers.md#chat-templates-pairing, vLLM parses a Responses request's historical
+    # `arguments` as it does chat's (OpenHands/software-agent-sdk#2887)
+    responses={"responses-invalid-arguments": True},
+    responses_contract={"responses_invalid_arguments": {}},
 )
 
 #: Anthropic itself (api.anthropic.com): its Messages API is the strict one the others copy.
@@ -608,8 +623,10 @@ ANTHROPIC = Profile(
         "messages-metadata-user-id": True,  # anthropics/claude-code#56643
         # mastra-ai/mastra#7507: only an explicit `thinking` counts for Claude models
         "messages-thinking-tool-choice": {"enabled": True, "models": []},
-        # anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598
-        "messages-unsigned-thinking": True,
+        # anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598; another issuer's
+        # signature (DeepSeek's UUID) refused alike: ding113/claude-code-hub#518 (switching
+        # channels), docs/providers.md#anthropic-reasoning
+        "messages-unsigned-thinking": {"enabled": True, "signatures": "anthropic"},
         "messages-context-management": True,  # ericc-ch/copilot-api#217
     },
     messages_contract=_contract(
@@ -628,7 +645,7 @@ ANTHROPIC = Profile(
             "models": [],
         },
         messages_prefill={},
-        messages_thinking_signature={},
+        messages_thinking_signature={"shape": "anthropic"},
         messages_context_management={},
     ),
 )

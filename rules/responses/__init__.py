@@ -2,8 +2,9 @@
 
 The same ``Rule`` type, logging, toggles (the config's ``rules:`` section; names are unique across
 chat and Responses rules) and fail-open pipeline as the chat rules in ``rules.RULES``; their
-``messages`` argument is the request's ``input`` list. Provider profiles configure chat rules
-only: every Responses request runs under one Responses plan (``rules.providers.planner``).
+``messages`` argument is the request's ``input`` list. A Responses request runs under its
+profile's Responses plan (``Profile.responses``: most profiles keep the rules' defaults;
+``rules.providers.planner``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from rules.responses import (
     context_management,
     displaced_messages,
     duplicate_items,
+    early_outputs,
+    invalid_arguments,
     lone_surrogates,
     orphan_outputs,
     replayed_history,
@@ -35,16 +38,25 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     # 2. A doubled history before anything dedupes or renames: the replay repeats every item id
     #    and call_id, which 3 and 4 would otherwise drop piecemeal or rename and keep.
     replayed_history.RULE,
-    # 3. Unique item ids (first kept), before pairing: a dropped duplicate call is not answered.
+    # 3. Unique item ids (a duplicated `id` field removed, the item kept), before pairing: no
+    #    call or output is dropped here, so every output still has the call it answers.
     duplicate_items.RULE,
-    # 4-7. Pairing, on unique items: ids (unique, short) so that one call_id means one call;
-    #    then drop what answers no call; then move messages out from between a call and its
-    #    (now single) output; stubs last, right after their call, where nothing can come between.
+    # 4-8. Pairing, by the one law (rules.engine.pairing: the k-th output naming X answers the
+    #    k-th call naming X, wherever each stands): ids (unique, short) so that one call_id
+    #    means one call, renamed in the call and its output alike; then drop what answers no
+    #    call (a name no call carries, a second answer); then move an output placed before its
+    #    call after it (kept, not dropped as an orphan); then move what stands between a call
+    #    and its (now single, later) output; stubs last, right after their call, where nothing
+    #    can come between.
     call_ids.RULE,
     orphan_outputs.RULE,
+    early_outputs.RULE,
     displaced_messages.RULE,
     unanswered_calls.RULE,
-    # 8. Request level: reads no item, and no item rule reads it.
+    # 9. Inside a call item: its arguments (no rule above reads them but replayed-history,
+    #    which compares them canonically, and a call it drops needs no repair).
+    invalid_arguments.RULE,
+    # 10. Request level: reads no item, and no item rule reads it.
     context_management.RULE,
 )
 

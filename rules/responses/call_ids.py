@@ -2,9 +2,11 @@
 
 What: a ``call_id`` longer than ``max_length`` (64) is shortened deterministically: its first
 characters, ``_`` and 16 hex digits of its sha256, ``max_length`` in all; and a ``function_call``
-that reuses the ``call_id`` of an earlier call is renamed ``<call_id>_d<n>``. One map reaches a
-call and the outputs that answer it (those after it, up to the next call with that id), so
-pairs stay pairs.
+that reuses the ``call_id`` of an earlier call is renamed ``<call_id>_d<n>``, and so is the output
+that answers it: by the pairing law (``rules.engine.pairing``) the k-th output naming X answers
+the k-th call naming X, wherever each stands, so two parallel calls ``call_1`` keep one output
+each and pairs stay pairs. An output beyond the calls naming its id keeps its id (a second
+answer: ``responses-orphan-outputs``).
 Why: OpenAI Responses (Codex backend) answers "Invalid 'input[95].call_id': string too long.
 Expected a string with maximum length 64, but got a string with length 116 instead."
 (docs/providers.md#openai-pairing, AnswerDotAI/fastllm#45); a reused call_id (Kimi-style counters,
@@ -20,7 +22,8 @@ import hashlib
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.responses.items import call_id, is_call, is_output
+from rules.engine.pairing import Minter
+from rules.responses.items import answer_map, call_id, is_call
 
 NAME = "responses-call-ids"
 
@@ -57,28 +60,29 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
             calls.add(cid)
     if not needed:
         return Outcome(items)
-    taken = {cid for item in items if (cid := call_id(item)) is not None}
-    uses: dict[str, int] = {}
-    current: dict[str, str] = {}  # original call_id -> what its latest call became
+    # The pairing law: the k-th output naming X answers the k-th call naming X, so it leaves
+    # with the name that call leaves with. The first call naming X keeps X; a later one gets a
+    # fresh ``X_d<n>`` no id in the request holds.
+    minter = Minter({cid for item in items if (cid := call_id(item)) is not None})
+    seen: set[str] = set()
+    new_ids: dict[int, str] = {}
+    for index, item in enumerate(items):
+        cid = call_id(item)
+        if cid is not None and is_call(item):
+            new_ids[index] = cid if cid not in seen else minter.mint(cid)
+            seen.add(cid)
+    for output, call in answer_map(items).items():
+        if call is not None:
+            new_ids[output] = new_ids[call]
     out: list[Any] = []
     changes: list[Change] = []
     for index, item in enumerate(items):
         cid = call_id(item)
-        new = cid
-        if cid is not None and is_call(item):
-            uses[cid] = uses.get(cid, 0) + 1
-            new = cid
-            if uses[cid] > 1:
-                n = uses[cid]
-                while f"{cid}_d{n}" in taken:
-                    n += 1
-                new = f"{cid}_d{n}"
-                taken.add(new)
-            new = shorten(new, limit)
-            current[cid] = new
-        elif cid is not None and is_output(item):
-            new = current.get(cid, shorten(cid, limit))
-        if new == cid or cid is None:
+        if cid is None:
+            out.append(item)
+            continue
+        new = shorten(new_ids.get(index, cid), limit)
+        if new == cid:
             out.append(item)
             continue
         out.append({**item, "call_id": new})
@@ -98,8 +102,9 @@ RULE = Rule(
     "(AnswerDotAI/fastllm#45; docs/providers.md#openai-pairing); a `call_id` reused by a later "
     "call, which leaves one output answering two calls",
     repair="shorten deterministically to option `max_length` (a prefix, `_`, 16 hex digits of its "
-    "sha256); a reused one becomes `<call_id>_d<n>`; one map for a call and its outputs. Ids are "
-    "opaque, and the same id always maps to the same new id",
+    "sha256); a reused one becomes `<call_id>_d<n>`, in the call and in the output that answers "
+    "it (the k-th output naming X answers the k-th call naming X). Ids are opaque, and the same "
+    "id always maps to the same new id",
     safety="safe",
     default=True,
     apply=apply,

@@ -8,22 +8,52 @@ Why: DeepSeek's Responses endpoint pairs a call with its output only when no mes
 between them: a developer message placed there gives "No tool call found for tool output with
 call_id" (docs/providers.md#deepseek-responses, deepseek-ai/DeepSeek-V3#1588, #1611); the repair
 column asks to "move any message items out from between a call and its output".
-Safety: safe: nothing is dropped; a message moves past the output of a call made before it.
+With option ``adjacency: strict`` (the DeepSeek profiles), every output is moved to right after
+its call instead: whatever stood between them (a message, a ``reasoning`` item, another call of a
+parallel batch or its output) keeps its order and now follows the output, so a parallel batch
+``call A, call B, out A, out B`` becomes ``call A, out A, call B, out B`` and a reasoning item
+emitted between two calls still comes right before the call it preceded.
+Why (strict): DeepSeek's ``/v1/responses`` "rejects a request whose ``input`` array contains a
+``function_call`` and its matching ``function_call_output`` that are not strictly adjacent. Any
+item in between, an extra ``message`` (role ``developer``/``user``) or a ``reasoning`` item"
+answers "No tool output found for tool call call_..." (docs/providers.md#deepseek-responses,
+deepseek-ai/awesome-deepseek-integration#740).
+Safety: safe: nothing is dropped; a message moves past the output of a call made before it, an
+output moves next to its call.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.responses.items import call_id, is_call, is_message, is_output, pair_calls
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.responses.items import (
+    answer_map,
+    call_id,
+    is_call,
+    is_message,
+    is_output,
+    pair_calls,
+)
 
 NAME = "responses-displaced-messages"
+
+#: The rule's options (the record below lists them; read them through these).
+ADJACENCY = Option(
+    "adjacency",
+    "messages",
+    "`messages`: move message items out from between a call and its output (parallel calls keep "
+    "their batch); `strict`: every output right after its call, whatever stood between "
+    "(DeepSeek's /v1/responses).",
+    choices=("messages", "strict"),
+)
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     if not any(is_output(item) for item in items):
         return Outcome(items)
+    if ADJACENCY.of(ctx) == "strict":
+        return _strict(items)
     answered, _ = pair_calls(items)
     pending: dict[str, int] = {}  # call_id -> calls answered later, not yet
     held: list[tuple[int, Any]] = []
@@ -58,6 +88,37 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes))
 
 
+def _strict(items: list[Any]) -> Outcome:
+    """Every output right after the call it answers (a call before it); the rest keeps its
+    order."""
+    if all(
+        index > 0 and is_call(items[index - 1]) and call_id(items[index - 1]) == call_id(item)
+        for index, item in enumerate(items)
+        if is_output(item)
+    ):
+        return Outcome(items)  # the clean path: every output already follows its call
+    after = {
+        call: output
+        for output, call in answer_map(items).items()
+        if call is not None and output > call + 1
+    }
+    if not after:
+        return Outcome(items)
+    moved = set(after.values())
+    out: list[Any] = []
+    changes: list[Change] = []
+    for index, item in enumerate(items):
+        if index in moved:
+            continue
+        out.append(item)
+        output = after.get(index)
+        if output is not None:
+            detail = {"call_id": item.get("call_id"), "to": len(out), "after": index}
+            changes.append(Change(NAME, output, "moved_item", detail))
+            out.append(items[output])
+    return Outcome(out, tuple(changes))
+
+
 RULE = Rule(
     name=NAME,
     summary="Move message items standing between a function call and its output after it.",
@@ -65,9 +126,12 @@ RULE = Rule(
     'output with call_id" (deepseek-ai/DeepSeek-V3#1588, #1611; '
     "docs/providers.md#deepseek-responses)",
     repair="move it right after the output (after the last output of the parallel calls it "
-    "interrupted), order kept. Nothing is dropped: a message moves past the output of a call made "
+    "interrupted), order kept; with option `adjacency: strict` (DeepSeek, any item between, a "
+    "reasoning item too: deepseek-ai/awesome-deepseek-integration#740) each output moves right "
+    "after its call instead. Nothing is dropped: a message moves past the output of a call made "
     "before it",
     safety="safe",
     default=True,
     apply=apply,
+    options=(ADJACENCY,),
 )

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from rules.engine.pairing import answers
+
 CALL = "function_call"
 OUTPUT = "function_call_output"
 COMPACTION = "compaction"
@@ -79,3 +81,45 @@ def pair_calls(items: list[Any]) -> tuple[set[int], list[int]]:
         elif is_output(item) and waiting.get(cid):
             answered.add(waiting[cid].popleft())
     return answered, [index for index in calls if index not in answered]
+
+
+def answer_map(items: list[Any]) -> dict[int, int | None]:
+    """The pairing law (``rules.engine.pairing``) over ``input``: for each output (by index) the
+    index of the call it answers, whatever their positions (the k-th output naming call_id X
+    answers the k-th call naming X), or ``None`` when it answers none (no usable call_id, no call
+    naming it, or a further answer beyond the calls naming it)."""
+    positions: list[int] = []
+    events: list[tuple[bool, str | None]] = []
+    for index, item in enumerate(items):
+        if is_call(item):
+            positions.append(index)
+            events.append((True, call_id(item)))
+        elif is_output(item):
+            positions.append(index)
+            events.append((False, call_id(item)))
+    pairs = answers(events)
+    return {
+        positions[event]: (None if call is None else positions[call])
+        for event, call in enumerate(pairs)
+        if not events[event][0]
+    }
+
+
+def outputs_in_place(items: list[Any]) -> bool:
+    """The clean path's prescan: every output has a usable call_id and answers a call before it
+    (it is at most the k-th output naming X after k calls naming X). Then the pairing law pairs
+    as the input reads: no output is early, orphaned or a further answer. One walk, one dict."""
+    open_calls: dict[str, int] = {}
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == CALL:
+            cid = call_id(item)
+            if cid is not None:
+                open_calls[cid] = open_calls.get(cid, 0) + 1
+        elif kind == OUTPUT:
+            cid = call_id(item)
+            waiting = open_calls.get(cid, 0) if cid is not None else 0
+            if not waiting:
+                return False
+            open_calls[cid] = waiting - 1  # type: ignore[index]
+    return True

@@ -1,13 +1,18 @@
-"""responses-orphan-outputs: every ``function_call_output`` answers a call before it, once.
+"""responses-orphan-outputs: every ``function_call_output`` answers a call, once.
 
-What: a ``function_call_output`` is dropped when no ``function_call`` with its ``call_id`` comes
-before it, when that call already has its output (a second answer), or when it has no usable
-``call_id``. Logged with the call_id, the reason and the output's length (never its text).
+What: by the pairing law (``rules.engine.pairing``: the k-th output naming call_id X answers the
+k-th call naming X, wherever each stands), a ``function_call_output`` that answers no call is
+dropped: its ``call_id`` names no ``function_call`` in ``input`` at all (``no_call``), it has no
+usable ``call_id`` (``no_call_id``), or every call naming it already has its output before this
+one (``answered``: a second answer). An output placed before its call answers it and is kept
+(``responses-early-outputs`` moves it). Logged with the call_id, the reason and the output's
+length (never its text).
 Why: OpenAI Responses answers "No tool call found for function call output with call_id
 call_uelfkqtHfJDC4Btqeoozq82e." (docs/providers.md#openai-responses, continuedev/continue#10092,
 microsoft/vscode#320060, leookun/cursor-byok#307: orphans produced by trimming); DeepSeek's
 Responses endpoint "No tool call found for tool output with call_id" (deepseek-ai/DeepSeek-V3#1611).
-Safety: unsafe: the dropped output no longer reaches the model (it answered no call it could see).
+Safety: unsafe: the dropped output no longer reaches the model (it answered no call it could see,
+or a call whose answer it already has).
 """
 
 from __future__ import annotations
@@ -16,27 +21,28 @@ from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
-from rules.responses.items import call_id, is_call, is_output, output_length
+from rules.responses.items import (
+    answer_map,
+    call_id,
+    is_call,
+    output_length,
+    outputs_in_place,
+)
 
 NAME = "responses-orphan-outputs"
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
-    open_calls: dict[str, int] = {}  # call_id -> calls still waiting for their output
+    if outputs_in_place(items):  # the clean path: one walk
+        return Outcome(items)
+    named = {cid for item in items if is_call(item) and (cid := call_id(item)) is not None}
     drops: list[tuple[int, str]] = []
-    for index, item in enumerate(items):
-        if is_call(item):
-            cid = call_id(item)
-            if cid is not None:
-                open_calls[cid] = open_calls.get(cid, 0) + 1
-        elif is_output(item):
-            cid = call_id(item)
-            if cid is None:
-                drops.append((index, "no_call_id"))
-            elif open_calls.get(cid, 0) > 0:
-                open_calls[cid] -= 1
-            else:
-                drops.append((index, "answered" if cid in open_calls else "no_call"))
+    for index, call in answer_map(items).items():
+        if call is not None:
+            continue  # it answers a call, before or after it (responses-early-outputs moves it)
+        cid = call_id(items[index])
+        reason = "no_call_id" if cid is None else "answered" if cid in named else "no_call"
+        drops.append((index, reason))
     if not drops:
         return Outcome(items)
     changes: list[Change] = []
@@ -55,14 +61,16 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 
 RULE = Rule(
     name=NAME,
-    summary="Drop a function_call_output that answers no function_call before it (or a second).",
-    defect="a `function_call_output` with no `function_call` before it, a second output for one "
+    summary="Drop a function_call_output that answers no function_call (or a second answer).",
+    defect="a `function_call_output` whose `call_id` names no `function_call`, a second output "
+    "for one "
     'call, or one without `call_id`: "No tool call found for function call output with call_id '
     '..." (continuedev/continue#10092, leookun/cursor-byok#307; '
     "docs/providers.md#openai-responses)",
     repair="drop it, logging its call_id, the reason and its length (the text with `log_content: "
-    "true`). Unsafe: the dropped output no longer reaches the model, but it answered no call the "
-    "model could see",
+    "true`). Outputs pair by the law the k-th output naming X answers the k-th call naming X, so "
+    "an output before its call is kept (and moved). Unsafe: the dropped output no longer reaches "
+    "the model, but it answered no call the model could see",
     safety="unsafe",
     default=True,
     apply=apply,

@@ -38,7 +38,7 @@ def test_check_reads_a_responses_body() -> None:
         }
     )
     report = check_body(body, parse_config({}).planner())
-    assert report.profile == "responses" and report.api == "responses"
+    assert report.profile == "responses:deepseek" and report.api == "responses"
     assert [v.code for v in report.before] == ["responses_unanswered_call"]
     assert report.after == ()
     assert report.status == REPAIRED
@@ -50,3 +50,29 @@ def test_check_reads_a_responses_body() -> None:
     # --profile names a chat profile: a Responses body still gets the Responses rules
     chat_plan = parse_config({}).planner().plans["passthrough"]
     assert check_body(body, chat_plan).status == REPAIRED
+
+
+def test_check_reports_and_repairs_invalid_arguments_where_the_provider_refuses_them() -> None:
+    """Issue 24: invalid ``function_call.arguments`` JSON was called accepted; vLLM refuses it
+    with the JSONDecodeError's text (docs/providers.md#chat-templates-pairing)."""
+    body = orjson.dumps(
+        {
+            "model": "qwen3",
+            "input": [
+                {"role": "user", "content": "go"},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{'a': 1}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            ],
+        }
+    )
+    vllm = parse_config({"profile": "chat-template"}).planner()
+    report = check_body(body, vllm)
+    assert [v.code for v in report.before] == ["responses_invalid_arguments"]
+    assert "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)" in (
+        render_text(report)
+    )
+    assert report.after == () and report.status == REPAIRED
+    assert orjson.loads(report.result.body)["input"][1]["arguments"] == '{"a":1}'
+    # OpenAI is not on record refusing it: accepted as sent.
+    openai = parse_config({"profile": "openai"}).planner()
+    assert check_body(body, openai).before == ()

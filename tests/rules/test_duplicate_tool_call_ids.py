@@ -107,9 +107,29 @@ def test_a_result_separated_from_its_call_is_outside_the_block() -> None:
     assert out == messages[:4]
 
 
-def test_a_call_renamed_for_an_earlier_stray_result_takes_its_own_result_along() -> None:
+def test_a_call_after_a_stray_result_with_its_id_keeps_it_and_its_own_result() -> None:
+    """The stray result stands before any call with its id: the call keeps the id and its own
+    result answers it; the stray, a second answer by the pairing law, goes."""
     messages = [result("y", "stale"), turn(call("y")), result("y", "fresh")]
-    assert check(messages) == [result("y", "stale"), turn(call("y_d2")), result("y_d2", "fresh")]
+    assert check(messages) == [turn(call("y")), result("y", "fresh")]
+
+
+def test_a_result_sent_before_its_call_answers_the_call_its_turn_left_unanswered() -> None:
+    """Issue 24: the k-th result naming X answers the k-th call naming X; a result sent before
+    its call (and outside its block) is renamed with the call it answers, for
+    displaced-tool-results to move home."""
+    messages = [
+        turn(call("x", arguments='{"n": 1}')),
+        result("x", "one"),
+        result("x", "two, early"),
+        turn(call("x", arguments='{"n": 2}')),
+    ]
+    assert check(messages) == [
+        turn(call("x", arguments='{"n": 1}')),
+        result("x", "one"),
+        result("x_d2", "two, early"),
+        turn(call("x_d2", arguments='{"n": 2}')),
+    ]
 
 
 def deeply_nested(depth: int) -> list[Any]:

@@ -32,7 +32,13 @@ USER = {"type": "message", "role": "user", "content": "Go on."}
 RESPONSES_CASES: dict[str, dict[str, Any]] = {
     "responses_orphan_output": {"input": [USER, {**OUTPUT, "call_id": "call_9"}]},
     "responses_interrupted_output": {"input": [USER, CALL, USER, OUTPUT]},
+    # deepseek-ai/awesome-deepseek-integration#740: a reasoning item between call and output
+    "responses_nonadjacent_output": {
+        "input": [USER, CALL, {"type": "reasoning", "summary": []}, OUTPUT]
+    },
     "responses_unanswered_call": {"input": [USER, CALL, USER]},
+    # issue 24 / OpenHands/software-agent-sdk#2887: Python quotes in a historical call
+    "responses_invalid_arguments": {"input": [USER, {**CALL, "arguments": "{'a': 1}"}, OUTPUT]},
     "responses_duplicate_item": {
         "input": [USER, {**CALL, "id": "fc_1"}, OUTPUT, {**CALL, "id": "fc_1"}, OUTPUT]
     },

@@ -228,11 +228,22 @@ def test_the_planner_fills_direct_openai_from_the_upstream_and_the_operator_wins
     assert "responses-orphan-outputs" not in {r.name for r, _ in off.planner().responses.steps}
 
 
-def test_profiles_do_not_configure_responses_rules() -> None:
+def test_a_profile_without_responses_settings_gets_the_rules_defaults() -> None:
     planner = Planner("passthrough")
     assert planner.plan("any").steps == []
-    assert [r.name for r, _ in planner.responses.steps] == [r.name for r in RESPONSES_RULES]
+    defaults = [r.name for r in RESPONSES_RULES if r.default]
+    assert [r.name for r, _ in planner.responses.steps] == defaults
     assert compile_responses_plan().contract.keys() == RESPONSES_CONTRACT.keys()
+
+
+def test_a_profile_adds_the_responses_repairs_its_provider_needs() -> None:
+    planner = Planner("chat-template")
+    names = [r.name for r, _ in planner.responses.steps]
+    assert "responses-invalid-arguments" in names
+    assert "responses_invalid_arguments" in planner.responses.contract
+    options = {r.name: ctx.options for r, ctx in Planner("deepseek").responses.steps}
+    assert options["responses-displaced-messages"]["adjacency"] == "strict"
+    assert "responses-invalid-arguments" not in options
 
 
 @pytest.mark.parametrize(

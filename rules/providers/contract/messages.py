@@ -21,9 +21,11 @@ from rules.anthropic.blocks import (
     THINKING_TYPES,
     block_type,
     content_list,
+    final_assistant,
     in_thinking_mode,
     is_blank_text,
     is_empty,
+    is_foreign_thinking,
     is_tool_result,
     is_unsigned_thinking,
     role,
@@ -165,11 +167,12 @@ def _tool_loop_thinking(
 
 
 def _thinking_disabled(messages: list[Any], request: Any, options: Options) -> Iterator[Found]:
-    if not messages or thinking_on(request) or role(messages[-1]) != "assistant":
+    index = None if thinking_on(request) else final_assistant(messages)
+    if index is None:
         return
-    for position, block in enumerate(content_list(messages[-1]) or ()):
+    for position, block in enumerate(content_list(messages[index]) or ()):
         if block_type(block) in THINKING_TYPES:
-            yield Found(len(messages) - 1, {"position": position})
+            yield Found(index, {"position": position})
             return
 
 
@@ -225,7 +228,10 @@ def _unsigned_thinking(
         if role(message) != "assistant":
             continue
         for position, block in enumerate(content_list(message) or ()):
-            if block_type(block) == "thinking" and is_unsigned_thinking(block):
+            if block_type(block) == "thinking" and (
+                is_unsigned_thinking(block)
+                or (options.get("shape") == "anthropic" and is_foreign_thinking(block))
+            ):
                 yield Found(index, {"position": position})
                 return  # the first one refuses the request
 
@@ -398,6 +404,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _unsigned_thinking,
         # Anthropic (anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598)
         "messages.{index}.content.{position}: Invalid `signature` in `thinking` block",
+        # `anthropic`: a signature not in Anthropic's shape too (issue 24: DeepSeek's UUID)
+        options={"shape": "any"},
     ),
     Check(
         "messages_tool_result_cache_control",

@@ -121,9 +121,17 @@ _RESPONSES: dict[str, Settings] = {
     "responses_orphan_output": {
         "responses-displaced-messages": {},
         "responses-orphan-outputs": {},
+        "responses-early-outputs": {},
     },
     "responses_interrupted_output": {"responses-displaced-messages": {}},
+    # DeepSeek (deepseek-ai/awesome-deepseek-integration#740): any item between a call and its
+    # output, an output before its call included
+    "responses_nonadjacent_output": {
+        "responses-early-outputs": {},
+        "responses-displaced-messages": {"adjacency": "strict"},
+    },
     "responses_unanswered_call": {"responses-unanswered-calls": {}},
+    "responses_invalid_arguments": {"responses-invalid-arguments": {}},
     "responses_duplicate_item": {"responses-duplicate-items": {}},
     "responses_call_id_too_long": {"responses-call-ids": {}},
     "responses_context_management": {"responses-context-management": {}},
@@ -156,7 +164,8 @@ _MESSAGES: dict[str, Settings] = {
     "messages_server_tool": {"messages-server-tools": {}},
     # a tool loop whose last turn held only unsigned thinking is refused next for that
     "messages_thinking_signature": {
-        "messages-unsigned-thinking": {},
+        # a refusal of the signature: another issuer's signature is refused alike (issue 24)
+        "messages-unsigned-thinking": {"signatures": "anthropic"},
         "messages-tool-loop-thinking": {},
     },
     "messages_tool_result_cache_control": {"messages-tool-result-cache-control": {}},

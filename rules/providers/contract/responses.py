@@ -7,6 +7,7 @@ The checks use the chat contract's ``Check`` type; their ``messages`` argument i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
@@ -77,6 +78,42 @@ def _interrupted_outputs(
                 yield Found(index, {"id": cid})
 
 
+def _nonadjacent_outputs(
+    items: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    """A call whose output (the first later output with its call_id) does not stand right after
+    it (DeepSeek pairs a call only with the item right after it)."""
+    for index, item in enumerate(items):
+        cid = call_id(item) if is_call(item) else None
+        if cid is None:
+            continue
+        following = items[index + 1] if index + 1 < len(items) else None
+        if is_output(following) and call_id(following) == cid:
+            continue
+        if any(is_output(later) and call_id(later) == cid for later in items[index + 1 :]):
+            yield Found(index, {"id": cid})
+
+
+def _invalid_arguments(
+    items: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    """A function_call whose arguments string Python's json module cannot read (vLLM's 400
+    carries the JSONDecodeError's own text)."""
+    for index, item in enumerate(items):
+        arguments = item.get("arguments") if is_call(item) else None
+        if not isinstance(arguments, str):
+            continue
+        try:
+            json.loads(arguments)
+        except json.JSONDecodeError as error:
+            yield Found(
+                index,
+                {"reason": error.msg, "line": error.lineno, "column": error.colno, "at": error.pos},
+            )
+        except (ValueError, RecursionError):
+            continue
+
+
 def _context_management(
     items: list[Any], request: Mapping[str, Any], options: Any
 ) -> Iterator[Found]:
@@ -109,6 +146,24 @@ CHECKS: tuple[Check, ...] = (
         # (deepseek-ai/DeepSeek-V3#1611, #1588); the quoted text ends at "call_id": the id is
         # appended as OpenAI's wording does.
         "No tool call found for tool output with call_id {id}",
+    ),
+    Check(
+        "responses_nonadjacent_output",
+        "A function_call whose output does not come right after it (DeepSeek's Responses "
+        "endpoint: any item between, a reasoning item or a parallel call too).",
+        _nonadjacent_outputs,
+        # docs/providers.md#deepseek-responses, DeepSeek /v1/responses
+        # (deepseek-ai/awesome-deepseek-integration#740)
+        "No tool output found for tool call {id}",
+    ),
+    Check(
+        "responses_invalid_arguments",
+        "A function_call whose arguments string is not valid JSON (vLLM).",
+        _invalid_arguments,
+        # docs/providers.md#chat-templates-pairing, vLLM, chat and Responses
+        # (OpenHands/software-agent-sdk#2887: "Unterminated string starting at: line 1 column
+        # 1121 (char 1120)", the JSONDecodeError's own text)
+        "{reason}: line {line} column {column} (char {at})",
     ),
     Check(
         "responses_unanswered_call",
@@ -146,8 +201,14 @@ CHECKS: tuple[Check, ...] = (
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 
-#: The strict Responses contract: every check, in its default words.
-RESPONSES_CONTRACT: Mapping[str, Mapping[str, Any]] = {check.code: {} for check in CHECKS}
+#: Checks only some providers apply: a profile adds them (``Profile.responses_contract``).
+PROFILE_ONLY = frozenset({"responses_nonadjacent_output", "responses_invalid_arguments"})
+
+#: The strict Responses contract every profile applies: every check but ``PROFILE_ONLY``, in its
+#: default words.
+RESPONSES_CONTRACT: Mapping[str, Mapping[str, Any]] = {
+    check.code: {} for check in CHECKS if check.code not in PROFILE_ONLY
+}
 
 NOT_RESPONSES = "Missing required parameter: 'input'."
 
@@ -166,4 +227,11 @@ def violations(
     return found
 
 
-__all__ = ["CHECKS", "CHECKS_BY_CODE", "NOT_RESPONSES", "RESPONSES_CONTRACT", "violations"]
+__all__ = [
+    "CHECKS",
+    "CHECKS_BY_CODE",
+    "NOT_RESPONSES",
+    "PROFILE_ONLY",
+    "RESPONSES_CONTRACT",
+    "violations",
+]
