@@ -20,8 +20,8 @@ from yarl import URL
 
 from proxy.provider_hosts import profile_for_upstream
 from proxy.stash.settings import ReasoningConfig, ReasoningConfigError, parse_reasoning
-from rules.anthropic import ANTHROPIC_RULES_BY_NAME
 from rules.chat import RULES_BY_NAME
+from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.planner import Planner
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
@@ -47,7 +47,7 @@ ENV_CONFIG = "CHATMEND_CONFIG"
 OPENAI_HOST = "api.openai.com"
 
 #: Every rule an operator may set, chat, Responses and Messages (their names never collide).
-KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME, **ANTHROPIC_RULES_BY_NAME}
+KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME, **MESSAGES_RULES_BY_NAME}
 
 
 class ConfigError(Exception):

@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 
 from proxy.provider_hosts import HOST_PROFILES
-from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
 from rules.engine.base import Option, Rule, TextOption
+from rules.messages import MESSAGES_RULES
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.planner import merge_settings
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES, Profile
@@ -251,7 +251,7 @@ def render_rules() -> str:
         "| # | rule | default | safety | summary |",
         "|---|---|---|---|---|",
     ]
-    for position, rule in enumerate(ANTHROPIC_RULES):
+    for position, rule in enumerate(MESSAGES_RULES):
         lines.append(_index_row(position, rule))
     lines += ["", "## Chat Completions rules in detail", ""]
     for position, rule in enumerate(RULES):
@@ -260,7 +260,7 @@ def render_rules() -> str:
     for position, rule in enumerate(RESPONSES_RULES):
         lines += _rule_section(rule, position, PROFILES, api="responses")
     lines += ["## Anthropic Messages rules in detail", ""]
-    for position, rule in enumerate(ANTHROPIC_RULES):
+    for position, rule in enumerate(MESSAGES_RULES):
         lines += _rule_section(rule, position, PROFILES, api="messages")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -332,7 +332,7 @@ def _profile_section(profile: Profile) -> list[str]:
     messages = [
         f"[{code(rule.name)}](rules.md#{rule.name})"
         + (f" ({options_text(options)})" if options else "")
-        for rule in ANTHROPIC_RULES
+        for rule in MESSAGES_RULES
         for enabled, options in [setting(profile, rule, api="messages")]
         if enabled and (not rule.default or options)
     ]
@@ -444,7 +444,7 @@ def render_config_rules() -> str:
         "  # `messages`, in this order, under the profile's Messages settings (docs/anthropic.md);",
         "  # the settings here apply over every profile's.",
     ]
-    for rule in ANTHROPIC_RULES:
+    for rule in MESSAGES_RULES:
         lines += _config_rule(rule)
     lines.append(END)
     return "\n".join(lines) + "\n"

@@ -11,11 +11,11 @@ from typing import Any
 
 import orjson
 
-from rules.anthropic import lone_surrogates as messages_lone_surrogates
 from rules.chat import lone_surrogates
 from rules.engine.base import Change, Given, Rule, RuleContext
 from rules.engine.pipeline import RuleFailure, run_rules
 from rules.engine.text import repair_value
+from rules.messages import lone_surrogates as messages_lone_surrogates
 from rules.providers.contract import DEFAULT_CONTRACT, Violation, violations
 from rules.providers.contract import messages as messages_contract
 from rules.providers.contract import responses as responses_contract

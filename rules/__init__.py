@@ -7,11 +7,11 @@
 - ``rules.chat``: the chat-completions rules, one module each, and ``RULES``, their one order.
 - ``rules.responses``: the Responses API rules and ``RESPONSES_RULES`` (``items``: the item
   vocabulary and the call/output pairing).
-- ``rules.anthropic``: the Anthropic Messages rules and ``ANTHROPIC_RULES`` (``blocks``,
+- ``rules.messages``: the Anthropic Messages rules and ``MESSAGES_RULES`` (``blocks``,
   ``scan``, ``ids``: the Messages walks they share).
 - ``rules.providers``: what each provider refuses (``contract``), the profiles that configure the
   rules for it (``profiles``) and the planner that turns a route's settings into a plan.
 
-Imports go downward only: providers -> chat/responses/anthropic -> engine; no rule imports
+Imports go downward only: providers -> chat/responses/messages -> engine; no rule imports
 another rule's module. Nothing here does I/O.
 """

@@ -27,9 +27,9 @@ from proxy.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.keys import request_scope
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_accept_encoding
-from rules.anthropic import missing_thinking
 from rules.chat import reasoning_content
 from rules.engine.base import Change, Given
+from rules.messages import missing_thinking
 from rules.providers.planner import Plan, Planner
 
 log = get_logger()

@@ -15,7 +15,7 @@ check) from the upstream: the operator's setting, if any, wins.
 
 An Anthropic Messages request (``/v1/messages``) runs under its profile's Messages plan
 (``Planner.messages``): the profile is picked from the model as for chat, and its ``messages``
-settings switch the Messages rules (``rules.anthropic``), checked against its
+settings switch the Messages rules (``rules.messages``), checked against its
 ``messages_contract``.
 """
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
-from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
 from rules.engine.base import Given, Recall, Rule, RuleContext
 from rules.engine.pipeline import default_steps
+from rules.messages import MESSAGES_RULES
 from rules.providers.contract import Contract
 from rules.providers.contract.responses import RESPONSES_CONTRACT
 from rules.providers.profiles import PROFILES, Profile
@@ -133,7 +133,7 @@ def with_repair(plan: Plan, repair: Mapping[str, Mapping[str, Any]]) -> Plan:
     each with its options over the plan's own for that rule (a rule in report mode included),
     else over its defaults, in the one registry order. Report mode is dropped: the plan's
     report was already logged for the request."""
-    registries = {"responses": RESPONSES_RULES, "messages": ANTHROPIC_RULES}
+    registries = {"responses": RESPONSES_RULES, "messages": MESSAGES_RULES}
     registry = registries.get(plan.api, RULES)
     enforced = {rule.name: ctx for rule, ctx in plan.steps}
     known = {rule.name: ctx for rule, ctx in (plan.report or ())} | enforced
@@ -164,7 +164,7 @@ def compile_messages_plan(
     ``overrides`` on top (names unique across rule sets, so one ``rules:`` section serves all),
     checked against its ``messages_contract``."""
     settings = merge_settings(profile.messages, overrides or {})
-    steps = default_steps(ANTHROPIC_RULES, settings, log_content=log_content)
+    steps = default_steps(MESSAGES_RULES, settings, log_content=log_content)
     plan = Plan(profile.name, steps, profile.messages_contract, api="messages", verify=verify)
     return with_report(plan, report)
 

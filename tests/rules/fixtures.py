@@ -1,6 +1,6 @@
 """The one loader and checker of the rules' fixture files: chat rules in
 tests/fixtures/rules/<rule-name>.json, Responses rules in tests/fixtures/responses/, Messages rules
-in tests/fixtures/anthropic/.
+in tests/fixtures/messages/.
 
 Every case goes through the same four checks (``check_case``): the input is never mutated, the
 output and the changes are the expected ones (a pass case returns its input list itself), and a
@@ -23,7 +23,7 @@ FIXTURE_DIR = FIXTURES / "rules"
 #: The Responses rules' fixture files.
 RESPONSES_FIXTURE_DIR = FIXTURES / "responses"
 #: The Anthropic Messages rules' fixture files.
-ANTHROPIC_FIXTURE_DIR = FIXTURES / "anthropic"
+MESSAGES_FIXTURE_DIR = FIXTURES / "messages"
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,16 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
-from rules.anthropic.blocks import THINKING_TYPES, block_type, content_list, tool_use_ids
-from rules.anthropic.missing_thinking import (
+from rules.engine.base import Given
+from rules.engine.pipeline import run_rules
+from rules.messages.blocks import THINKING_TYPES, block_type, content_list, tool_use_ids
+from rules.messages.missing_thinking import (
     RULE,
     recalled_blocks,
     stored_form,
     turn_key,
     wanted_keys,
 )
-from rules.engine.base import Given
-from rules.engine.pipeline import run_rules
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Planner
 from tests.anthropic_strategies import requests

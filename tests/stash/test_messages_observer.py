@@ -18,8 +18,8 @@ from proxy.stash import MemoryStore, Stash
 from proxy.stash.hooks import ReasoningHooks
 from proxy.stash.messages_observer import MessagesObserver
 from proxy.stash.observer import MAX_OBSERVED, ResponseObserver
-from rules.anthropic.missing_thinking import recalled_blocks, turn_key
 from rules.chat.reasoning_content import turn_key as chat_turn_key
+from rules.messages.missing_thinking import recalled_blocks, turn_key
 from rules.providers.planner import Planner
 from tests.budget import examples
 

@@ -4,8 +4,8 @@
 The checks use the chat contract's ``Check`` type; their ``messages`` argument is the request's
 ``messages`` list and their indices are ``messages`` indices. A profile's Messages contract
 (``Profile.messages_contract``) names the checks its provider applies, with its own wording
-where it differs; ``violations(payload, contract)`` runs them. The rules in ``rules.anthropic``
-are built to leave nothing here (tests/rules/test_anthropic_properties.py), and the tests'
+where it differs; ``violations(payload, contract)`` runs them. The rules in ``rules.messages``
+are built to leave nothing here (tests/rules/test_messages_properties.py), and the tests'
 strict fake Anthropic endpoint answers with it.
 """
 
@@ -16,8 +16,9 @@ from collections.abc import Collection, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
-from rules.anthropic import context_management, thinking_type, tool_result_cache_control
-from rules.anthropic.blocks import (
+from rules.engine.thinking import THINKING_MODELS
+from rules.messages import context_management, thinking_type, tool_result_cache_control
+from rules.messages.blocks import (
     THINKING_TYPES,
     block_type,
     content_list,
@@ -34,11 +35,10 @@ from rules.anthropic.blocks import (
     tool_use_ids,
     valid_id,
 )
-from rules.anthropic.metadata_user_id import fits
-from rules.anthropic.thinking_tool_choice import forced
-from rules.anthropic.tool_loop_thinking import unthinking_loop
-from rules.anthropic.trailing_prefill import PREFILL_REFUSED
-from rules.engine.thinking import THINKING_MODELS
+from rules.messages.metadata_user_id import fits
+from rules.messages.thinking_tool_choice import forced
+from rules.messages.tool_loop_thinking import unthinking_loop
+from rules.messages.trailing_prefill import PREFILL_REFUSED
 from rules.providers.contract.base import Check, Found, Violation
 
 Contract = Mapping[str, Mapping[str, Any]]

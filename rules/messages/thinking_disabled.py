@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic.blocks import (
+from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.messages.blocks import (
     THINKING_TYPES,
     block_type,
     content_list,
     final_assistant,
     thinking_on,
 )
-from rules.engine.base import Change, Outcome, Rule, RuleContext
 
 NAME = "messages-thinking-disabled"
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
-from rules.anthropic.blocks import is_empty, role
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
+from rules.messages.blocks import is_empty, role
 
 NAME = "messages-trailing-prefill"
 

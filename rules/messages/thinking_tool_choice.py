@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic.blocks import in_thinking_mode
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.thinking import THINKING_MODELS
+from rules.messages.blocks import in_thinking_mode
 
 NAME = "messages-thinking-tool-choice"
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.anthropic import scan
-from rules.anthropic.blocks import is_empty
 from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
 from rules.engine.messages import rewrite_at
+from rules.messages import scan
+from rules.messages.blocks import is_empty
 
 NAME = "messages-empty-messages"
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.anthropic import (
+from rules.engine.base import Rule
+from rules.engine.pipeline import PipelineResult, default_steps, run_rules
+from rules.messages import (
     consecutive_roles,
     context_management,
     duplicate_tool_use_ids,
@@ -36,11 +38,9 @@ from rules.anthropic import (
     trailing_prefill,
     unsigned_thinking,
 )
-from rules.engine.base import Rule
-from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 
 #: The one ordered tuple of Messages rules. Order is behaviour; each position is justified:
-ANTHROPIC_RULES: tuple[Rule, ...] = (
+MESSAGES_RULES: tuple[Rule, ...] = (
     # 0. Text first, as for chat: every later rule compares and copies strings.
     lone_surrogates.RULE,
     # 1-3. Blocks refused wherever they stand go before anything judges a message empty: blank
@@ -97,7 +97,7 @@ ANTHROPIC_RULES: tuple[Rule, ...] = (
     context_management.RULE,
 )
 
-ANTHROPIC_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in ANTHROPIC_RULES}
+MESSAGES_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in MESSAGES_RULES}
 
 
 def sanitize_anthropic(
@@ -108,7 +108,7 @@ def sanitize_anthropic(
 ) -> PipelineResult:
     """Library entry point: repair a Messages ``messages`` list without touching the caller's
     objects (``request``: the other top-level fields, for the request-level rules)."""
-    return run_rules(messages, default_steps(ANTHROPIC_RULES, settings), request=request)
+    return run_rules(messages, default_steps(MESSAGES_RULES, settings), request=request)
 
 
-__all__ = ["ANTHROPIC_RULES", "ANTHROPIC_RULES_BY_NAME", "sanitize_anthropic"]
+__all__ = ["MESSAGES_RULES", "MESSAGES_RULES_BY_NAME", "sanitize_anthropic"]

@@ -29,8 +29,12 @@ from typing import Any, Final
 
 import orjson
 
-from rules.anthropic import scan
-from rules.anthropic.blocks import (
+from rules.engine import recall
+from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
+from rules.engine.messages import rewrite_at
+from rules.engine.thinking import THINKING_MODELS
+from rules.messages import scan
+from rules.messages.blocks import (
     THINKING_TYPES,
     block_type,
     content_list,
@@ -38,10 +42,6 @@ from rules.anthropic.blocks import (
     role,
     tool_use_ids,
 )
-from rules.engine import recall
-from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
-from rules.engine.messages import rewrite_at
-from rules.engine.thinking import THINKING_MODELS
 
 NAME = "messages-missing-thinking"
 #: Bumped if the key's recipe ever changes, so old stored entries simply stop matching; not the

@@ -19,8 +19,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-from rules.anthropic.blocks import valid_id
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.messages.blocks import valid_id
 
 NAME = "messages-metadata-user-id"
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.anthropic.blocks import role
 from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
+from rules.messages.blocks import role
 
 NAME = "messages-leading-user"
 

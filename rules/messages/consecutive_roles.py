@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic import scan
-from rules.anthropic.blocks import as_blocks, role
 from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.messages import scan
+from rules.messages.blocks import as_blocks, role
 
 NAME = "messages-consecutive-roles"
 

@@ -31,8 +31,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
-from rules.anthropic import scan
-from rules.anthropic.blocks import (
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import dropped_content
+from rules.messages import scan
+from rules.messages.blocks import (
     as_blocks,
     content_list,
     is_tool_result,
@@ -40,9 +42,7 @@ from rules.anthropic.blocks import (
     tool_result_id,
     tool_use_ids,
 )
-from rules.anthropic.ids import answer_places
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import dropped_content
+from rules.messages.ids import answer_places
 
 NAME = "messages-tool-result-pairing"
 
@@ -54,7 +54,7 @@ CONTENT = Option("content", DEFAULT_CONTENT, "The text of a stub tool_result.")
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    # The shared walk (rules/anthropic/scan.py) checks the pairing: every call answered at the
+    # The shared walk (rules/messages/scan.py) checks the pairing: every call answered at the
     # head of the next message, once, and no result anywhere else.
     if scan.UNPAIRED not in scan.signals(messages):
         return Outcome(messages)
@@ -124,7 +124,7 @@ class _Pairing:
 
 
 def _assign(messages: list[Any]) -> tuple[dict[tuple[int, int], int], dict[int, list[Any]]]:
-    """Which call each result answers (``rules.anthropic.ids.answer_places``): (message,
+    """Which call each result answers (``rules.messages.ids.answer_places``): (message,
     position) of each result that answers a call -> the index of that call's assistant
     message; and, per assistant message, its results that stand outside the user message right
     after it (a later turn, or before the call), in document order. A result given no call is

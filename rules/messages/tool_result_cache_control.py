@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic.blocks import content_list, role, tool_result_id
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.messages.blocks import content_list, role, tool_result_id
 
 NAME = "messages-tool-result-cache-control"
 

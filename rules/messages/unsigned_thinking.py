@@ -29,15 +29,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rules.anthropic import scan
-from rules.anthropic.blocks import (
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.messages import rewrite_at
+from rules.messages import scan
+from rules.messages.blocks import (
     content_list,
     is_foreign_thinking,
     is_unsigned_thinking,
     role,
 )
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import rewrite_at
 
 NAME = "messages-unsigned-thinking"
 

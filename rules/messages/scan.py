@@ -8,7 +8,7 @@ a clean request every rule gets that same list, so the walk is done once; once a
 changed the list, the next rule's call walks the new one.
 
 Soundness is the contract: whenever a rule would change a list, its signal is set (never
-under-reported; tests/rules/test_anthropic_properties.py checks every rule against it).
+under-reported; tests/rules/test_messages_properties.py checks every rule against it).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
-from rules.anthropic.blocks import (
+from rules.engine import memo
+from rules.messages.blocks import (
     ID_PATTERN,
     THINKING_TYPES,
     is_blank_text,
     is_empty,
     is_unsigned_thinking,
 )
-from rules.engine import memo
 
 #: A text block with no visible text.
 BLANK_TEXT: Final = "blank_text"

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic import scan
-from rules.anthropic.blocks import THINKING_TYPES, block_type, content_list, role
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.messages import scan
+from rules.messages.blocks import THINKING_TYPES, block_type, content_list, role
 
 
 def _misplaced(message: Any) -> bool:

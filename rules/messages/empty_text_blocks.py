@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic import scan
-from rules.anthropic.blocks import content_list, is_blank_text
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.messages import scan
+from rules.messages.blocks import content_list, is_blank_text
 
 NAME = "messages-empty-text-blocks"
 

@@ -20,8 +20,6 @@ from typing import Any
 
 import orjson
 
-from rules.anthropic import scan
-from rules.anthropic.blocks import content_list
 from rules.engine.base import Change, Outcome, Rule, RuleContext, WorkBudgetExceeded
 from rules.engine.json_repair_passes import (
     MAX_LOGGED_CHARS,
@@ -30,6 +28,8 @@ from rules.engine.json_repair_passes import (
     repair_object,
 )
 from rules.engine.messages import rewrite_at
+from rules.messages import scan
+from rules.messages.blocks import content_list
 
 NAME = "messages-tool-input"
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.anthropic.blocks import (
+from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.messages.blocks import (
     THINKING_TYPES,
     block_type,
     content_list,
@@ -33,7 +34,6 @@ from rules.anthropic.blocks import (
     role,
     thinking_on,
 )
-from rules.engine.base import Change, Outcome, Rule, RuleContext
 
 NAME = "messages-tool-loop-thinking"
 

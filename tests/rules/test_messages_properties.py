@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from rules.anthropic import ANTHROPIC_RULES, scan
-from rules.anthropic.blocks import content_list, role, tool_result_id, tool_use_ids
 from rules.engine import memo
 from rules.engine.base import Given
 from rules.engine.pipeline import run_rules
+from rules.messages import MESSAGES_RULES, scan
+from rules.messages.blocks import content_list, role, tool_result_id, tool_use_ids
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Plan, compile_messages_plan
 from rules.providers.profiles import PROFILES
@@ -179,7 +179,7 @@ def test_no_rule_writes_into_its_argument(request: dict[str, Any]) -> None:
             fields = outcome.request
 
 
-#: The shared-walk signal each rule waits for (rules/anthropic/scan.py).
+#: The shared-walk signal each rule waits for (rules/messages/scan.py).
 SIGNALS = {
     "messages-empty-text-blocks": scan.BLANK_TEXT,
     "messages-empty-messages": scan.EMPTY_MESSAGE,
@@ -200,7 +200,7 @@ def test_the_shared_walk_never_misses_a_rule_s_work(request: dict[str, Any]) -> 
     """Soundness: whenever a rule changes a list, the walk over that list set its signal
     (each rule run alone on the client's list, and on the list the rules before it left)."""
     messages: list[Any] = request["messages"]
-    for rule in ANTHROPIC_RULES:
+    for rule in MESSAGES_RULES:
         ctx = replace(rule.context(), request=request)
         for given_list in (request["messages"], messages):
             with memo.run():  # a run of its own: the walk is done afresh

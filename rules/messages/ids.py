@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rules.anthropic.blocks import content_list, role
 from rules.engine.base import Change, Outcome
 from rules.engine.pairing import Minter, answers
+from rules.messages.blocks import content_list, role
 
 #: ``choose(original_id, ids_kept_so_far)`` -> the id the call leaves with.
 Choose = Callable[[str, set[str]], str]
