@@ -20,9 +20,10 @@ from proxy.body import Hold
 from proxy.log import MAX_FIELD_ITEMS, get_logger
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
-from proxy.sanitize import FIELDS, Sanitized
+from proxy.sanitize import Sanitized
 from proxy.streaming import RelayResult
 from rules.engine.base import Change
+from rules.providers.apis import api_named
 
 log = get_logger()
 
@@ -211,7 +212,7 @@ def rejected(
     meter.rejections.labels(str(result.response.status), classify(result.readable)).inc()
     if sent is None or not sent.changed or original is None or api is None:
         return
-    field = FIELDS[api]
+    field = api_named(api).field
     # The whole body: the index may be in the message or in a field beside it (``param``).
     text = result.readable.decode("utf-8", "replace") if result.readable else None
     mapped = explain(original, sent.body, field, text)

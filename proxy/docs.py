@@ -24,6 +24,7 @@ from proxy.provider_hosts import HOST_PROFILES
 from rules.chat import RULES
 from rules.engine.base import Option, Rule, TextOption
 from rules.messages import MESSAGES_RULES
+from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.planner import merge_settings
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES, Profile
@@ -111,13 +112,10 @@ def anchor(name: str) -> str:
 # --- rule settings per profile ----------------------------------------------------------------
 
 
-def setting(profile: Profile, rule: Rule, *, api: str = "chat") -> tuple[bool, dict[str, Any]]:
+def setting(profile: Profile, rule: Rule, *, api: Api = CHAT_API) -> tuple[bool, dict[str, Any]]:
     """Whether ``profile`` runs ``rule``, and the options it sets (those that differ from the
-    rule's defaults), from the profile's record alone (``api="messages"``: its Messages plan)."""
-    settings = {"messages": profile.messages, "responses": profile.responses}.get(
-        api, profile.rules
-    )
-    merged = merge_settings(settings).get(rule.name, {})
+    rule's defaults), from the profile's record alone (its settings for ``api``)."""
+    merged = merge_settings(api.settings(profile)).get(rule.name, {})
     enabled = bool(merged.get("enabled", rule.default))
     defaults = {option.name: option.default for option in rule.options}
     options = {k: v for k, v in merged.items() if k != "enabled" and defaults.get(k) != v}
@@ -156,7 +154,7 @@ def _allowed(option: Option) -> str:
 
 
 def _rule_section(
-    rule: Rule, position: int, profiles: Mapping[str, Profile] | None, api: str = "chat"
+    rule: Rule, position: int, profiles: Mapping[str, Profile] | None, api: Api = CHAT_API
 ) -> list[str]:
     level = "reads the request, " if rule.reads_request else ""
     lines = [
@@ -258,10 +256,10 @@ def render_rules() -> str:
         lines += _rule_section(rule, position, PROFILES)
     lines += ["## Responses API rules in detail", ""]
     for position, rule in enumerate(RESPONSES_RULES):
-        lines += _rule_section(rule, position, PROFILES, api="responses")
+        lines += _rule_section(rule, position, PROFILES, api=RESPONSES_API)
     lines += ["## Anthropic Messages rules in detail", ""]
     for position, rule in enumerate(MESSAGES_RULES):
-        lines += _rule_section(rule, position, PROFILES, api="messages")
+        lines += _rule_section(rule, position, PROFILES, api=MESSAGES_API)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -333,7 +331,7 @@ def _profile_section(profile: Profile) -> list[str]:
         f"[{code(rule.name)}](rules.md#{rule.name})"
         + (f" ({options_text(options)})" if options else "")
         for rule in MESSAGES_RULES
-        for enabled, options in [setting(profile, rule, api="messages")]
+        for enabled, options in [setting(profile, rule, api=MESSAGES_API)]
         if enabled and (not rule.default or options)
     ]
     checks = ", ".join(code(check) for check in profile.messages_contract) or "none"
@@ -346,7 +344,7 @@ def _profile_section(profile: Profile) -> list[str]:
         f"[{code(rule.name)}](rules.md#{rule.name})"
         + (f" ({options_text(options)})" if options else "")
         for rule in RESPONSES_RULES
-        for enabled, options in [setting(profile, rule, api="responses")]
+        for enabled, options in [setting(profile, rule, api=RESPONSES_API)]
         if enabled and (not rule.default or options)
     ]
     extra = ", ".join(code(check) for check in profile.responses_contract) or "none"

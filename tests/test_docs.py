@@ -12,6 +12,7 @@ from proxy import docs
 from proxy.provider_hosts import HOST_PROFILES
 from rules.chat import RULES
 from rules.messages import MESSAGES_RULES
+from rules.providers.apis import MESSAGES_API
 from rules.providers.planner import compile_messages_plan, compile_plan
 from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES
@@ -77,7 +78,7 @@ def test_the_rules_page_documents_every_rule_and_option_with_its_default() -> No
         section = text.split(f'<a id="{rule.name}"></a>', 1)[1].split("<a id=", 1)[0]
         on_under = next(line for line in section.splitlines() if line.startswith("On under:"))
         for name, profile in PROFILES.items():
-            on = docs.setting(profile, rule, api="messages")[0]
+            on = docs.setting(profile, rule, api=MESSAGES_API)[0]
             assert (f"`{name}`" in on_under) is on, (rule.name, name)
 
 
@@ -94,7 +95,7 @@ def test_the_profiles_page_names_every_profile_its_hosts_and_the_rules_it_switch
         for code in profile.contract:
             assert f"| `{code}` |" in section, (name, code)
         for rule in MESSAGES_RULES:
-            on, options = docs.setting(profile, rule, api="messages")
+            on, options = docs.setting(profile, rule, api=MESSAGES_API)
             if on and (not rule.default or options):
                 assert f"(rules.md#{rule.name})" in section, (name, rule.name)
         for code in profile.messages_contract:
@@ -179,7 +180,7 @@ def test_the_documented_settings_are_what_the_planner_runs() -> None:
                 assert {**defaults, **options} == dict(steps[rule.name]), (name, rule.name)
         steps = {rule.name: ctx.options for rule, ctx in compile_messages_plan(profile).steps}
         for rule in MESSAGES_RULES:
-            on, options = docs.setting(profile, rule, api="messages")
+            on, options = docs.setting(profile, rule, api=MESSAGES_API)
             assert on is (rule.name in steps), (name, rule.name)
             if on:
                 defaults = {o.name: o.default for o in rule.options}

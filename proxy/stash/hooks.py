@@ -22,6 +22,7 @@ import orjson
 from aiohttp import ClientResponse
 from multidict import CIMultiDict
 
+from proxy.apis import served_named
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash import Stash
@@ -30,14 +31,13 @@ from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_acce
 from rules.chat import reasoning_content
 from rules.engine.base import Change, Given
 from rules.messages import missing_thinking
+from rules.providers.apis import api_named
 from rules.providers.planner import Plan, Planner
 
 log = get_logger()
 
 #: The ``chatmend_limits_total`` label of a response the observer stopped observing.
 OBSERVED_LIMIT = "observed_response"
-#: What marks a body holding a tool turn whose stash keys may be wanted, per API.
-TOOL_TURN_MARKS = {"chat": b'"tool_calls"', "messages": b'"tool_use"'}
 #: Per restoring rule: its actions for a restore and for a placeholder (``report``).
 RESTORING = {
     reasoning_content.NAME: ("restored_reasoning", "inserted_placeholder"),
@@ -66,7 +66,7 @@ Offload = Callable[..., Awaitable[Any]]
 
 def plan_of(planner: Planner, model: Any, api: str) -> Plan:
     """The plan a request of ``api`` for ``model`` runs under."""
-    return planner.messages(model) if api == "messages" else planner.plan(model)
+    return planner.for_api(api_named(api), model)
 
 
 def _wanted(payload: dict[str, Any], planner: Planner, scope: str, api: str) -> list[str]:
@@ -100,7 +100,7 @@ class ReasoningHooks:
             known = self._profiles[planner] = {}
         found = known.get(api)
         if found is None:
-            plans = planner.messages_plans if api == "messages" else planner.plans
+            plans = planner.plans_for(api_named(api))
             found = known[api] = frozenset(n for n, plan in plans.items() if plan.recalling())
         return found
 
@@ -120,13 +120,13 @@ class ReasoningHooks:
         request is never stored or recalled). ``offload`` runs the parse and the key walk
         elsewhere (a big body, see proxy/offload): the payload is then not kept,
         ``sanitize_body`` parses it again where it runs."""
-        if self.stash is None or not self.profiles(planner, api):
+        mark = served_named(api).tool_turn
+        if self.stash is None or mark is None or not self.profiles(planner, api):
             return None
         scope = request_scope(upstream, headers, query)
         if scope is None:
             return None
         reasoning = RequestReasoning(Given(scope), api=api)
-        mark = TOOL_TURN_MARKS[api]
         try:
             if offload is not None:
                 # A big body is read in a worker: its response is observed in any case.
@@ -208,7 +208,7 @@ class ReasoningHooks:
         scope = reasoning.given.scope
         on_limit = partial(self._not_observed, request_id)
         return self.stash.observer_for(
-            scope, upstream.content_type, encoding, reasoning.api, on_limit
+            scope, upstream.content_type, encoding, served_named(reasoning.api).observer, on_limit
         )
 
     def _not_observed(self, request_id: str, bound: str) -> None:

@@ -31,9 +31,10 @@ from rules.chat import RULES
 from rules.engine.base import Given, Recall, Rule, RuleContext
 from rules.engine.pipeline import default_steps
 from rules.messages import MESSAGES_RULES
+from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api, api_named
 from rules.providers.contract import Contract
 from rules.providers.contract.responses import RESPONSES_CONTRACT
-from rules.providers.profiles import PROFILES, Profile
+from rules.providers.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from rules.responses import RESPONSES_RULES
 from rules.responses import context_management as cm
 
@@ -133,8 +134,7 @@ def with_repair(plan: Plan, repair: Mapping[str, Mapping[str, Any]]) -> Plan:
     each with its options over the plan's own for that rule (a rule in report mode included),
     else over its defaults, in the one registry order. Report mode is dropped: the plan's
     report was already logged for the request."""
-    registries = {"responses": RESPONSES_RULES, "messages": MESSAGES_RULES}
-    registry = registries.get(plan.api, RULES)
+    registry = api_named(plan.api).rules
     enforced = {rule.name: ctx for rule, ctx in plan.steps}
     known = {rule.name: ctx for rule, ctx in (plan.report or ())} | enforced
     log_content = any(ctx.log_content for ctx in known.values())
@@ -197,6 +197,23 @@ def compile_responses_plan(
     return Plan(name, steps, contract, api="responses", verify=verify)
 
 
+def plan_across(plan: Plan, api: Api) -> Plan:
+    """The plan for a request of ``api`` given a plan of another API (``chatmend check
+    --profile``): the same profile's Messages or Responses plan (a Messages plan for an unknown
+    profile: the default profile's); a chat request under another API's plan gets no rule."""
+    if plan.api == api.name:
+        return plan
+    profile = PROFILES.get(plan.profile)
+    compilers = {
+        CHAT_API.name: lambda: Plan("custom", ()),
+        RESPONSES_API.name: lambda: compile_responses_plan(profile=profile),
+        MESSAGES_API.name: lambda: compile_messages_plan(
+            PROFILES.get(plan.profile, PROFILES[DEFAULT_PROFILE])
+        ),
+    }
+    return compilers[api.name]()
+
+
 class Planner:
     """Picks a request's plan from its model; every plan is compiled up front."""
 
@@ -244,6 +261,11 @@ class Planner:
         }
         #: The default profile's Responses plan (a request without a usable model gets it).
         self.responses = self.responses_plans[default]
+        self._by_api: dict[str, Mapping[str, Plan]] = {
+            CHAT_API.name: self.plans,
+            RESPONSES_API.name: self.responses_plans,
+            MESSAGES_API.name: self.messages_plans,
+        }
 
     def plan(self, model: Any) -> Plan:
         if not isinstance(model, str):
@@ -273,6 +295,15 @@ class Planner:
     def messages(self, model: Any) -> Plan:
         """The Messages plan of the profile ``plan(model)`` picks."""
         return self.messages_plans[self.plan(model).profile]
+
+    def plans_for(self, api: Api) -> Mapping[str, Plan]:
+        """Every profile's plan for requests of ``api``, by profile name."""
+        return self._by_api[api.name]
+
+    def for_api(self, api: Api, model: Any) -> Plan:
+        """The plan of a request of ``api`` for ``model``: the ``api`` plan of the profile
+        ``plan(model)`` picks."""
+        return self._by_api[api.name][self.plan(model).profile]
 
     def _variant(self, name: str, model: str) -> Plan:
         for pattern, variant in PROFILES[name].variants:
