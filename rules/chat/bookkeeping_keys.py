@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 
@@ -150,6 +150,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.scan,
     wakes=scan.on(scan.KEYS, scan.CALL_KEYS),
     options=(KEEP,),
 )

@@ -28,9 +28,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.tool_turns import analyse, is_paired, rebuild, rejoin
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.blocks import analyse, is_paired, rebuild, rejoin
 
 NAME = "displaced-tool-results"
 
@@ -105,5 +105,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.scan,
     wakes=scan.on(scan.UNPAIRED),
 )

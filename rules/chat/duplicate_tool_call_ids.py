@@ -34,10 +34,10 @@ from typing import Any, Final
 
 import orjson
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import function_name
+from rules.chat.tool_turns import is_assistant, rejoin
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.blocks import is_assistant, rejoin
-from rules.engine.messages import function_name
 
 NAME = "duplicate-tool-call-ids"
 
@@ -378,5 +378,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.scan,
     wakes=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
 )

@@ -34,8 +34,8 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
+from rules.chat.ids import digest62
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.ids import digest62
 from rules.engine.messages import rewrite_at
 
 NAME = "function-names"

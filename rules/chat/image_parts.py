@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 
@@ -175,6 +175,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    scan=scan.scan,
     wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
         ACTION,

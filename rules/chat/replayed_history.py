@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.base import Outcome, Rule, RuleContext
 from rules.engine.replay import (
     SIDECAR_FIELDS,
@@ -119,5 +119,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.scan,
     wakes=scan.on(scan.DUP_CALL_ID),
 )

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import has_calls, has_content
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import content_length, has_calls, has_content, rewrite_at
+from rules.engine.messages import content_length, rewrite_at
 from rules.engine.thinking import REASONING_FIELD as FIELD
 
 NAME = "thinking-parts"
@@ -165,6 +166,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    scan=scan.scan,
     wakes=scan.on(scan.LIST_CONTENT),
     options=(ACTION,),
 )

@@ -31,9 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import has_calls, has_content
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import has_calls, has_content, rewrite_at
+from rules.engine.messages import rewrite_at
 
 NAME = "tool-call-content"
 
@@ -140,6 +141,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    scan=scan.scan,
     wakes=_wakes,
     options=(
         SHAPE,

@@ -28,9 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import role_set
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import dropped_content, rewrite_at, role_set
+from rules.engine.messages import dropped_content, rewrite_at
 
 NAME = "unknown-roles"
 
@@ -103,6 +104,7 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
+    scan=scan.scan,
     wakes=_wakes,
     options=(
         ROLES,

@@ -41,7 +41,7 @@ class Outcome:
     messages: list[Any]
     changes: tuple[Change, ...] = ()
     #: For a rule that reads the request (``Rule.reads_request``): the new top-level fields of
-    #: the request (a fresh dict built by ``rules.engine.request.with_fields``; ``messages`` in
+    #: the request (a fresh dict built by ``rules.chat.request.with_fields``; ``messages`` in
     #: it is ignored), or ``None`` if unchanged.
     request: dict[str, Any] | None = None
 
@@ -145,7 +145,7 @@ class RuleContext:
     #: What the server gives the rules for this request (``Given``; empty outside the proxy,
     #: and for a rule that does not read it: ``Rule.gets_given``).
     given: Given = NOTHING_GIVEN
-    #: The ``rules.engine.scan`` signals that can wake this step (``Rule.wakes`` of its options), or
+    #: The signals of ``Rule.scan`` that can wake this step (``Rule.wakes`` of its options), or
     #: ``None``: the step always runs.
     wakes: frozenset[str] | None = None
 
@@ -170,7 +170,10 @@ class Rule:
     #: the pipeline then passes the request in ``RuleContext.request`` and takes back
     #: ``Outcome.request``.
     reads_request: bool = False
-    #: The ``rules.engine.scan`` signals under which ``apply`` may change anything, given the rule's
+    #: The one walk of its API that reads the list's signals (``rules.chat.scan.scan``): the
+    #: pipeline walks once per distinct scan and skips the rules it does not wake.
+    scan: Callable[[list[Any]], frozenset[str] | None] | None = None
+    #: The ``scan`` signals under which ``apply`` may change anything, given the rule's
     #: options: the pipeline skips the rule when a clean walk set none of them. ``None``: the
     #: rule always runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
     wakes: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None

@@ -130,7 +130,7 @@ def test_a_crashing_contract_check_never_blocks_the_repair(monkeypatch: pytest.M
         raise RuntimeError("boom")
 
     chat = dataclasses.replace(apis.CHAT_API, check=explode)
-    monkeypatch.setitem(apis.APIS, "chat", chat)  # type: ignore[index]
+    monkeypatch.setitem(apis.APIS, "chat", chat)
     plan = Plan("custom", STEPS, DEFAULT_CONTRACT, verify=True)
     result = proxy.sanitize.sanitize_body(body(BROKEN["empty_tool_calls"]), plan)
     assert result.changed

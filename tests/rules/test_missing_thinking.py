@@ -89,7 +89,7 @@ def test_recalled_blocks_are_restored_exactly_and_first_without_touching_the_inp
     assert again.changes == () and again.messages is outcome.messages
 
 
-def test_blocks_recalled_for_another_turn_or_scope_are_not_used() -> None:
+def test_tool_turns_recalled_for_another_turn_or_scope_are_not_used() -> None:
     other = turn_key(SCOPE, [{**TOOL, "id": "toolu_9"}])
     foreign = turn_key("https://api.deepseek.com/anthropic\nother-client", [TOOL])
     assert other is not None and foreign is not None

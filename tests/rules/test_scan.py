@@ -1,4 +1,4 @@
-"""The one walk of the clean path (rules/engine/scan.py): it never lets a rule with work be skipped.
+"""The one walk of the clean path (rules/chat/scan.py): it never lets a rule with work be skipped.
 
 For every profile, over clean, broken and arbitrary message lists: a step whose ``wakes`` the
 walk did not set changes nothing when it runs anyway, and the whole pipeline gives the same list
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.pipeline import run_rules
 from rules.providers.contract import violations
 from rules.providers.planner import Planner

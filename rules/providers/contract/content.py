@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from rules.chat.message_fields import ROLES, has_calls, has_content, role_set
 from rules.chat.text_part_arrays import collapsible
 from rules.chat.thinking_parts import REDACTED, THINKING
 from rules.chat.tool_call_content import KINDS, empty_kind, kind_set
-from rules.engine.messages import ROLES, has_calls, has_content, role_set
 from rules.providers.contract.base import Check, Found, role_of
 
 THINKING_TYPES = (THINKING, REDACTED)

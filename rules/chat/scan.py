@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import orjson
 
-from rules.engine.messages import has_content
+from rules.chat.message_fields import has_content
 
 #: A role outside system/user/assistant/tool: ``role:<name>`` is set too.
 ODD_ROLE: Final = "odd_role"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.chat.message_fields import has_content
 from rules.engine.base import Change
-from rules.engine.messages import has_content
 
 #: Assistant keys combined field by field; every other key follows "the first message's value
 #: wins".

@@ -1,4 +1,4 @@
-"""rules.engine.blocks: the pairing rules' shared prescan agrees with the full analysis."""
+"""rules.chat.tool_turns: the pairing rules' shared prescan agrees with the full analysis."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rules.engine.blocks import analyse, is_paired
+from rules.chat.tool_turns import analyse, is_paired
 from tests.budget import examples
 from tests.builders import call, result, turn
 from tests.strategies import arbitrary_messages, broken_transcripts, clean_transcripts

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules.chat.merge import merge_assistants
 from rules.engine.base import Change
 from rules.engine.memo import per_run
-from rules.engine.merge import merge_assistants
 
 
 @per_run  # the four pairing rules ask it of the same list on a clean request
