@@ -12,8 +12,9 @@
   vocabulary and the call/output pairing).
 - ``rules.messages``: the Anthropic Messages rules and ``MESSAGES_RULES`` (``blocks``,
   ``scan``, ``ids``: the Messages walks they share).
-- ``rules.providers``: the record of each API (``apis``), what each provider refuses (``contract``), the profiles that configure the
-  rules for it (``profiles``) and the planner that turns a route's settings into a plan.
+- ``rules.providers``: the record of each API (``apis``), what each provider refuses
+  (``contract``), the profiles that configure the rules for it (``profiles``) and the planner
+  that turns a route's settings into a plan.
 
 Imports go downward only: providers -> chat/responses/messages -> engine; no rule imports
 another rule's module. Nothing here does I/O.
