@@ -83,105 +83,156 @@ def on(*names: str) -> Signals:
     return Signals(frozenset(names))
 
 
+class _Unmodelled(Exception):
+    """A shape the walk does not model: every rule runs in full."""
+
+
+class _Walk:
+    """One walk's state, read by one small method per signal family: message keys, roles and
+    adjacency, content, calls, and the pairing of calls with results."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+        self.ids: set[str] = set()  # call ids seen so far (DUP_CALL_ID)
+        self.arguments: list[str] = []  # string arguments, parsed once at the end
+        self.calls: list[Any] = []  # the calls of the block being read
+        self.k = self.n = 0  # results read in call order so far, calls in the block
+        self.after_assistant = False
+
+    def message(self, message: Any) -> None:
+        if type(message) is not dict:
+            raise _Unmodelled
+        role = message.get("role")
+        content = message.get("content", _ABSENT)
+        self.keys(message, role)
+        if role == "tool":
+            self.after_assistant = False
+            self.result(message)
+            self.content(content, "tool")
+            return
+        self.block_ends()
+        if role == "assistant":
+            self.assistant(message, content)
+        else:
+            self.after_assistant = False
+            self.role(role)
+            self.content(content, role)
+
+    def keys(self, message: dict[str, Any], role: Any) -> None:
+        """KEYS: a key outside ``PLAIN_KEYS``, or calls where no role has them (the key rules
+        read them anyway)."""
+        if not message.keys() <= PLAIN_KEYS or (role != "assistant" and "tool_calls" in message):
+            self.found.add(KEYS)
+
+    def role(self, role: Any) -> None:
+        """ODD_ROLE and ``role:<name>``."""
+        if type(role) is not str:
+            raise _Unmodelled
+        if role not in ROLES:
+            self.found.add(ODD_ROLE)
+            self.found.add(ROLE + role)
+
+    def content(self, content: Any, role: str) -> None:
+        """The non-string content of a message that is no assistant with calls."""
+        if type(content) is not str and _content(self.found, content, role) is None:
+            raise _Unmodelled
+
+    def result(self, message: dict[str, Any]) -> None:
+        """UNPAIRED: a tool message that does not answer the next call of its block."""
+        rid = message.get("tool_call_id")
+        if self.k < self.n and type(rid) is str and rid and self.calls[self.k].get("id") == rid:
+            self.k += 1
+        else:
+            self.found.add(UNPAIRED)
+
+    def block_ends(self) -> None:
+        """UNPAIRED: a block left with calls unanswered."""
+        if self.k != self.n:
+            self.found.add(UNPAIRED)
+        self.k = self.n = 0
+
+    def assistant(self, message: dict[str, Any], content: Any) -> None:
+        """ADJACENT_ASSISTANTS, then an assistant without calls or with them."""
+        if self.after_assistant:
+            self.found.add(ADJACENT_ASSISTANTS)
+        self.after_assistant = True
+        listed = message.get("tool_calls", _ABSENT)
+        if listed is _ABSENT or listed is None or listed == []:
+            self.without_calls(message, content, listed)
+            return
+        if type(listed) is not list:
+            raise _Unmodelled
+        for call in listed:
+            self.call(call)
+        self.calls, self.n = listed, len(listed)
+        if (type(content) is not str or not content) and not _call_content(
+            self.found, message, content
+        ):
+            raise _Unmodelled
+
+    def without_calls(self, message: dict[str, Any], content: Any, listed: Any) -> None:
+        """EMPTY_TOOL_CALLS (``tool_calls`` null or []: then the message reads as one without
+        calls to every content rule) and EMPTY_ASSISTANT."""
+        if listed is not _ABSENT:
+            self.found.add(EMPTY_TOOL_CALLS)
+        if type(listed) is list:
+            self.calls, self.n = listed, 0  # a block of no call: a tool message after it is stray
+        if not (type(content) is str and content) and not (
+            content is not _ABSENT and has_content(message)
+        ):
+            self.found.add(EMPTY_ASSISTANT)
+        self.content(content, "assistant")
+
+    def call(self, call: Any) -> None:
+        """CALL_KEYS, CALL_TYPE, UNPAIRED (no usable id), DUP_CALL_ID, BAD_ARGUMENTS."""
+        if type(call) is not dict:
+            raise _Unmodelled
+        if not call.keys() <= PLAIN_CALL_KEYS:
+            self.found.add(CALL_KEYS)
+        if call.get("type") != "function":
+            self.found.add(CALL_TYPE)
+        cid = call.get("id")
+        if type(cid) is not str or not cid:
+            self.found.add(UNPAIRED)
+        elif cid in self.ids:
+            self.found.add(DUP_CALL_ID)
+        else:
+            self.ids.add(cid)
+        function = call.get("function")
+        if type(function) is not dict:
+            raise _Unmodelled
+        raw = function.get("arguments")
+        if type(raw) is str:
+            self.arguments.append(raw)
+        else:
+            self.found.add(BAD_ARGUMENTS)
+
+    def finish(self) -> frozenset[str]:
+        """The last block's pairing, and BAD_ARGUMENTS from the first string that does not
+        hold a JSON object (parsed only if no call set it already)."""
+        if self.k != self.n:
+            self.found.add(UNPAIRED)
+        if BAD_ARGUMENTS not in self.found:
+            for raw in self.arguments:
+                try:
+                    if type(orjson.loads(raw)) is dict:
+                        continue
+                except orjson.JSONDecodeError:
+                    pass
+                self.found.add(BAD_ARGUMENTS)
+                break
+        return frozenset(self.found)
+
+
 def scan(messages: list[Any]) -> frozenset[str] | None:
     """The signals ``messages`` sets, or ``None`` for a shape the walk does not model."""
-    found: set[str] = set()
-    ids: set[str] = set()
-    arguments: list[str] = []
-    calls: list[Any] = []  # the calls of the block being read
-    k = n = 0  # results read in call order so far, calls in the block
-    after_assistant = False
-    for message in messages:
-        if type(message) is not dict:
-            return None
-        role = message.get("role")
-        if not message.keys() <= PLAIN_KEYS:
-            found.add(KEYS)
-        content = message.get("content", _ABSENT)
-        if role != "assistant" and "tool_calls" in message:
-            found.add(KEYS)  # calls where no role has them: the key rules read them anyway
-        if role == "tool":
-            after_assistant = False
-            rid = message.get("tool_call_id")
-            if k < n and type(rid) is str and rid and calls[k].get("id") == rid:
-                k += 1
-            else:
-                found.add(UNPAIRED)
-            if type(content) is not str and _content(found, content, "tool") is None:
-                return None
-            continue
-        if k != n:
-            found.add(UNPAIRED)
-        k = n = 0
-        if role == "assistant":
-            if after_assistant:
-                found.add(ADJACENT_ASSISTANTS)
-            after_assistant = True
-            listed = message.get("tool_calls", _ABSENT)
-            if listed is _ABSENT or listed is None or listed == []:
-                # no calls (`tool_calls` null or [] is a defect of its own, and then the
-                # message reads as one without calls to every content rule)
-                if listed is not _ABSENT:
-                    found.add(EMPTY_TOOL_CALLS)
-                if type(listed) is list:
-                    calls, n = listed, 0  # a block of no call: a tool message after it is stray
-                if not (type(content) is str and content) and not (
-                    content is not _ABSENT and has_content(message)
-                ):
-                    found.add(EMPTY_ASSISTANT)
-                if type(content) is not str and _content(found, content, role) is None:
-                    return None
-                continue
-            if type(listed) is not list:
-                return None
-            for call in listed:
-                if type(call) is not dict:
-                    return None
-                if not call.keys() <= PLAIN_CALL_KEYS:
-                    found.add(CALL_KEYS)
-                if call.get("type") != "function":
-                    found.add(CALL_TYPE)
-                cid = call.get("id")
-                if type(cid) is not str or not cid:
-                    found.add(UNPAIRED)
-                elif cid in ids:
-                    found.add(DUP_CALL_ID)
-                else:
-                    ids.add(cid)
-                function = call.get("function")
-                if type(function) is not dict:
-                    return None
-                raw = function.get("arguments")
-                if type(raw) is str:
-                    arguments.append(raw)
-                else:
-                    found.add(BAD_ARGUMENTS)
-            calls, n = listed, len(listed)
-            if (type(content) is not str or not content) and not _call_content(
-                found, message, content
-            ):
-                return None
-            continue
-        after_assistant = False
-        if type(role) is not str:
-            return None
-        if role not in ROLES:
-            found.add(ODD_ROLE)
-            found.add(ROLE + role)
-        if type(content) is not str and _content(found, content, role) is None:
-            return None
-    if k != n:
-        found.add(UNPAIRED)
-    if BAD_ARGUMENTS not in found:
-        for raw in arguments:
-            try:
-                if type(orjson.loads(raw)) is dict:
-                    continue
-            except orjson.JSONDecodeError:
-                pass
-            found.add(BAD_ARGUMENTS)
-            break
-    return frozenset(found)
+    walk = _Walk()
+    try:
+        for message in messages:
+            walk.message(message)
+    except _Unmodelled:
+        return None
+    return walk.finish()
 
 
 def _content(found: set[str], content: Any, role: str) -> bool | None:
