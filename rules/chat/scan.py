@@ -115,8 +115,7 @@ class _Walk:
             self.assistant(message, content)
         else:
             self.after_assistant = False
-            self.role(role)
-            self.content(content, role)
+            self.content(content, self.role(role))
 
     def keys(self, message: dict[str, Any], role: Any) -> None:
         """KEYS: a key outside ``PLAIN_KEYS``, or calls where no role has them (the key rules
@@ -124,13 +123,14 @@ class _Walk:
         if not message.keys() <= PLAIN_KEYS or (role != "assistant" and "tool_calls" in message):
             self.found.add(KEYS)
 
-    def role(self, role: Any) -> None:
-        """ODD_ROLE and ``role:<name>``."""
+    def role(self, role: Any) -> str:
+        """ODD_ROLE and ``role:<name>``; the role, a string."""
         if type(role) is not str:
             raise _Unmodelled
         if role not in ROLES:
             self.found.add(ODD_ROLE)
             self.found.add(ROLE + role)
+        return role
 
     def content(self, content: Any, role: str) -> None:
         """The non-string content of a message that is no assistant with calls."""
