@@ -19,13 +19,14 @@ stops trusting them and every later rule runs its own prescan.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
 from rules.chat.message_fields import has_content
+from rules.engine.wake import Signals, on
+
+__all__ = ["Signals", "on", "scan"]
 
 #: A role outside system/user/assistant/tool: ``role:<name>`` is set too.
 ODD_ROLE: Final = "odd_role"
@@ -65,22 +66,6 @@ PLAIN_KEYS: Final = frozenset(
 PLAIN_CALL_KEYS: Final = frozenset({"id", "type", "function"})
 
 _ABSENT: Final = object()
-
-
-@dataclass(frozen=True, slots=True)
-class Signals:
-    """A rule's ``wakes`` that does not depend on its options: a plain object, so a plan can be
-    pickled for the worker processes big bodies are repaired in (a lambda cannot)."""
-
-    names: frozenset[str]
-
-    def __call__(self, options: Mapping[str, Any]) -> frozenset[str]:
-        return self.names
-
-
-def on(*names: str) -> Signals:
-    """The ``wakes`` of a rule that may act whenever one of ``names`` is set."""
-    return Signals(frozenset(names))
 
 
 class _Unmodelled(Exception):

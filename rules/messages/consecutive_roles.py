@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import as_blocks, role
 
@@ -85,4 +86,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.ADJACENT),
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.ids import Minter, all_ids, remap
 
@@ -46,4 +47,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.DUP_ID),
 )

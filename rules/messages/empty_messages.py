@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
 from rules.engine.messages import rewrite_at
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import is_empty
 
@@ -67,5 +68,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.EMPTY_MESSAGE),
     options=(CONTENT,),
 )

@@ -17,6 +17,7 @@ from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import content_list, is_blank_text
 
@@ -57,4 +58,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.BLANK_TEXT),
 )

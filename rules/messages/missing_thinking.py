@@ -33,6 +33,7 @@ from rules.engine import recall
 from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import THINKING_MODELS
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import (
     THINKING_TYPES,
@@ -182,6 +183,8 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.BARE_TOOL_USE),
     options=(PLACEHOLDER, MODELS),
     reads_request=True,
     recall=Recall(serves=serves, keys=wanted_keys),

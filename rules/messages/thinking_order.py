@@ -17,6 +17,7 @@ from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import THINKING_TYPES, block_type, content_list, role
 
@@ -58,4 +59,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.MISPLACED_THINKING),
 )

@@ -28,6 +28,7 @@ from rules.engine.json_repair_passes import (
     repair_object,
 )
 from rules.engine.messages import rewrite_at
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import content_list
 
@@ -129,4 +130,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.BAD_INPUT),
 )

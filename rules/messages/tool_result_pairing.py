@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import dropped_content
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import (
     as_blocks,
@@ -262,5 +263,7 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.UNPAIRED),
     options=(CONTENT,),
 )

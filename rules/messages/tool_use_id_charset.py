@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import sanitized_id, valid_id
 from rules.messages.ids import Minter, all_ids, remap
@@ -54,4 +55,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    scan=scan.signals,
+    wakes=on(scan.BAD_ID),
 )

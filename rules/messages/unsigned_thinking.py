@@ -26,7 +26,7 @@ removed, never their text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
@@ -53,6 +53,13 @@ SIGNATURES = Option(
 
 def _unsigned_or_foreign(block: Any) -> bool:
     return is_unsigned_thinking(block) or is_foreign_thinking(block)
+
+
+def _wakes(options: Mapping[str, Any]) -> frozenset[str] | None:
+    """Unsigned thinking wakes it; refusing other issuers' signatures too, it always runs."""
+    return (
+        None if options.get(SIGNATURES.name) == "anthropic" else frozenset({scan.UNSIGNED_THINKING})
+    )
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
@@ -98,5 +105,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    scan=scan.signals,
+    wakes=_wakes,
     options=(SIGNATURES,),
 )
