@@ -37,11 +37,12 @@ from rules.chat.message_fields import has_calls, has_content
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import content_length, rewrite_at
 from rules.engine.thinking import REASONING_FIELD as FIELD
+from rules.vocabulary import REDACTED_THINKING_PART, THINKING_PART
 
 NAME = "thinking-parts"
 
-THINKING: Final = "thinking"
-REDACTED: Final = "redacted_thinking"
+THINKING: Final = THINKING_PART
+REDACTED: Final = REDACTED_THINKING_PART
 #: What joins two thinking texts (several blocks, or a block and an existing reasoning).
 SEPARATOR: Final = "\n\n"
 

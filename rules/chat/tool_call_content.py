@@ -35,12 +35,13 @@ from rules.chat import scan
 from rules.chat.message_fields import has_calls, has_content
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.vocabulary import EMPTY_KINDS
 
 NAME = "tool-call-content"
 
 SHAPES = ("null", "empty", "omit")
 #: How an empty content can look (``empty_kind``), the values of option ``kinds``.
-KINDS = ("absent", "null", "empty_string", "empty_list", "empty_parts")
+KINDS = EMPTY_KINDS
 
 
 #: The rule's options (the record below lists them; read them through these).

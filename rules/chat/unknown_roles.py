@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from rules import vocabulary
 from rules.chat import scan
 from rules.chat.message_fields import role_set
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
@@ -38,7 +39,7 @@ NAME = "unknown-roles"
 #: OpenAI's roles (its 400 lists them): the default, for providers that copy its schema.
 OPENAI_ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
 #: DeepSeek's serde enum (docs/providers.md#deepseek-roles, earendil-works/pi#1048).
-DEEPSEEK_ROLES: Final = ("system", "user", "assistant", "tool")
+DEEPSEEK_ROLES: Final = vocabulary.DEEPSEEK_ROLES
 #: Qwen (DashScope) and Kimi (docs/providers.md#kimi-roles, earendil-works/pi#5117,
 #: can1357/oh-my-pi#843).
 QWEN_ROLES: Final = ("system", "assistant", "user", "tool", "function")

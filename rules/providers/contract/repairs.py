@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rules.chat.message_fields import ROLES
-from rules.chat.tool_call_content import KINDS
+from rules.vocabulary import CHAT_ROLES as ROLES
+from rules.vocabulary import EMPTY_KINDS as KINDS
 
 #: Rule name -> options (over the plan's own for that rule, else the rule's defaults).
 Settings = Mapping[str, Mapping[str, Any]]
