@@ -46,3 +46,5 @@ NOT_USER_ROLES = frozenset({"system", "developer", "assistant", "tool", "functio
 DEEPSEEK_ROLES = ("system", "user", "assistant", "tool")
 #: The roles that may come before the first user message.
 SYSTEM_ROLES = frozenset({"system", "developer"})
+#: The Responses models with server-side compaction (``context_management``).
+COMPACTION_MODELS = ("gpt-5.6*",)

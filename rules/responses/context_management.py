@@ -19,11 +19,12 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.vocabulary import COMPACTION_MODELS
 
 NAME = "responses-context-management"
 
 FIELD = "context_management"
-ELIGIBLE_MODELS = ("gpt-5.6*",)
+ELIGIBLE_MODELS = COMPACTION_MODELS
 
 
 #: The rule's options (the record below lists them; read them through these).
