@@ -48,3 +48,23 @@ DEEPSEEK_ROLES = ("system", "user", "assistant", "tool")
 SYSTEM_ROLES = frozenset({"system", "developer"})
 #: The Responses models with server-side compaction (``context_management``).
 COMPACTION_MODELS = ("gpt-5.6*",)
+#: The Messages block types that carry thinking.
+MESSAGES_THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+#: What Anthropic accepts as a ``tool_use`` id and a ``metadata.user_id`` (a regex, and the
+#: longest ``user_id``).
+ANTHROPIC_ID_PATTERN = r"[a-zA-Z0-9_-]+"
+METADATA_USER_ID_MAX = 256
+#: The shape of an Anthropic thinking signature (base64).
+ANTHROPIC_SIGNATURE_PATTERN = r"[A-Za-z0-9+/]+={0,2}"
+#: The ``anthropic-beta`` values that allow ``context_management`` start with this.
+CONTEXT_MANAGEMENT_BETA_PREFIX = "context-management-"
+#: The models that refuse a ``thinking.type`` other than ``enabled`` (globs).
+THINKING_TYPE_REFUSING = ("kimi-k2.7-code*",)
+#: The Claude models that refuse an assistant prefill (globs).
+PREFILL_REFUSED_MODELS = (
+    "claude-*-4-6*",
+    "claude-*-4-7*",
+    "claude-opus-5*",
+    "claude-sonnet-5*",
+    "claude-haiku-5*",
+)

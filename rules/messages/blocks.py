@@ -12,13 +12,15 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
+from rules import vocabulary
+
 #: Block types that carry a model's thinking; never edited (a signed block fails its check on
 #: any byte difference, anthropics/anthropic-sdk-python#1598).
-THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
+THINKING_TYPES: Final = vocabulary.MESSAGES_THINKING_TYPES
 
 #: Anthropic's id and ``metadata.user_id`` pattern: "String should match pattern
 #: '^[a-zA-Z0-9_-]+$'".
-ID_PATTERN: Final = re.compile(r"[a-zA-Z0-9_-]+")
+ID_PATTERN: Final = re.compile(vocabulary.ANTHROPIC_ID_PATTERN)
 _NOT_ID: Final = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -127,7 +129,7 @@ def final_assistant(messages: list[Any]) -> int | None:
 #: The shape of a signature Anthropic issues: standard base64 (its signatures are base64 of an
 #: opaque payload, anthropics/anthropic-sdk-python#1598); another issuer's (DeepSeek's UUIDs,
 #: ``8f0c...-...``) has characters base64 never holds.
-ANTHROPIC_SIGNATURE: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+ANTHROPIC_SIGNATURE: Final = re.compile(vocabulary.ANTHROPIC_SIGNATURE_PATTERN)
 
 
 def is_foreign_thinking(block: Any) -> bool:

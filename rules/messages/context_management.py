@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from rules import vocabulary
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 
 NAME = "messages-context-management"
 #: The field, and the prefix of the ``anthropic-beta`` values that allow it.
 FIELD: Final = "context_management"
-BETA_PREFIX: Final = "context-management-"
+BETA_PREFIX: Final = vocabulary.CONTEXT_MANAGEMENT_BETA_PREFIX
 
 
 def allowed(betas: frozenset[str]) -> bool:

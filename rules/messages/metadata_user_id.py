@@ -19,12 +19,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
+from rules import vocabulary
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.messages.blocks import valid_id
 
 NAME = "messages-metadata-user-id"
 
-MAX_LENGTH: Final = 256
+MAX_LENGTH: Final = vocabulary.METADATA_USER_ID_MAX
 
 #: The rule's options (the record below lists them; read them through these).
 ACTION = Option(

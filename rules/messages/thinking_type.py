@@ -23,13 +23,14 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
+from rules import vocabulary
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 
 NAME = "messages-thinking-type"
 #: Anthropic's smallest ``budget_tokens``.
 MIN_BUDGET: Final = 1024
 #: The models on record refusing every ``thinking.type`` but ``enabled``.
-REFUSING: Final = ("kimi-k2.7-code*",)
+REFUSING: Final = vocabulary.THINKING_TYPE_REFUSING
 
 #: The rule's options (the record below lists them; read them through these).
 MODELS = Option(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
+from rules import vocabulary
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
 from rules.messages.blocks import is_empty, role
 
@@ -25,13 +26,7 @@ NAME = "messages-trailing-prefill"
 
 DEFAULT_CONTENT: Final = "Continue."
 #: Claude 4.6 and later (the 4.6 breaking changes, agenticloops-ai/agentic-ai-engineering#43).
-PREFILL_REFUSED: Final = (
-    "claude-*-4-6*",
-    "claude-*-4-7*",
-    "claude-opus-5*",
-    "claude-sonnet-5*",
-    "claude-haiku-5*",
-)
+PREFILL_REFUSED: Final = vocabulary.PREFILL_REFUSED_MODELS
 
 
 #: The rule's options (the record below lists them; read them through these).
