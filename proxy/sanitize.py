@@ -113,24 +113,11 @@ def sanitize_body(
     plan = plan_for(source, payload.get("model"), record)
     if given is not None and not given.empty:
         plan = plan.given(given)
-    field = record.field
-    steps = plan.steps
-    early: tuple[Change, ...] = ()  # what was repaired before the rules ran
-    if readable:
-        # orjson decodes only valid UTF-8 and paired surrogates: the rule has nothing to find.
-        steps = [step for step in steps if step[0].name not in _SURROGATE_RULES]
-    elif not any(rule.name in _SURROGATE_RULES for rule, _ in steps):
-        return Sanitized(raw, skipped="body_not_json")  # the rule is off: it goes as it came
-    else:
-        payload, early = _repair_fields(payload, field)
-    items = payload.get(field)
-    if record.string_field and isinstance(items, str):
-        listed: list[Any] = []  # a string input holds no item: only request-level rules apply
-    elif isinstance(items, list):
-        listed = items
-    else:
-        return Sanitized(raw, skipped=f"{field}_missing" if items is None else f"{field}_not_list")
-    reported = _report(raw, plan, field) if plan.report is not None and readable else ()
+    prepared = _prepare(raw, payload, readable, plan, record)
+    if isinstance(prepared, str):
+        return Sanitized(raw, skipped=prepared)
+    payload, items, listed, steps, early = prepared
+    reported = _report(raw, plan, record.field) if plan.report is not None and readable else ()
     # 3. The rules. The freshly parsed payload is already a private deep copy: no clone.
     result = run_rules(listed, steps, private=True, request=payload)
     done = partial(Sanitized, failures=result.failures, profile=plan.profile, reported=reported)
@@ -140,27 +127,63 @@ def sanitize_body(
     if result.request is not None:
         payload = dict(result.request)
     if isinstance(items, list):
-        payload[field] = result.messages
-    try:
-        body = orjson.dumps(payload)
-    except TypeError:
-        # e.g. nested deeper than the 255 levels orjson writes (it reads 1024): never forward
-        # something half-done. The proxy counts it (``limit_exceeded``, issue 27).
-        return done(raw, skipped="unserializable")
-    if api_named(plan.api).signed and b'"signature"' in raw and signed_duplicates(raw):
-        # Written back, a signed block with a duplicate key would keep only its last value
-        # under a signature that may cover the first: the body goes as it came (issue 27).
-        return done(raw, skipped="duplicate_signed_keys")
-    changes = (*early, *result.changes)
+        payload[record.field] = result.messages
+    written = _write(raw, payload, api_named(plan.api))
+    if isinstance(written, str):
+        return done(raw, skipped=written)
+    sent = done(written, (*early, *result.changes))
     if not plan.verify:
-        return done(body, changes)
-    sent = done(body, changes)
+        return sent
     try:
         betas = given.betas if given is not None else frozenset()  # for the checks that read them
         left = api_named(plan.api).check(payload, plan.contract, betas)
         return replace(sent, violations=tuple(left))
     except Exception as exc:  # the check is a report: it must never block a repaired body
         return replace(sent, failures=(*result.failures, RuleFailure.of("contract", exc)))
+
+
+Prepared = tuple[
+    dict[str, Any], Any, list[Any], Sequence[tuple[Rule, RuleContext]], tuple[Change, ...]
+]
+
+
+def _prepare(
+    raw: bytes, payload: dict[str, Any], readable: bool, plan: Plan, record: Api
+) -> Prepared | str:
+    """The payload, its list field as sent, the list the rules run over, the steps to run and
+    what was repaired before them (lone surrogates outside the list); or why the body goes as
+    it came (``skipped``)."""
+    field = record.field
+    steps = plan.steps
+    early: tuple[Change, ...] = ()
+    if readable:
+        # orjson decodes only valid UTF-8 and paired surrogates: the rule has nothing to find.
+        steps = [step for step in steps if step[0].name not in _SURROGATE_RULES]
+    elif not any(rule.name in _SURROGATE_RULES for rule, _ in steps):
+        return "body_not_json"  # the rule is off: it goes as it came
+    else:
+        payload, early = _repair_fields(payload, field)
+    items = payload.get(field)
+    if record.string_field and isinstance(items, str):
+        return payload, items, [], steps, early  # a string holds no item: request-level rules
+    if isinstance(items, list):
+        return payload, items, items, steps, early
+    return f"{field}_missing" if items is None else f"{field}_not_list"
+
+
+def _write(raw: bytes, payload: dict[str, Any], api: Api) -> bytes | str:
+    """The repaired payload as bytes, or why it goes as it came: ``unserializable`` (nested
+    deeper than the 255 levels orjson writes, though it reads 1024: never forward something
+    half-done; the proxy counts it as ``limit_exceeded``), ``duplicate_signed_keys`` (written
+    back, a signed block with a duplicate key would keep only its last value under a signature
+    that may cover the first)."""
+    try:
+        body = orjson.dumps(payload)
+    except TypeError:
+        return "unserializable"
+    if api.signed and b'"signature"' in raw and signed_duplicates(raw):
+        return "duplicate_signed_keys"
+    return body
 
 
 def _parse(raw: bytes, parsed: dict[str, Any] | None) -> tuple[dict[str, Any], bool] | str:
