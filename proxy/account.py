@@ -121,7 +121,7 @@ def sanitized(
     state.reported = len(result.reported)
     state.profile = result.profile or "none"
     # Counted per (rule, action), not per change: a body with 100,000 changes costs a few
-    # increments (issue 27).
+    # increments.
     for (rule, action), count in result.tally().items():
         meter.rewrites.labels(rule, action).inc(count)
     capped = {c.rule for c in result.changes if "over_cost_cap" in c.detail}
@@ -143,7 +143,7 @@ def sanitized(
     for violation in result.violations:
         meter.violations.labels(state.profile, violation.code).inc()
     if result.skipped in LIMITED_SKIPS:
-        # The rules ran and repaired it, but the repair cannot be sent (issue 27): counted.
+        # The rules ran and repaired it, but the repair cannot be sent: counted.
         limited(meter, state, result.skipped)
     elif result.skipped:
         log.info("payload_not_sanitized", request_id=state.request_id, reason=result.skipped)

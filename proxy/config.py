@@ -36,7 +36,7 @@ DEFAULT_OFFLOAD_BODY_BYTES = 1024 * 1024
 DEFAULT_OFFLOAD_PROCESSES = 2
 #: Seconds a request's repair may take; past it the body goes upstream as it came.
 DEFAULT_SANITIZE_DEADLINE = 10.0
-#: Request body bytes (as read and decoded) all requests in flight may hold together (issue 27):
+#: Request body bytes (as read and decoded) all requests in flight may hold together:
 #: past it a new body over ``offload_body_bytes`` gets a 503 with ``Retry-After``.
 DEFAULT_INFLIGHT_BODY_BYTES = 256 * 1024 * 1024
 #: Under Kubernetes' default terminationGracePeriodSeconds (30), so a drain ends before SIGKILL.

@@ -136,7 +136,7 @@ def _admit(request: web.Request, state: RequestState, runtime: Runtime) -> Route
     route = runtime.route_for(path)
     state.route = route.name
     if runtime.retired and runtime.retired_prefix(path, route) is not None:
-        # A credentialed route a reload removed: never another route's upstream (issue 27).
+        # A credentialed route a reload removed: never another route's upstream.
         return _refused(meter, state, "removed_route", errors.route_removed())
     if request.method not in METHODS:
         allowed = ", ".join(sorted(METHODS))
@@ -180,7 +180,7 @@ async def _read(request: web.Request, state: RequestState, config: Config) -> Bo
     if not request.body_exists:
         return Body()
     meter = request.app[METRICS_KEY]
-    # Issue 27: the bodies in flight together stay within inflight_body_bytes; a big one past
+    # The bodies in flight together stay within inflight_body_bytes; a big one past
     # it is refused before it is read (its announced size), once read, or while it inflates.
     hold = state.hold = request.app[INFLIGHT_KEY].hold(
         config.inflight_body_bytes, config.offload_body_bytes
@@ -356,7 +356,7 @@ async def _relay(
         and read.decoded
         and len(read.decoded) <= config.offload_body_bytes  # the retry's repair runs inline
     ):
-        # issue 19: the retry goes decoded.
+        # The retry goes decoded.
         headers.popall("Content-Encoding", None)
         retried = await _recover(
             request,

@@ -1,4 +1,4 @@
-"""Learned repairs (issue 26): a repair that recovered a refusal, applied before sending to the
+"""Learned repairs: a repair that recovered a refusal, applied before sending to the
 later requests of the same route, upstream, API and model, so a stuck session pays one refusal,
 not one per request.
 

@@ -5,7 +5,7 @@ processes (``offload_processes``): no client waits on another's CPU, orjson's pa
 (it holds the GIL, so a thread would stall the loop as much). Small bodies stay inline: the
 round trip (the body pickled both ways) would cost more than their repair.
 
-Issue 27 made the pool fair and bounded:
+The pool is fair and bounded:
 
 * **Each job ends at its deadline.** The caller's deadline (``sanitize_deadline``) goes with
   the job: the worker arms a timer for it, and a caller that gives up first interrupts the job

@@ -118,7 +118,7 @@ ESCALATED = "escalated"
 #: Escalation (a refusal that names something but matches no class): what it names -> the
 #: classes whose repairs it gets, per API. Only repairs that keep what the client sent (no
 #: orphan result dropped, no image stripped, no turn invented): the upstream's text is not
-#: known, so it does not get to pick a repair that loses data (issue 27).
+#: known, so it does not get to pick a repair that loses data.
 _NAMED: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     CHAT_API.name: {
         "tool_call": (

@@ -212,7 +212,7 @@ class ReasoningHooks:
         )
 
     def _not_observed(self, request_id: str, bound: str) -> None:
-        """A response past the observer's bounds (issue 27): counted and logged; the relay went
+        """A response past the observer's bounds: counted and logged; the relay went
         on untouched, nothing of it is stored."""
         self.metrics.limits.labels(OBSERVED_LIMIT).inc()
         log.warning("limit_exceeded", request_id=request_id, limit=OBSERVED_LIMIT, bound=bound)

@@ -10,7 +10,7 @@ column 265728 (char 265727)" (docs/providers.md, Anthropic Messages;
 anthropics/claude-code#5934, #2155, #56064: a session poisoned by a truncated emoji).
 Safety: safe, as the chat rule: the lone half encodes no character. A signed block (a
 ``thinking`` block with a signature, a ``redacted_thinking`` block) is never rewritten under its
-signature (issue 27): one holding a lone surrogate is removed whole (``dropped_signed_thinking``,
+signature: one holding a lone surrogate is removed whole (``dropped_signed_thinking``,
 its position in the message's content), since a changed text no longer matches its signature
 and Anthropic would refuse it; ``messages-missing-thinking`` may then restore the turn's thinking
 exactly as the model produced it, from the reasoning stash.

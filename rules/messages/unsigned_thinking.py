@@ -16,7 +16,7 @@ so the catalogue's repair is to drop the blocks no signature covers. With option
 anthropic`` (the ``anthropic`` profile: the upstream is Anthropic itself), a block signed by
 another issuer is removed too: its signature is not in Anthropic's shape (standard base64;
 DeepSeek signs with a UUID, which a session moved from DeepSeek's Anthropic endpoint to Claude
-carries, issue 24), so Anthropic refuses it the same way. A signature in Anthropic's shape is
+carries), so Anthropic refuses it the same way. A signature in Anthropic's shape is
 never judged further: such a block stays byte for byte.
 Safety: safe: an unsigned block never reached the model (Anthropic refuses the request); a
 tool loop whose last turn loses its only thinking this way is then handled by

@@ -7,7 +7,7 @@ a relay that forwards to OpenAI unchanged) and the model matches an eligible fam
 ``models``, shell-style globs, case-insensitive; default ``gpt-5.6*``).
 Why: elsewhere the field is answered with a 400 ("context_management: Extra inputs are not
 permitted", Anthropic native and Copilot, docs/providers.md#anthropic-request,
-ericc-ch/copilot-api#217), a 500 or a stalled stream (issue 5); LiteLLM strips it for Azure
+ericc-ch/copilot-api#217), a 500 or a stalled stream; LiteLLM strips it for Azure
 (BerriAI/litellm#36391, docs/providers.md#question-16).
 Safety: safe: the upstream could not honour the field; the request is served without
 server-side compaction (logged with the reason).

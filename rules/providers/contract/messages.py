@@ -410,7 +410,7 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _unsigned_thinking,
         # Anthropic (anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598)
         "messages.{index}.content.{position}: Invalid `signature` in `thinking` block",
-        # `anthropic`: a signature not in Anthropic's shape too (issue 24: DeepSeek's UUID)
+        # `anthropic`: a signature not in Anthropic's shape too (DeepSeek's UUID)
         options={"shape": "any"},
     ),
     Check(

@@ -164,7 +164,7 @@ _MESSAGES: dict[str, Settings] = {
     "messages_server_tool": {"messages-server-tools": {}},
     # a tool loop whose last turn held only unsigned thinking is refused next for that
     "messages_thinking_signature": {
-        # a refusal of the signature: another issuer's signature is refused alike (issue 24)
+        # a refusal of the signature: another issuer's signature is refused alike
         "messages-unsigned-thinking": {"signatures": "anthropic"},
         "messages-tool-loop-thinking": {},
     },

@@ -248,7 +248,7 @@ CHECKS: tuple[Check, ...] = (
         "context_management sent to a route or model that does not understand it.",
         _context_management,
         # docs/providers.md#anthropic-request, Anthropic native / Copilot
-        # (ericc-ch/copilot-api#217); issue 5: elsewhere a 500 or a stalled stream
+        # (ericc-ch/copilot-api#217); elsewhere a 500 or a stalled stream
         "context_management: Extra inputs are not permitted",
         options={"direct_openai": False, "models": list(ELIGIBLE_MODELS)},
     ),
