@@ -4,7 +4,7 @@ For each payload size, clean and broken, one run measures interleaved round by r
 
 - ``baseline``: ``orjson.dumps(orjson.loads(body))``, the least any JSON-aware proxy pays;
 - ``pipeline``: ``proxy.sanitize.sanitize_body(body, plan)`` under the default profile's plan
-  (parse, the one walk, the rules it wakes, serialize only if something changed);
+  (parse, the one walk, the rules it woken_by, serialize only if something changed);
 - ``parse`` (``orjson.loads`` alone) and ``walk`` (``rules.chat.scan.scan`` on the parsed
 messages):
   what a clean request costs.

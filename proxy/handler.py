@@ -44,7 +44,7 @@ from proxy.sanitize import PlanSource, Sanitized, sanitize_body
 from proxy.stash.hooks import RequestReasoning
 from proxy.streaming import RelayResult, relay
 from proxy.upstream import anthropic_betas, open_upstream, request_headers, upstream_url
-from rules.engine.base import NOTHING_GIVEN, Given
+from rules.engine.base import NO_FACTS, RequestFacts
 
 #: The methods chatmend forwards. TRACE would echo the request headers back, a route's own
 #: upstream key included; CONNECT and the rest have no business with an HTTP API.
@@ -301,15 +301,15 @@ def _learned(
 
 def given_to_rules(
     request: web.Request, api: ServedApi | None, reasoning: RequestReasoning | None
-) -> Given | None:
-    """What the server gives the rules of this request (``Given``): what the stash recalled
+) -> RequestFacts | None:
+    """What the server gives the rules of this request (``RequestFacts``): what the stash recalled
     for it and, for a Messages request, its ``anthropic-beta`` values; ``None`` when there is
-    nothing to give (no Given is built, the plan runs as compiled)."""
+    nothing to give (no RequestFacts is built, the plan runs as compiled)."""
     given = None if reasoning is None else reasoning.given
     if api is not None and api.anthropic_headers and "anthropic-beta" in request.headers:
         betas = anthropic_betas(request.headers)
         if betas:
-            given = replace(given or NOTHING_GIVEN, betas=betas)
+            given = replace(given or NO_FACTS, betas=betas)
     return given
 
 

@@ -35,7 +35,7 @@ from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.sanitize import PlanSource, Sanitized, plan_for, sanitize_body
 from proxy.streaming import RelayResult
-from rules.engine.base import Change, Given
+from rules.engine.base import Change, RequestFacts
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, api_named
 from rules.providers.contract.repairs import Repair, repair_for
 from rules.providers.planner import with_repair
@@ -75,7 +75,7 @@ def plan_retry(
     planner: PlanSource,
     api: str,
     *,
-    given: Given | None = None,
+    given: RequestFacts | None = None,
     reading: Reading | None = None,
 ) -> Retry | None:
     """The retry a refusal with body ``error`` calls for, or ``None``: the first class the

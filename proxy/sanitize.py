@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from rules.chat import lone_surrogates
-from rules.engine.base import Change, Given, Rule, RuleContext
+from rules.engine.base import Change, RequestFacts, Rule, RuleContext
 from rules.engine.pipeline import RuleFailure, run_rules
 from rules.engine.text import repair_value
 from rules.messages import lone_surrogates as messages_lone_surrogates
@@ -89,7 +89,7 @@ def sanitize_body(
     api: str = "chat",
     *,
     parsed: dict[str, Any] | None = None,
-    given: Given | None = None,
+    given: RequestFacts | None = None,
 ) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its

@@ -3,7 +3,7 @@
 - ``rules.engine``: what every rule is built on, knowing no API: the ``Rule`` record and its
   options (``base``), the fail-open pipeline (it walks each rule's declared ``scan`` once),
   copy-on-write helpers (``messages``), the pairing law, replays, lone surrogates, the
-  arguments repair, and what the server gives the rules (``Given``).
+  arguments repair, and what the server gives the rules (``RequestFacts``).
 - ``rules.vocabulary``: plain data tables the rules and the contracts share.
 - ``rules.chat``: the chat-completions rules, one module each, and ``RULES``, their one order;
   the chat walks (``scan``: its signals, ``tool_turns``, ``merge``, ``ids``, ``request``,

@@ -29,7 +29,7 @@ from proxy.stash import Stash
 from proxy.stash.keys import request_scope
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_accept_encoding
 from rules.chat import reasoning_content
-from rules.engine.base import Change, Given
+from rules.engine.base import Change, RequestFacts
 from rules.messages import missing_thinking
 from rules.providers.apis import api_named
 from rules.providers.planner import Plan, Planner
@@ -50,7 +50,7 @@ class RequestReasoning:
     """What the request side hands to the rules and to the response side."""
 
     #: The request's scope and what was recalled for it, given to the rules that read it.
-    given: Given
+    given: RequestFacts
     #: The body parsed for the lookup, for ``sanitize_body`` to reuse (``None``: not parsed).
     payload: dict[str, Any] | None = None
     #: Whether the response is worth observing: the request runs in thinking mode (a model
@@ -126,14 +126,14 @@ class ReasoningHooks:
         scope = request_scope(upstream, headers, query)
         if scope is None:
             return None
-        reasoning = RequestReasoning(Given(scope), api=api)
+        reasoning = RequestReasoning(RequestFacts(scope), api=api)
         try:
             if offload is not None:
                 # A big body is read in a worker: its response is observed in any case.
                 if mark in body:
                     keys = await offload(wanted_keys_of, body, planner, scope, api)
                     if keys:
-                        reasoning.given = Given(scope, await self.stash.recall(keys))
+                        reasoning.given = RequestFacts(scope, await self.stash.recall(keys))
                 return reasoning
             try:
                 payload = orjson.loads(body)  # the one parse: sanitize_body reuses it
@@ -150,7 +150,7 @@ class ReasoningHooks:
             if recalling is not None and reasoning.thinking and mark in body:
                 keys = recalling[0].keys(payload, recalling[1], scope)  # a first turn: none
                 if keys:
-                    reasoning.given = Given(scope, await self.stash.recall(keys))
+                    reasoning.given = RequestFacts(scope, await self.stash.recall(keys))
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning

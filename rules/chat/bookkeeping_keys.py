@@ -152,6 +152,6 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.KEYS, scan.CALL_KEYS),
+    woken_by=scan.on(scan.KEYS, scan.CALL_KEYS),
     options=(KEEP,),
 )

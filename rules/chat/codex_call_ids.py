@@ -209,5 +209,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.CALL_KEYS),
+    woken_by=scan.on(scan.CALL_KEYS),
 )

@@ -51,5 +51,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.ADJACENT_ASSISTANTS),
+    woken_by=scan.on(scan.ADJACENT_ASSISTANTS),
 )

@@ -56,5 +56,5 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.ROLE + "developer"),
+    woken_by=scan.on(scan.ROLE + "developer"),
 )

@@ -379,5 +379,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
+    woken_by=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
 )

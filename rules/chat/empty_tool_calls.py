@@ -96,5 +96,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.EMPTY_ASSISTANT, scan.EMPTY_TOOL_CALLS),
+    woken_by=scan.on(scan.EMPTY_ASSISTANT, scan.EMPTY_TOOL_CALLS),
 )

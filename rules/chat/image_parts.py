@@ -177,7 +177,7 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
+    woken_by=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
         ACTION,
         PLACEHOLDER,

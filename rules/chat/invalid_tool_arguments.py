@@ -184,6 +184,6 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.BAD_ARGUMENTS),
+    woken_by=scan.on(scan.BAD_ARGUMENTS),
     options=(TRUNCATED,),
 )

@@ -92,7 +92,7 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.scan,
-    wakes=_wakes,
+    woken_by=_wakes,
     options=(
         CONTENT,
         TOOL_CONTENT,

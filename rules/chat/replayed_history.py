@@ -120,5 +120,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.DUP_CALL_ID),
+    woken_by=scan.on(scan.DUP_CALL_ID),
 )

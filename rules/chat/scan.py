@@ -4,7 +4,7 @@ Every rule's own prescan answers "is there anything for me here?" with a walk of
 so a clean 500-message request used to be walked some fifteen times. ``scan`` walks it once and
 returns the *signals* it saw: a set of short names for the shapes some rule acts on (a
 ``developer`` role, a tool-call id used twice, arguments that are not a JSON object, a list
-content, ...). A rule declares the signals that can wake it (``Rule.wakes``, from its options);
+content, ...). A rule declares the signals that can wake it (``Rule.woken_by``, from its options);
 the pipeline skips a rule none of whose signals is set, and runs the rest as before. A clean body
 sets none, so it costs one walk and one set intersection per rule.
 

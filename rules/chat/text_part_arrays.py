@@ -153,7 +153,7 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
+    woken_by=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
         SEPARATOR,
         ROLES_OPTION,

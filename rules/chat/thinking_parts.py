@@ -168,6 +168,6 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.LIST_CONTENT),
+    woken_by=scan.on(scan.LIST_CONTENT),
     options=(ACTION,),
 )

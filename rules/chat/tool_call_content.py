@@ -143,7 +143,7 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.scan,
-    wakes=_wakes,
+    woken_by=_wakes,
     options=(
         SHAPE,
         KINDS_OPTION,

@@ -72,5 +72,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.CALL_TYPE),
+    woken_by=scan.on(scan.CALL_TYPE),
 )

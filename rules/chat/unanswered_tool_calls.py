@@ -74,6 +74,6 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=scan.on(scan.UNPAIRED),
+    woken_by=scan.on(scan.UNPAIRED),
     options=(CONTENT,),
 )

@@ -106,7 +106,7 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.scan,
-    wakes=_wakes,
+    woken_by=_wakes,
     options=(
         ROLES,
         KEEP,

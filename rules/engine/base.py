@@ -97,9 +97,9 @@ class TextOption(Option):
 
 
 @dataclass(frozen=True, slots=True)
-class Given:
-    """What the server gives the rules of one request that read it (``Rule.reads_given``, or a
-    ``Rule.recall``): the request's ``scope`` (the route and the client's credential, hashed),
+class RequestFacts:
+    """What the server knows about a request, given to the rules that read it
+    (``Rule.reads_facts``, or a ``Rule.recall``): the request's ``scope`` (the route and the client's credential, hashed),
     the values it ``recalled`` from what it kept of earlier responses, for the keys the plan's
     rules asked for (``Rule.recall``; a rule reads only the keys it computes itself, so one
     mapping serves all), and the request's ``betas``: for a Messages request, the values of
@@ -117,11 +117,11 @@ class Given:
         return not (self.recalled or self.betas)
 
 
-NOTHING_GIVEN = Given()
+NO_FACTS = RequestFacts()
 
 
 @dataclass(frozen=True, slots=True)
-class Recall:
+class StashQuery:
     """How a rule asks the server for what it kept from earlier responses (the reasoning
     stash): whether a request is one the rule ``serves`` (its response is then worth keeping),
     and the ``keys`` it would read, given the request and the scope. Both are pure."""
@@ -142,12 +142,12 @@ class RuleContext:
     #: given only to rules with ``reads_request``; read-only. Its ``messages`` key may be stale:
     #: the rule's ``messages`` argument is the current list.
     request: Mapping[str, Any] = field(default_factory=dict)
-    #: What the server gives the rules for this request (``Given``; empty outside the proxy,
-    #: and for a rule that does not read it: ``Rule.gets_given``).
-    given: Given = NOTHING_GIVEN
-    #: The signals of ``Rule.scan`` that can wake this step (``Rule.wakes`` of its options), or
+    #: What the server gives the rules for this request (``RequestFacts``; empty outside the proxy,
+    #: and for a rule that does not read it: ``Rule.gets_facts``).
+    given: RequestFacts = NO_FACTS
+    #: The signals of ``Rule.scan`` that can wake this step (``Rule.woken_by`` of its options), or
     #: ``None``: the step always runs.
-    wakes: frozenset[str] | None = None
+    woken_by: frozenset[str] | None = None
 
 
 Apply = Callable[[list[Any], RuleContext], Outcome]
@@ -176,18 +176,19 @@ class Rule:
     #: The ``scan`` signals under which ``apply`` may change anything, given the rule's
     #: options: the pipeline skips the rule when a clean walk set none of them. ``None``: the
     #: rule always runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
-    wakes: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None
+    woken_by: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None
     #: For a rule that restores what the server kept from earlier responses: what to keep and
-    #: what to look up (``Recall``); the values come back in ``RuleContext.given``.
-    recall: Recall | None = None
+    #: what to look up (``StashQuery``); the values come back in ``RuleContext.given``.
+    recall: StashQuery | None = None
     #: True for a rule that reads ``RuleContext.given`` without recalling (a rule with
-    #: ``recall`` reads it anyway): only such steps get the request's ``Given`` (``Plan.given``).
-    reads_given: bool = False
+    #: ``recall`` reads it anyway): only such steps get the request's ``RequestFacts``
+    #: (``Plan.given``).
+    reads_facts: bool = False
 
     @property
-    def gets_given(self) -> bool:
+    def gets_facts(self) -> bool:
         """The rule reads ``RuleContext.given``: its step gets what the server gives."""
-        return self.reads_given or self.recall is not None
+        return self.reads_facts or self.recall is not None
 
     def context(
         self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False
@@ -196,8 +197,8 @@ class Rule:
         opts = {o.name: o.default for o in self.options}
         if overrides:
             opts.update(overrides)
-        wakes = None if self.wakes is None else self.wakes(opts)
-        return RuleContext(options=opts, log_content=log_content, wakes=wakes)
+        woken_by = None if self.woken_by is None else self.woken_by(opts)
+        return RuleContext(options=opts, log_content=log_content, woken_by=woken_by)
 
 
 def is_message(value: Any, role: str) -> bool:

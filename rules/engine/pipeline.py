@@ -91,12 +91,12 @@ def run_rules(
     stale = False
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for rule, step_ctx in steps:
-            wakes = step_ctx.wakes
-            if wakes is not None and rule.scan is not None and not stale:
+            woken_by = step_ctx.woken_by
+            if woken_by is not None and rule.scan is not None and not stale:
                 if rule.scan not in walked:
                     walked[rule.scan] = _signals(rule.scan, current)
                 signals = walked[rule.scan]
-                if signals is not None and wakes.isdisjoint(signals):
+                if signals is not None and woken_by.isdisjoint(signals):
                     continue
             ctx = replace(step_ctx, request=fields) if rule.reads_request else step_ctx
             try:

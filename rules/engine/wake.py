@@ -1,5 +1,5 @@
 """How a rule says when it has work: the signals of its API's scan (``Rule.scan``) that can wake
-it (``Rule.wakes``). The pipeline walks each distinct scan once and skips a rule none of whose
+it (``Rule.woken_by``). The pipeline walks each distinct scan once and skips a rule none of whose
 signals is set."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Signals:
-    """A rule's ``wakes`` that does not depend on its options: a plain object, so a plan can be
+    """A rule's ``woken_by`` that does not depend on its options: a plain object, so a plan can be
     pickled for the worker processes big bodies are repaired in (a lambda cannot)."""
 
     names: frozenset[str]
@@ -21,5 +21,5 @@ class Signals:
 
 
 def on(*names: str) -> Signals:
-    """The ``wakes`` of a rule that may act whenever one of ``names`` is set."""
+    """The ``woken_by`` of a rule that may act whenever one of ``names`` is set."""
     return Signals(frozenset(names))

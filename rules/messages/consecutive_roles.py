@@ -87,5 +87,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.ADJACENT),
+    woken_by=on(scan.ADJACENT),
 )

@@ -53,5 +53,5 @@ RULE = Rule(
     default=False,
     apply=apply,
     reads_request=True,
-    reads_given=True,
+    reads_facts=True,
 )

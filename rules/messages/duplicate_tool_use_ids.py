@@ -48,5 +48,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.DUP_ID),
+    woken_by=on(scan.DUP_ID),
 )

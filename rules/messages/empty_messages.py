@@ -69,6 +69,6 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.EMPTY_MESSAGE),
+    woken_by=on(scan.EMPTY_MESSAGE),
     options=(CONTENT,),
 )

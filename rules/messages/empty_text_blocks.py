@@ -59,5 +59,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.BLANK_TEXT),
+    woken_by=on(scan.BLANK_TEXT),
 )

@@ -30,7 +30,7 @@ from typing import Any, Final
 import orjson
 
 from rules.engine import recall
-from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, StashQuery
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import THINKING_MODELS
 from rules.engine.wake import on
@@ -184,8 +184,8 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.BARE_TOOL_USE),
+    woken_by=on(scan.BARE_TOOL_USE),
     options=(PLACEHOLDER, MODELS),
     reads_request=True,
-    recall=Recall(serves=serves, keys=wanted_keys),
+    recall=StashQuery(serves=serves, keys=wanted_keys),
 )

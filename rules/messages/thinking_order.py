@@ -60,5 +60,5 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.MISPLACED_THINKING),
+    woken_by=on(scan.MISPLACED_THINKING),
 )

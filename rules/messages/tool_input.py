@@ -131,5 +131,5 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.BAD_INPUT),
+    woken_by=on(scan.BAD_INPUT),
 )

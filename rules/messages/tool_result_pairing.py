@@ -264,6 +264,6 @@ RULE = Rule(
     default=True,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.UNPAIRED),
+    woken_by=on(scan.UNPAIRED),
     options=(CONTENT,),
 )

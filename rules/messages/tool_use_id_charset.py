@@ -56,5 +56,5 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.signals,
-    wakes=on(scan.BAD_ID),
+    woken_by=on(scan.BAD_ID),
 )

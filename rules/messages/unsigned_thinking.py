@@ -106,6 +106,6 @@ RULE = Rule(
     default=False,
     apply=apply,
     scan=scan.signals,
-    wakes=_wakes,
+    woken_by=_wakes,
     options=(SIGNATURES,),
 )

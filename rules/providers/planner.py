@@ -28,7 +28,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.chat import RULES
-from rules.engine.base import Given, Recall, Rule, RuleContext
+from rules.engine.base import RequestFacts, Rule, RuleContext, StashQuery
 from rules.engine.pipeline import default_steps
 from rules.messages import MESSAGES_RULES
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api, api_named
@@ -66,22 +66,22 @@ class Plan:
         """A plan is its own planner: every model gets it (for tests and ``check --profile``)."""
         return self
 
-    def given(self, given: Given) -> Plan:
+    def given(self, given: RequestFacts) -> Plan:
         """This plan with ``given`` (what the server gives the request) in the context of every
-        step whose rule reads it (``Rule.gets_given``), enforced and reported alike; the plan
+        step whose rule reads it (``Rule.gets_facts``), enforced and reported alike; the plan
         itself if none does (a context is rebuilt per step: a few microseconds each)."""
-        if not any(rule.gets_given for rule, _ in (*self.steps, *(self.report or ()))):
+        if not any(rule.gets_facts for rule, _ in (*self.steps, *(self.report or ()))):
             return self
 
         def give(steps: Sequence[Step]) -> list[Step]:
             return [
-                (rule, replace(ctx, given=given) if rule.gets_given else ctx) for rule, ctx in steps
+                (rule, replace(ctx, given=given) if rule.gets_facts else ctx) for rule, ctx in steps
             ]
 
         report = None if self.report is None else give(self.report)
         return replace(self, steps=give(self.steps), report=report)
 
-    def recalling(self) -> tuple[Recall, RuleContext] | None:
+    def recalling(self) -> tuple[StashQuery, RuleContext] | None:
         """The ``Rule.recall`` of the first step (enforced or reported) whose rule asks the
         server for what it kept, with the step's context; ``None`` if no rule does."""
         for rule, ctx in (*self.steps, *(self.report or ())):

@@ -83,7 +83,7 @@ def test_a_pipeline_run_remembers_within_the_run_and_keeps_nothing_after(
         {"role": "assistant", "content": None, "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
     ]
-    steps = [(rule, replace(rule.context(), wakes=None)) for rule in PAIRING]  # all run
+    steps = [(rule, replace(rule.context(), woken_by=None)) for rule in PAIRING]  # all run
     run_rules(messages, steps, private=True)
     assert asked == [1]
     assert memo._RUN.get() is None

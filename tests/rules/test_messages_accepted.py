@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from proxy.sanitize import sanitize_body
-from rules.engine.base import Given
+from rules.engine.base import RequestFacts
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Planner, compile_messages_plan
 from rules.providers.profiles import PROFILES
@@ -97,12 +97,14 @@ def test_context_management_with_its_beta_goes_byte_for_byte() -> None:
     body = {**clean_session(), "context_management": EDITS}
     raw = orjson.dumps(body)
     betas = frozenset({"claude-code-20250219", BETA})
-    result = sanitize_body(raw, plan, "messages", given=Given(betas=betas))
+    result = sanitize_body(raw, plan, "messages", given=RequestFacts(betas=betas))
     assert result.body is raw and result.changes == ()
     assert violations(body, plan.contract, betas=betas) == []
     # Without the header: refused as it is, the field removed by the rule.
     assert [v.code for v in violations(body, plan.contract)] == ["messages_context_management"]
-    result = sanitize_body(raw, plan, "messages", given=Given(betas=frozenset({"other-beta"})))
+    result = sanitize_body(
+        raw, plan, "messages", given=RequestFacts(betas=frozenset({"other-beta"}))
+    )
     sent = orjson.loads(result.body)
     assert [c.rule for c in result.changes] == ["messages-context-management"]
     assert sent == {k: v for k, v in body.items() if k != "context_management"}
@@ -118,7 +120,7 @@ def test_verify_judges_a_kept_context_management_with_the_request_betas() -> Non
     blank = {**first, "content": [{"type": "text", "text": " "}, *content_of(first)]}
     body = {**body, "messages": [blank, *body["messages"][1:]], "context_management": EDITS}
     betas = frozenset({BETA})
-    result = sanitize_body(orjson.dumps(body), plan, "messages", given=Given(betas=betas))
+    result = sanitize_body(orjson.dumps(body), plan, "messages", given=RequestFacts(betas=betas))
     assert [c.rule for c in result.changes] == ["messages-empty-text-blocks"]
     assert "context_management" in orjson.loads(result.body)
     assert result.violations == ()
@@ -130,14 +132,14 @@ def content_of(message: dict[str, Any]) -> list[Any]:
 
 
 def test_a_plan_is_given_only_to_the_rules_that_read_it() -> None:
-    """`Plan.given` rebuilds the contexts of the steps whose rule reads `Given` and no other;
+    """`Plan.given` rebuilds the contexts of the steps whose rule reads `RequestFacts` and no other;
     a plan none of whose rules reads it is returned as it is (the clean path stays cheap)."""
-    given = Given(betas=frozenset({BETA}))
+    given = RequestFacts(betas=frozenset({BETA}))
     plan = compile_messages_plan(PROFILES["anthropic"])
     with_given = plan.given(given)
     for (rule, ctx), (_, new) in zip(plan.steps, with_given.steps, strict=True):
-        assert (new.given is given) == rule.gets_given, rule.name
-        assert (new is ctx) != rule.gets_given, rule.name
-    assert [r.name for r, _ in plan.steps if r.gets_given] == ["messages-context-management"]
+        assert (new.given is given) == rule.gets_facts, rule.name
+        assert (new is ctx) != rule.gets_facts, rule.name
+    assert [r.name for r, _ in plan.steps if r.gets_facts] == ["messages-context-management"]
     glm = compile_messages_plan(PROFILES["glm"])
     assert glm.given(given) is glm

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from rules.engine import memo
-from rules.engine.base import Given
+from rules.engine.base import RequestFacts
 from rules.engine.pipeline import run_rules
 from rules.messages import MESSAGES_RULES, scan
 from rules.messages.blocks import content_list, role, tool_result_id, tool_use_ids
@@ -52,7 +52,7 @@ def run(
 ) -> tuple[dict[str, Any], Any]:
     """``plan`` over ``request`` as the proxy runs it for a request with these
     ``anthropic-beta`` values."""
-    steps = plan.given(Given(betas=betas)).steps if betas else plan.steps
+    steps = plan.given(RequestFacts(betas=betas)).steps if betas else plan.steps
     result = run_rules(request["messages"], steps, request=request)
     out = {**(result.request or request), "messages": result.messages}
     return out, result
