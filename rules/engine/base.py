@@ -99,12 +99,13 @@ class TextOption(Option):
 @dataclass(frozen=True, slots=True)
 class RequestFacts:
     """What the server knows about a request, given to the rules that read it
-    (``Rule.reads_facts``, or a ``Rule.recall``): the request's ``scope`` (the route and the client's credential, hashed),
-    the values it ``recalled`` from what it kept of earlier responses, for the keys the plan's
-    rules asked for (``Rule.recall``; a rule reads only the keys it computes itself, so one
-    mapping serves all), and the request's ``betas``: for a Messages request, the values of
-    its ``anthropic-beta`` headers (comma-separated, trimmed, lower-cased), which a rule cannot
-    see in the body. Empty outside the proxy, as for a request without them."""
+    (``Rule.reads_facts``, or a ``Rule.recall``): the request's ``scope`` (the route and the
+    client's credential, hashed), the values it ``recalled`` from what it kept of earlier
+    responses, for the keys the plan's rules asked for (``Rule.recall``; a rule reads only the
+    keys it computes itself, so one mapping serves all), and the request's ``betas``: for a
+    Messages request, the values of its ``anthropic-beta`` headers (comma-separated, trimmed,
+    lower-cased), which a rule cannot see in the body. Empty outside the proxy, as for a
+    request without them."""
 
     scope: str = ""
     recalled: Mapping[str, Any] = field(default_factory=dict)
