@@ -59,11 +59,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     # head of the next message, once, and no result anywhere else.
     if scan.UNPAIRED not in scan.signals(messages):
         return Outcome(messages)
-    stub_text = CONTENT.of(ctx)
-    owner_of, moved = _assign(messages)
-    named = {tid for message in messages for tid in tool_use_ids(message)}
+    run = _Run(messages, ctx)
     out: list[Any] = []
-    changes: list[Change] = []
     dropped_user = False  # a user message was removed since the last message kept
     index, n = 0, len(messages)
     while index < n:
@@ -72,56 +69,158 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         if speaker == "assistant":
             if dropped_user and out and role(out[-1]) == "assistant":
                 out[-1] = _joined(out[-1], message)
-                changes.append(Change(NAME, index, "rejoined", {"into": len(out) - 1}))
+                run.changes.append(Change(NAME, index, "rejoined", {"into": len(out) - 1}))
             else:
                 out.append(message)
             dropped_user = False
             ids = tool_use_ids(message)
-            if not ids:
-                index += 1
-                continue
             end = index + 1
-            while end < n and role(messages[end]) == "user":
+            while ids and end < n and role(messages[end]) == "user":
                 end += 1
-            pairing = _Pairing(owner_of, moved.get(index, []))
-            out.extend(_answer(messages, index, end, ids, stub_text, changes, ctx, pairing))
+            if ids:
+                out.extend(run.answer(index, end, ids))
             index = end
             continue
         if speaker == "user":
-            blocks = content_list(message)
-            if blocks is not None and any(map(is_tool_result, blocks)):
-                # A result here answers no call of a turn right before it: it moves to the
-                # turn of the call it answers (the pairing law), or it is an orphan.
-                kept = [
-                    block
-                    for position, block in enumerate(blocks)
-                    if (index, position) not in owner_of
-                    and not _drop(block, index, position, changes, ctx, _why(block, named))
-                ]
-                if not kept:
-                    changes.append(Change(NAME, index, "dropped_message", {"role": "user"}))
-                    dropped_user = True
-                    index += 1
-                    continue
+            kept = run.strays(index, content_list(message))
+            if kept is not None and not kept:
+                run.changes.append(Change(NAME, index, "dropped_message", {"role": "user"}))
+                dropped_user = True
+                index += 1
+                continue
+            if kept is not None:
                 message = {**message, "content": kept}
         out.append(message)
         dropped_user = False
         index += 1
-    if not changes:  # the shared walk over-reports (a result in an assistant message)
+    if not run.changes:  # the shared walk over-reports (a result in an assistant message)
         return Outcome(messages)
-    return Outcome(out, tuple(changes))
+    return Outcome(out, tuple(run.changes))
 
 
-class _Pairing:
-    """What the pairing law says about one assistant turn's results (see ``_assign``)."""
+class _Run:
+    """One run of the rule: the list, what the pairing law assigned, the changes so far."""
 
-    __slots__ = ("late", "owner_of")
+    def __init__(self, messages: list[Any], ctx: RuleContext) -> None:
+        self.messages = messages
+        self.ctx = ctx
+        self.stub_text = CONTENT.of(ctx)
+        #: (message, position) of a result -> the assistant message of the call it answers;
+        #: per assistant message, its results that stand elsewhere (``_assign``).
+        self.owner_of, self.late = _assign(messages)
+        self.named = {tid for message in messages for tid in tool_use_ids(message)}
+        self.changes: list[Change] = []
 
-    def __init__(self, owner_of: dict[tuple[int, int], int], late: list[Any]) -> None:
-        #: (message, position) of a result -> the assistant message of the call it answers.
-        self.owner_of = owner_of
-        #: This turn's results that stand elsewhere (a later user turn, or before the call).
-        self.late = late
+    def strays(self, index: int, blocks: list[Any] | None) -> list[Any] | None:
+        """A user message's blocks without the results that answer no call of the turn right
+        before it: they move to the turn of the call they answer (the pairing law), or are
+        dropped (an orphan, a second answer). ``None``: no result in it, nothing to do."""
+        if blocks is None or not any(map(is_tool_result, blocks)):
+            return None
+        kept: list[Any] = []
+        for position, block in enumerate(blocks):
+            if (index, position) in self.owner_of:
+                continue  # it moves home
+            if is_tool_result(block):
+                self.drop(block, index, position, _why(block, self.named))
+            else:
+                kept.append(block)
+        return kept
+
+    def drop(self, block: Any, index: int, position: int, why: str) -> None:
+        """Log a result being removed."""
+        detail = {
+            "tool_use_id": tool_result_id(block),
+            "position": position,
+            "reason": why,
+            **dropped_content(block.get("content"), self.ctx),
+        }
+        self.changes.append(Change(NAME, index, "dropped_result", detail))
+
+    def answer(self, start: int, end: int, ids: list[str]) -> list[Any]:
+        """The user messages ``start+1 .. end-1`` rebuilt so the first one opens with one
+        result per call of the assistant at ``start``: its own results, then those the pairing
+        law moves here from elsewhere, then stubs."""
+        found, rests, wanted = self.gather(start, end, ids)
+        head = found + self.stubs(start, ids, wanted)
+        if start + 1 == end:
+            self.changes.append(Change(NAME, start + 1, "inserted_user", {"results": len(head)}))
+            return [{"role": "user", "content": head}]
+        return [self.first(start, head, found, rests[0]), *self.others(start, rests[1:])]
+
+    def gather(
+        self, start: int, end: int, ids: list[str]
+    ) -> tuple[list[Any], list[list[Any] | None], Counter[str]]:
+        """The turn's results (its own, in order, then the late ones moved home), per user
+        message its other blocks (``None``: a string content), and the calls still unanswered
+        (a count per id)."""
+        wanted = Counter(ids)
+        found: list[Any] = []
+        rests: list[list[Any] | None] = []
+        for at in range(start + 1, end):
+            blocks = content_list(self.messages[at])
+            if blocks is None:
+                rests.append(None)
+                continue
+            rest: list[Any] = []
+            for position, block in enumerate(blocks):
+                owner = self.owner_of.get((at, position))
+                if not is_tool_result(block):
+                    rest.append(block)
+                elif owner == start:
+                    wanted[tool_result_id(block) or ""] -= 1
+                    found.append(block)
+                elif owner is None:
+                    why = "second_answer" if tool_result_id(block) in ids else "orphan"
+                    self.drop(block, at, position, why)
+                # else: it answers a call of another turn, and moves there
+            rests.append(rest)
+        for block in self.late.get(start, []):
+            tid = tool_result_id(block) or ""
+            wanted[tid] -= 1
+            found.append(block)
+            self.changes.append(Change(NAME, start + 1, "moved_result_home", {"tool_use_id": tid}))
+        return found, rests, wanted
+
+    def stubs(self, start: int, ids: list[str], wanted: Counter[str]) -> list[Any]:
+        """A stub result for each call still unanswered, in call order."""
+        missing: list[str] = []
+        for tid in ids:
+            if wanted[tid] > 0:
+                wanted[tid] -= 1
+                missing.append(tid)
+        if missing:
+            self.changes.append(Change(NAME, start, "added_stubs", {"ids": missing}))
+        return [
+            {"type": "tool_result", "tool_use_id": tid, "content": self.stub_text, "is_error": True}
+            for tid in missing
+        ]
+
+    def first(self, start: int, head: list[Any], found: list[Any], rest: list[Any] | None) -> Any:
+        """The user message right after the turn, opening with ``head``."""
+        first = self.messages[start + 1]
+        own = content_list(first)
+        content = head + (as_blocks(first.get("content")) if rest is None else rest)
+        unchanged = own is not None and len(content) == len(own)
+        if unchanged and all(a is b for a, b in zip(content, own or (), strict=True)):
+            return first
+        if found and (own is None or own[: len(found)] != found):
+            moved = [tool_result_id(b) for b in found]
+            self.changes.append(Change(NAME, start + 1, "moved_results", {"ids": moved}))
+        return {**first, "content": content}
+
+    def others(self, start: int, rests: list[list[Any] | None]) -> list[Any]:
+        """The later user messages of the run, without the results that left them."""
+        rebuilt: list[Any] = []
+        for offset, others in enumerate(rests, start=start + 2):
+            message = self.messages[offset]
+            if others is None or len(others) == len(content_list(message) or ()):
+                rebuilt.append(message)
+            elif others:
+                rebuilt.append({**message, "content": others})
+            else:
+                self.changes.append(Change(NAME, offset, "dropped_message", {"role": "user"}))
+        return rebuilt
 
 
 def _assign(messages: list[Any]) -> tuple[dict[tuple[int, int], int], dict[int, list[Any]]]:
@@ -142,100 +241,6 @@ def _assign(messages: list[Any]) -> tuple[dict[tuple[int, int], int], dict[int, 
         if not home < at < run_end[home]:
             late.setdefault(home, []).append(messages[at]["content"][position])
     return owner_of, late
-
-
-def _answer(  # noqa: PLR0917
-    messages: list[Any],
-    start: int,
-    end: int,
-    ids: list[str],
-    stub_text: Any,
-    changes: list[Change],
-    ctx: RuleContext,
-    pairing: _Pairing,
-) -> list[Any]:
-    """The user messages ``start+1 .. end-1`` rebuilt so the first one opens with one result
-    per call of the assistant at ``start``: its own results, then those the pairing law moves
-    here from elsewhere, then stubs."""
-    wanted = Counter(ids)
-    found: list[Any] = []
-    rests: list[list[Any] | None] = []  # per user message: its other blocks (None: a string)
-    for at in range(start + 1, end):
-        blocks = content_list(messages[at])
-        if blocks is None:
-            rests.append(None)
-            continue
-        rest: list[Any] = []
-        for position, block in enumerate(blocks):
-            if not is_tool_result(block):
-                rest.append(block)
-                continue
-            owner = pairing.owner_of.get((at, position))
-            if owner == start:
-                wanted[tool_result_id(block) or ""] -= 1
-                found.append(block)
-            elif owner is None:
-                why = "second_answer" if tool_result_id(block) in ids else "orphan"
-                _drop(block, at, position, changes, ctx, why)
-            # else: it answers a call of another turn, and moves there
-        rests.append(rest)
-    for block in pairing.late:
-        tid = tool_result_id(block) or ""
-        wanted[tid] -= 1
-        found.append(block)
-        changes.append(Change(NAME, start + 1, "moved_result_home", {"tool_use_id": tid}))
-    missing: list[str] = []
-    for tid in ids:
-        if wanted[tid] > 0:
-            wanted[tid] -= 1
-            missing.append(tid)
-    stubs = [
-        {"type": "tool_result", "tool_use_id": tid, "content": stub_text, "is_error": True}
-        for tid in missing
-    ]
-    if stubs:
-        changes.append(Change(NAME, start, "added_stubs", {"ids": missing}))
-    head = found + stubs
-    if start + 1 == end:
-        changes.append(Change(NAME, start + 1, "inserted_user", {"results": len(head)}))
-        return [{"role": "user", "content": head}]
-    first = messages[start + 1]
-    rest0 = rests[0]
-    own = content_list(first)
-    content = head + (as_blocks(first.get("content")) if rest0 is None else rest0)
-    unchanged = own is not None and len(content) == len(own)
-    if unchanged and all(a is b for a, b in zip(content, own or (), strict=True)):
-        rebuilt: list[Any] = [first]
-    else:
-        if found and (own is None or own[: len(found)] != found):
-            moved = [tool_result_id(b) for b in found]
-            changes.append(Change(NAME, start + 1, "moved_results", {"ids": moved}))
-        rebuilt = [{**first, "content": content}]
-    for offset, others in enumerate(rests[1:], start=start + 2):
-        message = messages[offset]
-        if others is None or len(others) == len(content_list(message) or ()):
-            rebuilt.append(message)
-        elif others:
-            rebuilt.append({**message, "content": others})
-        else:
-            changes.append(Change(NAME, offset, "dropped_message", {"role": "user"}))
-    return rebuilt
-
-
-def _drop(  # noqa: PLR0917
-    block: Any, index: int, position: int, changes: list[Change], ctx: RuleContext, why: str
-) -> bool:
-    """Log a result being removed; True if ``block`` is a result (for the filter above)."""
-    if not is_tool_result(block):
-        return False
-    detail = {
-        "tool_use_id": tool_result_id(block),
-        "position": position,
-        "reason": why,
-        **dropped_content(block.get("content"), ctx),
-    }
-    changes.append(Change(NAME, index, "dropped_result", detail))
-    return True
 
 
 def _why(block: Any, named: set[str]) -> str:
