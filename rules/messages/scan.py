@@ -56,68 +56,102 @@ def _answers(results: list[str | None], expected: list[str]) -> bool:
     return results == expected or Counter(results) == Counter(expected)
 
 
-@memo.per_run
-def signals(messages: list[Any]) -> frozenset[str]:
-    found: set[str] = set()
-    seen_ids: set[str] = set()
-    expected: list[str] = []  # the usable tool_use ids of the message before
-    previous: Any = None
-    last = len(messages) - 1
-    for index, message in enumerate(messages):
+class _Turn:
+    """What one message's blocks showed."""
+
+    __slots__ = ("head", "ids", "late_results", "results", "thinking")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []  # its usable tool_use ids (an assistant's)
+        self.results: list[str | None] = []  # the ids its leading tool_result blocks answer
+        self.head = True  # still in the message's leading tool_result blocks
+        self.late_results = False  # a tool_result after another block
+        self.thinking = False
+
+
+class _Walk:
+    """One walk's state, read by one small method per signal family."""
+
+    def __init__(self, last: int) -> None:
+        self.found: set[str] = set()
+        self.seen_ids: set[str] = set()
+        self.expected: list[str] = []  # the usable tool_use ids of the message before
+        self.previous: str | None = None
+        self.last = last
+
+    def message(self, index: int, message: Any) -> None:
         role = message.get("role") if type(message) is dict else None
         role = role if type(role) is str else None
-        if role in _ROLES and role == previous:
-            found.add(ADJACENT)
-        previous = role
+        if role in _ROLES and role == self.previous:
+            self.found.add(ADJACENT)
+        self.previous = role
+        if is_empty(message) and not (index == self.last and role == "assistant"):
+            self.found.add(EMPTY_MESSAGE)
         content = message.get("content") if type(message) is dict else None
-        if is_empty(message) and not (index == last and role == "assistant"):
-            found.add(EMPTY_MESSAGE)
-        blocks = content if type(content) is list else None
-        ids: list[str] = []
-        results: list[str | None] = []
-        head = True  # still in the message's leading tool_result blocks
-        results_after_head = False
-        thinking = False
-        for position, block in enumerate(blocks or ()):
-            kind = block.get("type") if type(block) is dict else None
-            if kind == "tool_result":
-                if head:
-                    value = block.get("tool_use_id")
-                    results.append(value if type(value) is str else None)
-                else:
-                    results_after_head = True
-                continue
-            head = False
-            if kind == "text":
-                if is_blank_text(block):
-                    found.add(BLANK_TEXT)
-            elif kind in THINKING_TYPES:
-                thinking = True
-                if position > 0 and role == "assistant":
-                    found.add(MISPLACED_THINKING)
-                if role == "assistant" and is_unsigned_thinking(block):
-                    found.add(UNSIGNED_THINKING)
-            elif kind == "tool_use":
-                if type(block.get("input")) is not dict:
-                    found.add(BAD_INPUT)
-                value = block.get("id")
-                if type(value) is str:
-                    if ID_PATTERN.fullmatch(value) is None:
-                        found.add(BAD_ID)
-                    if value in seen_ids:
-                        found.add(DUP_ID)
-                    seen_ids.add(value)
-                    if value and role == "assistant":
-                        ids.append(value)
-        if ids and not thinking:
-            found.add(BARE_TOOL_USE)
-        # Pairing: the calls of the message before answered at this one's head, once each,
-        # and no result anywhere else.
-        if expected and not (role == "user" and _answers(results, expected)):
-            found.add(UNPAIRED)
-        if results_after_head or (results and not expected):
-            found.add(UNPAIRED)
-        expected = ids
-    if expected:
-        found.add(UNPAIRED)
-    return frozenset(found)
+        turn = _Turn()
+        for position, block in enumerate(content if type(content) is list else ()):
+            self.block(turn, position, block, role)
+        if turn.ids and not turn.thinking:
+            self.found.add(BARE_TOOL_USE)
+        self.pairing(turn, role)
+
+    def block(self, turn: _Turn, position: int, block: Any, role: str | None) -> None:
+        kind = block.get("type") if type(block) is dict else None
+        if kind == "tool_result":
+            if turn.head:
+                value = block.get("tool_use_id")
+                turn.results.append(value if type(value) is str else None)
+            else:
+                turn.late_results = True
+            return
+        turn.head = False
+        if kind == "text":
+            if is_blank_text(block):
+                self.found.add(BLANK_TEXT)
+        elif kind in THINKING_TYPES:
+            self.thinking(turn, position, block, role)
+        elif kind == "tool_use":
+            self.tool_use(turn, block, role)
+
+    def thinking(self, turn: _Turn, position: int, block: Any, role: str | None) -> None:
+        """MISPLACED_THINKING, UNSIGNED_THINKING."""
+        turn.thinking = True
+        if position > 0 and role == "assistant":
+            self.found.add(MISPLACED_THINKING)
+        if role == "assistant" and is_unsigned_thinking(block):
+            self.found.add(UNSIGNED_THINKING)
+
+    def tool_use(self, turn: _Turn, block: dict[str, Any], role: str | None) -> None:
+        """BAD_INPUT, BAD_ID, DUP_ID."""
+        if type(block.get("input")) is not dict:
+            self.found.add(BAD_INPUT)
+        value = block.get("id")
+        if type(value) is not str:
+            return
+        if ID_PATTERN.fullmatch(value) is None:
+            self.found.add(BAD_ID)
+        if value in self.seen_ids:
+            self.found.add(DUP_ID)
+        self.seen_ids.add(value)
+        if value and role == "assistant":
+            turn.ids.append(value)
+
+    def pairing(self, turn: _Turn, role: str | None) -> None:
+        """UNPAIRED: the calls of the message before answered at this one's head, once each,
+        and no result anywhere else."""
+        if self.expected and not (role == "user" and _answers(turn.results, self.expected)):
+            self.found.add(UNPAIRED)
+        if turn.late_results or (turn.results and not self.expected):
+            self.found.add(UNPAIRED)
+        self.expected = turn.ids
+
+
+@memo.per_run
+def signals(messages: list[Any]) -> frozenset[str]:
+    """The signals ``messages`` sets (the Messages rules' ``Rule.scan``)."""
+    walk = _Walk(len(messages) - 1)
+    for index, message in enumerate(messages):
+        walk.message(index, message)
+    if walk.expected:
+        walk.found.add(UNPAIRED)
+    return frozenset(walk.found)
