@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -358,42 +358,26 @@ def parse_config(
     else:
         profile, reason = profile_for_upstream(upstream.url)
         sources["profile"] = "upstream host"
+    listening = ListenConfig(
+        host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
+        port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
+    )
+    default = RouteConfig(
+        upstream=upstream,
+        profile=profile,
+        profile_reason=reason,
+        models=_models(_mapping(data.get("models", {}), "models")),
+        rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
+        mode=_mode(data.get("mode", "enforce"), "mode"),
+        client_tokens=client_tokens,
+        log_content=_bool(data.get("log_content", False), "log_content"),
+        verify=_bool(data.get("verify", False), "verify"),
+        recover=_recover(data.get("recover"), "recover", RecoverConfig()),
+    )
     config = Config(
-        listen=ListenConfig(
-            host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
-            port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
-        ),
-        default=RouteConfig(
-            upstream=upstream,
-            profile=profile,
-            profile_reason=reason,
-            models=_models(_mapping(data.get("models", {}), "models")),
-            rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
-            mode=_mode(data.get("mode", "enforce"), "mode"),
-            client_tokens=client_tokens,
-            log_content=_bool(data.get("log_content", False), "log_content"),
-            verify=_bool(data.get("verify", False), "verify"),
-            recover=_recover(data.get("recover"), "recover", RecoverConfig()),
-        ),
-        max_body_bytes=_positive_int(
-            data.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES), "max_body_bytes"
-        ),
-        client_body_timeout=_seconds(
-            data.get("client_body_timeout", DEFAULT_CLIENT_BODY_TIMEOUT), "client_body_timeout"
-        ),
-        offload_body_bytes=_positive_int(
-            data.get("offload_body_bytes", DEFAULT_OFFLOAD_BODY_BYTES), "offload_body_bytes"
-        ),
-        offload_processes=_count(
-            data.get("offload_processes", DEFAULT_OFFLOAD_PROCESSES), "offload_processes"
-        ),
-        sanitize_deadline=_seconds(
-            data.get("sanitize_deadline", DEFAULT_SANITIZE_DEADLINE), "sanitize_deadline"
-        ),
-        inflight_body_bytes=_positive_int(
-            data.get("inflight_body_bytes", DEFAULT_INFLIGHT_BODY_BYTES), "inflight_body_bytes"
-        ),
-        drain_seconds=_seconds(data.get("drain_seconds", DEFAULT_DRAIN_SECONDS), "drain_seconds"),
+        listen=listening,
+        default=default,
+        **_limits(data),
         reasoning=_reasoning(data.get("reasoning")),
         sources=sources,
     )
@@ -401,6 +385,20 @@ def parse_config(
     return replace(
         config, routes=_routes(routes, config.default, env, inherit_profile="profile" in data)
     )
+
+
+def _limits(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The server-wide limits, each validated under its own key, in this order."""
+    limits: tuple[tuple[str, Any, Callable[[Any, str], Any]], ...] = (
+        ("max_body_bytes", DEFAULT_MAX_BODY_BYTES, _positive_int),
+        ("client_body_timeout", DEFAULT_CLIENT_BODY_TIMEOUT, _seconds),
+        ("offload_body_bytes", DEFAULT_OFFLOAD_BODY_BYTES, _positive_int),
+        ("offload_processes", DEFAULT_OFFLOAD_PROCESSES, _count),
+        ("sanitize_deadline", DEFAULT_SANITIZE_DEADLINE, _seconds),
+        ("inflight_body_bytes", DEFAULT_INFLIGHT_BODY_BYTES, _positive_int),
+        ("drain_seconds", DEFAULT_DRAIN_SECONDS, _seconds),
+    )
+    return {key: check(data.get(key, default), key) for key, default, check in limits}
 
 
 def _upstream(
