@@ -88,13 +88,11 @@ def answer_places(messages: list[Any]) -> dict[Place, Place]:
     return found
 
 
-def remap(messages: list[Any], choose: Choose, rule: str) -> Outcome:
-    """Rename the calls ``choose`` renames, and the results that answer them (``answer_places``:
-    a result answers its turn's call in place, else a leftover call by the pairing law; a
-    result that answers none follows the latest call that had its id); ``messages`` itself if
-    none changes."""
+def _chosen(messages: list[Any], choose: Choose) -> dict[Place, str]:
+    """Each assistant ``tool_use`` with a string id, by place: the id ``choose`` gives it, given
+    the ids kept so far."""
     kept: set[str] = set()
-    renamed: dict[Place, str] = {}  # a call's place -> the id it leaves with
+    renamed: dict[Place, str] = {}
     for index, message in enumerate(messages):
         if role(message) != "assistant":
             continue
@@ -105,6 +103,15 @@ def remap(messages: list[Any], choose: Choose, rule: str) -> Outcome:
                     new = choose(value, kept)
                     kept.add(new)
                     renamed[(index, position)] = new
+    return renamed
+
+
+def remap(messages: list[Any], choose: Choose, rule: str) -> Outcome:
+    """Rename the calls ``choose`` renames, and the results that answer them (``answer_places``:
+    a result answers its turn's call in place, else a leftover call by the pairing law; a
+    result that answers none follows the latest call that had its id); ``messages`` itself if
+    none changes."""
+    renamed = _chosen(messages, choose)  # a call's place -> the id it leaves with
     answers_at = answer_places(messages)
     latest: dict[str, str] = {}  # original id -> what its latest call became
     out: list[Any] | None = None
