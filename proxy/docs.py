@@ -192,74 +192,69 @@ def _rule_section(
     return [*lines, ""]
 
 
-def render_rules() -> str:
-    """docs/rules.md: every chat rule in ``RULES`` order, then every Responses rule, then every
-    Anthropic Messages rule."""
-    lines = [
-        "# Rules",
-        "",
-        f"<!-- {GENERATED} -->",
-        "",
-        "chatmend's repairs, in the order they run (`RULES` in `rules/chat/__init__.py` and "
-        "`RESPONSES_RULES` in `rules/responses/__init__.py`, each position justified there). "
-        "Each rule works on a private copy of the request and reports every rewrite by ids and "
-        "counts, never text. A rule is switched on or off by the provider profile "
-        "([profiles.md](profiles.md)) and by the `rules:` section of the configuration "
-        "([configuration.md](configuration.md#rules)); its options are set the same way. "
-        "The provider texts quoted here, with their public sources, are collected in the "
-        "provider catalogue ([providers.md](providers.md)).",
-        "",
-        "Safety follows ruff's fix safety: `safe` repairs cannot change what the model reads "
-        "beyond the shape the provider refuses; `unsafe` ones can (a dropped record, a renamed "
-        "function, a moved instruction), are named as such, and log what they did.",
-        "",
-        "After the chat pipeline the payload satisfies every rule at once: no lone surrogate, "
-        "no two assistant messages in a row, every `arguments` a JSON object string, every call "
-        "with a `type`, no tool-call id or `tool_call_id` twice, every call answered exactly once "
-        "by the tool messages right after it, every tool message answering a call of its block, "
-        "no empty `tool_calls` and no empty assistant. The property tests "
-        "(`tests/rules/test_properties.py`, `tests/rules/test_profiles.py`) check this over random "
-        "broken transcripts, with: the input is never modified, a second run changes nothing, no "
-        "user or assistant text is lost, and no tool result is lost except orphans (logged). A "
-        "rule that raises is skipped and logged as `rule_failed` (fail-open); a body that is not "
-        "JSON, or whose `messages` is not a list, is forwarded unchanged.",
-        "",
-        "## Chat Completions rules",
-        "",
-        "| # | rule | default | safety | summary |",
-        "|---|---|---|---|---|",
-    ]
-    for position, rule in enumerate(RULES):
-        lines.append(_index_row(position, rule))
-    lines += ["", "## Responses API rules", ""]
-    lines += [
+#: docs/rules.md's opening.
+_RULES_INTRO: tuple[str, ...] = (
+    "# Rules",
+    "",
+    f"<!-- {GENERATED} -->",
+    "",
+    "chatmend's repairs, in the order they run (`RULES` in `rules/chat/__init__.py` and "
+    "`RESPONSES_RULES` in `rules/responses/__init__.py`, each position justified there). "
+    "Each rule works on a private copy of the request and reports every rewrite by ids and "
+    "counts, never text. A rule is switched on or off by the provider profile "
+    "([profiles.md](profiles.md)) and by the `rules:` section of the configuration "
+    "([configuration.md](configuration.md#rules)); its options are set the same way. "
+    "The provider texts quoted here, with their public sources, are collected in the "
+    "provider catalogue ([providers.md](providers.md)).",
+    "",
+    "Safety follows ruff's fix safety: `safe` repairs cannot change what the model reads "
+    "beyond the shape the provider refuses; `unsafe` ones can (a dropped record, a renamed "
+    "function, a moved instruction), are named as such, and log what they did.",
+    "",
+    "After the chat pipeline the payload satisfies every rule at once: no lone surrogate, "
+    "no two assistant messages in a row, every `arguments` a JSON object string, every call "
+    "with a `type`, no tool-call id or `tool_call_id` twice, every call answered exactly once "
+    "by the tool messages right after it, every tool message answering a call of its block, "
+    "no empty `tool_calls` and no empty assistant. The property tests "
+    "(`tests/rules/test_properties.py`, `tests/rules/test_profiles.py`) check this over random "
+    "broken transcripts, with: the input is never modified, a second run changes nothing, no "
+    "user or assistant text is lost, and no tool result is lost except orphans (logged). A "
+    "rule that raises is skipped and logged as `rule_failed` (fail-open); a body that is not "
+    "JSON, or whose `messages` is not a list, is forwarded unchanged.",
+    "",
+)
+#: Per API: its section's title, and the line that says what its rules run over.
+_API_SECTIONS: tuple[tuple[str, Api, str | None], ...] = (
+    ("Chat Completions rules", CHAT_API, None),
+    (
+        "Responses API rules",
+        RESPONSES_API,
         "Run over the `input` list of a `POST .../responses` body ([responses.md](responses.md)).",
-        "",
-        "| # | rule | default | safety | summary |",
-        "|---|---|---|---|---|",
-    ]
-    for position, rule in enumerate(RESPONSES_RULES):
-        lines.append(_index_row(position, rule))
-    lines += ["", "## Anthropic Messages rules", ""]
-    lines += [
+    ),
+    (
+        "Anthropic Messages rules",
+        MESSAGES_API,
         "Run over the `messages` list (and, for the request-level ones, the other fields) of a "
         "`POST .../v1/messages` body, under the profile's Messages plan "
         "([anthropic.md](anthropic.md)).",
-        "",
-        "| # | rule | default | safety | summary |",
-        "|---|---|---|---|---|",
-    ]
-    for position, rule in enumerate(MESSAGES_RULES):
-        lines.append(_index_row(position, rule))
-    lines += ["", "## Chat Completions rules in detail", ""]
-    for position, rule in enumerate(RULES):
-        lines += _rule_section(rule, position, PROFILES)
-    lines += ["## Responses API rules in detail", ""]
-    for position, rule in enumerate(RESPONSES_RULES):
-        lines += _rule_section(rule, position, PROFILES, api=RESPONSES_API)
-    lines += ["## Anthropic Messages rules in detail", ""]
-    for position, rule in enumerate(MESSAGES_RULES):
-        lines += _rule_section(rule, position, PROFILES, api=MESSAGES_API)
+    ),
+)
+
+
+def render_rules() -> str:
+    """docs/rules.md: every chat rule in ``RULES`` order, then every Responses rule, then every
+    Anthropic Messages rule."""
+    lines = list(_RULES_INTRO)
+    for title, api, runs_over in _API_SECTIONS:
+        lines += [f"## {title}", ""]
+        lines += [runs_over, ""] if runs_over is not None else []
+        lines += ["| # | rule | default | safety | summary |", "|---|---|---|---|---|"]
+        lines += [_index_row(position, rule) for position, rule in enumerate(api.rules)]
+        lines.append("")
+    for title, api, _ in _API_SECTIONS:
+        lines += [f"## {title} in detail", ""]
+        for position, rule in enumerate(api.rules):
+            lines += _rule_section(rule, position, PROFILES, api=api)
     return "\n".join(lines).rstrip() + "\n"
 
 
