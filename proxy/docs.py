@@ -284,6 +284,40 @@ def _contract_lines(profile: Profile) -> list[str]:
     return lines
 
 
+def _chat_rules_lines(profile: Profile) -> list[str]:
+    """The chat rules ``profile`` switches on, off, or configures."""
+    added: list[str] = []
+    removed: list[str] = []
+    changed: list[str] = []
+    for rule in RULES:
+        enabled, options = setting(profile, rule)
+        link = f"[{code(rule.name)}](rules.md#{rule.name})"
+        entry = f"{link} ({options_text(options)})" if options else link
+        if enabled and not rule.default:
+            added.append(entry)
+        elif not enabled and rule.default:
+            removed.append(link)
+        elif enabled and options:
+            changed.append(entry)
+    lines = [f"- **Rules it switches on:** {', '.join(added) if added else 'none'}"]
+    if removed:
+        lines.append(f"- **Default rules it switches off:** {', '.join(removed)}")
+    if changed:
+        lines.append(f"- **Default rules it configures:** {', '.join(changed)}")
+    return lines
+
+
+def _switched(profile: Profile, api: Api) -> list[str]:
+    """The ``api`` rules ``profile`` switches on or configures, linked, with their options."""
+    return [
+        f"[{code(rule.name)}](rules.md#{rule.name})"
+        + (f" ({options_text(options)})" if options else "")
+        for rule in api.rules
+        for enabled, options in [setting(profile, rule, api=api)]
+        if enabled and (not rule.default or options)
+    ]
+
+
 def _profile_section(profile: Profile) -> list[str]:
     hosts = hosts_of(profile.name)
     chosen = ", ".join(code(host) for host in hosts) if hosts else "none"
@@ -304,44 +338,15 @@ def _profile_section(profile: Profile) -> list[str]:
             for pattern, name in profile.variants
         )
         lines.append(f"- **Variants:** {variants}")
-    added: list[str] = []
-    removed: list[str] = []
-    changed: list[str] = []
-    for rule in RULES:
-        enabled, options = setting(profile, rule)
-        link = f"[{code(rule.name)}](rules.md#{rule.name})"
-        entry = f"{link} ({options_text(options)})" if options else link
-        if enabled and not rule.default:
-            added.append(entry)
-        elif not enabled and rule.default:
-            removed.append(link)
-        elif enabled and options:
-            changed.append(entry)
-    lines.append(f"- **Rules it switches on:** {', '.join(added) if added else 'none'}")
-    if removed:
-        lines.append(f"- **Default rules it switches off:** {', '.join(removed)}")
-    if changed:
-        lines.append(f"- **Default rules it configures:** {', '.join(changed)}")
-    messages = [
-        f"[{code(rule.name)}](rules.md#{rule.name})"
-        + (f" ({options_text(options)})" if options else "")
-        for rule in MESSAGES_RULES
-        for enabled, options in [setting(profile, rule, api=MESSAGES_API)]
-        if enabled and (not rule.default or options)
-    ]
+    lines += _chat_rules_lines(profile)
+    messages = _switched(profile, MESSAGES_API)
     checks = ", ".join(code(check) for check in profile.messages_contract) or "none"
     lines.append(
         f"- **Anthropic Messages** ([anthropic.md](anthropic.md)): rules it switches on or "
         f"configures: {', '.join(messages) if messages else 'none'}; checks: {checks}; error "
         f"envelope: {profile.messages_envelope}"
     )
-    responses = [
-        f"[{code(rule.name)}](rules.md#{rule.name})"
-        + (f" ({options_text(options)})" if options else "")
-        for rule in RESPONSES_RULES
-        for enabled, options in [setting(profile, rule, api=RESPONSES_API)]
-        if enabled and (not rule.default or options)
-    ]
+    responses = _switched(profile, RESPONSES_API)
     extra = ", ".join(code(check) for check in profile.responses_contract) or "none"
     lines.append(
         f"- **Responses API** ([responses.md](responses.md)): rules it switches on or "
