@@ -452,6 +452,24 @@ def _needs_tokens(upstream: UpstreamConfig, tokens: tuple[Secret, ...], key: str
         )
 
 
+def _route_prefix(prefix: Any, name: str, key: str) -> str:
+    """A route's path prefix, without its trailing slash: a path of safe segments that does
+    not shadow chatmend's own paths."""
+    if (
+        not isinstance(prefix, str)
+        or not _PREFIX.fullmatch(prefix.rstrip("/") or "/")
+        or any(segment in (".", "..") for segment in prefix.split("/"))
+    ):
+        raise ConfigError(
+            f"{key}.prefix: must be a path such as /{name} (letters, digits, '.', '_', '~', "
+            f"'-' between slashes), got {prefix!r}"
+        )
+    stripped: str = prefix.rstrip("/")
+    if any(p == stripped or p.startswith(stripped + "/") for p in RESERVED_PATHS):
+        raise ConfigError(f"{key}.prefix: {stripped} would shadow chatmend's own {stripped} path")
+    return stripped
+
+
 def _routes(
     raw: Mapping[str, Any], top: RouteConfig, env: Mapping[str, str], *, inherit_profile: bool
 ) -> tuple[RouteConfig, ...]:
@@ -469,19 +487,7 @@ def _routes(
         key = f"routes.{name}"
         given = _mapping(value, key)
         _no_unknown(given, _ROUTE_KEYS, key)
-        prefix = given.get("prefix", f"/{name}")
-        if (
-            not isinstance(prefix, str)
-            or not _PREFIX.fullmatch(prefix.rstrip("/") or "/")
-            or any(segment in (".", "..") for segment in prefix.split("/"))
-        ):
-            raise ConfigError(
-                f"{key}.prefix: must be a path such as /{name} (letters, digits, '.', '_', '~', "
-                f"'-' between slashes), got {prefix!r}"
-            )
-        prefix = prefix.rstrip("/")
-        if any(p == prefix or p.startswith(prefix + "/") for p in RESERVED_PATHS):
-            raise ConfigError(f"{key}.prefix: {prefix} would shadow chatmend's own {prefix} path")
+        prefix = _route_prefix(given.get("prefix", f"/{name}"), name, key)
         if prefix in prefixes:
             raise ConfigError(f"{key}.prefix: {prefix} is already routes.{prefixes[prefix]}'s")
         prefixes[prefix] = name
