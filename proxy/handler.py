@@ -316,6 +316,23 @@ def given_to_rules(
 # 4. Relay -----------------------------------------------------------------------------------
 
 
+def _upstream_headers(
+    request: web.Request, route: Route, read: Body, repair: Repair, *, rewritten: bool
+) -> CIMultiDict[str]:
+    """The headers the upstream gets: the client's, with the route's credential, no
+    ``Content-Encoding`` for a rewritten body (sent decoded), and only the encodings the
+    observer reads offered for a response it will observe."""
+    headers = request_headers(request.headers)
+    if rewritten:
+        headers.popall("Content-Encoding", None)  # the new body is sent decoded
+    apply_upstream_credentials(route.config, headers, read.api)
+    hooks = request.app[REASONING_KEY]
+    profile = None if repair.sanitized is None else repair.sanitized.profile
+    if hooks.observes(route.planner, profile, repair.reasoning):
+        hooks.offer_readable_encodings(headers)
+    return headers
+
+
 async def _relay(
     request: web.Request,
     state: RequestState,
@@ -329,14 +346,8 @@ async def _relay(
     and relay the answer; a 400 of a class a rule repairs is repaired and sent once more."""
     sanitized, reasoning = repair.sanitized, repair.reasoning
     rewritten = sanitized is not None and sanitized.changed
-    headers = request_headers(request.headers)
-    if rewritten:
-        headers.popall("Content-Encoding", None)  # the new body is sent decoded
-    apply_upstream_credentials(route.config, headers, read.api)
-    hooks = request.app[REASONING_KEY]
+    headers = _upstream_headers(request, route, read, repair, rewritten=rewritten)
     profile = None if sanitized is None else sanitized.profile
-    if hooks.observes(route.planner, profile, reasoning):
-        hooks.offer_readable_encodings(headers)
     send = partial(
         _exchange,
         request=request,
