@@ -19,12 +19,22 @@ import yaml
 from yarl import URL
 
 from proxy.provider_hosts import profile_for_upstream
-from proxy.stash.settings import ReasoningConfig, ReasoningConfigError, parse_reasoning
+from proxy.stash.settings import ReasoningConfig, parse_reasoning
+from proxy.validate import ConfigError
+from proxy.validate import boolean as _bool
+from proxy.validate import mapping as _mapping
+from proxy.validate import no_unknown as _no_unknown
+from proxy.validate import positive_int as _positive_int
+from proxy.validate import seconds as _seconds
 from rules.chat import RULES_BY_NAME
 from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.planner import Planner
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
+
+#: ``ConfigError`` lives in proxy/validate.py (the stash settings raise it too); it is
+#: re-exported here, where callers have always found it.
+__all__ = ["Config", "ConfigError", "RouteConfig", "load_config", "parse_config"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -48,10 +58,6 @@ OPENAI_HOST = "api.openai.com"
 
 #: Every rule an operator may set, chat, Responses and Messages (their names never collide).
 KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME, **MESSAGES_RULES_BY_NAME}
-
-
-class ConfigError(Exception):
-    """A configuration value is missing, unknown or invalid; the message names the dotted key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,10 +553,7 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
 
 
 def _reasoning(value: Any) -> ReasoningConfig:
-    try:
-        return parse_reasoning(value)
-    except ReasoningConfigError as exc:
-        raise ConfigError(str(exc)) from None
+    return parse_reasoning(value)  # its errors are ConfigError (proxy/validate.py)
 
 
 def _mode(value: Any, key: str) -> str:
@@ -614,43 +617,10 @@ def _rule_options(name: str, given: Mapping[str, Any], key: str) -> dict[str, An
     return dict(given)
 
 
-def _no_unknown(data: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
-    for key in data:
-        if key not in known:
-            dotted = f"{where}.{key}" if where else str(key)
-            raise ConfigError(f"{dotted}: unknown key; expected one of: {', '.join(known)}")
-
-
-def _mapping(value: Any, key: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{key}: must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def _bool(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key}: must be true or false, got {value!r}")
-    return value
-
-
-def _positive_int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{key}: must be a positive integer, got {value!r}")
-    return value
-
-
 def _count(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64:
         raise ConfigError(f"{key}: must be an integer from 0 to 64, got {value!r}")
     return value
-
-
-def _seconds(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{key}: must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 def _port(value: Any, key: str) -> int:
