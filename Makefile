@@ -6,7 +6,7 @@ ARGS   ?=
 CLAUDE_CODE := .clients/node_modules/.bin/claude
 CLAUDE_CODE_VERSION := 2.1.332
 
-.PHONY: run test quick deep lint typecheck pytest docs redis-server bench bench-observe bench-scaling soak fuzz clean
+.PHONY: run test quick deep lint typecheck pytest docs rule redis-server bench bench-observe bench-scaling soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ $(CLAUDE_CODE):
 ## records (rule, option, profile and check records); tests/test_docs.py fails until they match.
 docs: $(VENV)/.run-installed
 	$(BIN)/python -m proxy.docs --write
+
+## Scaffold a rule (CONTRIBUTING.md#add-a-rule): make rule NAME=<kebab-name> API=chat|responses|messages
+rule: $(VENV)/.test-installed
+	$(BIN)/python -m bench.new_rule $(NAME) $(API)
 
 ## The reasoning stash's Redis backend is tested against a real redis-server on loopback
 ## (each test starts its own on a free port, no persistence): installed here if missing.

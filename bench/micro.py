@@ -4,8 +4,8 @@ For each payload size, clean and broken, one run measures interleaved round by r
 
 - ``baseline``: ``orjson.dumps(orjson.loads(body))``, the least any JSON-aware proxy pays;
 - ``pipeline``: ``proxy.sanitize.sanitize_body(body, plan)`` under the default profile's plan
-  (parse, the one walk, the rules it wakes, serialize only if something changed);
-- ``parse`` (``orjson.loads`` alone) and ``walk`` (``rules.engine.scan.scan`` on the parsed
+  (parse, the one walk, the rules it woken_by, serialize only if something changed);
+- ``parse`` (``orjson.loads`` alone) and ``walk`` (``rules.chat.scan.scan`` on the parsed
 messages):
   what a clean request costs.
 
@@ -30,7 +30,7 @@ import orjson
 
 from bench.payloads import SIZES, VARIANTS, build_variant
 from proxy.sanitize import sanitize_body
-from rules.engine import scan
+from rules.chat import scan
 from rules.providers.planner import Plan, Planner
 
 
@@ -45,7 +45,7 @@ class MicroRow:
     #: Median of the per-round ratios pipeline / baseline.
     ratio: float
     #: ``parse`` and ``walk``: median µs of the body's parse alone and of the one walk of
-    #: rules/engine/scan.py over its messages (the clean path's two costs).
+    #: rules/chat/scan.py over its messages (the clean path's two costs).
     rule_us: dict[str, float]
 
     @property
@@ -82,7 +82,7 @@ def measure(
     target_ms: float = 15.0,
 ) -> tuple[float, float, float, dict[str, float]]:
     """(baseline µs, pipeline µs, paired ratio, {part: µs}) for one body: the parts are the
-    parse alone and the one walk of rules/engine/scan.py on the parsed messages."""
+    parse alone and the one walk of rules/chat/scan.py on the parsed messages."""
     messages: list[Any] = orjson.loads(body)["messages"]
 
     subjects: dict[str, Callable[[], object]] = {

@@ -20,9 +20,10 @@ from proxy.body import Hold
 from proxy.log import MAX_FIELD_ITEMS, get_logger
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
-from proxy.sanitize import FIELDS, Sanitized
+from proxy.sanitize import Sanitized
 from proxy.streaming import RelayResult
 from rules.engine.base import Change
+from rules.providers.apis import api_named
 
 log = get_logger()
 
@@ -120,7 +121,7 @@ def sanitized(
     state.reported = len(result.reported)
     state.profile = result.profile or "none"
     # Counted per (rule, action), not per change: a body with 100,000 changes costs a few
-    # increments (issue 27).
+    # increments.
     for (rule, action), count in result.tally().items():
         meter.rewrites.labels(rule, action).inc(count)
     capped = {c.rule for c in result.changes if "over_cost_cap" in c.detail}
@@ -142,7 +143,7 @@ def sanitized(
     for violation in result.violations:
         meter.violations.labels(state.profile, violation.code).inc()
     if result.skipped in LIMITED_SKIPS:
-        # The rules ran and repaired it, but the repair cannot be sent (issue 27): counted.
+        # The rules ran and repaired it, but the repair cannot be sent: counted.
         limited(meter, state, result.skipped)
     elif result.skipped:
         log.info("payload_not_sanitized", request_id=state.request_id, reason=result.skipped)
@@ -211,7 +212,7 @@ def rejected(
     meter.rejections.labels(str(result.response.status), classify(result.readable)).inc()
     if sent is None or not sent.changed or original is None or api is None:
         return
-    field = FIELDS[api]
+    field = api_named(api).field
     # The whole body: the index may be in the message or in a field beside it (``param``).
     text = result.readable.decode("utf-8", "replace") if result.readable else None
     mapped = explain(original, sent.body, field, text)

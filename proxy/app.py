@@ -75,11 +75,11 @@ def create_app(config: Config) -> web.Application:
     )
     app.on_cleanup.append(_close_offload)
     app.cleanup_ctx.append(_upstream_session)
-    # issue 4: the reasoning stash (none for `reasoning.store: off`), see proxy/stash.
+    # The reasoning stash (none for `reasoning.store: off`), see proxy/stash.
     stash = build_stash(config.reasoning, app[METRICS_KEY])
     app[REASONING_KEY] = ReasoningHooks(stash, app[METRICS_KEY])
     app.on_cleanup.append(_close_stash)
-    # issue 26: repairs learned from recovered refusals, shared through the stash's Redis.
+    # Repairs learned from recovered refusals, shared through the stash's Redis.
     app[LEARNED_KEY] = LearnedRepairs(app[METRICS_KEY])
     if stash is not None and isinstance(stash.store, RedisStore):
         app[LEARNED_KEY].share(stash.store.client, stash.store.prefix)

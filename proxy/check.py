@@ -26,9 +26,8 @@ import orjson
 from proxy.metrics import classes
 from proxy.recover import enable_line, plan_retry
 from proxy.sanitize import PlanSource, Sanitized, plan_for, read_with_surrogates, sanitize_body
-from rules.providers.contract import Violation, violations
-from rules.providers.contract import messages as messages_contract
-from rules.providers.contract import responses as responses_contract
+from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api, api_named
+from rules.providers.contract import Violation
 from rules.providers.contract.repairs import repair_for
 
 CLEAN, REPAIRED, INVALID = 0, 1, 2
@@ -41,7 +40,7 @@ class Report:
     result: Sanitized
     after: tuple[Violation, ...]
     #: ``chat``, ``responses`` or ``messages``: whose list the indices point into.
-    api: str = "chat"
+    api: str = CHAT_API.name
 
     @property
     def status(self) -> int:
@@ -72,43 +71,43 @@ def check_body(raw: bytes, source: PlanSource) -> Report:
         # A Messages body with a lone surrogate (a cut emoji) is still one: read it as the
         # proxy does, so its other rejections are reported too.
         readable = read_with_surrogates(raw)
-        if api_of_body(readable) == "messages":
+        if api_of_body(readable) is MESSAGES_API:
             payload = readable
     model = payload.get("model") if isinstance(payload, dict) else None
     api = api_of_body(payload)
     plan = plan_for(source, model, api)
-    check = CHECKS.get(api, violations)
-    before = check(payload, plan.contract)
-    result = sanitize_body(raw, plan, api)
+    before = api.check(payload, plan.contract, ())
+    result = sanitize_body(raw, plan, api.name)
     try:
-        after = check(orjson.loads(result.body), plan.contract) if result.changed else before
+        changed = orjson.loads(result.body) if result.changed else None
     except orjson.JSONDecodeError:
-        after = before
-    return Report(plan.profile, tuple(before), result, tuple(after), api)
+        changed = None
+    after = before if changed is None else api.check(changed, plan.contract, ())
+    return Report(plan.profile, tuple(before), result, tuple(after), api.name)
 
 
-#: Each API's contract check (chat: ``violations``).
-CHECKS = {"responses": responses_contract.violations, "messages": messages_contract.violations}
+#: The APIs an error is looked up in when no request comes with it.
+CHAT_OR_RESPONSES = (CHAT_API.name, RESPONSES_API.name)
 #: Block types only Anthropic Messages bodies hold.
 _MESSAGES_BLOCKS = frozenset({"tool_use", "tool_result"})
 
 
-def api_of_body(payload: Any) -> str:
-    """``responses`` for a body with an ``input`` and no ``messages``; ``messages`` for one with
-    a top-level ``system`` or a ``tool_use`` / ``tool_result`` block; else ``chat``."""
+def api_of_body(payload: Any) -> Api:
+    """Responses for a body with an ``input`` and no ``messages``; Messages for one with a
+    top-level ``system`` or a ``tool_use`` / ``tool_result`` block; else chat."""
     if not isinstance(payload, dict):
-        return "chat"
+        return CHAT_API
     if "input" in payload and "messages" not in payload:
-        return "responses"
+        return RESPONSES_API
     messages = payload.get("messages")
     if "system" in payload and isinstance(messages, list):
-        return "messages"
+        return MESSAGES_API
     for message in messages if isinstance(messages, list) else ():
         content = message.get("content") if isinstance(message, dict) else None
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") in _MESSAGES_BLOCKS:
-                return "messages"
-    return "chat"
+                return MESSAGES_API
+    return CHAT_API
 
 
 def render_text(report: Report) -> str:
@@ -142,10 +141,8 @@ def render_text(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _where(index: int | None, api: str = "chat") -> str:
-    if index is None or index < 0:
-        return "request"
-    return f"{'input' if api == 'responses' else 'messages'}[{index}]"
+def _where(index: int | None, api: str = CHAT_API.name) -> str:
+    return api_named(api).where(index)
 
 
 def run_check(
@@ -190,7 +187,7 @@ def run_error_check(
             payload = orjson.loads(request)
         except orjson.JSONDecodeError:
             payload = None
-    apis = (api_of_body(payload),) if payload is not None else ("chat", "responses")
+    apis = (api_of_body(payload).name,) if payload is not None else CHAT_OR_RESPONSES
     found = [(api, code) for code in classes(error) for api in apis if repair_for(api, code)]
     report: dict[str, Any] = {"error_class": None, "api": None, "rules": {}, "key": "rules"}
     retry = None

@@ -9,7 +9,7 @@ name, an id, a key), so reading it is bounded in time and memory whatever it hol
   ``{slot}`` matches anything, so a text carries the template when its pieces occur in order,
   which the leftmost occurrence of each piece decides (``str.find``, linear). No regular
   expression with a lazy gap runs on the text (108 of them backtracked for minutes on a crafted
-  200-character model name, issue 27);
+  200-character model name);
 - the structural reading (the field path, the index, the key, the words) uses only
   deterministic expressions: each alternative starts with a different character, so a match
   never backtracks more than one step.

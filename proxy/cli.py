@@ -237,7 +237,7 @@ def _serve_one(
 
     async def on_startup(app: web.Application) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_config, app, load)
-        app[OFFLOAD_KEY].start()  # issue 15: the worker processes big bodies are repaired in
+        app[OFFLOAD_KEY].start()  # The worker processes big bodies are repaired in
 
     async def on_shutdown(app: web.Application) -> None:
         # The listener is closed: in-flight requests (streams included) get drain_seconds.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,12 +19,22 @@ import yaml
 from yarl import URL
 
 from proxy.provider_hosts import profile_for_upstream
-from proxy.stash.settings import ReasoningConfig, ReasoningConfigError, parse_reasoning
-from rules.anthropic import ANTHROPIC_RULES_BY_NAME
+from proxy.stash.settings import ReasoningConfig, parse_reasoning
+from proxy.validate import ConfigError
+from proxy.validate import boolean as _bool
+from proxy.validate import mapping as _mapping
+from proxy.validate import no_unknown as _no_unknown
+from proxy.validate import positive_int as _positive_int
+from proxy.validate import seconds as _seconds
 from rules.chat import RULES_BY_NAME
+from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.planner import Planner
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
+
+#: ``ConfigError`` lives in proxy/validate.py (the stash settings raise it too); it is
+#: re-exported here, where callers have always found it.
+__all__ = ["Config", "ConfigError", "RouteConfig", "load_config", "parse_config"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -36,7 +46,7 @@ DEFAULT_OFFLOAD_BODY_BYTES = 1024 * 1024
 DEFAULT_OFFLOAD_PROCESSES = 2
 #: Seconds a request's repair may take; past it the body goes upstream as it came.
 DEFAULT_SANITIZE_DEADLINE = 10.0
-#: Request body bytes (as read and decoded) all requests in flight may hold together (issue 27):
+#: Request body bytes (as read and decoded) all requests in flight may hold together:
 #: past it a new body over ``offload_body_bytes`` gets a 503 with ``Retry-After``.
 DEFAULT_INFLIGHT_BODY_BYTES = 256 * 1024 * 1024
 #: Under Kubernetes' default terminationGracePeriodSeconds (30), so a drain ends before SIGKILL.
@@ -47,11 +57,7 @@ ENV_CONFIG = "CHATMEND_CONFIG"
 OPENAI_HOST = "api.openai.com"
 
 #: Every rule an operator may set, chat, Responses and Messages (their names never collide).
-KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME, **ANTHROPIC_RULES_BY_NAME}
-
-
-class ConfigError(Exception):
-    """A configuration value is missing, unknown or invalid; the message names the dotted key."""
+KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME, **MESSAGES_RULES_BY_NAME}
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,42 +364,26 @@ def parse_config(
     else:
         profile, reason = profile_for_upstream(upstream.url)
         sources["profile"] = "upstream host"
+    listening = ListenConfig(
+        host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
+        port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
+    )
+    default = RouteConfig(
+        upstream=upstream,
+        profile=profile,
+        profile_reason=reason,
+        models=_models(_mapping(data.get("models", {}), "models")),
+        rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
+        mode=_mode(data.get("mode", "enforce"), "mode"),
+        client_tokens=client_tokens,
+        log_content=_bool(data.get("log_content", False), "log_content"),
+        verify=_bool(data.get("verify", False), "verify"),
+        recover=_recover(data.get("recover"), "recover", RecoverConfig()),
+    )
     config = Config(
-        listen=ListenConfig(
-            host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
-            port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
-        ),
-        default=RouteConfig(
-            upstream=upstream,
-            profile=profile,
-            profile_reason=reason,
-            models=_models(_mapping(data.get("models", {}), "models")),
-            rules=_rule_settings(_mapping(data.get("rules", {}), "rules")),
-            mode=_mode(data.get("mode", "enforce"), "mode"),
-            client_tokens=client_tokens,
-            log_content=_bool(data.get("log_content", False), "log_content"),
-            verify=_bool(data.get("verify", False), "verify"),
-            recover=_recover(data.get("recover"), "recover", RecoverConfig()),
-        ),
-        max_body_bytes=_positive_int(
-            data.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES), "max_body_bytes"
-        ),
-        client_body_timeout=_seconds(
-            data.get("client_body_timeout", DEFAULT_CLIENT_BODY_TIMEOUT), "client_body_timeout"
-        ),
-        offload_body_bytes=_positive_int(
-            data.get("offload_body_bytes", DEFAULT_OFFLOAD_BODY_BYTES), "offload_body_bytes"
-        ),
-        offload_processes=_count(
-            data.get("offload_processes", DEFAULT_OFFLOAD_PROCESSES), "offload_processes"
-        ),
-        sanitize_deadline=_seconds(
-            data.get("sanitize_deadline", DEFAULT_SANITIZE_DEADLINE), "sanitize_deadline"
-        ),
-        inflight_body_bytes=_positive_int(
-            data.get("inflight_body_bytes", DEFAULT_INFLIGHT_BODY_BYTES), "inflight_body_bytes"
-        ),
-        drain_seconds=_seconds(data.get("drain_seconds", DEFAULT_DRAIN_SECONDS), "drain_seconds"),
+        listen=listening,
+        default=default,
+        **_limits(data),
         reasoning=_reasoning(data.get("reasoning")),
         sources=sources,
     )
@@ -401,6 +391,20 @@ def parse_config(
     return replace(
         config, routes=_routes(routes, config.default, env, inherit_profile="profile" in data)
     )
+
+
+def _limits(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The server-wide limits, each validated under its own key, in this order."""
+    limits: tuple[tuple[str, Any, Callable[[Any, str], Any]], ...] = (
+        ("max_body_bytes", DEFAULT_MAX_BODY_BYTES, _positive_int),
+        ("client_body_timeout", DEFAULT_CLIENT_BODY_TIMEOUT, _seconds),
+        ("offload_body_bytes", DEFAULT_OFFLOAD_BODY_BYTES, _positive_int),
+        ("offload_processes", DEFAULT_OFFLOAD_PROCESSES, _count),
+        ("sanitize_deadline", DEFAULT_SANITIZE_DEADLINE, _seconds),
+        ("inflight_body_bytes", DEFAULT_INFLIGHT_BODY_BYTES, _positive_int),
+        ("drain_seconds", DEFAULT_DRAIN_SECONDS, _seconds),
+    )
+    return {key: check(data.get(key, default), key) for key, default, check in limits}
 
 
 def _upstream(
@@ -454,6 +458,24 @@ def _needs_tokens(upstream: UpstreamConfig, tokens: tuple[Secret, ...], key: str
         )
 
 
+def _route_prefix(prefix: Any, name: str, key: str) -> str:
+    """A route's path prefix, without its trailing slash: a path of safe segments that does
+    not shadow chatmend's own paths."""
+    if (
+        not isinstance(prefix, str)
+        or not _PREFIX.fullmatch(prefix.rstrip("/") or "/")
+        or any(segment in (".", "..") for segment in prefix.split("/"))
+    ):
+        raise ConfigError(
+            f"{key}.prefix: must be a path such as /{name} (letters, digits, '.', '_', '~', "
+            f"'-' between slashes), got {prefix!r}"
+        )
+    stripped: str = prefix.rstrip("/")
+    if any(p == stripped or p.startswith(stripped + "/") for p in RESERVED_PATHS):
+        raise ConfigError(f"{key}.prefix: {stripped} would shadow chatmend's own {stripped} path")
+    return stripped
+
+
 def _routes(
     raw: Mapping[str, Any], top: RouteConfig, env: Mapping[str, str], *, inherit_profile: bool
 ) -> tuple[RouteConfig, ...]:
@@ -471,19 +493,7 @@ def _routes(
         key = f"routes.{name}"
         given = _mapping(value, key)
         _no_unknown(given, _ROUTE_KEYS, key)
-        prefix = given.get("prefix", f"/{name}")
-        if (
-            not isinstance(prefix, str)
-            or not _PREFIX.fullmatch(prefix.rstrip("/") or "/")
-            or any(segment in (".", "..") for segment in prefix.split("/"))
-        ):
-            raise ConfigError(
-                f"{key}.prefix: must be a path such as /{name} (letters, digits, '.', '_', '~', "
-                f"'-' between slashes), got {prefix!r}"
-            )
-        prefix = prefix.rstrip("/")
-        if any(p == prefix or p.startswith(prefix + "/") for p in RESERVED_PATHS):
-            raise ConfigError(f"{key}.prefix: {prefix} would shadow chatmend's own {prefix} path")
+        prefix = _route_prefix(given.get("prefix", f"/{name}"), name, key)
         if prefix in prefixes:
             raise ConfigError(f"{key}.prefix: {prefix} is already routes.{prefixes[prefix]}'s")
         prefixes[prefix] = name
@@ -543,10 +553,7 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
 
 
 def _reasoning(value: Any) -> ReasoningConfig:
-    try:
-        return parse_reasoning(value)
-    except ReasoningConfigError as exc:
-        raise ConfigError(str(exc)) from None
+    return parse_reasoning(value)  # its errors are ConfigError (proxy/validate.py)
 
 
 def _mode(value: Any, key: str) -> str:
@@ -610,43 +617,10 @@ def _rule_options(name: str, given: Mapping[str, Any], key: str) -> dict[str, An
     return dict(given)
 
 
-def _no_unknown(data: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
-    for key in data:
-        if key not in known:
-            dotted = f"{where}.{key}" if where else str(key)
-            raise ConfigError(f"{dotted}: unknown key; expected one of: {', '.join(known)}")
-
-
-def _mapping(value: Any, key: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{key}: must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def _bool(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key}: must be true or false, got {value!r}")
-    return value
-
-
-def _positive_int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{key}: must be a positive integer, got {value!r}")
-    return value
-
-
 def _count(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64:
         raise ConfigError(f"{key}: must be an integer from 0 to 64, got {value!r}")
     return value
-
-
-def _seconds(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{key}: must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 def _port(value: Any, key: str) -> int:

@@ -13,6 +13,7 @@ import hmac
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from proxy.apis import ServedApi
 from proxy.config import RouteConfig
 
 #: Request headers that carry a credential: none of the client's may reach an upstream whose
@@ -49,7 +50,7 @@ def authorized(route: RouteConfig, headers: CIMultiDictProxy[str]) -> bool:
 
 
 def apply_upstream_credentials(
-    route: RouteConfig, headers: CIMultiDict[str], api: str | None = None
+    route: RouteConfig, headers: CIMultiDict[str], api: ServedApi | None = None
 ) -> None:
     """Set the route's credential on ``headers`` (chatmend's own copy of the client's): in the
     configured header, or in ``x-api-key`` for an Anthropic Messages request (``api``) or a
@@ -58,7 +59,7 @@ def apply_upstream_credentials(
     key = route.upstream.api_key
     if key is None and not route.client_tokens:
         return  # the client's credential passes through
-    anthropic_style = api == "messages" or (
+    anthropic_style = (api is not None and api.anthropic_headers) or (
         "x-api-key" in headers and "authorization" not in headers
     )
     for name in CREDENTIAL_HEADERS:

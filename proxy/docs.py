@@ -21,9 +21,10 @@ from typing import Any
 import yaml
 
 from proxy.provider_hosts import HOST_PROFILES
-from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
 from rules.engine.base import Option, Rule, TextOption
+from rules.messages import MESSAGES_RULES
+from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.planner import merge_settings
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES, Profile
@@ -111,13 +112,10 @@ def anchor(name: str) -> str:
 # --- rule settings per profile ----------------------------------------------------------------
 
 
-def setting(profile: Profile, rule: Rule, *, api: str = "chat") -> tuple[bool, dict[str, Any]]:
+def setting(profile: Profile, rule: Rule, *, api: Api = CHAT_API) -> tuple[bool, dict[str, Any]]:
     """Whether ``profile`` runs ``rule``, and the options it sets (those that differ from the
-    rule's defaults), from the profile's record alone (``api="messages"``: its Messages plan)."""
-    settings = {"messages": profile.messages, "responses": profile.responses}.get(
-        api, profile.rules
-    )
-    merged = merge_settings(settings).get(rule.name, {})
+    rule's defaults), from the profile's record alone (its settings for ``api``)."""
+    merged = merge_settings(api.settings(profile)).get(rule.name, {})
     enabled = bool(merged.get("enabled", rule.default))
     defaults = {option.name: option.default for option in rule.options}
     options = {k: v for k, v in merged.items() if k != "enabled" and defaults.get(k) != v}
@@ -156,7 +154,7 @@ def _allowed(option: Option) -> str:
 
 
 def _rule_section(
-    rule: Rule, position: int, profiles: Mapping[str, Profile] | None, api: str = "chat"
+    rule: Rule, position: int, profiles: Mapping[str, Profile] | None, api: Api = CHAT_API
 ) -> list[str]:
     level = "reads the request, " if rule.reads_request else ""
     lines = [
@@ -194,74 +192,69 @@ def _rule_section(
     return [*lines, ""]
 
 
-def render_rules() -> str:
-    """docs/rules.md: every chat rule in ``RULES`` order, then every Responses rule, then every
-    Anthropic Messages rule."""
-    lines = [
-        "# Rules",
-        "",
-        f"<!-- {GENERATED} -->",
-        "",
-        "chatmend's repairs, in the order they run (`RULES` in `rules/chat/__init__.py` and "
-        "`RESPONSES_RULES` in `rules/responses/__init__.py`, each position justified there). "
-        "Each rule works on a private copy of the request and reports every rewrite by ids and "
-        "counts, never text. A rule is switched on or off by the provider profile "
-        "([profiles.md](profiles.md)) and by the `rules:` section of the configuration "
-        "([configuration.md](configuration.md#rules)); its options are set the same way. "
-        "The provider texts quoted here, with their public sources, are collected in the "
-        "provider catalogue ([providers.md](providers.md)).",
-        "",
-        "Safety follows ruff's fix safety: `safe` repairs cannot change what the model reads "
-        "beyond the shape the provider refuses; `unsafe` ones can (a dropped record, a renamed "
-        "function, a moved instruction), are named as such, and log what they did.",
-        "",
-        "After the chat pipeline the payload satisfies every rule at once: no lone surrogate, "
-        "no two assistant messages in a row, every `arguments` a JSON object string, every call "
-        "with a `type`, no tool-call id or `tool_call_id` twice, every call answered exactly once "
-        "by the tool messages right after it, every tool message answering a call of its block, "
-        "no empty `tool_calls` and no empty assistant. The property tests "
-        "(`tests/rules/test_properties.py`, `tests/rules/test_profiles.py`) check this over random "
-        "broken transcripts, with: the input is never modified, a second run changes nothing, no "
-        "user or assistant text is lost, and no tool result is lost except orphans (logged). A "
-        "rule that raises is skipped and logged as `rule_failed` (fail-open); a body that is not "
-        "JSON, or whose `messages` is not a list, is forwarded unchanged.",
-        "",
-        "## Chat Completions rules",
-        "",
-        "| # | rule | default | safety | summary |",
-        "|---|---|---|---|---|",
-    ]
-    for position, rule in enumerate(RULES):
-        lines.append(_index_row(position, rule))
-    lines += ["", "## Responses API rules", ""]
-    lines += [
+#: docs/rules.md's opening.
+_RULES_INTRO: tuple[str, ...] = (
+    "# Rules",
+    "",
+    f"<!-- {GENERATED} -->",
+    "",
+    "chatmend's repairs, in the order they run (`RULES` in `rules/chat/__init__.py` and "
+    "`RESPONSES_RULES` in `rules/responses/__init__.py`, each position justified there). "
+    "Each rule works on a private copy of the request and reports every rewrite by ids and "
+    "counts, never text. A rule is switched on or off by the provider profile "
+    "([profiles.md](profiles.md)) and by the `rules:` section of the configuration "
+    "([configuration.md](configuration.md#rules)); its options are set the same way. "
+    "The provider texts quoted here, with their public sources, are collected in the "
+    "provider catalogue ([providers.md](providers.md)).",
+    "",
+    "Safety follows ruff's fix safety: `safe` repairs cannot change what the model reads "
+    "beyond the shape the provider refuses; `unsafe` ones can (a dropped record, a renamed "
+    "function, a moved instruction), are named as such, and log what they did.",
+    "",
+    "After the chat pipeline the payload satisfies every rule at once: no lone surrogate, "
+    "no two assistant messages in a row, every `arguments` a JSON object string, every call "
+    "with a `type`, no tool-call id or `tool_call_id` twice, every call answered exactly once "
+    "by the tool messages right after it, every tool message answering a call of its block, "
+    "no empty `tool_calls` and no empty assistant. The property tests "
+    "(`tests/rules/test_properties.py`, `tests/rules/test_profiles.py`) check this over random "
+    "broken transcripts, with: the input is never modified, a second run changes nothing, no "
+    "user or assistant text is lost, and no tool result is lost except orphans (logged). A "
+    "rule that raises is skipped and logged as `rule_failed` (fail-open); a body that is not "
+    "JSON, or whose `messages` is not a list, is forwarded unchanged.",
+    "",
+)
+#: Per API: its section's title, and the line that says what its rules run over.
+_API_SECTIONS: tuple[tuple[str, Api, str | None], ...] = (
+    ("Chat Completions rules", CHAT_API, None),
+    (
+        "Responses API rules",
+        RESPONSES_API,
         "Run over the `input` list of a `POST .../responses` body ([responses.md](responses.md)).",
-        "",
-        "| # | rule | default | safety | summary |",
-        "|---|---|---|---|---|",
-    ]
-    for position, rule in enumerate(RESPONSES_RULES):
-        lines.append(_index_row(position, rule))
-    lines += ["", "## Anthropic Messages rules", ""]
-    lines += [
+    ),
+    (
+        "Anthropic Messages rules",
+        MESSAGES_API,
         "Run over the `messages` list (and, for the request-level ones, the other fields) of a "
         "`POST .../v1/messages` body, under the profile's Messages plan "
         "([anthropic.md](anthropic.md)).",
-        "",
-        "| # | rule | default | safety | summary |",
-        "|---|---|---|---|---|",
-    ]
-    for position, rule in enumerate(ANTHROPIC_RULES):
-        lines.append(_index_row(position, rule))
-    lines += ["", "## Chat Completions rules in detail", ""]
-    for position, rule in enumerate(RULES):
-        lines += _rule_section(rule, position, PROFILES)
-    lines += ["## Responses API rules in detail", ""]
-    for position, rule in enumerate(RESPONSES_RULES):
-        lines += _rule_section(rule, position, PROFILES, api="responses")
-    lines += ["## Anthropic Messages rules in detail", ""]
-    for position, rule in enumerate(ANTHROPIC_RULES):
-        lines += _rule_section(rule, position, PROFILES, api="messages")
+    ),
+)
+
+
+def render_rules() -> str:
+    """docs/rules.md: every chat rule in ``RULES`` order, then every Responses rule, then every
+    Anthropic Messages rule."""
+    lines = list(_RULES_INTRO)
+    for title, api, runs_over in _API_SECTIONS:
+        lines += [f"## {title}", ""]
+        lines += [runs_over, ""] if runs_over is not None else []
+        lines += ["| # | rule | default | safety | summary |", "|---|---|---|---|---|"]
+        lines += [_index_row(position, rule) for position, rule in enumerate(api.rules)]
+        lines.append("")
+    for title, api, _ in _API_SECTIONS:
+        lines += [f"## {title} in detail", ""]
+        for position, rule in enumerate(api.rules):
+            lines += _rule_section(rule, position, PROFILES, api=api)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -291,6 +284,40 @@ def _contract_lines(profile: Profile) -> list[str]:
     return lines
 
 
+def _chat_rules_lines(profile: Profile) -> list[str]:
+    """The chat rules ``profile`` switches on, off, or configures."""
+    added: list[str] = []
+    removed: list[str] = []
+    changed: list[str] = []
+    for rule in RULES:
+        enabled, options = setting(profile, rule)
+        link = f"[{code(rule.name)}](rules.md#{rule.name})"
+        entry = f"{link} ({options_text(options)})" if options else link
+        if enabled and not rule.default:
+            added.append(entry)
+        elif not enabled and rule.default:
+            removed.append(link)
+        elif enabled and options:
+            changed.append(entry)
+    lines = [f"- **Rules it switches on:** {', '.join(added) if added else 'none'}"]
+    if removed:
+        lines.append(f"- **Default rules it switches off:** {', '.join(removed)}")
+    if changed:
+        lines.append(f"- **Default rules it configures:** {', '.join(changed)}")
+    return lines
+
+
+def _switched(profile: Profile, api: Api) -> list[str]:
+    """The ``api`` rules ``profile`` switches on or configures, linked, with their options."""
+    return [
+        f"[{code(rule.name)}](rules.md#{rule.name})"
+        + (f" ({options_text(options)})" if options else "")
+        for rule in api.rules
+        for enabled, options in [setting(profile, rule, api=api)]
+        if enabled and (not rule.default or options)
+    ]
+
+
 def _profile_section(profile: Profile) -> list[str]:
     hosts = hosts_of(profile.name)
     chosen = ", ".join(code(host) for host in hosts) if hosts else "none"
@@ -311,44 +338,15 @@ def _profile_section(profile: Profile) -> list[str]:
             for pattern, name in profile.variants
         )
         lines.append(f"- **Variants:** {variants}")
-    added: list[str] = []
-    removed: list[str] = []
-    changed: list[str] = []
-    for rule in RULES:
-        enabled, options = setting(profile, rule)
-        link = f"[{code(rule.name)}](rules.md#{rule.name})"
-        entry = f"{link} ({options_text(options)})" if options else link
-        if enabled and not rule.default:
-            added.append(entry)
-        elif not enabled and rule.default:
-            removed.append(link)
-        elif enabled and options:
-            changed.append(entry)
-    lines.append(f"- **Rules it switches on:** {', '.join(added) if added else 'none'}")
-    if removed:
-        lines.append(f"- **Default rules it switches off:** {', '.join(removed)}")
-    if changed:
-        lines.append(f"- **Default rules it configures:** {', '.join(changed)}")
-    messages = [
-        f"[{code(rule.name)}](rules.md#{rule.name})"
-        + (f" ({options_text(options)})" if options else "")
-        for rule in ANTHROPIC_RULES
-        for enabled, options in [setting(profile, rule, api="messages")]
-        if enabled and (not rule.default or options)
-    ]
+    lines += _chat_rules_lines(profile)
+    messages = _switched(profile, MESSAGES_API)
     checks = ", ".join(code(check) for check in profile.messages_contract) or "none"
     lines.append(
         f"- **Anthropic Messages** ([anthropic.md](anthropic.md)): rules it switches on or "
         f"configures: {', '.join(messages) if messages else 'none'}; checks: {checks}; error "
         f"envelope: {profile.messages_envelope}"
     )
-    responses = [
-        f"[{code(rule.name)}](rules.md#{rule.name})"
-        + (f" ({options_text(options)})" if options else "")
-        for rule in RESPONSES_RULES
-        for enabled, options in [setting(profile, rule, api="responses")]
-        if enabled and (not rule.default or options)
-    ]
+    responses = _switched(profile, RESPONSES_API)
     extra = ", ".join(code(check) for check in profile.responses_contract) or "none"
     lines.append(
         f"- **Responses API** ([responses.md](responses.md)): rules it switches on or "
@@ -444,7 +442,7 @@ def render_config_rules() -> str:
         "  # `messages`, in this order, under the profile's Messages settings (docs/anthropic.md);",
         "  # the settings here apply over every profile's.",
     ]
-    for rule in ANTHROPIC_RULES:
+    for rule in MESSAGES_RULES:
         lines += _config_rule(rule)
     lines.append(END)
     return "\n".join(lines) + "\n"

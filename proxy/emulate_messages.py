@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from rules.anthropic.blocks import content_list, thinking_on
+from rules.messages.blocks import content_list, thinking_on
 from rules.providers.contract.messages import Contract, violations
 
 TEXT = "Hello from chatmend emulate."

@@ -22,6 +22,7 @@ from multidict import CIMultiDict
 
 from proxy import account, body, errors
 from proxy.account import RequestState
+from proxy.apis import ServedApi, served_api, served_named
 from proxy.appkeys import (
     INFLIGHT_KEY,
     LEARNED_KEY,
@@ -43,7 +44,7 @@ from proxy.sanitize import PlanSource, Sanitized, sanitize_body
 from proxy.stash.hooks import RequestReasoning
 from proxy.streaming import RelayResult, relay
 from proxy.upstream import anthropic_betas, open_upstream, request_headers, upstream_url
-from rules.engine.base import NOTHING_GIVEN, Given
+from rules.engine.base import NO_FACTS, RequestFacts
 
 #: The methods chatmend forwards. TRACE would echo the request headers back, a route's own
 #: upstream key included; CONNECT and the rest have no business with an HTTP API.
@@ -64,7 +65,7 @@ class Body:
 
     raw: bytes | None = None
     decoded: bytes | None = None
-    api: str | None = None
+    api: ServedApi | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +136,7 @@ def _admit(request: web.Request, state: RequestState, runtime: Runtime) -> Route
     route = runtime.route_for(path)
     state.route = route.name
     if runtime.retired and runtime.retired_prefix(path, route) is not None:
-        # A credentialed route a reload removed: never another route's upstream (issue 27).
+        # A credentialed route a reload removed: never another route's upstream.
         return _refused(meter, state, "removed_route", errors.route_removed())
     if request.method not in METHODS:
         allowed = ", ".join(sorted(METHODS))
@@ -165,18 +166,9 @@ def _overloaded(meter: Metrics, state: RequestState, config: Config) -> web.Resp
     return _refused(meter, state, "inflight_body_bytes", response, held=held)
 
 
-def api_of(request: web.Request) -> str | None:
-    """The API whose body chatmend repairs on this path: ``chat`` (a POST to any path ending in
-    /chat/completions), ``responses`` (ending in /responses), ``messages`` (Anthropic, ending in
-    /v1/messages; ``/v1/messages/count_tokens`` and the rest pass through), else ``None``."""
-    if request.method != "POST":
-        return None
-    path = request.path.rstrip("/")
-    if path.endswith("/chat/completions"):
-        return "chat"
-    if path.endswith("/v1/messages"):
-        return "messages"
-    return "responses" if path.endswith("/responses") else None
+def api_of(request: web.Request) -> ServedApi | None:
+    """The API whose body chatmend repairs on this request (``proxy.apis.served_api``)."""
+    return served_api(request.method, request.path)
 
 
 # 2. Read ------------------------------------------------------------------------------------
@@ -188,7 +180,7 @@ async def _read(request: web.Request, state: RequestState, config: Config) -> Bo
     if not request.body_exists:
         return Body()
     meter = request.app[METRICS_KEY]
-    # Issue 27: the bodies in flight together stay within inflight_body_bytes; a big one past
+    # The bodies in flight together stay within inflight_body_bytes; a big one past
     # it is refused before it is read (its announced size), once read, or while it inflates.
     hold = state.hold = request.app[INFLIGHT_KEY].hold(
         config.inflight_body_bytes, config.offload_body_bytes
@@ -231,7 +223,7 @@ async def _sanitize(
     came if they do not finish within ``sanitize_deadline`` (or the worker fails)."""
     if read.decoded is None or read.api is None:
         return Repair()
-    state.api = read.api
+    state.api = read.api.name
     app = request.app
     offload = app[OFFLOAD_KEY]
     big = offload.enabled and len(read.decoded) > config.offload_body_bytes
@@ -241,7 +233,7 @@ async def _sanitize(
     started = time.perf_counter()
     try:
         async with asyncio.timeout(config.sanitize_deadline):
-            if read.api in ("chat", "messages"):  # one stash lookup before the rules
+            if read.api.tool_turn is not None:  # one stash lookup before the rules
                 reasoning = await app[REASONING_KEY].before_rules(
                     route.planner,
                     read.decoded,
@@ -249,7 +241,7 @@ async def _sanitize(
                     request.headers,
                     request.rel_url.query,
                     offload=offload.call if big else None,
-                    api=read.api,
+                    api=read.api.name,
                 )
             started = time.perf_counter()
             given = given_to_rules(request, read.api, reasoning)
@@ -257,7 +249,7 @@ async def _sanitize(
                 sanitized = await offload.sanitize(
                     read.decoded,
                     route.planner,
-                    read.api,
+                    read.api.name,
                     given=given,
                     deadline=config.sanitize_deadline,
                 )
@@ -265,7 +257,7 @@ async def _sanitize(
                 parsed = None if reasoning is None else reasoning.payload
                 source, parsed = _learned(app[LEARNED_KEY], route, read, parsed)
                 sanitized = sanitize_body(
-                    read.decoded, source, read.api, parsed=parsed, given=given
+                    read.decoded, source, read.api.name, parsed=parsed, given=given
                 )
     except TimeoutError:
         # Fail-open: the body goes as it came, as if chatmend were not there.
@@ -304,24 +296,41 @@ def _learned(
         parsed = loaded
     upstream = route.config.upstream.url
     model = parsed.get("model")
-    return learned.source(route.name, upstream, read.api, model, route.planner), parsed
+    return learned.source(route.name, upstream, read.api.name, model, route.planner), parsed
 
 
 def given_to_rules(
-    request: web.Request, api: str | None, reasoning: RequestReasoning | None
-) -> Given | None:
-    """What the server gives the rules of this request (``Given``): what the stash recalled
+    request: web.Request, api: ServedApi | None, reasoning: RequestReasoning | None
+) -> RequestFacts | None:
+    """What the server gives the rules of this request (``RequestFacts``): what the stash recalled
     for it and, for a Messages request, its ``anthropic-beta`` values; ``None`` when there is
-    nothing to give (no Given is built, the plan runs as compiled)."""
+    nothing to give (no RequestFacts is built, the plan runs as compiled)."""
     given = None if reasoning is None else reasoning.given
-    if api == "messages" and "anthropic-beta" in request.headers:
+    if api is not None and api.anthropic_headers and "anthropic-beta" in request.headers:
         betas = anthropic_betas(request.headers)
         if betas:
-            given = replace(given or NOTHING_GIVEN, betas=betas)
+            given = replace(given or NO_FACTS, betas=betas)
     return given
 
 
 # 4. Relay -----------------------------------------------------------------------------------
+
+
+def _upstream_headers(
+    request: web.Request, route: Route, read: Body, repair: Repair, *, rewritten: bool
+) -> CIMultiDict[str]:
+    """The headers the upstream gets: the client's, with the route's credential, no
+    ``Content-Encoding`` for a rewritten body (sent decoded), and only the encodings the
+    observer reads offered for a response it will observe."""
+    headers = request_headers(request.headers)
+    if rewritten:
+        headers.popall("Content-Encoding", None)  # the new body is sent decoded
+    apply_upstream_credentials(route.config, headers, read.api)
+    hooks = request.app[REASONING_KEY]
+    profile = None if repair.sanitized is None else repair.sanitized.profile
+    if hooks.observes(route.planner, profile, repair.reasoning):
+        hooks.offer_readable_encodings(headers)
+    return headers
 
 
 async def _relay(
@@ -337,14 +346,8 @@ async def _relay(
     and relay the answer; a 400 of a class a rule repairs is repaired and sent once more."""
     sanitized, reasoning = repair.sanitized, repair.reasoning
     rewritten = sanitized is not None and sanitized.changed
-    headers = request_headers(request.headers)
-    if rewritten:
-        headers.popall("Content-Encoding", None)  # the new body is sent decoded
-    apply_upstream_credentials(route.config, headers, read.api)
-    hooks = request.app[REASONING_KEY]
+    headers = _upstream_headers(request, route, read, repair, rewritten=rewritten)
     profile = None if sanitized is None else sanitized.profile
-    if hooks.observes(route.planner, profile, reasoning):
-        hooks.offer_readable_encodings(headers)
     send = partial(
         _exchange,
         request=request,
@@ -364,7 +367,7 @@ async def _relay(
         and read.decoded
         and len(read.decoded) <= config.offload_body_bytes  # the retry's repair runs inline
     ):
-        # issue 19: the retry goes decoded.
+        # The retry goes decoded.
         headers.popall("Content-Encoding", None)
         retried = await _recover(
             request,
@@ -385,7 +388,7 @@ async def _relay(
     status, result = answer
     if 400 <= status < 500:
         meter = request.app[METRICS_KEY]
-        account.rejected(meter, state, result, original=read.decoded, sent=sanitized, api=read.api)
+        account.rejected(meter, state, result, original=read.decoded, sent=sanitized, api=state.api)
     state.outcome = result.outcome
     if result.outcome == "upstream_failed":
         account.upstream_failed(state, result.error, bytes_relayed=result.bytes_relayed)
@@ -463,7 +466,7 @@ async def _recover(
         sanitized,
         source,
         state.api,
-        given=given_to_rules(request, state.api, reasoning),
+        given=given_to_rules(request, served_named(state.api), reasoning),
     )
     if retry is None or not may_retry(
         request, first, retry, request_id=state.request_id, max_body_bytes=max_body_bytes

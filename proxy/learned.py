@@ -1,4 +1,4 @@
-"""Learned repairs (issue 26): a repair that recovered a refusal, applied before sending to the
+"""Learned repairs: a repair that recovered a refusal, applied before sending to the
 later requests of the same route, upstream, API and model, so a stuck session pays one refusal,
 not one per request.
 
@@ -40,6 +40,7 @@ import orjson
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.sanitize import PlanSource, plan_for
+from rules.providers.apis import api_named
 from rules.providers.planner import Plan, with_repair
 
 log = get_logger()
@@ -100,7 +101,9 @@ class LearnedRepairs:
             return planner
         plan = entry.plans.get(id(planner))
         if plan is None:
-            plan = entry.plans[id(planner)] = _enforced(plan_for(planner, model, api), entry.rules)
+            plan = entry.plans[id(planner)] = _enforced(
+                plan_for(planner, model, api_named(api)), entry.rules
+            )
         for rule in entry.rules:
             self.metrics.learned_applied.labels(route, rule).inc()
         return plan

@@ -1,4 +1,4 @@
-"""A child process that dies with its parent (issue 27): the server processes of
+"""A child process that dies with its parent: the server processes of
 ``chatmend serve --workers`` and the offload workers of every server process.
 
 Two mechanisms, because one is not portable and the other not immediate:

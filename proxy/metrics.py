@@ -127,7 +127,7 @@ class Metrics:
             ["store", "operation"],
             registry=r,
         )
-        # Issue 15: requests that met one of chatmend's limits (path, method, header_size,
+        # Requests that met one of chatmend's limits (path, method, header_size,
         # body_size, decoded_size, work_budget, arguments_cost_cap, sanitize_deadline).
         self.limits = Counter(
             "chatmend_limits",
@@ -135,7 +135,7 @@ class Metrics:
             ["limit"],
             registry=r,
         )
-        # Issue 27: the offload pool's jobs ended at their deadline, and workers replaced.
+        # The offload pool's jobs ended at their deadline, and workers replaced.
         self.offload_interrupted = Counter(
             "chatmend_offload_interrupted",
             "Offloaded repairs ended in their worker at their deadline (the body went as it came).",

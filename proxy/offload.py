@@ -5,7 +5,7 @@ processes (``offload_processes``): no client waits on another's CPU, orjson's pa
 (it holds the GIL, so a thread would stall the loop as much). Small bodies stay inline: the
 round trip (the body pickled both ways) would cost more than their repair.
 
-Issue 27 made the pool fair and bounded:
+The pool is fair and bounded:
 
 * **Each job ends at its deadline.** The caller's deadline (``sanitize_deadline``) goes with
   the job: the worker arms a timer for it, and a caller that gives up first interrupts the job
@@ -49,7 +49,7 @@ from proxy.lifeline import die_with_parent
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.sanitize import Sanitized, capped, sanitize_body
-from rules.engine.base import Given
+from rules.engine.base import RequestFacts
 from rules.providers.planner import Planner
 
 log = get_logger()
@@ -124,7 +124,7 @@ class Offloader:
         planner: Planner,
         api: str,
         *,
-        given: Given | None = None,
+        given: RequestFacts | None = None,
         deadline: float | None = None,
     ) -> Sanitized:
         """``sanitize_body`` in a worker process, its changes capped (``MAX_CHANGES``)."""
@@ -374,5 +374,5 @@ def _unpickled(key: bytes, blob: bytes) -> Planner:
     return planner
 
 
-def _sanitize(body: bytes, planner: Planner, api: str, given: Given | None) -> Sanitized:
+def _sanitize(body: bytes, planner: Planner, api: str, given: RequestFacts | None) -> Sanitized:
     return capped(sanitize_body(body, planner, api, given=given), MAX_CHANGES)

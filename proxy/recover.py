@@ -33,9 +33,10 @@ from aiohttp import web
 from proxy.classify import Reading, classes, read_error
 from proxy.log import get_logger
 from proxy.metrics import Metrics
-from proxy.sanitize import FIELDS, PlanSource, Sanitized, plan_for, sanitize_body
+from proxy.sanitize import PlanSource, Sanitized, plan_for, sanitize_body
 from proxy.streaming import RelayResult
-from rules.engine.base import Change, Given
+from rules.engine.base import Change, RequestFacts
+from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, api_named
 from rules.providers.contract.repairs import Repair, repair_for
 from rules.providers.planner import with_repair
 
@@ -74,7 +75,7 @@ def plan_retry(
     planner: PlanSource,
     api: str,
     *,
-    given: Given | None = None,
+    given: RequestFacts | None = None,
     reading: Reading | None = None,
 ) -> Retry | None:
     """The retry a refusal with body ``error`` calls for, or ``None``: the first class the
@@ -83,7 +84,7 @@ def plan_retry(
     the escalation (``escalation``) if the refusal names a message, a field, a role or a tool
     call. Never for a refusal about something else (context length, auth, the model, rate,
     size). The rules named are the repair's rules whose changes differ from the first run's."""
-    reading = reading if reading is not None else read_error(error, FIELDS[api])
+    reading = reading if reading is not None else read_error(error, api_named(api).field)
     if reading.about is not None:
         return None
     repairs = [repair for code in reading.codes if (repair := repair_for(api, code))]
@@ -97,7 +98,7 @@ def plan_retry(
     except (orjson.JSONDecodeError, AttributeError):
         return None  # not a body the rules read (sanitize_body skipped it too)
     for repair in repairs:
-        plan = with_repair(plan_for(planner, model, api), repair.rules)
+        plan = with_repair(plan_for(planner, model, api_named(api)), repair.rules)
         result = sanitize_body(original, plan, api, given=given)
         if result.skipped or result.body == first.body:
             continue
@@ -117,9 +118,9 @@ ESCALATED = "escalated"
 #: Escalation (a refusal that names something but matches no class): what it names -> the
 #: classes whose repairs it gets, per API. Only repairs that keep what the client sent (no
 #: orphan result dropped, no image stripped, no turn invented): the upstream's text is not
-#: known, so it does not get to pick a repair that loses data (issue 27).
+#: known, so it does not get to pick a repair that loses data.
 _NAMED: Mapping[str, Mapping[str, tuple[str, ...]]] = {
-    "chat": {
+    CHAT_API.name: {
         "tool_call": (
             "missing_tool_call_id",
             "unanswered_tool_call",
@@ -132,15 +133,18 @@ _NAMED: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "content": ("content_null", "content_not_string"),
         "field": ("bookkeeping_field",),
     },
-    "responses": {
+    RESPONSES_API.name: {
         "tool_call": ("responses_unanswered_call", "responses_duplicate_item"),
     },
-    "messages": {
+    MESSAGES_API.name: {
         "tool_call": ("messages_unanswered_tool_use", "messages_duplicate_tool_use_id"),
         "role": ("messages_roles_alternate", "messages_first_not_user"),
         "content": ("messages_empty_text_block",),
     },
 }
+#: Escalation of a refusal that names a message key: the classes whose repairs drop keys, per
+#: API (chat only: its per-role field allowlist).
+_KEY_NAMED: Mapping[str, tuple[str, ...]] = {CHAT_API.name: ("bookkeeping_field", "unknown_field")}
 #: Rules an escalation never runs, though a class's repair holds them: they drop what the
 #: client sent (an orphan result's text; a message for an empty one).
 _DROPS_DATA = frozenset({"orphan-tool-results", "messages-empty-messages"})
@@ -159,8 +163,8 @@ def escalation(api: str, reading: Reading) -> Repair | None:
     if not kinds and reading.names <= {"message", "field"}:
         kinds = set(table) - {"field"}  # a message named, nothing more: every family
     codes = [code for kind in sorted(kinds) for code in table[kind]]
-    if reading.key is not None and api == "chat":
-        codes += ["bookkeeping_field", "unknown_field"]
+    if reading.key is not None:
+        codes += _KEY_NAMED.get(api, ())
     rules: dict[str, dict[str, Any]] = {}
     for code in codes:
         repair = repair_for(api, code)

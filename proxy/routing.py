@@ -78,8 +78,8 @@ class Runtime:
     routes: tuple[Route, ...]
     #: Prefixes (lower case) of routes that held credentials (the upstream key, or client
     #: tokens) and that a reload removed: their paths get a 404 rather than another route, so
-    #: the tokens their clients still send never reach an upstream they were not meant for
-    #: (issue 27). Kept until a route takes the prefix again or the process restarts.
+    #: the tokens their clients still send never reach an upstream they were not meant for.
+    #: Kept until a route takes the prefix again or the process restarts.
     retired: tuple[str, ...] = ()
 
     @classmethod

@@ -11,25 +11,20 @@ from typing import Any
 
 import orjson
 
-from rules.anthropic import lone_surrogates as messages_lone_surrogates
 from rules.chat import lone_surrogates
-from rules.engine.base import Change, Given, Rule, RuleContext
+from rules.engine.base import Change, RequestFacts, Rule, RuleContext
 from rules.engine.pipeline import RuleFailure, run_rules
 from rules.engine.text import repair_value
-from rules.providers.contract import DEFAULT_CONTRACT, Violation, violations
-from rules.providers.contract import messages as messages_contract
-from rules.providers.contract import responses as responses_contract
-from rules.providers.planner import Plan, Planner, compile_messages_plan, compile_responses_plan
-from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
+from rules.messages import lone_surrogates as messages_lone_surrogates
+from rules.providers.apis import CHAT_API, Api, api_named
+from rules.providers.contract import Violation
+from rules.providers.planner import Plan, Planner, plan_across
 from rules.responses import lone_surrogates as responses_lone_surrogates
 
 #: What picks a request's rules and contract: a planner (by model), one plan, or bare steps
 #: (run under the default contract).
 PlanSource = Planner | Plan | Sequence[tuple[Rule, RuleContext]]
 
-#: The list each API's rules run over: chat completions ``messages``, Responses ``input``,
-#: Anthropic Messages ``messages``.
-FIELDS = {"chat": "messages", "responses": "input", "messages": "messages"}
 #: The rules that repair lone surrogates, skipped for bodies orjson could read.
 _SURROGATE_RULES = frozenset(
     {lone_surrogates.NAME, responses_lone_surrogates.NAME, messages_lone_surrogates.NAME}
@@ -94,7 +89,7 @@ def sanitize_body(
     api: str = "chat",
     *,
     parsed: dict[str, Any] | None = None,
-    given: Given | None = None,
+    given: RequestFacts | None = None,
 ) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
@@ -114,27 +109,15 @@ def sanitize_body(
         return Sanitized(raw, skipped=read)
     payload, readable = read
     # 2. The plan for its model, with what the proxy recalled for it.
-    plan = plan_for(source, payload.get("model"), api)
+    record = api_named(api)
+    plan = plan_for(source, payload.get("model"), record)
     if given is not None and not given.empty:
         plan = plan.given(given)
-    field = FIELDS[api]
-    steps = plan.steps
-    early: tuple[Change, ...] = ()  # what was repaired before the rules ran
-    if readable:
-        # orjson decodes only valid UTF-8 and paired surrogates: the rule has nothing to find.
-        steps = [step for step in steps if step[0].name not in _SURROGATE_RULES]
-    elif not any(rule.name in _SURROGATE_RULES for rule, _ in steps):
-        return Sanitized(raw, skipped="body_not_json")  # the rule is off: it goes as it came
-    else:
-        payload, early = _repair_fields(payload, field)
-    items = payload.get(field)
-    if api == "responses" and isinstance(items, str):
-        listed: list[Any] = []  # a string input holds no item: only request-level rules apply
-    elif isinstance(items, list):
-        listed = items
-    else:
-        return Sanitized(raw, skipped=f"{field}_missing" if items is None else f"{field}_not_list")
-    reported = _report(raw, plan, field) if plan.report is not None and readable else ()
+    prepared = _prepare(raw, payload, readable, plan, record)
+    if isinstance(prepared, str):
+        return Sanitized(raw, skipped=prepared)
+    payload, items, listed, steps, early = prepared
+    reported = _report(raw, plan, record.field) if plan.report is not None and readable else ()
     # 3. The rules. The freshly parsed payload is already a private deep copy: no clone.
     result = run_rules(listed, steps, private=True, request=payload)
     done = partial(Sanitized, failures=result.failures, profile=plan.profile, reported=reported)
@@ -144,32 +127,63 @@ def sanitize_body(
     if result.request is not None:
         payload = dict(result.request)
     if isinstance(items, list):
-        payload[field] = result.messages
-    try:
-        body = orjson.dumps(payload)
-    except TypeError:
-        # e.g. nested deeper than the 255 levels orjson writes (it reads 1024): never forward
-        # something half-done. The proxy counts it (``limit_exceeded``, issue 27).
-        return done(raw, skipped="unserializable")
-    if plan.api == "messages" and b'"signature"' in raw and signed_duplicates(raw):
-        # Written back, a signed block with a duplicate key would keep only its last value
-        # under a signature that may cover the first: the body goes as it came (issue 27).
-        return done(raw, skipped="duplicate_signed_keys")
-    changes = (*early, *result.changes)
+        payload[record.field] = result.messages
+    written = _write(raw, payload, api_named(plan.api))
+    if isinstance(written, str):
+        return done(raw, skipped=written)
+    sent = done(written, (*early, *result.changes))
     if not plan.verify:
-        return done(body, changes)
-    sent = done(body, changes)
+        return sent
     try:
-        if plan.api == "messages":  # the checks that read the anthropic-beta values get them
-            betas = given.betas if given is not None else frozenset()
-            left = messages_contract.violations(payload, plan.contract, betas=betas)
-        elif plan.api == "responses":
-            left = responses_contract.violations(payload, plan.contract)
-        else:
-            left = violations(payload, plan.contract)
+        betas = given.betas if given is not None else frozenset()  # for the checks that read them
+        left = api_named(plan.api).check(payload, plan.contract, betas)
         return replace(sent, violations=tuple(left))
     except Exception as exc:  # the check is a report: it must never block a repaired body
         return replace(sent, failures=(*result.failures, RuleFailure.of("contract", exc)))
+
+
+Prepared = tuple[
+    dict[str, Any], Any, list[Any], Sequence[tuple[Rule, RuleContext]], tuple[Change, ...]
+]
+
+
+def _prepare(
+    raw: bytes, payload: dict[str, Any], readable: bool, plan: Plan, record: Api
+) -> Prepared | str:
+    """The payload, its list field as sent, the list the rules run over, the steps to run and
+    what was repaired before them (lone surrogates outside the list); or why the body goes as
+    it came (``skipped``)."""
+    field = record.field
+    steps = plan.steps
+    early: tuple[Change, ...] = ()
+    if readable:
+        # orjson decodes only valid UTF-8 and paired surrogates: the rule has nothing to find.
+        steps = [step for step in steps if step[0].name not in _SURROGATE_RULES]
+    elif not any(rule.name in _SURROGATE_RULES for rule, _ in steps):
+        return "body_not_json"  # the rule is off: it goes as it came
+    else:
+        payload, early = _repair_fields(payload, field)
+    items = payload.get(field)
+    if record.string_field and isinstance(items, str):
+        return payload, items, [], steps, early  # a string holds no item: request-level rules
+    if isinstance(items, list):
+        return payload, items, items, steps, early
+    return f"{field}_missing" if items is None else f"{field}_not_list"
+
+
+def _write(raw: bytes, payload: dict[str, Any], api: Api) -> bytes | str:
+    """The repaired payload as bytes, or why it goes as it came: ``unserializable`` (nested
+    deeper than the 255 levels orjson writes, though it reads 1024: never forward something
+    half-done; the proxy counts it as ``limit_exceeded``), ``duplicate_signed_keys`` (written
+    back, a signed block with a duplicate key would keep only its last value under a signature
+    that may cover the first)."""
+    try:
+        body = orjson.dumps(payload)
+    except TypeError:
+        return "unserializable"
+    if api.signed and b'"signature"' in raw and signed_duplicates(raw):
+        return "duplicate_signed_keys"
+    return body
 
 
 def _parse(raw: bytes, parsed: dict[str, Any] | None) -> tuple[dict[str, Any], bool] | str:
@@ -202,26 +216,15 @@ def _report(raw: bytes, plan: Plan, field: str) -> tuple[Change, ...]:
     return tuple(change for change in result.changes if change.rule in plan.reported)
 
 
-def plan_for(source: PlanSource, model: Any, api: str = "chat") -> Plan:
+def plan_for(source: PlanSource, model: Any, api: Api = CHAT_API) -> Plan:
     """The plan ``source`` gives an ``api`` request for ``model``. A chat plan given for a
-    Responses request (``chatmend check --profile``) gives way to the default Responses plan."""
+    Responses or Messages request (``chatmend check --profile``) gives way to the same profile's
+    plan for that API; bare steps run under the API's core contract."""
     if isinstance(source, Planner):
-        if api == "messages":
-            return source.messages(model)
-        return source.responses_for(model) if api == "responses" else source.plan(model)
+        return source.for_api(api, model)
     if isinstance(source, Plan):
-        if source.api == api:
-            return source.plan(model)
-        if api == "messages":  # a chat profile's plan: the same profile's Messages plan
-            return compile_messages_plan(PROFILES.get(source.profile, PROFILES[DEFAULT_PROFILE]))
-        if api == "responses":  # a chat profile's plan: the same profile's Responses plan
-            return compile_responses_plan(profile=PROFILES.get(source.profile))
-        return Plan("custom", ())
-    if api == "responses":
-        return Plan("custom", source, responses_contract.RESPONSES_CONTRACT, api="responses")
-    if api == "messages":
-        return Plan("custom", source, messages_contract.MESSAGES_CORE, api="messages")
-    return Plan("custom", source, DEFAULT_CONTRACT)
+        return plan_across(source, api)
+    return Plan("custom", source, api.core, api=api.name)
 
 
 def read_with_surrogates(raw: bytes) -> Any:

@@ -5,7 +5,7 @@ inherited socket; the kernel hands each new connection to one of them) and super
 
 * SIGHUP: the parent validates the config once (an invalid one is logged and goes no further)
   and passes the signal on; each worker reloads it.
-* Its signal handlers only note the signal; the supervising loop acts on it (issue 27).
+* Its signal handlers only note the signal; the supervising loop acts on it.
 * The workers die with the parent, however it ends (SIGKILL included): a parent-death signal
   on Linux, and everywhere a pipe whose end-of-file they watch (``proxy.lifeline``).
 * SIGTERM or SIGINT: passed on; each worker stops accepting, drains for up to

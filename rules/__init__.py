@@ -1,17 +1,21 @@
 """chatmend's repair rules: pure functions over a request's messages, in rooms.
 
-- ``rules.engine``: what every rule is built on: the ``Rule`` record and its options
-  (``base``), the fail-open pipeline, copy-on-write helpers (``messages``), the one-walk prescan
-  (``scan``), and the walks several rules share (tool-call blocks, merging, replays, lone
-  surrogates, the arguments repair), and what the server gives the rules (``Given``).
-- ``rules.chat``: the chat-completions rules, one module each, and ``RULES``, their one order.
+- ``rules.engine``: what every rule is built on, knowing no API: the ``Rule`` record and its
+  options (``base``), the fail-open pipeline (it walks each rule's declared ``scan`` once),
+  copy-on-write helpers (``messages``), the pairing law, replays, lone surrogates, the
+  arguments repair, and what the server gives the rules (``RequestFacts``).
+- ``rules.vocabulary``: plain data tables the rules and the contracts share.
+- ``rules.chat``: the chat-completions rules, one module each, and ``RULES``, their one order;
+  the chat walks (``scan``: its signals, ``tool_turns``, ``merge``, ``ids``, ``request``,
+  ``message_fields``).
 - ``rules.responses``: the Responses API rules and ``RESPONSES_RULES`` (``items``: the item
   vocabulary and the call/output pairing).
-- ``rules.anthropic``: the Anthropic Messages rules and ``ANTHROPIC_RULES`` (``blocks``,
+- ``rules.messages``: the Anthropic Messages rules and ``MESSAGES_RULES`` (``blocks``,
   ``scan``, ``ids``: the Messages walks they share).
-- ``rules.providers``: what each provider refuses (``contract``), the profiles that configure the
-  rules for it (``profiles``) and the planner that turns a route's settings into a plan.
+- ``rules.providers``: the record of each API (``apis``), what each provider refuses
+  (``contract``), the profiles that configure the rules for it (``profiles``) and the planner
+  that turns a route's settings into a plan.
 
-Imports go downward only: providers -> chat/responses/anthropic -> engine; no rule imports
+Imports go downward only: providers -> chat/responses/messages -> engine; no rule imports
 another rule's module. Nothing here does I/O.
 """

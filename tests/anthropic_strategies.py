@@ -24,7 +24,7 @@ MODELS = (
     "kimi-k2.6",
     "kimi-k2.7-code",
 )
-#: ``anthropic-beta`` header values a request may come with (``Given.betas``).
+#: ``anthropic-beta`` header values a request may come with (``RequestFacts.betas``).
 BETAS: tuple[frozenset[str], ...] = (
     frozenset(),
     frozenset({"context-management-2025-06-27"}),

@@ -10,8 +10,9 @@ import pytest
 
 from proxy import docs
 from proxy.provider_hosts import HOST_PROFILES
-from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
+from rules.messages import MESSAGES_RULES
+from rules.providers.apis import MESSAGES_API
 from rules.providers.planner import compile_messages_plan, compile_plan
 from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES
@@ -60,7 +61,7 @@ def test_nothing_cites_a_file_outside_the_repository() -> None:
 
 def test_the_rules_page_documents_every_rule_and_option_with_its_default() -> None:
     text = docs.render_rules()
-    for rule in (*RULES, *RESPONSES_RULES, *ANTHROPIC_RULES):
+    for rule in (*RULES, *RESPONSES_RULES, *MESSAGES_RULES):
         assert f'<a id="{rule.name}"></a>' in text, rule.name
         section = text.split(f'<a id="{rule.name}"></a>', 1)[1].split("<a id=", 1)[0]
         assert docs.linked(rule.defect) in section, rule.name
@@ -73,11 +74,11 @@ def test_the_rules_page_documents_every_rule_and_option_with_its_default() -> No
         on_under = next(line for line in section.splitlines() if line.startswith("On under:"))
         for name, profile in PROFILES.items():
             assert (f"`{name}`" in on_under) is docs.setting(profile, rule)[0], (rule.name, name)
-    for rule in ANTHROPIC_RULES:  # each Messages rule names the profiles whose plan runs it
+    for rule in MESSAGES_RULES:  # each Messages rule names the profiles whose plan runs it
         section = text.split(f'<a id="{rule.name}"></a>', 1)[1].split("<a id=", 1)[0]
         on_under = next(line for line in section.splitlines() if line.startswith("On under:"))
         for name, profile in PROFILES.items():
-            on = docs.setting(profile, rule, api="messages")[0]
+            on = docs.setting(profile, rule, api=MESSAGES_API)[0]
             assert (f"`{name}`" in on_under) is on, (rule.name, name)
 
 
@@ -93,8 +94,8 @@ def test_the_profiles_page_names_every_profile_its_hosts_and_the_rules_it_switch
                 assert f"(rules.md#{rule.name})" in section, (name, rule.name)
         for code in profile.contract:
             assert f"| `{code}` |" in section, (name, code)
-        for rule in ANTHROPIC_RULES:
-            on, options = docs.setting(profile, rule, api="messages")
+        for rule in MESSAGES_RULES:
+            on, options = docs.setting(profile, rule, api=MESSAGES_API)
             if on and (not rule.default or options):
                 assert f"(rules.md#{rule.name})" in section, (name, rule.name)
         for code in profile.messages_contract:
@@ -106,7 +107,7 @@ def test_the_example_rules_section_lists_every_rule_in_order() -> None:
     section = docs.render_config_rules()
     lines = [line for line in section.splitlines() if "# rule default:" in line]
     names = [line.split("# ", 1)[1].split(":", 1)[0] for line in lines]
-    assert names == [rule.name for rule in (*RULES, *RESPONSES_RULES, *ANTHROPIC_RULES)]
+    assert names == [rule.name for rule in (*RULES, *RESPONSES_RULES, *MESSAGES_RULES)]
 
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -178,8 +179,8 @@ def test_the_documented_settings_are_what_the_planner_runs() -> None:
                 defaults = {o.name: o.default for o in rule.options}
                 assert {**defaults, **options} == dict(steps[rule.name]), (name, rule.name)
         steps = {rule.name: ctx.options for rule, ctx in compile_messages_plan(profile).steps}
-        for rule in ANTHROPIC_RULES:
-            on, options = docs.setting(profile, rule, api="messages")
+        for rule in MESSAGES_RULES:
+            on, options = docs.setting(profile, rule, api=MESSAGES_API)
             assert on is (rule.name in steps), (name, rule.name)
             if on:
                 defaults = {o.name: o.default for o in rule.options}

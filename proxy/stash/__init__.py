@@ -22,7 +22,6 @@ from redis.exceptions import RedisError
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash.memory import MemoryStore
-from proxy.stash.messages_observer import MessagesObserver
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, OnLimit, ResponseObserver
 from proxy.stash.redis_store import RedisStore
 from proxy.stash.settings import ReasoningConfig
@@ -86,16 +85,15 @@ class Stash:
         scope: str,
         content_type: str,
         encoding: str,
-        api: str = "chat",
+        kind: type[BodyObserver] = ResponseObserver,
         on_limit: OnLimit | None = None,
     ) -> BodyObserver | None:
-        """An observer for a 200 response of ``api`` (chat completions, or ``messages``:
-        Anthropic Messages), or ``None`` for a body it cannot read (a compression other than
+        """An observer of ``kind`` (the request's API's, ``proxy.apis``) for a 200 response,
+        or ``None`` for a body it cannot read (a compression other than
         gzip or deflate). ``on_limit`` hears of a response past the observer's bounds."""
         if encoding not in READABLE_ENCODINGS:
             return None
         stream = content_type == "text/event-stream"
-        kind = MessagesObserver if api == "messages" else ResponseObserver
         return kind(self.record, scope, stream=stream, encoding=encoding, on_limit=on_limit)
 
     def record(self, key: str, text: str) -> asyncio.Task[None] | None:

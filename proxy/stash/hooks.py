@@ -22,22 +22,22 @@ import orjson
 from aiohttp import ClientResponse
 from multidict import CIMultiDict
 
+from proxy.apis import served_named
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.keys import request_scope
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_accept_encoding
-from rules.anthropic import missing_thinking
 from rules.chat import reasoning_content
-from rules.engine.base import Change, Given
+from rules.engine.base import Change, RequestFacts
+from rules.messages import missing_thinking
+from rules.providers.apis import api_named
 from rules.providers.planner import Plan, Planner
 
 log = get_logger()
 
 #: The ``chatmend_limits_total`` label of a response the observer stopped observing.
 OBSERVED_LIMIT = "observed_response"
-#: What marks a body holding a tool turn whose stash keys may be wanted, per API.
-TOOL_TURN_MARKS = {"chat": b'"tool_calls"', "messages": b'"tool_use"'}
 #: Per restoring rule: its actions for a restore and for a placeholder (``report``).
 RESTORING = {
     reasoning_content.NAME: ("restored_reasoning", "inserted_placeholder"),
@@ -50,7 +50,7 @@ class RequestReasoning:
     """What the request side hands to the rules and to the response side."""
 
     #: The request's scope and what was recalled for it, given to the rules that read it.
-    given: Given
+    given: RequestFacts
     #: The body parsed for the lookup, for ``sanitize_body`` to reuse (``None``: not parsed).
     payload: dict[str, Any] | None = None
     #: Whether the response is worth observing: the request runs in thinking mode (a model
@@ -66,7 +66,7 @@ Offload = Callable[..., Awaitable[Any]]
 
 def plan_of(planner: Planner, model: Any, api: str) -> Plan:
     """The plan a request of ``api`` for ``model`` runs under."""
-    return planner.messages(model) if api == "messages" else planner.plan(model)
+    return planner.for_api(api_named(api), model)
 
 
 def _wanted(payload: dict[str, Any], planner: Planner, scope: str, api: str) -> list[str]:
@@ -100,7 +100,7 @@ class ReasoningHooks:
             known = self._profiles[planner] = {}
         found = known.get(api)
         if found is None:
-            plans = planner.messages_plans if api == "messages" else planner.plans
+            plans = planner.plans_for(api_named(api))
             found = known[api] = frozenset(n for n, plan in plans.items() if plan.recalling())
         return found
 
@@ -120,20 +120,20 @@ class ReasoningHooks:
         request is never stored or recalled). ``offload`` runs the parse and the key walk
         elsewhere (a big body, see proxy/offload): the payload is then not kept,
         ``sanitize_body`` parses it again where it runs."""
-        if self.stash is None or not self.profiles(planner, api):
+        mark = served_named(api).tool_turn
+        if self.stash is None or mark is None or not self.profiles(planner, api):
             return None
         scope = request_scope(upstream, headers, query)
         if scope is None:
             return None
-        reasoning = RequestReasoning(Given(scope), api=api)
-        mark = TOOL_TURN_MARKS[api]
+        reasoning = RequestReasoning(RequestFacts(scope), api=api)
         try:
             if offload is not None:
                 # A big body is read in a worker: its response is observed in any case.
                 if mark in body:
                     keys = await offload(wanted_keys_of, body, planner, scope, api)
                     if keys:
-                        reasoning.given = Given(scope, await self.stash.recall(keys))
+                        reasoning.given = RequestFacts(scope, await self.stash.recall(keys))
                 return reasoning
             try:
                 payload = orjson.loads(body)  # the one parse: sanitize_body reuses it
@@ -150,7 +150,7 @@ class ReasoningHooks:
             if recalling is not None and reasoning.thinking and mark in body:
                 keys = recalling[0].keys(payload, recalling[1], scope)  # a first turn: none
                 if keys:
-                    reasoning.given = Given(scope, await self.stash.recall(keys))
+                    reasoning.given = RequestFacts(scope, await self.stash.recall(keys))
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning
@@ -208,11 +208,11 @@ class ReasoningHooks:
         scope = reasoning.given.scope
         on_limit = partial(self._not_observed, request_id)
         return self.stash.observer_for(
-            scope, upstream.content_type, encoding, reasoning.api, on_limit
+            scope, upstream.content_type, encoding, served_named(reasoning.api).observer, on_limit
         )
 
     def _not_observed(self, request_id: str, bound: str) -> None:
-        """A response past the observer's bounds (issue 27): counted and logged; the relay went
+        """A response past the observer's bounds: counted and logged; the relay went
         on untouched, nothing of it is stored."""
         self.metrics.limits.labels(OBSERVED_LIMIT).inc()
         log.warning("limit_exceeded", request_id=request_id, limit=OBSERVED_LIMIT, bound=bound)

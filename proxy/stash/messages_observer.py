@@ -9,7 +9,7 @@ block with its id, name and input), ``content_block_delta`` adds a ``thinking_de
 ``signature_delta`` or ``input_json_delta`` to it, and ``message_stop`` (or the end of the body)
 completes the turn; an ``error`` event drops it. A turn with ``tool_use`` blocks and thinking
 is stored at once, before the client can send its next one: its thinking blocks exactly as the
-model produced them (``rules.anthropic.missing_thinking.stored_form``), under the key of its
+model produced them (``rules.messages.missing_thinking.stored_form``), under the key of its
 ``tool_use`` blocks (``turn_key``), which is what the rule looks up when a client sends the turn
 back without them. Text is never logged.
 """
@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from proxy.stash.observer import MAX_BLOCKS, BodyObserver, OnLimit, OnTurn
-from rules.anthropic.blocks import THINKING_TYPES
-from rules.anthropic.missing_thinking import stored_form, turn_key
+from rules.messages.blocks import THINKING_TYPES
+from rules.messages.missing_thinking import stored_form, turn_key
 
 
 class MessagesObserver(BodyObserver):

@@ -13,7 +13,7 @@ gets the turn's key and the text at once, before the client can send its next tu
 bounds, never raising); ``ResponseObserver`` reads chat completions, and
 ``proxy.stash.messages_observer.MessagesObserver`` Anthropic Messages responses.
 
-Issue 27: everything an observer keeps for one response is bounded, whatever the upstream
+Everything an observer keeps for one response is bounded, whatever the upstream
 sends: the characters it holds (reasoning, thinking, arguments, tool inputs, ids, names) plus
 ``PIECE_COST`` per piece, together at most ``MAX_OBSERVED``; the choices (``MAX_CHOICES``), the
 tool calls of a choice (``MAX_CALLS``), the blocks of a turn (``MAX_BLOCKS``), one event's data

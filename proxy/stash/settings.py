@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from yarl import URL
+
+from proxy.validate import ConfigError, mapping, no_unknown, positive_int, seconds
 
 STORES = ("memory", "redis", "off")
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -16,8 +17,8 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_REDIS_TIMEOUT = 0.25
 
 
-class ReasoningConfigError(ValueError):
-    """A ``reasoning.*`` value is invalid; the message starts with the dotted key."""
+#: A ``reasoning.*`` value is invalid; the message starts with the dotted key.
+ReasoningConfigError = ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +43,8 @@ def parse_reasoning(data: Any) -> ReasoningConfig:
     """Validate the ``reasoning:`` mapping (``None`` or absent: the defaults)."""
     if data is None:
         return ReasoningConfig()
-    raw = _mapping(data, "reasoning")
-    _no_unknown(raw, ("store", "max_bytes", "ttl_seconds", "redis"), "reasoning")
+    raw = mapping(data, "reasoning")
+    no_unknown(raw, ("store", "max_bytes", "ttl_seconds", "redis"), "reasoning")
     store = raw.get("store", "memory")
     if store is False:
         store = "off"  # YAML reads an unquoted `off` as false: `store: off` means what it says
@@ -51,14 +52,10 @@ def parse_reasoning(data: Any) -> ReasoningConfig:
         raise ReasoningConfigError(
             f"reasoning.store: must be one of {', '.join(STORES)}, got {store!r}"
         )
-    max_bytes = raw.get("max_bytes", DEFAULT_MAX_BYTES)
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-        raise ReasoningConfigError(
-            f"reasoning.max_bytes: must be a positive integer, got {max_bytes!r}"
-        )
-    ttl = _seconds(raw.get("ttl_seconds", DEFAULT_TTL_SECONDS), "reasoning.ttl_seconds")
-    given = _mapping(raw.get("redis"), "reasoning.redis")
-    _no_unknown(given, ("url", "prefix", "timeout_seconds"), "reasoning.redis")
+    max_bytes = positive_int(raw.get("max_bytes", DEFAULT_MAX_BYTES), "reasoning.max_bytes")
+    ttl = seconds(raw.get("ttl_seconds", DEFAULT_TTL_SECONDS), "reasoning.ttl_seconds")
+    given = mapping(raw.get("redis"), "reasoning.redis")
+    no_unknown(given, ("url", "prefix", "timeout_seconds"), "reasoning.redis")
     url = given.get("url", DEFAULT_REDIS_URL)
     if not isinstance(url, str) or _scheme(url) not in ("redis", "rediss", "unix"):
         raise ReasoningConfigError(
@@ -67,7 +64,7 @@ def parse_reasoning(data: Any) -> ReasoningConfig:
     prefix = given.get("prefix", DEFAULT_PREFIX)
     if not isinstance(prefix, str):
         raise ReasoningConfigError(f"reasoning.redis.prefix: must be a string, got {prefix!r}")
-    timeout = _seconds(
+    timeout = seconds(
         given.get("timeout_seconds", DEFAULT_REDIS_TIMEOUT), "reasoning.redis.timeout_seconds"
     )
     return ReasoningConfig(str(store), max_bytes, ttl, RedisConfig(url, prefix, timeout))
@@ -78,25 +75,3 @@ def _scheme(url: str) -> str:
         return URL(url).scheme
     except ValueError:
         return ""
-
-
-def _mapping(value: Any, key: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ReasoningConfigError(f"{key}: must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def _no_unknown(data: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
-    for key in data:
-        if key not in known:
-            raise ReasoningConfigError(
-                f"{where}.{key}: unknown key; expected one of: {', '.join(known)}"
-            )
-
-
-def _seconds(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ReasoningConfigError(f"{key}: must be a positive number of seconds, got {value!r}")
-    return float(value)

@@ -28,19 +28,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.vocabulary import BOOKKEEPING_CALL_KEYS, BOOKKEEPING_MESSAGE_KEYS, BOOKKEEPING_PREFIXES
 
 NAME = "bookkeeping-keys"
 
 #: Message keys dropped by name (hermes-agent's send path, hermes-agent#47868).
-MESSAGE_KEYS: Final = frozenset({"timestamp", "api_content", "tool_name", "effect_disposition"})
+MESSAGE_KEYS: Final = BOOKKEEPING_MESSAGE_KEYS
 #: Message keys dropped by prefix: internal ``_…`` markers, UI-only ``display_…`` fields,
 #: Codex bridge state (``codex_reasoning_items``, ``codex_message_items``).
-MESSAGE_PREFIXES: Final = ("_", "display_", "codex_")
+MESSAGE_PREFIXES: Final = BOOKKEEPING_PREFIXES
 #: Keys dropped from a function tool call.
-CALL_KEYS: Final = frozenset({"call_id", "response_item_id", "extra_content"})
+CALL_KEYS: Final = BOOKKEEPING_CALL_KEYS
 #: Keys that are never bookkeeping, tested first as a set: the common message is decided by one
 #: subset test, not a loop over its keys.
 _PLAIN: Final = frozenset(
@@ -150,6 +151,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.KEYS, scan.CALL_KEYS),
+    scan=scan.scan,
+    woken_by=scan.on(scan.KEYS, scan.CALL_KEYS),
     options=(KEEP,),
 )

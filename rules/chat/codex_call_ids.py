@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Final, TypeGuard
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 
@@ -208,5 +208,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.CALL_KEYS),
+    scan=scan.scan,
+    woken_by=scan.on(scan.CALL_KEYS),
 )

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.merge import merge_assistants
 from rules.engine.base import Outcome, Rule, RuleContext
-from rules.engine.merge import merge_assistants
 
 NAME = "consecutive-assistant-messages"
 
@@ -50,5 +50,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.ADJACENT_ASSISTANTS),
+    scan=scan.scan,
+    woken_by=scan.on(scan.ADJACENT_ASSISTANTS),
 )

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.chat.merge import merge_messages, runs
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.merge import merge_messages, runs
 
 NAME = "consecutive-user-messages"
 

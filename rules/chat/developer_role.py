@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
 
@@ -55,5 +55,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    wakes=scan.on(scan.ROLE + "developer"),
+    scan=scan.scan,
+    woken_by=scan.on(scan.ROLE + "developer"),
 )

@@ -5,7 +5,7 @@ What: a tool message that answers a call of an earlier block but sits after some
 assistant's block) is moved back into its call's block, right after the results already there.
 It moves only if its id names exactly one call before it, in another block, and that call is
 still unanswered in its block (and no earlier displaced result claimed it); a result sent before
-its call (no call before it names its id, exactly one after it does, issue 24) moves forward
+its call (no call before it names its id, exactly one after it does) moves forward
 into that call's block the same way. Results moving into
 one block keep their order. Anything else stays where it is for orphan-tool-results: a second
 result for an answered call, an id no earlier call has, an id two earlier calls share. When the
@@ -28,9 +28,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.tool_turns import analyse, is_paired, rebuild, rejoin
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.blocks import analyse, is_paired, rebuild, rejoin
 
 NAME = "displaced-tool-results"
 
@@ -105,5 +105,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.UNPAIRED),
+    scan=scan.scan,
+    woken_by=scan.on(scan.UNPAIRED),
 )

@@ -34,10 +34,10 @@ from typing import Any, Final
 
 import orjson
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import function_name
+from rules.chat.tool_turns import is_assistant, rejoin
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.blocks import is_assistant, rejoin
-from rules.engine.messages import function_name
 
 NAME = "duplicate-tool-call-ids"
 
@@ -70,32 +70,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
             origin.append(index)
     if block is not None:
         state.close(block)
-    # Held results no call claimed: a further answer (surplus), or one sent before a call with
-    # its id that its own block answered: second answers, which go. One whose id names no call
-    # stays, for orphan-tool-results.
-    unclaimed = {
-        i
-        for old, held in state.early.items()
-        for i in held
-        if i in state.surplus or old in state.call_ids
-    }
-    if state.early_new or unclaimed:
-        # Results sent before their call, renamed with the call they answer; a further result
-        # of a block that no later call claimed is a second answer, and goes.
-        kept_out: list[Any] = []
-        kept_origin: list[int] = []
-        for position, index in enumerate(origin):
-            if index in unclaimed:
-                detail = {"tool_call_id": messages[index].get("tool_call_id")}
-                state.changes.append(Change(NAME, index, "dropped_duplicate_result", detail))
-                continue
-            new = state.early_new.get(index)
-            kept_out.append(
-                out[position] if new is None else {**out[position], "tool_call_id": new}
-            )
-            kept_origin.append(index)
-        out, origin = kept_out, kept_origin
-        state.changes.sort(key=lambda change: change.index)  # in input order, as logged
+    out, origin = _settle_early(messages, out, origin, state)
     if not state.changes:
         return Outcome(messages)
     # A dropped result that stood between two assistants must not leave a split turn behind.
@@ -107,6 +82,35 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if seams:
         out = rejoin(out, seams, NAME, state.changes)
     return Outcome(out, tuple(state.changes))
+
+
+def _settle_early(
+    messages: list[Any], out: list[Any], origin: list[int], state: _State
+) -> tuple[list[Any], list[int]]:
+    """Results sent before their call, renamed with the call they answer; a held result no call
+    claimed (a further answer, surplus, or one sent before a call with its id that its own
+    block answered) is a second answer, and goes. One whose id names no call stays, for
+    orphan-tool-results."""
+    unclaimed = {
+        i
+        for old, held in state.early.items()
+        for i in held
+        if i in state.surplus or old in state.call_ids
+    }
+    if not state.early_new and not unclaimed:
+        return out, origin
+    kept_out: list[Any] = []
+    kept_origin: list[int] = []
+    for position, index in enumerate(origin):
+        if index in unclaimed:
+            detail = {"tool_call_id": messages[index].get("tool_call_id")}
+            state.changes.append(Change(NAME, index, "dropped_duplicate_result", detail))
+            continue
+        new = state.early_new.get(index)
+        kept_out.append(out[position] if new is None else {**out[position], "tool_call_id": new})
+        kept_origin.append(index)
+    state.changes.sort(key=lambda change: change.index)  # in input order, as logged
+    return kept_out, kept_origin
 
 
 class _Block:
@@ -378,5 +382,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
+    scan=scan.scan,
+    woken_by=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
 )

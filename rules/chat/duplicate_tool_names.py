@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.chat.request import chat_tool_name, repeated_names, tool_list, with_fields
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.request import chat_tool_name, repeated_names, tool_list, with_fields
 
 NAME = "duplicate-tool-names"
 

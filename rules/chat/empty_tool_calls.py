@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import has_content
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.messages import has_content, rewrite_at
+from rules.engine.messages import rewrite_at
 
 NAME = "empty-tool-calls"
 
@@ -94,5 +95,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.EMPTY_ASSISTANT, scan.EMPTY_TOOL_CALLS),
+    scan=scan.scan,
+    woken_by=scan.on(scan.EMPTY_ASSISTANT, scan.EMPTY_TOOL_CALLS),
 )

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.chat.request import chat_tool_name, empty_schema, tool_list, with_fields
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.request import chat_tool_name, empty_schema, tool_list, with_fields
 
 NAME = "empty-tool-parameters"
 

@@ -31,11 +31,11 @@ consistent with each other.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from rules.chat.ids import digest62
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.ids import digest62
 from rules.engine.messages import rewrite_at
 
 NAME = "function-names"
@@ -164,6 +164,19 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         return {**message, "tool_calls": calls}
 
     out = rewrite_at(messages, suspects, fix)
+    fields = _renamed_request(request, tools, choice, mapping, changes)
+    return Outcome(out, tuple(changes), request=fields)
+
+
+def _renamed_request(
+    request: Mapping[str, Any],
+    tools: list[Any],
+    choice: str | None,
+    mapping: dict[str, str],
+    changes: list[Change],
+) -> dict[str, Any] | None:
+    """The request's ``tools`` and ``tool_choice`` with the names ``mapping`` renames (``None``:
+    neither changed)."""
     fields: dict[str, Any] | None = None
     renamed_tools: dict[str, str] = {}
     new_tools = [_renamed(tool, mapping, renamed_tools) for tool in tools]
@@ -176,7 +189,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         fields = {**(request if fields is None else fields), "tool_choice": new_choice}
         detail = {"from": choice, "to": mapping[choice]}
         changes.append(Change(NAME, -1, "renamed_tool_choice", detail))
-    return Outcome(out, tuple(changes), request=fields)
+    return fields
 
 
 def _renamed(holder: Any, mapping: dict[str, str], renamed: dict[str, str]) -> Any:

@@ -31,19 +31,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.vocabulary import IMAGE_PART_TYPES, NOT_USER_ROLES
 
 NAME = "image-parts"
 
 DEFAULT_PLACEHOLDER: Final = "[image omitted]"
 DEFAULT_MOVED: Final = "[image moved to the next user message]"
 DEFAULT_CARRIER: Final = "[chatmend] Images from the messages above:"
-DEFAULT_TYPES: Final = ("image_url",)
+DEFAULT_TYPES: Final = IMAGE_PART_TYPES
 
 #: The roles whose images ``relocate`` moves (OpenAI's: only ``user`` may carry images).
-NOT_USER: Final = frozenset({"system", "developer", "assistant", "tool", "function"})
+NOT_USER: Final = NOT_USER_ROLES
 
 
 #: The rule's options (the record below lists them; read them through these).
@@ -175,7 +176,8 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
-    wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
+    scan=scan.scan,
+    woken_by=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
         ACTION,
         PLACEHOLDER,

@@ -38,14 +38,15 @@ from typing import Any
 
 import orjson
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import call_id, function_name
 from rules.engine.arguments import MISSING as _MISSING
 from rules.engine.arguments import TRUNCATED
 from rules.engine.arguments import Budget as _Budget
 from rules.engine.arguments import repair_arguments as _repair
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS, parse_strict_object
-from rules.engine.messages import call_id, function_name, rewrite_at
+from rules.engine.messages import rewrite_at
 
 NAME = "invalid-tool-arguments"
 
@@ -182,6 +183,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.BAD_ARGUMENTS),
+    scan=scan.scan,
+    woken_by=scan.on(scan.BAD_ARGUMENTS),
     options=(TRUNCATED,),
 )

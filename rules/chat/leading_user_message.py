@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules import vocabulary
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 
 NAME = "leading-user-message"
 
 #: Roles that may precede the first user message.
-SYSTEM_ROLES = frozenset({"system", "developer"})
+SYSTEM_ROLES = vocabulary.SYSTEM_ROLES
 #: Roles reported by name in a change; any other role string is reported as "other".
 KNOWN_ROLES = frozenset({"assistant", "tool", "function"})
 

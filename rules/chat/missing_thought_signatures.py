@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.chat.message_fields import call_id
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import call_id, rewrite_at
+from rules.engine.messages import rewrite_at
 from rules.engine.thinking import model_matches
 
 NAME = "missing-thought-signatures"

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.tool_turns import Block, analyse, is_paired
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.blocks import Block, analyse, is_paired
 from rules.engine.messages import rewrite_at
 
 NAME = "missing-tool-call-ids"
@@ -152,5 +152,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.UNPAIRED),
+    scan=scan.scan,
+    woken_by=scan.on(scan.UNPAIRED),
 )

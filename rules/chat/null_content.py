@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import ROLES, has_calls, role_set
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import ROLES, has_calls, rewrite_at, role_set
+from rules.engine.messages import rewrite_at
 
 NAME = "null-content"
 
@@ -90,7 +91,8 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    wakes=_wakes,
+    scan=scan.scan,
+    woken_by=_wakes,
     options=(
         CONTENT,
         TOOL_CONTENT,

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.tool_turns import analyse, is_paired, rebuild, rejoin
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.blocks import analyse, is_paired, rebuild, rejoin
 from rules.engine.messages import dropped_content
 
 NAME = "orphan-tool-results"
@@ -77,5 +77,6 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.UNPAIRED),
+    scan=scan.scan,
+    woken_by=scan.on(scan.UNPAIRED),
 )

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rules.engine import recall
-from rules.engine.base import Change, Option, Outcome, Recall, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, StashQuery
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import REASONING_FIELD, THINKING_MODELS, thinking_enabled
 
@@ -233,5 +233,5 @@ RULE = Rule(
         PLAIN_TURNS,
     ),
     reads_request=True,
-    recall=Recall(serves=thinking, keys=wanted_keys),
+    recall=StashQuery(serves=thinking, keys=wanted_keys),
 )

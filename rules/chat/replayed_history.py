@@ -15,7 +15,7 @@ one where the removed one has text) takes it, since thinking-mode providers need
 tool-call turns.
 Why: agents that chain turns store their history twice after an in-place reshaping of a prefix
 message: N messages become 2N+1 at every turn (one deployment stored 403 messages for a
-59-message conversation; issue 5). The replay repeats every tool-call id, so a strict provider
+59-message conversation). The replay repeats every tool-call id, so a strict provider
 answers "Invalid parameter: Duplicate value for 'tool_call_id' ..." or, after a naive dedupe,
 "Invalid 'messages[45].tool_calls': empty array" (docs/providers.md#pairing, agno-agi/agno#5116,
 openai/openai-node#1341); before that it multiplies the cost and defeats the prompt cache.
@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.base import Outcome, Rule, RuleContext
 from rules.engine.replay import (
     SIDECAR_FIELDS,
@@ -119,5 +119,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.DUP_CALL_ID),
+    scan=scan.scan,
+    woken_by=scan.on(scan.DUP_CALL_ID),
 )

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.chat.merge import join_contents, merge_messages
+from rules.chat.message_fields import has_content
+from rules.chat.tool_turns import is_assistant, rejoin
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.blocks import is_assistant, rejoin
-from rules.engine.merge import join_contents, merge_messages
-from rules.engine.messages import has_content
 
 NAME = "system-messages"
 

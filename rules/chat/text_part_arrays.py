@@ -39,9 +39,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import ROLES, has_calls, role_set
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import ROLES, has_calls, rewrite_at, role_set
+from rules.engine.messages import rewrite_at
 
 NAME = "text-part-arrays"
 
@@ -151,7 +152,8 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    wakes=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
+    scan=scan.scan,
+    woken_by=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(
         SEPARATOR,
         ROLES_OPTION,

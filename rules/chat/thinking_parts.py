@@ -32,15 +32,17 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import has_calls, has_content
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import content_length, has_calls, has_content, rewrite_at
+from rules.engine.messages import content_length, rewrite_at
 from rules.engine.thinking import REASONING_FIELD as FIELD
+from rules.vocabulary import REDACTED_THINKING_PART, THINKING_PART
 
 NAME = "thinking-parts"
 
-THINKING: Final = "thinking"
-REDACTED: Final = "redacted_thinking"
+THINKING: Final = THINKING_PART
+REDACTED: Final = REDACTED_THINKING_PART
 #: What joins two thinking texts (several blocks, or a block and an existing reasoning).
 SEPARATOR: Final = "\n\n"
 
@@ -83,30 +85,38 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes))
 
 
+class _Parts:
+    """A content list read once: the parts kept, the thinking texts, and what is counted."""
+
+    def __init__(self, content: list[Any]) -> None:
+        self.kept: list[Any] = []
+        self.texts: list[str] = []
+        self.thinking = 0  # thinking parts
+        self.lost = 0  # characters of thinking parts whose `thinking` is no string
+        self.redacted = 0
+        self.redacted_length = 0
+        for part in content:
+            kind = part.get("type") if type(part) is dict else None
+            if kind == THINKING:
+                self.thinking += 1
+                text = part.get(THINKING)
+                if type(text) is not str:
+                    self.lost += content_length(text)
+                elif text:
+                    self.texts.append(text)
+            elif kind == REDACTED:
+                self.redacted += 1
+                self.redacted_length += content_length(part.get("data"))
+            else:
+                self.kept.append(part)
+
+
 def _fix(
     index: int, message: dict[str, Any], move: bool, ctx: RuleContext, changes: list[Change]
 ) -> dict[str, Any]:
-    kept: list[Any] = []
-    texts: list[str] = []
-    thinking = 0  # thinking parts
-    lost = 0  # characters of thinking parts whose `thinking` is no string (kept nowhere)
-    redacted = 0
-    redacted_length = 0
-    for part in message["content"]:
-        kind = part.get("type") if type(part) is dict else None
-        if kind == THINKING:
-            thinking += 1
-            text = part.get(THINKING)
-            if type(text) is str:
-                if text:
-                    texts.append(text)
-            else:
-                lost += content_length(text)
-        elif kind == REDACTED:
-            redacted += 1
-            redacted_length += content_length(part.get("data"))
-        else:
-            kept.append(part)
+    parts = _Parts(message["content"])
+    kept, texts, thinking, lost = parts.kept, parts.texts, parts.thinking, parts.lost
+    redacted, redacted_length = parts.redacted, parts.redacted_length
     fixed: dict[str, Any] = {**message}
     if kept:
         fixed["content"] = kept
@@ -165,6 +175,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
-    wakes=scan.on(scan.LIST_CONTENT),
+    scan=scan.scan,
+    woken_by=scan.on(scan.LIST_CONTENT),
     options=(ACTION,),
 )

@@ -31,15 +31,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import has_calls, has_content
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import has_calls, has_content, rewrite_at
+from rules.engine.messages import rewrite_at
+from rules.vocabulary import EMPTY_KINDS
 
 NAME = "tool-call-content"
 
 SHAPES = ("null", "empty", "omit")
 #: How an empty content can look (``empty_kind``), the values of option ``kinds``.
-KINDS = ("absent", "null", "empty_string", "empty_list", "empty_parts")
+KINDS = EMPTY_KINDS
 
 
 #: The rule's options (the record below lists them; read them through these).
@@ -140,7 +142,8 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
-    wakes=_wakes,
+    scan=scan.scan,
+    woken_by=_wakes,
     options=(
         SHAPE,
         KINDS_OPTION,

@@ -31,8 +31,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from rules.chat.ids import digest62
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.ids import digest62
 from rules.engine.messages import rewrite_at
 
 NAME = "tool-call-ids"

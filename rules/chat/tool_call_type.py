@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.message_fields import call_id
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.messages import call_id, rewrite_at
+from rules.engine.messages import rewrite_at
 
 NAME = "tool-call-type"
 
@@ -70,5 +71,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.CALL_TYPE),
+    scan=scan.scan,
+    woken_by=scan.on(scan.CALL_TYPE),
 )

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.engine import scan
+from rules.chat import scan
+from rules.chat.tool_turns import analyse, is_paired, rebuild
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.blocks import analyse, is_paired, rebuild
 
 NAME = "unanswered-tool-calls"
 
@@ -73,6 +73,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    wakes=scan.on(scan.UNPAIRED),
+    scan=scan.scan,
+    woken_by=scan.on(scan.UNPAIRED),
     options=(CONTENT,),
 )

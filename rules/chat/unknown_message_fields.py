@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.messages import rewrite_at
+from rules.vocabulary import CHAT_CALL_FIELDS, CHAT_FIELDS, CHAT_FUNCTION_FIELDS
 
 NAME = "unknown-message-fields"
 
@@ -50,17 +51,10 @@ _BASE: Final = frozenset({"role", "content", "name"})
 #: docs/providers.md#repairs, inferred; Mistral's and DeepSeek's ``prefix`` on assistants).
 #: ``developer`` and the legacy ``function`` role are OpenAI's own and have system's and function's
 #: shapes.
-ALLOWED: Final[Mapping[str, frozenset[str]]] = {
-    "system": _BASE,
-    "developer": _BASE,
-    "user": _BASE,
-    "assistant": _BASE | {"tool_calls", "prefix"},
-    "tool": frozenset({"role", "content", "tool_call_id", "name"}),
-    "function": _BASE,
-}
+ALLOWED: Final = CHAT_FIELDS
 #: The keys of a function tool call, and of its ``function``.
-CALL_KEYS: Final = frozenset({"id", "type", "function"})
-FUNCTION_KEYS: Final = frozenset({"name", "arguments"})
+CALL_KEYS: Final = CHAT_CALL_FIELDS
+FUNCTION_KEYS: Final = CHAT_FUNCTION_FIELDS
 #: Keys never dropped for being null: the role, and what other rules repair (content, ids).
 REQUIRED: Final = frozenset({"role", "content", "tool_call_id"})
 

@@ -28,16 +28,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from rules.engine import scan
+from rules import vocabulary
+from rules.chat import scan
+from rules.chat.message_fields import role_set
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.messages import dropped_content, rewrite_at, role_set
+from rules.engine.messages import dropped_content, rewrite_at
 
 NAME = "unknown-roles"
 
 #: OpenAI's roles (its 400 lists them): the default, for providers that copy its schema.
 OPENAI_ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
 #: DeepSeek's serde enum (docs/providers.md#deepseek-roles, earendil-works/pi#1048).
-DEEPSEEK_ROLES: Final = ("system", "user", "assistant", "tool")
+DEEPSEEK_ROLES: Final = vocabulary.DEEPSEEK_ROLES
 #: Qwen (DashScope) and Kimi (docs/providers.md#kimi-roles, earendil-works/pi#5117,
 #: can1357/oh-my-pi#843).
 QWEN_ROLES: Final = ("system", "assistant", "user", "tool", "function")
@@ -103,7 +105,8 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
-    wakes=_wakes,
+    scan=scan.scan,
+    woken_by=_wakes,
     options=(
         ROLES,
         KEEP,

@@ -41,7 +41,7 @@ class Outcome:
     messages: list[Any]
     changes: tuple[Change, ...] = ()
     #: For a rule that reads the request (``Rule.reads_request``): the new top-level fields of
-    #: the request (a fresh dict built by ``rules.engine.request.with_fields``; ``messages`` in
+    #: the request (a fresh dict built by ``rules.chat.request.with_fields``; ``messages`` in
     #: it is ignored), or ``None`` if unchanged.
     request: dict[str, Any] | None = None
 
@@ -97,14 +97,15 @@ class TextOption(Option):
 
 
 @dataclass(frozen=True, slots=True)
-class Given:
-    """What the server gives the rules of one request that read it (``Rule.reads_given``, or a
-    ``Rule.recall``): the request's ``scope`` (the route and the client's credential, hashed),
-    the values it ``recalled`` from what it kept of earlier responses, for the keys the plan's
-    rules asked for (``Rule.recall``; a rule reads only the keys it computes itself, so one
-    mapping serves all), and the request's ``betas``: for a Messages request, the values of
-    its ``anthropic-beta`` headers (comma-separated, trimmed, lower-cased), which a rule cannot
-    see in the body. Empty outside the proxy, as for a request without them."""
+class RequestFacts:
+    """What the server knows about a request, given to the rules that read it
+    (``Rule.reads_facts``, or a ``Rule.recall``): the request's ``scope`` (the route and the
+    client's credential, hashed), the values it ``recalled`` from what it kept of earlier
+    responses, for the keys the plan's rules asked for (``Rule.recall``; a rule reads only the
+    keys it computes itself, so one mapping serves all), and the request's ``betas``: for a
+    Messages request, the values of its ``anthropic-beta`` headers (comma-separated, trimmed,
+    lower-cased), which a rule cannot see in the body. Empty outside the proxy, as for a
+    request without them."""
 
     scope: str = ""
     recalled: Mapping[str, Any] = field(default_factory=dict)
@@ -117,11 +118,11 @@ class Given:
         return not (self.recalled or self.betas)
 
 
-NOTHING_GIVEN = Given()
+NO_FACTS = RequestFacts()
 
 
 @dataclass(frozen=True, slots=True)
-class Recall:
+class StashQuery:
     """How a rule asks the server for what it kept from earlier responses (the reasoning
     stash): whether a request is one the rule ``serves`` (its response is then worth keeping),
     and the ``keys`` it would read, given the request and the scope. Both are pure."""
@@ -142,12 +143,12 @@ class RuleContext:
     #: given only to rules with ``reads_request``; read-only. Its ``messages`` key may be stale:
     #: the rule's ``messages`` argument is the current list.
     request: Mapping[str, Any] = field(default_factory=dict)
-    #: What the server gives the rules for this request (``Given``; empty outside the proxy,
-    #: and for a rule that does not read it: ``Rule.gets_given``).
-    given: Given = NOTHING_GIVEN
-    #: The ``rules.engine.scan`` signals that can wake this step (``Rule.wakes`` of its options), or
+    #: What the server gives the rules for this request (``RequestFacts``; empty outside the proxy,
+    #: and for a rule that does not read it: ``Rule.gets_facts``).
+    given: RequestFacts = NO_FACTS
+    #: The signals of ``Rule.scan`` that can wake this step (``Rule.woken_by`` of its options), or
     #: ``None``: the step always runs.
-    wakes: frozenset[str] | None = None
+    woken_by: frozenset[str] | None = None
 
 
 Apply = Callable[[list[Any], RuleContext], Outcome]
@@ -170,21 +171,25 @@ class Rule:
     #: the pipeline then passes the request in ``RuleContext.request`` and takes back
     #: ``Outcome.request``.
     reads_request: bool = False
-    #: The ``rules.engine.scan`` signals under which ``apply`` may change anything, given the rule's
+    #: The one walk of its API that reads the list's signals (``rules.chat.scan.scan``): the
+    #: pipeline walks once per distinct scan and skips the rules it does not wake.
+    scan: Callable[[list[Any]], frozenset[str] | None] | None = None
+    #: The ``scan`` signals under which ``apply`` may change anything, given the rule's
     #: options: the pipeline skips the rule when a clean walk set none of them. ``None``: the
     #: rule always runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
-    wakes: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None
+    woken_by: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None
     #: For a rule that restores what the server kept from earlier responses: what to keep and
-    #: what to look up (``Recall``); the values come back in ``RuleContext.given``.
-    recall: Recall | None = None
+    #: what to look up (``StashQuery``); the values come back in ``RuleContext.given``.
+    recall: StashQuery | None = None
     #: True for a rule that reads ``RuleContext.given`` without recalling (a rule with
-    #: ``recall`` reads it anyway): only such steps get the request's ``Given`` (``Plan.given``).
-    reads_given: bool = False
+    #: ``recall`` reads it anyway): only such steps get the request's ``RequestFacts``
+    #: (``Plan.given``).
+    reads_facts: bool = False
 
     @property
-    def gets_given(self) -> bool:
+    def gets_facts(self) -> bool:
         """The rule reads ``RuleContext.given``: its step gets what the server gives."""
-        return self.reads_given or self.recall is not None
+        return self.reads_facts or self.recall is not None
 
     def context(
         self, overrides: Mapping[str, Any] | None = None, *, log_content: bool = False
@@ -193,8 +198,8 @@ class Rule:
         opts = {o.name: o.default for o in self.options}
         if overrides:
             opts.update(overrides)
-        wakes = None if self.wakes is None else self.wakes(opts)
-        return RuleContext(options=opts, log_content=log_content, wakes=wakes)
+        woken_by = None if self.woken_by is None else self.woken_by(opts)
+        return RuleContext(options=opts, log_content=log_content, woken_by=woken_by)
 
 
 def is_message(value: Any, role: str) -> bool:

@@ -10,24 +10,6 @@ import orjson
 from rules.engine.base import RuleContext
 
 
-def has_content(message: dict[str, Any]) -> bool:
-    """True if the message carries any content a provider counts as "set".
-
-    Empty means: absent, ``None``, ``""``, ``[]``, or a part list whose parts are all text
-    parts with empty text. Whitespace is content: it was sent, so it is kept.
-    """
-    content = message.get("content")
-    if content is None or content == "":
-        return False
-    if isinstance(content, list):
-        return any(not _is_empty_text_part(part) for part in content)
-    return True
-
-
-def _is_empty_text_part(part: Any) -> bool:
-    return isinstance(part, dict) and part.get("type") == "text" and part.get("text") in ("", None)
-
-
 def content_length(content: Any) -> int:
     """The length of a content for the logs (never the text itself): a string's characters, or
     the characters of any other JSON value as JSON; 0 for ``None`` or a non-JSON value."""
@@ -48,31 +30,6 @@ def dropped_content(content: Any, ctx: RuleContext) -> dict[str, Any]:
     if ctx.log_content:
         detail["content"] = content
     return detail
-
-
-def call_id(call: Any) -> str | None:
-    """The id of a tool call, or ``None`` if it has no usable (non-empty string) id."""
-    if isinstance(call, dict):
-        value = call.get("id")
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def function_name(call: Any) -> str | None:
-    """The function name of a tool call, or ``None`` if it has no string name."""
-    function = call.get("function") if isinstance(call, dict) else None
-    name = function.get("name") if isinstance(function, dict) else None
-    return name if isinstance(name, str) else None
-
-
-def result_id(message: Any) -> str | None:
-    """The ``tool_call_id`` of a tool message, or ``None`` if it has no usable one."""
-    if isinstance(message, dict) and message.get("role") == "tool":
-        value = message.get("tool_call_id")
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def rewrite_each(messages: list[Any], fix: Callable[[int, Any], Any]) -> list[Any]:
@@ -112,26 +69,3 @@ def rewrite_at(
     if removed:
         return [message for index, message in enumerate(out) if index not in removed]
     return out
-
-
-def has_calls(message: dict[str, Any]) -> bool:
-    """True if an assistant's ``tool_calls`` is a list holding at least one object: the calls
-    empty-tool-calls keeps. Shared by null-content and the content contract checks."""
-    calls = message.get("tool_calls")
-    if type(calls) is not list:
-        return False
-    for call in calls:  # noqa: SIM110 - a plain loop: no generator per message on the hot path
-        if type(call) is dict:
-            return True
-    return False
-
-
-#: The chat roles, in the order of the ``roles`` options that list them.
-ROLES = ("system", "developer", "user", "assistant", "tool")
-
-
-def role_set(value: Any) -> frozenset[str]:
-    """The string roles of a ``roles`` option (anything else in it is ignored)."""
-    if not isinstance(value, list | tuple):
-        return frozenset()
-    return frozenset(role for role in value if type(role) is str)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from rules.engine import memo
 from rules.engine.base import Change, Rule, RuleContext
-from rules.engine.scan import scan
+
+#: A walk over the list that reports the signals set in it (``Rule.scan``).
+Scan = Callable[[list[Any]], frozenset[str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +84,20 @@ def run_rules(
     new_fields: dict[str, Any] | None = None
     changes: list[Change] = []
     failures: list[RuleFailure] = []
-    # One walk says which steps may have work (rules/engine/scan.py); it holds until a rule changes
-    # the list, and then every later rule runs its own prescan.
-    signals = _signals(current) if any(ctx.wakes is not None for _, ctx in steps) else None
+    # One walk per API scan (``Rule.scan``, e.g. rules/chat/scan.py) says which steps may have
+    # work; it holds until a rule changes the list, and then every later rule runs its own
+    # prescan.
+    walked: dict[Scan, frozenset[str] | None] = {}
+    stale = False
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for rule, step_ctx in steps:
-            wakes = step_ctx.wakes
-            if signals is not None and wakes is not None and wakes.isdisjoint(signals):
-                continue
+            woken_by = step_ctx.woken_by
+            if woken_by is not None and rule.scan is not None and not stale:
+                if rule.scan not in walked:
+                    walked[rule.scan] = _signals(rule.scan, current)
+                signals = walked[rule.scan]
+                if signals is not None and woken_by.isdisjoint(signals):
+                    continue
             ctx = replace(step_ctx, request=fields) if rule.reads_request else step_ctx
             try:
                 outcome = rule.apply(current, ctx)
@@ -97,7 +105,7 @@ def run_rules(
                 failures.append(RuleFailure.of(rule.name, exc))
                 continue
             if outcome.messages is not current:
-                signals = None
+                stale = True  # the walks read the list as it came
             current = outcome.messages
             changes.extend(outcome.changes)
             if outcome.request is not None and rule.reads_request:
@@ -105,7 +113,7 @@ def run_rules(
     return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
 
 
-def _signals(messages: list[Any]) -> frozenset[str] | None:
+def _signals(scan: Scan, messages: list[Any]) -> frozenset[str] | None:
     try:
         return scan(messages)
     except Exception:  # fail-open: a walk that trips means every rule runs in full

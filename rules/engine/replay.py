@@ -129,20 +129,8 @@ def collapse_replays(
     The work (pairs tried, keys compared) is bounded by ``work_budget(len(items))``; past it
     the rule raises ``WorkBudgetExceeded`` and is skipped (the body goes as it came).
     """
-    # Fast path: no anchor id occurs twice, so nothing can be a replay.
-    seen: set[str] = set()
-    repeated = False
-    for item in items:
-        for anchor in anchors(item):
-            if anchor in seen:
-                repeated = True
-                break
-            seen.add(anchor)
-        if repeated:
-            break
-    if not repeated:
-        return Outcome(items)
-
+    if not _repeats(items, anchors):
+        return Outcome(items)  # no anchor id occurs twice: nothing can be a replay
     scan = _Scan([key(item) for item in items], anchors, work_budget(len(items)))
     current = list(items)
     origin = list(range(len(items)))  # current position -> position in ``items``
@@ -156,26 +144,7 @@ def collapse_replays(
         start, length, copies = found
         for copy in range(copies - 1):
             first = start + copy * length
-            removed = current[first : first + length]
-            chars = sum(len(canonical(item)) for item in removed)
-            ids = sorted({a for item in removed for a in anchors(item)})
-            detail = {
-                "count": length,
-                "kept_from": origin[first + length],
-                "ids": ids,
-                "est_tokens_saved": chars // 4,
-                "estimate": ESTIMATE,
-            }
-            carried = 0
-            if carry is not None:
-                for offset, twin in enumerate(removed):
-                    kept = current[first + length + offset]
-                    updated = carry(kept, twin)
-                    if updated is not kept:
-                        current[first + length + offset] = updated
-                        carried += 1
-            if carried:
-                detail["carried_reasoning"] = carried
+            detail = _collapsed(current, first, length, origin=origin, anchors=anchors, carry=carry)
             changes.append(Change(name, origin[first], "collapsed_replay", detail))
         gone = (copies - 1) * length
         del current[start : start + gone], origin[start : start + gone]
@@ -184,6 +153,50 @@ def collapse_replays(
     if not changes:
         return Outcome(items)
     return Outcome(current, tuple(changes))
+
+
+def _repeats(items: list[Any], anchors: Anchors) -> bool:
+    """Some anchor id occurs twice in ``items``."""
+    seen: set[str] = set()
+    for item in items:
+        for anchor in anchors(item):
+            if anchor in seen:
+                return True
+            seen.add(anchor)
+    return False
+
+
+def _collapsed(
+    current: list[Any],
+    first: int,
+    length: int,
+    *,
+    origin: list[int],
+    anchors: Anchors,
+    carry: Carry | None,
+) -> dict[str, Any]:
+    """The Change detail of the copy ``current[first : first + length]``, removed for the one
+    right after it; ``carry`` gives each kept item what its removed twin had (in ``current``)."""
+    removed = current[first : first + length]
+    chars = sum(len(canonical(item)) for item in removed)
+    ids = sorted({a for item in removed for a in anchors(item)})
+    detail: dict[str, Any] = {
+        "count": length,
+        "kept_from": origin[first + length],
+        "ids": ids,
+        "est_tokens_saved": chars // 4,
+        "estimate": ESTIMATE,
+    }
+    carried = 0
+    for offset, twin in enumerate(removed):
+        kept = current[first + length + offset]
+        updated = kept if carry is None else carry(kept, twin)
+        if updated is not kept:
+            current[first + length + offset] = updated
+            carried += 1
+    if carried:
+        detail["carried_reasoning"] = carried
+    return detail
 
 
 def work_budget(count: int) -> int:

@@ -15,7 +15,7 @@ check) from the upstream: the operator's setting, if any, wins.
 
 An Anthropic Messages request (``/v1/messages``) runs under its profile's Messages plan
 (``Planner.messages``): the profile is picked from the model as for chat, and its ``messages``
-settings switch the Messages rules (``rules.anthropic``), checked against its
+settings switch the Messages rules (``rules.messages``), checked against its
 ``messages_contract``.
 """
 
@@ -27,13 +27,14 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
-from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
-from rules.engine.base import Given, Recall, Rule, RuleContext
+from rules.engine.base import RequestFacts, Rule, RuleContext, StashQuery
 from rules.engine.pipeline import default_steps
+from rules.messages import MESSAGES_RULES
+from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api, api_named
 from rules.providers.contract import Contract
 from rules.providers.contract.responses import RESPONSES_CONTRACT
-from rules.providers.profiles import PROFILES, Profile
+from rules.providers.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from rules.responses import RESPONSES_RULES
 from rules.responses import context_management as cm
 
@@ -65,22 +66,22 @@ class Plan:
         """A plan is its own planner: every model gets it (for tests and ``check --profile``)."""
         return self
 
-    def given(self, given: Given) -> Plan:
+    def given(self, given: RequestFacts) -> Plan:
         """This plan with ``given`` (what the server gives the request) in the context of every
-        step whose rule reads it (``Rule.gets_given``), enforced and reported alike; the plan
+        step whose rule reads it (``Rule.gets_facts``), enforced and reported alike; the plan
         itself if none does (a context is rebuilt per step: a few microseconds each)."""
-        if not any(rule.gets_given for rule, _ in (*self.steps, *(self.report or ()))):
+        if not any(rule.gets_facts for rule, _ in (*self.steps, *(self.report or ()))):
             return self
 
         def give(steps: Sequence[Step]) -> list[Step]:
             return [
-                (rule, replace(ctx, given=given) if rule.gets_given else ctx) for rule, ctx in steps
+                (rule, replace(ctx, given=given) if rule.gets_facts else ctx) for rule, ctx in steps
             ]
 
         report = None if self.report is None else give(self.report)
         return replace(self, steps=give(self.steps), report=report)
 
-    def recalling(self) -> tuple[Recall, RuleContext] | None:
+    def recalling(self) -> tuple[StashQuery, RuleContext] | None:
         """The ``Rule.recall`` of the first step (enforced or reported) whose rule asks the
         server for what it kept, with the step's context; ``None`` if no rule does."""
         for rule, ctx in (*self.steps, *(self.report or ())):
@@ -133,8 +134,7 @@ def with_repair(plan: Plan, repair: Mapping[str, Mapping[str, Any]]) -> Plan:
     each with its options over the plan's own for that rule (a rule in report mode included),
     else over its defaults, in the one registry order. Report mode is dropped: the plan's
     report was already logged for the request."""
-    registries = {"responses": RESPONSES_RULES, "messages": ANTHROPIC_RULES}
-    registry = registries.get(plan.api, RULES)
+    registry = api_named(plan.api).rules
     enforced = {rule.name: ctx for rule, ctx in plan.steps}
     known = {rule.name: ctx for rule, ctx in (plan.report or ())} | enforced
     log_content = any(ctx.log_content for ctx in known.values())
@@ -164,7 +164,7 @@ def compile_messages_plan(
     ``overrides`` on top (names unique across rule sets, so one ``rules:`` section serves all),
     checked against its ``messages_contract``."""
     settings = merge_settings(profile.messages, overrides or {})
-    steps = default_steps(ANTHROPIC_RULES, settings, log_content=log_content)
+    steps = default_steps(MESSAGES_RULES, settings, log_content=log_content)
     plan = Plan(profile.name, steps, profile.messages_contract, api="messages", verify=verify)
     return with_report(plan, report)
 
@@ -195,6 +195,23 @@ def compile_responses_plan(
     contract = {**RESPONSES_CONTRACT, **extra, "responses_context_management": options}
     name = f"{RESPONSES}:{profile.name}" if profile is not None and own else RESPONSES
     return Plan(name, steps, contract, api="responses", verify=verify)
+
+
+def plan_across(plan: Plan, api: Api) -> Plan:
+    """The plan for a request of ``api`` given a plan of another API (``chatmend check
+    --profile``): the same profile's Messages or Responses plan (a Messages plan for an unknown
+    profile: the default profile's); a chat request under another API's plan gets no rule."""
+    if plan.api == api.name:
+        return plan
+    profile = PROFILES.get(plan.profile)
+    compilers = {
+        CHAT_API.name: lambda: Plan("custom", ()),
+        RESPONSES_API.name: lambda: compile_responses_plan(profile=profile),
+        MESSAGES_API.name: lambda: compile_messages_plan(
+            PROFILES.get(plan.profile, PROFILES[DEFAULT_PROFILE])
+        ),
+    }
+    return compilers[api.name]()
 
 
 class Planner:
@@ -244,6 +261,11 @@ class Planner:
         }
         #: The default profile's Responses plan (a request without a usable model gets it).
         self.responses = self.responses_plans[default]
+        self._by_api: dict[str, Mapping[str, Plan]] = {
+            CHAT_API.name: self.plans,
+            RESPONSES_API.name: self.responses_plans,
+            MESSAGES_API.name: self.messages_plans,
+        }
 
     def plan(self, model: Any) -> Plan:
         if not isinstance(model, str):
@@ -273,6 +295,15 @@ class Planner:
     def messages(self, model: Any) -> Plan:
         """The Messages plan of the profile ``plan(model)`` picks."""
         return self.messages_plans[self.plan(model).profile]
+
+    def plans_for(self, api: Api) -> Mapping[str, Plan]:
+        """Every profile's plan for requests of ``api``, by profile name."""
+        return self._by_api[api.name]
+
+    def for_api(self, api: Api, model: Any) -> Plan:
+        """The plan of a request of ``api`` for ``model``: the ``api`` plan of the profile
+        ``plan(model)`` picks."""
+        return self._by_api[api.name][self.plan(model).profile]
 
     def _variant(self, name: str, model: str) -> Plan:
         for pattern, variant in PROFILES[name].variants:

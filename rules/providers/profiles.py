@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rules.anthropic import ANTHROPIC_RULES
 from rules.chat import RULES
 from rules.chat.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
+from rules.messages import MESSAGES_RULES
 from rules.providers.contract import DEFAULT_CONTRACT, Contract, content, fields, ids, reasoning
 from rules.providers.contract import messages as anthropic
 
@@ -35,7 +35,7 @@ class Profile:
     #: The error envelope ``chatmend emulate`` answers with: ``openai`` or ``mistral``.
     envelope: str = "openai"
     #: Its Anthropic-format endpoint (``/v1/messages``): settings of the Messages rules
-    #: (``rules.anthropic``) over their defaults, the checks it applies
+    #: (``rules.messages``) over their defaults, the checks it applies
     #: (``rules.providers.contract.messages``), and its error envelope (``anthropic``, or
     #: ``openai`` for an endpoint that answers in OpenAI's shape).
     messages: Settings = field(default_factory=dict)
@@ -678,7 +678,7 @@ PASSTHROUGH = Profile(
     "No repair and no contract: chatmend only relays (and logs)",
     rules=dict.fromkeys((rule.name for rule in RULES), False),
     contract={},
-    messages=dict.fromkeys((rule.name for rule in ANTHROPIC_RULES), False),
+    messages=dict.fromkeys((rule.name for rule in MESSAGES_RULES), False),
     messages_contract={},
 )
 

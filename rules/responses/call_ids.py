@@ -11,7 +11,7 @@ Why: OpenAI Responses (Codex backend) answers "Invalid 'input[95].call_id': stri
 Expected a string with maximum length 64, but got a string with length 116 instead."
 (docs/providers.md#openai-pairing, AnswerDotAI/fastllm#45); a reused call_id (Kimi-style counters,
 merged histories) leaves one call's output answering two calls, and the pairing below could not
-tell them apart (issue 5: "call_id over 64 characters: shortened deterministically,
+tell them apart ("call_id over 64 characters: shortened deterministically,
 consistently on both sides").
 Safety: safe: ids are opaque; the same id always maps to the same new id.
 """

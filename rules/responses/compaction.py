@@ -9,7 +9,7 @@ the run (older checkpoints, assistant messages, calls and outputs the checkpoint
 left out, as the server leaves it out.
 Why: a client that keeps appending to a compacted history sends the whole pre-checkpoint history
 next to the checkpoint that replaces it: the upstream pays for it twice, and an upstream that
-does not read checkpoints sees a transcript the model never saw (issue 5; docs/providers.md#request
+does not read checkpoints sees a transcript the model never saw (docs/providers.md#request
 and docs/providers.md#question-16: compaction and ``context_management`` are understood by direct
 OpenAI routes only). Safety: unsafe: items before the checkpoint are no longer sent (the checkpoint
 stands for them); what was left out is logged by count.

@@ -7,7 +7,7 @@ a relay that forwards to OpenAI unchanged) and the model matches an eligible fam
 ``models``, shell-style globs, case-insensitive; default ``gpt-5.6*``).
 Why: elsewhere the field is answered with a 400 ("context_management: Extra inputs are not
 permitted", Anthropic native and Copilot, docs/providers.md#anthropic-request,
-ericc-ch/copilot-api#217), a 500 or a stalled stream (issue 5); LiteLLM strips it for Azure
+ericc-ch/copilot-api#217), a 500 or a stalled stream; LiteLLM strips it for Azure
 (BerriAI/litellm#36391, docs/providers.md#question-16).
 Safety: safe: the upstream could not honour the field; the request is served without
 server-side compaction (logged with the reason).
@@ -19,11 +19,12 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.vocabulary import COMPACTION_MODELS
 
 NAME = "responses-context-management"
 
 FIELD = "context_management"
-ELIGIBLE_MODELS = ("gpt-5.6*",)
+ELIGIBLE_MODELS = COMPACTION_MODELS
 
 
 #: The rule's options (the record below lists them; read them through these).

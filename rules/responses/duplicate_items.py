@@ -13,7 +13,7 @@ Why: OpenAI Responses (also OpenRouter and Copilot) answer "Duplicate item found
 rs_0468... Remove duplicate items from your input and try again."
 (docs/providers.md#openai-responses, continuedev/continue#10723, #10200 after a provider switch,
 OpenRouterTeam/ai-sdk-provider#254). The ``id`` of an input item is optional: an item without one
-is accepted, so removing the duplicated field is enough (issue 24: dropping the item lost a call
+is accepted, so removing the duplicated field is enough (dropping the item lost a call
 and its output).
 Safety: safe: the only item dropped is an exact copy of an earlier one; every other item keeps its
 content, and loses an identifier the provider does not need.

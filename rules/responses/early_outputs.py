@@ -8,7 +8,7 @@ Why: OpenAI Responses reads ``input`` in order and pairs an output only with a c
 "No tool call found for function call output with call_id ..." (docs/providers.md#openai-responses,
 continuedev/continue#10092); clients that rebuild a history from events (a result logged before
 the call it answers, merged transcripts) send the pair the other way round. Dropping the output as
-an orphan would stub the call and lose a real result (issue 24).
+an orphan would stub the call and lose a real result.
 Safety: safe: nothing is dropped or renamed; an output moves next to the call it answers.
 """
 

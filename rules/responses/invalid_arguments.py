@@ -11,7 +11,7 @@ length and SHA-256 (its text with ``log_content``).
 Why: vLLM parses every historical ``arguments`` of a Responses request as it does for chat, and
 a JSONDecodeError is the request's 400 ("Unterminated string starting at: line 1 column 1121
 (char 1120)", docs/providers.md#chat-templates-pairing: "vLLM (chat and Responses)",
-OpenHands/software-agent-sdk#2887, local-inference-lab/vllm#684); issue 24: ``"{'a': 1}"``, a
+OpenHands/software-agent-sdk#2887, local-inference-lab/vllm#684): ``"{'a': 1}"``, a
 truncated object and ``""`` reached the upstream as sent, and ``chatmend check`` called the body
 accepted.
 Safety: safe, as the chat rule: every value that was sent is kept except in text that was

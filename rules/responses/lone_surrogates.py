@@ -6,7 +6,7 @@ repairs the
 request's other fields, and reads bodies orjson refuses for this reason with the standard library.
 Why: a cut emoji makes the body invalid JSON for the provider: DeepSeek "messages[N].content:
 unexpected end of hex escape", Anthropic "no low surrogate in string"
-(docs/providers.md#anthropic-encoding); the Responses endpoints parse the same JSON (issue 5).
+(docs/providers.md#anthropic-encoding); the Responses endpoints parse the same JSON.
 Safety: safe, as the chat rule: the lone half encodes no character.
 """
 

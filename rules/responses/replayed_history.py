@@ -6,7 +6,7 @@ role, content with whitespace normalized, ``call_id``, ``name``, canonical ``arg
 ``output``; item ``id`` and ``status`` (identifiers an agent may regenerate) and the chat sidecar
 fields are ignored. Only a block that repeats a ``function_call``'s ``call_id`` is collapsed.
 Why: agents chaining ``/v1/responses`` turns store their history twice after reshaping a prefix
-item (issue 5): the replay repeats every item id and call_id, "Duplicate item found with id ..."
+item: the replay repeats every item id and call_id, "Duplicate item found with id ..."
 (docs/providers.md#responses, continuedev/continue#10723), and multiplies the cost.
 Safety: safe, as the chat rule: the signal is a repeated call_id, a user's repeated question is
 never collapsed.

@@ -121,12 +121,16 @@ def test_missing_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_a_crashing_contract_check_never_blocks_the_repair(monkeypatch: pytest.MonkeyPatch) -> None:
-    import proxy.sanitize
+    import dataclasses
 
-    def explode(payload: Any) -> list[Any]:
+    import proxy.sanitize
+    from rules.providers import apis
+
+    def explode(*args: Any) -> list[Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(proxy.sanitize, "violations", explode)
+    chat = dataclasses.replace(apis.CHAT_API, check=explode)
+    monkeypatch.setitem(apis.APIS, "chat", chat)
     plan = Plan("custom", STEPS, DEFAULT_CONTRACT, verify=True)
     result = proxy.sanitize.sanitize_body(body(BROKEN["empty_tool_calls"]), plan)
     assert result.changed

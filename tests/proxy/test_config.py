@@ -19,8 +19,8 @@ from proxy.config import (
     load_config,
     parse_config,
 )
-from rules.anthropic import ANTHROPIC_RULES_BY_NAME
 from rules.chat import RULES
+from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
 
@@ -129,7 +129,7 @@ def example_rules() -> dict[str, dict[str, Any]]:
 def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
     found = example_rules()
     assert list(found) == [rule.name for rule in RULES] + list(RESPONSES_RULES_BY_NAME) + list(
-        ANTHROPIC_RULES_BY_NAME
+        MESSAGES_RULES_BY_NAME
     )
     for name, options in found.items():
         declared = {o.name: o.default for o in KNOWN_RULES[name].options}

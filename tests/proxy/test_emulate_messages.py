@@ -81,8 +81,8 @@ def check(raw: bytes, profile: str) -> tuple[int, dict[str, Any]]:
 
 @pytest.mark.parametrize("profile", ["anthropic", "deepseek"])
 def test_check_reads_a_messages_body(profile: str) -> None:
-    assert api_of_body(clean_session()) == "messages"
-    assert api_of_body({"messages": [{"role": "user", "content": "hi"}]}) == "chat"
+    assert api_of_body(clean_session()).name == "messages"
+    assert api_of_body({"messages": [{"role": "user", "content": "hi"}]}).name == "chat"
     status, report = check(orjson.dumps(clean_session()), profile)
     assert status == CLEAN and report["profile"] == profile and report["violations"] == []
     status, report = check(json.dumps(broken_session("claude-opus-4-6")).encode(), profile)

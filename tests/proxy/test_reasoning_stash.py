@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from proxy.app import METRICS_KEY, REASONING_KEY, RUNTIME_KEY, create_app
 from proxy.config import parse_config
 from rules.chat.reasoning_content import RULE
-from rules.engine.base import Recall
+from rules.engine.base import StashQuery
 from rules.providers.planner import Plan
 from tests.fake_thinking import (
     ThinkingUpstream,
@@ -347,7 +347,7 @@ async def test_a_failing_lookup_fails_open(
     def broken(*args: Any) -> list[str]:
         raise RuntimeError("PRIVATE-THOUGHT in an exception text")
 
-    recall = Recall(serves=lambda *args: True, keys=broken)
+    recall = StashQuery(serves=lambda *args: True, keys=broken)
     monkeypatch.setattr(Plan, "recalling", lambda self: (recall, RULE.context()))
     with capture_logs() as logs:
         response = await proxy.post(URL, data=turn_two(message))

@@ -1,6 +1,6 @@
 """The one loader and checker of the rules' fixture files: chat rules in
 tests/fixtures/rules/<rule-name>.json, Responses rules in tests/fixtures/responses/, Messages rules
-in tests/fixtures/anthropic/.
+in tests/fixtures/messages/.
 
 Every case goes through the same four checks (``check_case``): the input is never mutated, the
 output and the changes are the expected ones (a pass case returns its input list itself), and a
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rules.engine.base import NOTHING_GIVEN, Given, Rule, RuleContext
+from rules.engine.base import NO_FACTS, RequestFacts, Rule, RuleContext
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 #: The chat rules' fixture files.
@@ -23,7 +23,7 @@ FIXTURE_DIR = FIXTURES / "rules"
 #: The Responses rules' fixture files.
 RESPONSES_FIXTURE_DIR = FIXTURES / "responses"
 #: The Anthropic Messages rules' fixture files.
-ANTHROPIC_FIXTURE_DIR = FIXTURES / "anthropic"
+MESSAGES_FIXTURE_DIR = FIXTURES / "messages"
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Case:
     #: asks for, in the order it asks (``None``: nothing stored; a string as stored; anything
     #: else stored as its JSON text), under a fixed scope.
     recalled: list[Any] | None = None
-    #: The request's ``anthropic-beta`` values, as the proxy gives them (``Given.betas``).
+    #: The request's ``anthropic-beta`` values, as the proxy gives them (``RequestFacts.betas``).
     betas: list[str] | None = None
 
     @property
@@ -84,12 +84,12 @@ def load_cases(folder: Path = FIXTURE_DIR) -> list[Case]:
 SCOPE = "https://fixture.invalid\nscope"
 
 
-def given_for(case: Case, rule: Rule, ctx: RuleContext, field: str = "messages") -> Given:
+def given_for(case: Case, rule: Rule, ctx: RuleContext, field: str = "messages") -> RequestFacts:
     """What the proxy would give the rule for ``case``: its ``recalled`` values under the keys
     the rule asks for (``Rule.recall``), in order, and its ``betas``."""
     betas = frozenset(case.betas or ())
     if case.recalled is None:
-        return Given(betas=betas) if betas else NOTHING_GIVEN
+        return RequestFacts(betas=betas) if betas else NO_FACTS
     assert rule.recall is not None, "recalled values for a rule that does not recall"
     request = {**(case.request or {}), field: case.input}
     keys = rule.recall.keys(request, ctx, SCOPE)
@@ -99,7 +99,7 @@ def given_for(case: Case, rule: Rule, ctx: RuleContext, field: str = "messages")
         for key, value in zip(keys, case.recalled, strict=True)
         if value is not None
     }
-    return Given(SCOPE, stored, betas)
+    return RequestFacts(SCOPE, stored, betas)
 
 
 def check_case(case: Case, rule: Rule, *, field: str = "messages") -> None:

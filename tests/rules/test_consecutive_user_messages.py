@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from rules.chat import RULES
 from rules.chat.consecutive_user_messages import NAME, RULE, apply
+from rules.chat.merge import join_contents
 from rules.engine.base import RuleContext
-from rules.engine.merge import join_contents
 from tests.builders import user
 from tests.rules.sequence_helpers import assert_folds_pairwise, found, run_pure, texts
 from tests.strategies import arbitrary_messages, clean_transcripts, user_contents

@@ -11,9 +11,10 @@ from rules.chat import (
     displaced_tool_results,
     missing_tool_call_ids,
     orphan_tool_results,
+    tool_turns,
     unanswered_tool_calls,
 )
-from rules.engine import blocks, memo
+from rules.engine import memo
 from rules.engine.pipeline import run_rules
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -67,7 +68,7 @@ def test_a_pipeline_run_remembers_within_the_run_and_keeps_nothing_after(
     """The pairing rules share one ``is_paired`` answer per list within a run; afterwards no
     memo (and so no payload) is left."""
     asked: list[int] = []
-    paired = blocks.is_paired.__wrapped__  # type: ignore[attr-defined]
+    paired = tool_turns.is_paired.__wrapped__  # type: ignore[attr-defined]
 
     def counting(messages: list[Any]) -> bool:
         asked.append(1)
@@ -82,7 +83,7 @@ def test_a_pipeline_run_remembers_within_the_run_and_keeps_nothing_after(
         {"role": "assistant", "content": None, "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
     ]
-    steps = [(rule, replace(rule.context(), wakes=None)) for rule in PAIRING]  # all run
+    steps = [(rule, replace(rule.context(), woken_by=None)) for rule in PAIRING]  # all run
     run_rules(messages, steps, private=True)
     assert asked == [1]
     assert memo._RUN.get() is None

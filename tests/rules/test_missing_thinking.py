@@ -13,16 +13,16 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
-from rules.anthropic.blocks import THINKING_TYPES, block_type, content_list, tool_use_ids
-from rules.anthropic.missing_thinking import (
+from rules.engine.base import RequestFacts
+from rules.engine.pipeline import run_rules
+from rules.messages.blocks import THINKING_TYPES, block_type, content_list, tool_use_ids
+from rules.messages.missing_thinking import (
     RULE,
     recalled_blocks,
     stored_form,
     turn_key,
     wanted_keys,
 )
-from rules.engine.base import Given
-from rules.engine.pipeline import run_rules
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Planner
 from tests.anthropic_strategies import requests
@@ -44,7 +44,7 @@ def conversation(*assistant: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def context(recalled: dict[str, str], request: dict[str, Any] = REQUEST) -> Any:
-    return replace(RULE.context(), request=request, given=Given(SCOPE, recalled))
+    return replace(RULE.context(), request=request, given=RequestFacts(SCOPE, recalled))
 
 
 def test_the_key_is_a_sha256_hex_of_scope_and_tool_use_blocks() -> None:
@@ -89,7 +89,7 @@ def test_recalled_blocks_are_restored_exactly_and_first_without_touching_the_inp
     assert again.changes == () and again.messages is outcome.messages
 
 
-def test_blocks_recalled_for_another_turn_or_scope_are_not_used() -> None:
+def test_tool_turns_recalled_for_another_turn_or_scope_are_not_used() -> None:
     other = turn_key(SCOPE, [{**TOOL, "id": "toolu_9"}])
     foreign = turn_key("https://api.deepseek.com/anthropic\nother-client", [TOOL])
     assert other is not None and foreign is not None
@@ -148,7 +148,7 @@ def test_sanitize_body_hands_the_recalled_blocks_to_the_rule() -> None:
     assert key is not None
     raw = orjson.dumps({**REQUEST, "max_tokens": 64, "messages": conversation()})
     plan = PLANNER.messages("deepseek-v4-pro")
-    given_blocks = Given(SCOPE, {key: stored_form([BLOCK])})
+    given_blocks = RequestFacts(SCOPE, {key: stored_form([BLOCK])})
     out = sanitize_body(raw, plan, "messages", parsed=orjson.loads(raw), given=given_blocks)
     sent = orjson.loads(out.body)
     assert sent["messages"][1]["content"] == [BLOCK, TOOL]
@@ -197,7 +197,9 @@ def test_under_the_deepseek_plan_every_hit_is_restored_exactly(
         if n < len(hits) and hits[n]
     }
     snapshot = copy.deepcopy(payload)
-    result = sanitize_body(orjson.dumps(payload), plan, "messages", given=Given(SCOPE, stored))
+    result = sanitize_body(
+        orjson.dumps(payload), plan, "messages", given=RequestFacts(SCOPE, stored)
+    )
     assert payload == snapshot
     assert result.failures == ()
     out = orjson.loads(result.body)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES
+from rules.chat.message_fields import ROLES, has_calls
 from rules.chat.null_content import NAME, RULE, apply
-from rules.engine.messages import ROLES, has_calls
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract.content import REQUIRED_CONTENT_ROLES
 from tests.strategies import arbitrary_messages, clean_transcripts

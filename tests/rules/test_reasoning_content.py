@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from proxy.sanitize import sanitize_body
 from rules.chat.reasoning_content import RULE, turn_key, wanted_keys
-from rules.engine.base import Given
+from rules.engine.base import RequestFacts
 from rules.engine.recall import canonical_text
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
@@ -38,7 +38,7 @@ def conversation(**assistant: Any) -> list[dict[str, Any]]:
 
 def context(recalled: dict[str, str], model: str = "deepseek-v4-pro") -> Any:
     ctx = RULE.context()
-    return replace(ctx, request={"model": model}, given=Given(SCOPE, recalled))
+    return replace(ctx, request={"model": model}, given=RequestFacts(SCOPE, recalled))
 
 
 # --- the key --------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def test_sanitize_body_hands_the_recalled_texts_to_the_rule() -> None:
     assert key is not None
     raw = orjson.dumps({"model": "deepseek-v4-flash", "messages": conversation()})
     plan = PLANNER.plan("deepseek-v4-flash")
-    out = sanitize_body(raw, plan, parsed=orjson.loads(raw), given=Given(SCOPE, {key: "T"}))
+    out = sanitize_body(raw, plan, parsed=orjson.loads(raw), given=RequestFacts(SCOPE, {key: "T"}))
     assert orjson.loads(out.body)["messages"][1]["reasoning_content"] == "T"
     assert not out.violations
     plain = sanitize_body(raw, plan)
@@ -171,15 +171,15 @@ def test_in_thinking_mode_the_profile_contract_holds_and_nothing_is_mutated(
     snapshot = copy.deepcopy(payload)
 
     outcome = RULE.apply(
-        payload["messages"], replace(step, request=payload, given=Given(SCOPE, recalled))
+        payload["messages"], replace(step, request=payload, given=RequestFacts(SCOPE, recalled))
     )
     assert payload == snapshot, "the rule wrote into its input"
     again = RULE.apply(
-        outcome.messages, replace(step, request=payload, given=Given(SCOPE, recalled))
+        outcome.messages, replace(step, request=payload, given=RequestFacts(SCOPE, recalled))
     )
     assert again.changes == () and again.messages is outcome.messages
 
-    result = sanitize_body(orjson.dumps(payload), plan, given=Given(SCOPE, recalled))
+    result = sanitize_body(orjson.dumps(payload), plan, given=RequestFacts(SCOPE, recalled))
     assert result.failures == ()
     out = orjson.loads(result.body)
     left = [v for v in violations(out, plan.contract) if v.code == "reasoning_content_missing"]

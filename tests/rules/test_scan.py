@@ -1,6 +1,6 @@
-"""The one walk of the clean path (rules/engine/scan.py): it never lets a rule with work be skipped.
+"""The one walk of the clean path (rules/chat/scan.py): it never lets a rule with work be skipped.
 
-For every profile, over clean, broken and arbitrary message lists: a step whose ``wakes`` the
+For every profile, over clean, broken and arbitrary message lists: a step whose ``woken_by`` the
 walk did not set changes nothing when it runs anyway, and the whole pipeline gives the same list
 and the same changes with the walk as without it.
 """
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rules.engine import scan
+from rules.chat import scan
 from rules.engine.pipeline import run_rules
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
@@ -56,7 +56,7 @@ def test_a_step_the_walk_leaves_asleep_has_nothing_to_do(messages: list[Any]) ->
         return  # every rule runs in full
     for name in PROFILES:
         for rule, ctx in steps_of(name):
-            if ctx.wakes is None or not ctx.wakes.isdisjoint(signals) or rule.reads_request:
+            if ctx.woken_by is None or not ctx.woken_by.isdisjoint(signals) or rule.reads_request:
                 continue
             outcome = rule.apply(messages, ctx)
             assert outcome.messages is messages and outcome.changes == (), (
@@ -72,7 +72,7 @@ def test_a_step_the_walk_leaves_asleep_has_nothing_to_do(messages: list[Any]) ->
 def test_the_pipeline_gives_the_same_result_with_the_walk(messages: list[Any]) -> None:
     for name in PROFILES:
         steps = steps_of(name)
-        awake = [(rule, replace(ctx, wakes=None)) for rule, ctx in steps]
+        awake = [(rule, replace(ctx, woken_by=None)) for rule, ctx in steps]
         fast = run_rules(messages, steps)
         full = run_rules(messages, awake)
         assert fast.messages == full.messages, name
@@ -82,12 +82,14 @@ def test_the_pipeline_gives_the_same_result_with_the_walk(messages: list[Any]) -
 
 def test_client_shaped_sessions_set_no_signal_the_default_profile_acts_on() -> None:
     """The clean path: standard sessions wake no step of the default profile."""
-    wakes = [ctx.wakes for _, ctx in PLANNER.plans["deepseek"].steps if ctx.wakes is not None]
-    assert len(wakes) >= 14
+    woken_by = [
+        ctx.woken_by for _, ctx in PLANNER.plans["deepseek"].steps if ctx.woken_by is not None
+    ]
+    assert len(woken_by) >= 14
     for label in ("openai_sdk_null", "langchain_empty_string", "kimi_ids", "agent_100_null"):
         signals = scan.scan(SESSIONS[label])
         assert signals is not None, label
-        assert all(w.isdisjoint(signals) for w in wakes), (label, signals)
+        assert all(w.isdisjoint(signals) for w in woken_by), (label, signals)
 
 
 def test_anything_the_walk_does_not_model_runs_every_rule() -> None:
@@ -100,13 +102,13 @@ def test_anything_the_walk_does_not_model_runs_every_rule() -> None:
 
 def test_every_plan_pickles_for_the_worker_processes() -> None:
     """Big bodies are repaired in worker processes (proxy/offload.py): the planner, every
-    rule's ``wakes`` included, must pickle (a lambda would not)."""
+    rule's ``woken_by`` included, must pickle (a lambda would not)."""
     import pickle
 
     again = pickle.loads(pickle.dumps(PLANNER))
     for name, plan in PLANNER.plans.items():
-        assert [ctx.wakes for _, ctx in again.plans[name].steps] == [
-            ctx.wakes for _, ctx in plan.steps
+        assert [ctx.woken_by for _, ctx in again.plans[name].steps] == [
+            ctx.woken_by for _, ctx in plan.steps
         ]
 
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES
+from rules.chat.message_fields import ROLES
 from rules.chat.text_part_arrays import NAME, RULE, apply, collapsible, text_of
-from rules.engine.messages import ROLES
 from rules.providers.contract import CHECKS_BY_CODE, violations
 from tests.strategies import arbitrary_messages, clean_transcripts
 

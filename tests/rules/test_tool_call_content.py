@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES
+from rules.chat.message_fields import has_calls, has_content
 from rules.chat.text_part_arrays import collapsible
 from rules.chat.tool_call_content import KINDS, NAME, RULE, SHAPES, apply
-from rules.engine.messages import has_calls, has_content
 from rules.engine.pipeline import default_steps, run_rules
 from rules.providers.contract import CHECKS_BY_CODE, violations
 from tests.strategies import arbitrary_messages, clean_transcripts

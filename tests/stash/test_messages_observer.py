@@ -18,8 +18,8 @@ from proxy.stash import MemoryStore, Stash
 from proxy.stash.hooks import ReasoningHooks
 from proxy.stash.messages_observer import MessagesObserver
 from proxy.stash.observer import MAX_OBSERVED, ResponseObserver
-from rules.anthropic.missing_thinking import recalled_blocks, turn_key
 from rules.chat.reasoning_content import turn_key as chat_turn_key
+from rules.messages.missing_thinking import recalled_blocks, turn_key
 from rules.providers.planner import Planner
 from tests.budget import examples
 
@@ -243,10 +243,10 @@ def test_the_key_is_not_the_chat_key_of_the_same_calls() -> None:
 
 def test_the_stash_gives_a_messages_request_the_messages_observer() -> None:
     stash = Stash(MemoryStore(1 << 20, 60))
-    observer = stash.observer_for(SCOPE, "text/event-stream", "", "messages")
+    observer = stash.observer_for(SCOPE, "text/event-stream", "", MessagesObserver)
     assert isinstance(observer, MessagesObserver)
     assert isinstance(stash.observer_for(SCOPE, "application/json", ""), ResponseObserver)
-    assert stash.observer_for(SCOPE, "text/event-stream", "br", "messages") is None
+    assert stash.observer_for(SCOPE, "text/event-stream", "br", MessagesObserver) is None
     observer.feed(stream([BLOCK, *TOOLS]))
     observer.finish()
     assert isinstance(stash.store, MemoryStore)

@@ -12,11 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rules.chat.text_part_arrays import collapsible
-from rules.chat.thinking_parts import REDACTED, THINKING
-from rules.chat.tool_call_content import KINDS, empty_kind, kind_set
-from rules.engine.messages import ROLES, has_calls, has_content, role_set
 from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.chat_shapes import (
+    calls_listed,
+    content_set,
+    empty_content_kind,
+    empty_kinds,
+    listed_strings,
+    text_parts_only,
+)
+from rules.vocabulary import CHAT_ROLES as ROLES
+from rules.vocabulary import EMPTY_KINDS as KINDS
+from rules.vocabulary import REDACTED_THINKING_PART as REDACTED
+from rules.vocabulary import THINKING_PART as THINKING
 
 THINKING_TYPES = (THINKING, REDACTED)
 #: docs/providers.md#xai-content, xAI (nocmt/LLMSearchPlus#2): a list holding more than one element;
@@ -35,7 +43,7 @@ def _in_roles(
     messages: list[Any], options: Mapping[str, Any], default: tuple[str, ...] = ROLES
 ) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """(index, role, message) of every dict message whose role the check's ``roles`` names."""
-    roles = role_set(options.get("roles", list(default)))
+    roles = listed_strings(options.get("roles", list(default)))
     for index, message in enumerate(messages):
         role = role_of(message)
         if role is not None and role in roles:
@@ -51,7 +59,7 @@ def _content_not_string(
     text_only = options.get("text_only") is True
     for index, role, message in _in_roles(messages, options):
         content = message.get("content")
-        if type(content) is list and not (text_only and not collapsible(content)):
+        if type(content) is list and not (text_only and not text_parts_only(content)):
             position = next(
                 (k for k, part in enumerate(content) if type(part) is dict and "text" in part), 0
             )
@@ -64,7 +72,7 @@ def _content_null(
     """``content: null`` on anything but an assistant with tool calls."""
     for index, role, message in _in_roles(messages, options):
         if "content" in message and message["content"] is None:
-            if role == "assistant" and has_calls(message):
+            if role == "assistant" and calls_listed(message):
                 continue
             yield Found(index, {"role": role})
 
@@ -82,14 +90,14 @@ def _tool_call_content_empty(
 ) -> Iterator[Found]:
     """An assistant with tool calls that sends a ``content`` key with nothing in it, in one of
     the empty shapes option ``kinds`` names."""
-    kinds = kind_set(options.get("kinds", list(KINDS)))
+    kinds = empty_kinds(options.get("kinds", list(KINDS)))
     for index, role, message in _in_roles(messages, options, ("assistant",)):
         if (
             role == "assistant"
             and "content" in message
-            and has_calls(message)
-            and not has_content(message)
-            and empty_kind(message) in kinds
+            and calls_listed(message)
+            and not content_set(message)
+            and empty_content_kind(message) in kinds
         ):
             yield Found(index, {"role": role})
 
@@ -111,7 +119,7 @@ def _multiple_text_elements(
     lists; a list with an image is left to the image rules)."""
     for index, role, message in _in_roles(messages, options):
         content = message.get("content")
-        if type(content) is list and len(content) > 1 and collapsible(content):
+        if type(content) is list and len(content) > 1 and text_parts_only(content):
             yield Found(index, {"role": role, "parts": len(content)})
 
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from rules.chat.bookkeeping_keys import bookkeeping_fields
-from rules.chat.image_parts import DEFAULT_TYPES, NOT_USER
-from rules.chat.unknown_message_fields import ALLOWED, CALL_KEYS, FUNCTION_KEYS
-from rules.chat.unknown_roles import DEEPSEEK_ROLES
 from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.chat_shapes import bookkeeping_paths
+from rules.vocabulary import CHAT_CALL_FIELDS as CALL_KEYS
+from rules.vocabulary import CHAT_FIELDS as ALLOWED
+from rules.vocabulary import CHAT_FUNCTION_FIELDS as FUNCTION_KEYS
+from rules.vocabulary import DEEPSEEK_ROLES
+from rules.vocabulary import IMAGE_PART_TYPES as DEFAULT_TYPES
+from rules.vocabulary import NOT_USER_ROLES as NOT_USER
 
 # --- unknown_role ---------------------------------------------------------------------------------
 
@@ -76,7 +79,7 @@ def _bookkeeping_fields(
     """A message or tool call carrying an agent's bookkeeping key (option ``keep`` allows)."""
     keep = _strings(options.get("keep"))
     for index, message in enumerate(messages):
-        for field in bookkeeping_fields(message, keep):
+        for field in bookkeeping_paths(message, keep):
             yield Found(index, {"field": field})
 
 

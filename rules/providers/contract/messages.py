@@ -4,8 +4,8 @@
 The checks use the chat contract's ``Check`` type; their ``messages`` argument is the request's
 ``messages`` list and their indices are ``messages`` indices. A profile's Messages contract
 (``Profile.messages_contract``) names the checks its provider applies, with its own wording
-where it differs; ``violations(payload, contract)`` runs them. The rules in ``rules.anthropic``
-are built to leave nothing here (tests/rules/test_anthropic_properties.py), and the tests'
+where it differs; ``violations(payload, contract)`` runs them. The rules in ``rules.messages``
+are built to leave nothing here (tests/rules/test_messages_properties.py), and the tests'
 strict fake Anthropic endpoint answers with it.
 """
 
@@ -16,30 +16,34 @@ from collections.abc import Collection, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
-from rules.anthropic import context_management, thinking_type, tool_result_cache_control
-from rules.anthropic.blocks import (
+from rules.engine.thinking import THINKING_MODELS
+from rules.providers.contract.base import Check, Found, Violation
+from rules.providers.contract.messages_shapes import (
+    CONTEXT_MANAGEMENT,
+    PREFILL_REFUSED_MODELS,
+    THINKING_TYPE_REFUSING,
     THINKING_TYPES,
     block_type,
+    cached_inside_result,
     content_list,
+    context_management_allowed,
     final_assistant,
+    fits_user_id,
+    forced_tool_choice,
     in_thinking_mode,
     is_blank_text,
     is_empty,
     is_foreign_thinking,
     is_tool_result,
     is_unsigned_thinking,
+    refused_thinking_type,
     role,
     thinking_on,
     tool_result_id,
     tool_use_ids,
+    unthinking_loop,
     valid_id,
 )
-from rules.anthropic.metadata_user_id import fits
-from rules.anthropic.thinking_tool_choice import forced
-from rules.anthropic.tool_loop_thinking import unthinking_loop
-from rules.anthropic.trailing_prefill import PREFILL_REFUSED
-from rules.engine.thinking import THINKING_MODELS
-from rules.providers.contract.base import Check, Found, Violation
 
 Contract = Mapping[str, Mapping[str, Any]]
 Options = Mapping[str, Any]
@@ -192,14 +196,16 @@ def _thinking_missing(
 def _user_id(messages: list[Any], request: Mapping[str, Any], options: Options) -> Iterator[Found]:
     metadata = request.get("metadata")
     value = metadata.get("user_id") if type(metadata) is dict else None
-    if type(value) is str and not fits(value):
+    if type(value) is str and not fits_user_id(value):
         yield Found(None)
 
 
 def _tool_choice(
     messages: list[Any], request: Mapping[str, Any], options: Options
 ) -> Iterator[Found]:
-    if forced(request.get("tool_choice")) and in_thinking_mode(request, options["models"]):
+    if forced_tool_choice(request.get("tool_choice")) and in_thinking_mode(
+        request, options["models"]
+    ):
         yield Found(None)
 
 
@@ -241,21 +247,21 @@ def _nested_cache_control(
 ) -> Iterator[Found]:
     for index, message in enumerate(messages):
         for position, block in enumerate(content_list(message) or ()):
-            for inner in tool_result_cache_control.nested(block):
+            for inner in cached_inside_result(block):
                 yield Found(index, {"position": position, "inner": inner})
 
 
 def _context_management(
     messages: list[Any], request: Mapping[str, Any], options: Options
 ) -> Iterator[Found]:
-    if context_management.FIELD in request and not context_management.allowed(options["betas"]):
+    if CONTEXT_MANAGEMENT in request and not context_management_allowed(options["betas"]):
         yield Found(None)
 
 
 def _thinking_type(
     messages: list[Any], request: Mapping[str, Any], options: Options
 ) -> Iterator[Found]:
-    if thinking_type.refused(request, options["models"]) is not None:
+    if refused_thinking_type(request, options["models"]) is not None:
         yield Found(None)
 
 
@@ -396,7 +402,7 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Anthropic, Claude 4.6+ (smallmain/vscode-unify-chat-provider#249)
         "This model does not support assistant message prefill. The conversation must end with "
         "a user message.",
-        options={"models": PREFILL_REFUSED},
+        options={"models": PREFILL_REFUSED_MODELS},
     ),
     Check(
         "messages_thinking_signature",
@@ -404,7 +410,7 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _unsigned_thinking,
         # Anthropic (anthropics/claude-code#10627, anthropics/anthropic-sdk-python#1598)
         "messages.{index}.content.{position}: Invalid `signature` in `thinking` block",
-        # `anthropic`: a signature not in Anthropic's shape too (issue 24: DeepSeek's UUID)
+        # `anthropic`: a signature not in Anthropic's shape too (DeepSeek's UUID)
         options={"shape": "any"},
     ),
     Check(
@@ -431,7 +437,7 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _thinking_type,
         # Kimi's Anthropic endpoint, Kimi K2.7 Code (MoonshotAI/Kimi-K2#141)
         "invalid thinking: only type=enabled is allowed for this model",
-        options={"models": thinking_type.REFUSING},
+        options={"models": THINKING_TYPE_REFUSING},
     ),
     Check(
         "messages_server_tool",

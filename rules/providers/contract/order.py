@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rules.chat.trailing_assistant import ends_open
 from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.chat_shapes import ends_on_assistant
 
 #: mistral-common ``_validate_message_order``: the roles allowed after each role.
 NEXT_ROLES: Mapping[str, frozenset[str]] = {
@@ -59,7 +59,7 @@ def _trailing_assistant(
 ) -> Iterator[Found]:
     """The last entry is an assistant without tool calls (one with tool calls is
     unanswered_tool_call's), unless it carries ``"prefix": true`` and ``prefix_allowed``."""
-    if ends_open(messages, options.get("prefix_allowed", True) is not False):
+    if ends_on_assistant(messages, options.get("prefix_allowed", True) is not False):
         yield Found(len(messages) - 1, {"role": "assistant"})
 
 

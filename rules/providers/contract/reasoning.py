@@ -7,9 +7,10 @@ from collections.abc import Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
-from rules.chat.reasoning_content import FIELD, plain_turns_in_tool_spans, tool_call_turn
 from rules.engine.thinking import THINKING_MODELS
 from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.chat_shapes import REASONING_FIELD as FIELD
+from rules.providers.contract.chat_shapes import calling_turn, plain_turns_in_loops
 from rules.providers.contract.thinking import in_thinking_mode
 
 #: Row 170, DeepSeek V4 (anomalyco/opencode#24083): thinking on by default, no index in the text.
@@ -37,9 +38,9 @@ def _reasoning_missing(
     (DeepSeek V4, hermes-agent PR #14941; docs/providers.md)."""
     if not in_thinking_mode(request, options["models"]):
         return
-    plain = set(plain_turns_in_tool_spans(messages)) if options.get("plain_turns") else set()
+    plain = set(plain_turns_in_loops(messages)) if options.get("plain_turns") else set()
     for index, message in enumerate(messages):
-        if tool_call_turn(message) or index in plain:
+        if calling_turn(message) or index in plain:
             value = message.get(FIELD)
             if not (isinstance(value, str) and value):
                 yield Found(index)

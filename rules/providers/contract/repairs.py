@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rules.chat.tool_call_content import KINDS
-from rules.engine.messages import ROLES
+from rules.vocabulary import CHAT_ROLES as ROLES
+from rules.vocabulary import EMPTY_KINDS as KINDS
 
 #: Rule name -> options (over the plan's own for that rule, else the rule's defaults).
 Settings = Mapping[str, Mapping[str, Any]]
@@ -164,7 +164,7 @@ _MESSAGES: dict[str, Settings] = {
     "messages_server_tool": {"messages-server-tools": {}},
     # a tool loop whose last turn held only unsigned thinking is refused next for that
     "messages_thinking_signature": {
-        # a refusal of the signature: another issuer's signature is refused alike (issue 24)
+        # a refusal of the signature: another issuer's signature is refused alike
         "messages-unsigned-thinking": {"signatures": "anthropic"},
         "messages-tool-loop-thinking": {},
     },

@@ -13,9 +13,63 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.providers.contract.base import Check, Found, Violation
-from rules.responses.context_management import ELIGIBLE_MODELS
-from rules.responses.context_management import FIELD as CONTEXT_MANAGEMENT
-from rules.responses.items import call_id, is_call, is_message, is_output, item_id, pair_calls
+from rules.vocabulary import COMPACTION_MODELS as ELIGIBLE_MODELS
+
+#: The request field OpenAI refuses for models without server-side compaction.
+CONTEXT_MANAGEMENT = "context_management"
+
+
+# The contract's own reading of Responses items, from OpenAI's error texts ("No tool call found
+# for function call output with call_id ..."): not the rules' helpers (rules/responses/items.py).
+
+
+def _typed(item: Any, kind: str) -> bool:
+    return type(item) is dict and item.get("type") == kind
+
+
+def is_message(item: Any) -> bool:
+    """A message item: typed ``message``, or an easy message (a ``role`` and no ``type``)."""
+    return _typed(item, "message") or (
+        type(item) is dict and "role" in item and item.get("type") is None
+    )
+
+
+def is_call(item: Any) -> bool:
+    return _typed(item, "function_call")
+
+
+def is_output(item: Any) -> bool:
+    return _typed(item, "function_call_output")
+
+
+def call_id(item: Any) -> str | None:
+    """The non-empty string ``call_id`` of a function call or its output, else ``None``."""
+    if not (is_call(item) or is_output(item)):
+        return None
+    value = item.get("call_id")
+    return value if type(value) is str and value else None
+
+
+def item_id(item: Any) -> str | None:
+    """The item's non-empty string ``id``, else ``None``."""
+    value = item.get("id") if type(item) is dict else None
+    return value if type(value) is str and value else None
+
+
+def pair_calls(items: list[Any]) -> tuple[set[int], list[int]]:
+    """How OpenAI pairs them: an output answers the first earlier call of its ``call_id`` that
+    no output answered yet. The answered calls' indices, and the unanswered ones in order."""
+    waiting: dict[str, list[int]] = {}
+    answered: set[int] = set()
+    calls: list[int] = []
+    for index, item in enumerate(items):
+        cid = call_id(item)
+        if cid is not None and is_call(item):
+            waiting.setdefault(cid, []).append(index)
+            calls.append(index)
+        elif cid is not None and waiting.get(cid):
+            answered.add(waiting[cid].pop(0))
+    return answered, [index for index in calls if index not in answered]
 
 
 def _orphan_outputs(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
@@ -194,7 +248,7 @@ CHECKS: tuple[Check, ...] = (
         "context_management sent to a route or model that does not understand it.",
         _context_management,
         # docs/providers.md#anthropic-request, Anthropic native / Copilot
-        # (ericc-ch/copilot-api#217); issue 5: elsewhere a 500 or a stalled stream
+        # (ericc-ch/copilot-api#217); elsewhere a 500 or a stalled stream
         "context_management: Extra inputs are not permitted",
         options={"direct_openai": False, "models": list(ELIGIBLE_MODELS)},
     ),

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rules.chat.leading_user_message import SYSTEM_ROLES
 from rules.providers.contract.base import Check, Found, role_of
+from rules.vocabulary import SYSTEM_ROLES
 
 
 def _successive_users(

@@ -1,0 +1,254 @@
+"""One walk over the messages that tells which rules may have work: the clean path's only pass.
+
+Every rule's own prescan answers "is there anything for me here?" with a walk of the whole list,
+so a clean 500-message request used to be walked some fifteen times. ``scan`` walks it once and
+returns the *signals* it saw: a set of short names for the shapes some rule acts on (a
+``developer`` role, a tool-call id used twice, arguments that are not a JSON object, a list
+content, ...). A rule declares the signals that can wake it (``Rule.woken_by``, from its options);
+the pipeline skips a rule none of whose signals is set, and runs the rest as before. A clean body
+sets none, so it costs one walk and one set intersection per rule.
+
+Soundness is the contract: whenever a rule would change a list, ``scan`` sets one of the signals
+that rule declares. ``scan`` may over-report (a rule it wakes then finds nothing in its own
+prescan), never under-report; anything it does not model (a non-object message or call, a
+non-string role, an odd content type) makes it return ``None``, and then every rule runs in full.
+The property tests hold every rule of every profile to it (tests/rules/test_scan.py). The
+signals describe the list as the client sent it: once a rule has changed the list, the pipeline
+stops trusting them and every later rule runs its own prescan.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+from rules.chat.message_fields import has_content
+from rules.engine.wake import Signals, on
+
+__all__ = ["Signals", "on", "scan"]
+
+#: A role outside system/user/assistant/tool: ``role:<name>`` is set too.
+ODD_ROLE: Final = "odd_role"
+#: A message key outside ``PLAIN_KEYS``; a call key outside ``PLAIN_CALL_KEYS``.
+KEYS: Final = "keys"
+CALL_KEYS: Final = "call_keys"
+#: Two assistant messages in a row.
+ADJACENT_ASSISTANTS: Final = "adjacent_assistants"
+#: A call whose ``arguments`` is not a string holding a JSON object.
+BAD_ARGUMENTS: Final = "bad_arguments"
+#: A tool-call id used by two calls.
+DUP_CALL_ID: Final = "dup_call_id"
+#: Not every call answered in order right after its assistant, or a tool message outside a block.
+UNPAIRED: Final = "unpaired"
+#: A call without ``type`` (or ``type: null``), or of another type than ``function``.
+CALL_TYPE: Final = "call_type"
+#: A content that is a list, or a bare object.
+LIST_CONTENT: Final = "list_content"
+DICT_CONTENT: Final = "dict_content"
+#: ``tool_calls`` null or ``[]``.
+EMPTY_TOOL_CALLS: Final = "empty_tool_calls"
+#: An assistant without calls and without content.
+EMPTY_ASSISTANT: Final = "empty_assistant"
+#: ``null:<role>``: a message of that role (not an assistant with calls) with null or no content.
+NULL: Final = "null:"
+#: ``call_empty:<kind>``: an assistant with calls whose content is empty in that kind
+#: (``rules.chat.tool_call_content.KINDS``).
+CALL_EMPTY: Final = "call_empty:"
+#: ``role:<name>`` for each role outside the four chat roles.
+ROLE: Final = "role:"
+
+ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
+#: Keys no rule that reads ``KEYS`` acts on by themselves.
+PLAIN_KEYS: Final = frozenset(
+    {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content"}
+)
+PLAIN_CALL_KEYS: Final = frozenset({"id", "type", "function"})
+
+_ABSENT: Final = object()
+
+
+class _Unmodelled(Exception):
+    """A shape the walk does not model: every rule runs in full."""
+
+
+class _Walk:
+    """One walk's state, read by one small method per signal family: message keys, roles and
+    adjacency, content, calls, and the pairing of calls with results."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+        self.ids: set[str] = set()  # call ids seen so far (DUP_CALL_ID)
+        self.arguments: list[str] = []  # string arguments, parsed once at the end
+        self.calls: list[Any] = []  # the calls of the block being read
+        self.k = self.n = 0  # results read in call order so far, calls in the block
+        self.after_assistant = False
+
+    def message(self, message: Any) -> None:
+        if type(message) is not dict:
+            raise _Unmodelled
+        role = message.get("role")
+        content = message.get("content", _ABSENT)
+        self.keys(message, role)
+        if role == "tool":
+            self.after_assistant = False
+            self.result(message)
+            self.content(content, "tool")
+            return
+        self.block_ends()
+        if role == "assistant":
+            self.assistant(message, content)
+        else:
+            self.after_assistant = False
+            self.content(content, self.role(role))
+
+    def keys(self, message: dict[str, Any], role: Any) -> None:
+        """KEYS: a key outside ``PLAIN_KEYS``, or calls where no role has them (the key rules
+        read them anyway)."""
+        if not message.keys() <= PLAIN_KEYS or (role != "assistant" and "tool_calls" in message):
+            self.found.add(KEYS)
+
+    def role(self, role: Any) -> str:
+        """ODD_ROLE and ``role:<name>``; the role, a string."""
+        if type(role) is not str:
+            raise _Unmodelled
+        if role not in ROLES:
+            self.found.add(ODD_ROLE)
+            self.found.add(ROLE + role)
+        return role
+
+    def content(self, content: Any, role: str) -> None:
+        """The non-string content of a message that is no assistant with calls."""
+        if type(content) is not str and _content(self.found, content, role) is None:
+            raise _Unmodelled
+
+    def result(self, message: dict[str, Any]) -> None:
+        """UNPAIRED: a tool message that does not answer the next call of its block."""
+        rid = message.get("tool_call_id")
+        if self.k < self.n and type(rid) is str and rid and self.calls[self.k].get("id") == rid:
+            self.k += 1
+        else:
+            self.found.add(UNPAIRED)
+
+    def block_ends(self) -> None:
+        """UNPAIRED: a block left with calls unanswered."""
+        if self.k != self.n:
+            self.found.add(UNPAIRED)
+        self.k = self.n = 0
+
+    def assistant(self, message: dict[str, Any], content: Any) -> None:
+        """ADJACENT_ASSISTANTS, then an assistant without calls or with them."""
+        if self.after_assistant:
+            self.found.add(ADJACENT_ASSISTANTS)
+        self.after_assistant = True
+        listed = message.get("tool_calls", _ABSENT)
+        if listed is _ABSENT or listed is None or listed == []:
+            self.without_calls(message, content, listed)
+            return
+        if type(listed) is not list:
+            raise _Unmodelled
+        for call in listed:
+            self.call(call)
+        self.calls, self.n = listed, len(listed)
+        if (type(content) is not str or not content) and not _call_content(
+            self.found, message, content
+        ):
+            raise _Unmodelled
+
+    def without_calls(self, message: dict[str, Any], content: Any, listed: Any) -> None:
+        """EMPTY_TOOL_CALLS (``tool_calls`` null or []: then the message reads as one without
+        calls to every content rule) and EMPTY_ASSISTANT."""
+        if listed is not _ABSENT:
+            self.found.add(EMPTY_TOOL_CALLS)
+        if type(listed) is list:
+            self.calls, self.n = listed, 0  # a block of no call: a tool message after it is stray
+        if not (type(content) is str and content) and not (
+            content is not _ABSENT and has_content(message)
+        ):
+            self.found.add(EMPTY_ASSISTANT)
+        self.content(content, "assistant")
+
+    def call(self, call: Any) -> None:
+        """CALL_KEYS, CALL_TYPE, UNPAIRED (no usable id), DUP_CALL_ID, BAD_ARGUMENTS."""
+        if type(call) is not dict:
+            raise _Unmodelled
+        if not call.keys() <= PLAIN_CALL_KEYS:
+            self.found.add(CALL_KEYS)
+        if call.get("type") != "function":
+            self.found.add(CALL_TYPE)
+        cid = call.get("id")
+        if type(cid) is not str or not cid:
+            self.found.add(UNPAIRED)
+        elif cid in self.ids:
+            self.found.add(DUP_CALL_ID)
+        else:
+            self.ids.add(cid)
+        function = call.get("function")
+        if type(function) is not dict:
+            raise _Unmodelled
+        raw = function.get("arguments")
+        if type(raw) is str:
+            self.arguments.append(raw)
+        else:
+            self.found.add(BAD_ARGUMENTS)
+
+    def finish(self) -> frozenset[str]:
+        """The last block's pairing, and BAD_ARGUMENTS from the first string that does not
+        hold a JSON object (parsed only if no call set it already)."""
+        if self.k != self.n:
+            self.found.add(UNPAIRED)
+        if BAD_ARGUMENTS not in self.found:
+            for raw in self.arguments:
+                try:
+                    if type(orjson.loads(raw)) is dict:
+                        continue
+                except orjson.JSONDecodeError:
+                    pass
+                self.found.add(BAD_ARGUMENTS)
+                break
+        return frozenset(self.found)
+
+
+def scan(messages: list[Any]) -> frozenset[str] | None:
+    """The signals ``messages`` sets, or ``None`` for a shape the walk does not model."""
+    walk = _Walk()
+    try:
+        for message in messages:
+            walk.message(message)
+    except _Unmodelled:
+        return None
+    return walk.finish()
+
+
+def _content(found: set[str], content: Any, role: str) -> bool | None:
+    """Record a non-string content of a message that is no assistant with calls (``None``: a
+    content type the walk does not model)."""
+    if content is None or content is _ABSENT:
+        found.add(NULL + role)
+    elif type(content) is list:
+        found.add(LIST_CONTENT)
+    elif type(content) is dict:
+        found.add(DICT_CONTENT)
+    else:
+        return None
+    return True
+
+
+def _call_content(found: set[str], message: dict[str, Any], content: Any) -> bool:
+    """Record the empty or list content of an assistant with calls (``False``: a content type
+    the walk does not model)."""
+    if content is _ABSENT:
+        found.add(CALL_EMPTY + "absent")
+    elif content is None:
+        found.add(CALL_EMPTY + "null")
+    elif content == "":
+        found.add(CALL_EMPTY + "empty_string")
+    elif type(content) is list:
+        found.add(LIST_CONTENT)
+        if not has_content(message):
+            found.add(CALL_EMPTY + ("empty_list" if content == [] else "empty_parts"))
+    elif type(content) is dict:
+        found.add(DICT_CONTENT)
+    else:
+        return False
+    return True

@@ -1,0 +1,67 @@
+"""messages-thinking-disabled: no thinking in the final assistant message when thinking is off.
+
+What: request level and messages. When the request does not turn thinking on (no ``thinking``,
+or ``thinking.type: disabled``) and the final assistant message (the last message, a prefill;
+or, in a tool loop in progress, the assistant turn right before the last user message's
+``tool_result`` blocks, which Anthropic counts as final too: "a final `assistant` message ...
+preceeding the lastmost set of `tool_use` and `tool_result` blocks") holds ``thinking`` or
+``redacted_thinking`` blocks, those blocks are removed; if nothing is left the message is
+removed. Earlier assistant messages are left alone (Anthropic ignores their thinking then).
+Why: Anthropic answers 400 "messages.1.content.0: When thinking is disabled, an `assistant`
+message in the final position cannot contain `thinking`. To use thinking blocks, enable
+`thinking` in your request." (tailcallhq/forgecode#1853, #1195; docs/providers.md, Anthropic).
+Safety: unsafe in principle: the removed thinking no longer reaches the model, which was not
+going to think with it; the count and length are logged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.messages.blocks import (
+    THINKING_TYPES,
+    block_type,
+    content_list,
+    final_assistant,
+    thinking_on,
+)
+
+NAME = "messages-thinking-disabled"
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    if not messages or thinking_on(ctx.request):
+        return Outcome(messages)
+    index = final_assistant(messages)
+    if index is None:
+        return Outcome(messages)
+    last = messages[index]
+    blocks = content_list(last)
+    if blocks is None or not any(block_type(b) in THINKING_TYPES for b in blocks):
+        return Outcome(messages)
+    kept = [b for b in blocks if block_type(b) not in THINKING_TYPES]
+    detail = {"count": len(blocks) - len(kept)}
+    if not kept:  # a thinking-only message (a tool-loop turn always keeps its tool_use)
+        out = [*messages[:index], *messages[index + 1 :]]
+        return Outcome(out, (Change(NAME, index, "dropped_message", detail),))
+    change = Change(NAME, index, "dropped_thinking", detail)
+    out = list(messages)
+    out[index] = {**last, "content": kept}
+    return Outcome(out, (change,))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="With thinking off, remove thinking blocks from the final assistant message (a "
+    "tool loop's last assistant turn too).",
+    defect='thinking off and a final assistant message with thinking blocks: Anthropic "When '
+    "thinking is disabled, an `assistant` message in the final position cannot contain "
+    '`thinking`"',
+    repair="remove its thinking blocks (the message too if nothing is left); the final "
+    "assistant is the last message, or the turn whose tool results end the conversation",
+    safety="unsafe",
+    default=False,
+    apply=apply,
+    reads_request=True,
+)
