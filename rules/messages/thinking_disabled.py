@@ -33,22 +33,27 @@ NAME = "messages-thinking-disabled"
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if not messages or thinking_on(ctx.request):
         return Outcome(messages)
-    index = final_assistant(messages)
-    if index is None:
-        return Outcome(messages)
-    last = messages[index]
-    blocks = content_list(last)
-    if blocks is None or not any(block_type(b) in THINKING_TYPES for b in blocks):
-        return Outcome(messages)
-    kept = [b for b in blocks if block_type(b) not in THINKING_TYPES]
-    detail = {"count": len(blocks) - len(kept)}
-    if not kept:  # a thinking-only message (a tool-loop turn always keeps its tool_use)
-        out = [*messages[:index], *messages[index + 1 :]]
-        return Outcome(out, (Change(NAME, index, "dropped_message", detail),))
-    change = Change(NAME, index, "dropped_thinking", detail)
-    out = list(messages)
-    out[index] = {**last, "content": kept}
-    return Outcome(out, (change,))
+    out: list[Any] = messages
+    changes: list[Change] = []
+    # Removing a thinking-only final message makes the assistant turn before it final (a tool
+    # loop's last turn, say): that one is judged in turn, until a final turn keeps no thinking.
+    while (index := final_assistant(out)) is not None:
+        last = out[index]
+        blocks = content_list(last)
+        if blocks is None or not any(block_type(b) in THINKING_TYPES for b in blocks):
+            break
+        if out is messages:
+            out = list(messages)  # one copy, whatever is removed after
+        kept = [b for b in blocks if block_type(b) not in THINKING_TYPES]
+        detail = {"count": len(blocks) - len(kept)}
+        if not kept:  # a thinking-only message (a tool-loop turn always keeps its tool_use)
+            del out[index]
+            changes.append(Change(NAME, index, "dropped_message", detail))
+            continue
+        out[index] = {**last, "content": kept}
+        changes.append(Change(NAME, index, "dropped_thinking", detail))
+        break
+    return Outcome(out, tuple(changes))
 
 
 RULE = Rule(
