@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.chat.request import chat_tool_name, repeated_names, tool_list, with_fields
+from rules.chat.message_fields import chat_tool_name
 from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.request import repeated_names, tool_list, with_fields
 
 NAME = "duplicate-tool-names"
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.chat.request import chat_tool_name, empty_schema, tool_list, with_fields
+from rules.chat.message_fields import chat_tool_name
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.request import empty_schema, tool_list, with_fields
 
 NAME = "empty-tool-parameters"
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.chat.request import DROP, with_fields
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.request import DROP, with_fields
 
 NAME = "empty-tools"
 #: Stands for a ``tools`` key the request does not have.

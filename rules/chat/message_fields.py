@@ -70,3 +70,10 @@ def role_set(value: Any) -> frozenset[str]:
     if not isinstance(value, list | tuple):
         return frozenset()
     return frozenset(role for role in value if type(role) is str)
+
+
+def chat_tool_name(tool: Any) -> str | None:
+    """The name of a chat-completions tool definition (``function.name``), if a string."""
+    function = tool.get("function") if type(tool) is dict else None
+    name = function.get("name") if type(function) is dict else None
+    return name if type(name) is str else None

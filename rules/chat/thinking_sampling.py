@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.chat.request import with_fields
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.request import with_fields
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 
 NAME = "thinking-sampling"

@@ -41,7 +41,7 @@ class Outcome:
     messages: list[Any]
     changes: tuple[Change, ...] = ()
     #: For a rule that reads the request (``Rule.reads_request``): the new top-level fields of
-    #: the request (a fresh dict built by ``rules.chat.request.with_fields``; ``messages`` in
+    #: the request (a fresh dict built by ``rules.engine.request.with_fields``; ``messages`` in
     #: it is ignored), or ``None`` if unchanged.
     request: dict[str, Any] | None = None
 

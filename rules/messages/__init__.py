@@ -18,6 +18,7 @@ from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 from rules.messages import (
     consecutive_roles,
     context_management,
+    duplicate_tool_names,
     duplicate_tool_use_ids,
     empty_messages,
     empty_text_blocks,
@@ -85,7 +86,7 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     #    add a block at a message's front.
     tool_loop_thinking.RULE,
     missing_thinking.RULE,
-    # 16-20. Request-level fields: they read no message, and no message rule reads them
+    # 16-21. Request-level fields: they read no message, and no message rule reads them
     #    (thinking-tool-choice reads `thinking`, after tool-loop-thinking may have removed it).
     #    thinking-type last of those reading `thinking`: it only trades one "on" type for
     #    another (or removes a refused `disabled`, "off" either way), so no rule before it
@@ -95,6 +96,9 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     server_tools.RULE,
     thinking_type.RULE,
     context_management.RULE,
+    # 21. Tool definitions: after server-tools, which may remove some (a server tool and a
+    #    custom one can share a name); it reads no message and no rule after it reads `tools`.
+    duplicate_tool_names.RULE,
 )
 
 MESSAGES_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in MESSAGES_RULES}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from rules import vocabulary
@@ -165,16 +164,3 @@ def is_empty(message: Any) -> bool:
     if content is None or content == []:
         return True
     return type(content) is str and not content.strip()
-
-
-def in_thinking_mode(request: Any, models: Any) -> bool:
-    """Thinking mode: ``thinking.type`` ``enabled`` or ``adaptive``; without ``thinking``, a
-    model matching one of ``models`` (globs, case-insensitive)."""
-    thinking = request.get("thinking")
-    if type(thinking) is dict and type(thinking.get("type")) is str:
-        return thinking["type"] in ("enabled", "adaptive")
-    model = request.get("model")
-    if type(model) is not str or not isinstance(models, list | tuple):
-        return False
-    lowered = model.lower()
-    return any(type(p) is str and fnmatchcase(lowered, p.lower()) for p in models)

@@ -32,14 +32,13 @@ import orjson
 from rules.engine import recall
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, StashQuery
 from rules.engine.messages import rewrite_at
-from rules.engine.thinking import THINKING_MODELS
+from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import (
     THINKING_TYPES,
     block_type,
     content_list,
-    in_thinking_mode,
     role,
     tool_use_ids,
 )
@@ -122,7 +121,7 @@ def _bare(message: Any) -> bool:
 def serves(request: Mapping[str, Any], ctx: RuleContext) -> bool:
     """The request runs in thinking mode: the rule serves it, and its response holds thinking
     worth keeping."""
-    return in_thinking_mode(request, MODELS.of(ctx))
+    return thinking_enabled(request, MODELS.of(ctx))
 
 
 def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> list[str]:

@@ -18,8 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.thinking import THINKING_MODELS
-from rules.messages.blocks import in_thinking_mode
+from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 
 NAME = "messages-thinking-tool-choice"
 
@@ -44,7 +43,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if (
         kind is None
         or not isinstance(choice, dict)
-        or not in_thinking_mode(ctx.request, MODELS.of(ctx))
+        or not thinking_enabled(ctx.request, MODELS.of(ctx))
     ):
         return Outcome(messages)
     auto: dict[str, Any] = {"type": "auto"}

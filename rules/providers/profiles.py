@@ -157,12 +157,16 @@ DEEPSEEK = Profile(
         "messages-thinking-tool-choice": True,
         # NousResearch/hermes-agent#22313: thinking must come back on tool-use turns
         "messages-missing-thinking": True,
+        # docs/providers.md#deepseek-request: "Tool names must be unique." (decolua/9router
+        # PR#3333: two `Bash` tools from Claude Code)
+        "messages-duplicate-tool-names": True,
     },
     messages_contract=_contract(
         anthropic.MESSAGES_CORE,
         messages_user_id_pattern={},
         messages_thinking_tool_choice={},
         messages_thinking_missing={},
+        messages_duplicate_tool_names={},  # docs/providers.md#deepseek-request (9router PR#3333)
     ),
     # DeepSeek answers its Anthropic endpoint in OpenAI's shape (farion1231/cc-switch#2600)
     messages_envelope="openai",

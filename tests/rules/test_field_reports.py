@@ -253,3 +253,34 @@ def test_each_report_is_accepted_with_nothing_lost(report: Report) -> None:
     assert violations(sent, plan.contract) == []
     assert kept(sent) == kept(report.body)
     assert all(c.as_dict()["index"] >= -1 for c in result.changes)
+
+
+def test_claude_codes_two_bash_tools_reach_deepseeks_anthropic_endpoint_once() -> None:
+    """decolua/9router PR#3333 as Claude Code sent it: Messages to DeepSeek's Anthropic-format
+    endpoint with `Bash` defined twice. DeepSeek: "Tool names must be unique." (judged here on
+    ``tools[].name``); through chatmend the first definition of each name reaches it, in order,
+    with every message and the tool choice as sent."""
+    bash = {"name": "Bash", "description": "Run a command.", "input_schema": SCHEMA}
+    mcp_bash = {"name": "Bash", "description": "MCP shell.", "input_schema": {"type": "object"}}
+    read = {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object"}}
+    body = {
+        "model": "deepseek-v4-flash",
+        "max_tokens": 32000,
+        "tools": [bash, read, mcp_bash],
+        "tool_choice": {"type": "auto"},
+        "messages": [{"role": "user", "content": [{"type": "text", "text": USER["content"]}]}],
+    }
+
+    def unique(sent: dict[str, Any]) -> bool:
+        names = [t["name"] for t in sent.get("tools", [])]
+        return len(names) == len(set(names))
+
+    assert not unique(body)
+    profile, _ = profile_for_upstream("https://api.deepseek.com/anthropic")
+    result = sanitize_body(orjson.dumps(body), Planner(default=profile), "messages")
+    sent = orjson.loads(result.body)
+    assert unique(sent) and sent["tools"] == [bash, read]
+    assert {k: v for k, v in sent.items() if k != "tools"} == {
+        k: v for k, v in body.items() if k != "tools"
+    }
+    assert [c.rule for c in result.changes] == ["messages-duplicate-tool-names"]

@@ -183,6 +183,10 @@ MESSAGES_CASES: dict[str, dict[str, Any]] = {
     },
     "messages_prefill": {"messages": [_u(_GO), _a(_GO)]},
     "messages_server_tool": {"messages": [_u(_GO)], "tools": [{"type": "web_search_20250305"}]},
+    "messages_duplicate_tool_names": {
+        "messages": [_u(_GO)],
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}] * 2,
+    },
     "messages_thinking_signature": {
         "messages": [_u(_GO), _a({"type": "thinking", "thinking": "t"}, _UTU), _u(_RES)],
         **_ON,

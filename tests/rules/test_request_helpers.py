@@ -1,11 +1,11 @@
-"""rules/chat/request.py: request fields rewritten copy on write, and the tool-definition
+"""rules/engine/request.py: request fields rewritten copy on write, and the tool-definition
 predicates the chat and Messages rules share."""
 
 from __future__ import annotations
 
 import copy
 
-from rules.chat.request import DROP, empty_schema, repeated_names, with_fields
+from rules.engine.request import DROP, empty_schema, repeated_names, with_fields
 
 
 def test_with_fields_replaces_drops_and_adds_without_writing_its_input() -> None:

@@ -270,6 +270,20 @@ ANTHROPIC_DUPLICATE_TEXT = "messages.{index}.content.{position}: tool_use ids mu
 #: Anthropic's wording of a forced tool choice in thinking mode (mastra-ai/mastra#7507).
 ANTHROPIC_TOOL_CHOICE_TEXT = "Thinking may not be enabled when tool_choice forces tool use."
 
+
+def _duplicate_tool_names(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    tools = request.get("tools")
+    names = [
+        tool["name"]
+        for tool in (tools if type(tools) is list else ())
+        if type(tool) is dict and type(tool.get("name")) is str
+    ]
+    if len(set(names)) < len(names):  # DeepSeek: "Tool names must be unique."
+        yield Found(None)
+
+
 MESSAGES_CHECKS: tuple[Check, ...] = (
     Check(
         "messages_unanswered_tool_use",
@@ -438,6 +452,14 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Kimi's Anthropic endpoint, Kimi K2.7 Code (MoonshotAI/Kimi-K2#141)
         "invalid thinking: only type=enabled is allowed for this model",
         options={"models": THINKING_TYPE_REFUSING},
+    ),
+    Check(
+        "messages_duplicate_tool_names",
+        "no two tools with the same name",
+        _duplicate_tool_names,
+        # DeepSeek's Anthropic endpoint (decolua/9router PR#3333;
+        # docs/providers.md#deepseek-request)
+        "Tool names must be unique.",
     ),
     Check(
         "messages_server_tool",

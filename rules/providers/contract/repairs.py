@@ -162,6 +162,7 @@ _MESSAGES: dict[str, Settings] = {
     "messages_thinking_tool_choice": {"messages-thinking-tool-choice": {"models": ["*"]}},
     "messages_prefill": {"messages-trailing-prefill": {"models": ["*"]}},
     "messages_server_tool": {"messages-server-tools": {}},
+    "messages_duplicate_tool_names": {"messages-duplicate-tool-names": {}},
     # a tool loop whose last turn held only unsigned thinking is refused next for that
     "messages_thinking_signature": {
         # a refusal of the signature: another issuer's signature is refused alike

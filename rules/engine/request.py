@@ -5,8 +5,10 @@ A rule with ``Rule.reads_request`` gets the request's top-level fields (``model`
 new ones in ``Outcome.request``: a fresh dict built by ``with_fields``, sharing every value it
 does not replace (the pipeline hands it to the next rule; ``proxy/sanitize.py`` writes it back
 only when a rule reported a change, so a clean request still leaves as its original bytes).
-The predicates over tool definitions live here, not in one API's rule, so the chat rules and the
-Messages rules (``tools[].name`` instead of ``tools[].function.name``) read them alike.
+The predicates over tool definitions live here, in the engine, so the chat rules and the
+Messages rules read them alike; each API says where a tool's name is (chat's
+``tools[].function.name``: ``rules.chat.message_fields.chat_tool_name``; Messages'
+``tools[].name``).
 """
 
 from __future__ import annotations
@@ -25,13 +27,6 @@ def with_fields(request: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[
     for key, value in changes.items():
         fields.setdefault(key, value)
     return {key: value for key, value in fields.items() if value is not DROP}
-
-
-def chat_tool_name(tool: Any) -> str | None:
-    """The name of a chat-completions tool definition (``function.name``), if a string."""
-    function = tool.get("function") if type(tool) is dict else None
-    name = function.get("name") if type(function) is dict else None
-    return name if type(name) is str else None
 
 
 def repeated_names(names: Iterable[str | None]) -> list[int]:
