@@ -70,9 +70,15 @@ def fixture(name: str) -> str:
 
 
 def register(init: Path, registry: str, module: str) -> None:
-    """Add ``module`` to the package's import list and its RULE to the end of ``registry``."""
+    """Add ``module`` to the package's import list (sorted, as ruff wants it) and its RULE to the
+    end of ``registry``."""
     text = init.read_text()
-    text = re.sub(r"(from rules\.\w+ import \(\n)", rf"\g<1>    {module},\n", text, count=1)
+    head = re.search(r"from rules\.\w+ import \(\n((?:    \w+,\n)*)\)", text)
+    if head is None:
+        raise SystemExit(f"{init}: no `from rules.<room> import (...)` list to add {module} to")
+    names = sorted({*re.findall(r"    (\w+),", head.group(1)), module})
+    listed = "".join(f"    {name},\n" for name in names)
+    text = text[: head.start(1)] + listed + text[head.end(1) :]
     start = text.index(f"{registry}: tuple[Rule, ...] = (")
     end = text.index("\n)\n", start)
     line = (
