@@ -13,23 +13,18 @@ import pytest
 from bench import new_rule
 
 ROOT = Path(__file__).resolve().parent.parent
+#: API -> a new rule's name, its room and its fixture folder.
+ROOMS = {
+    "chat": ("empty-names", "rules/chat", "tests/fixtures/rules"),
+    "messages": ("messages-empty-names", "rules/messages", "tests/fixtures/messages"),
+}
 
 
-@pytest.mark.parametrize(
-    ("api", "name", "package", "fixtures"),
-    [
-        ("chat", "empty-names", "rules/chat", "tests/fixtures/rules"),
-        ("messages", "messages-empty-names", "rules/messages", "tests/fixtures/messages"),
-    ],
-)
+@pytest.mark.parametrize("api", sorted(ROOMS))
 def test_the_scaffold_writes_a_rule_in_its_room(
-    api: str,
-    name: str,
-    package: str,
-    fixtures: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    name, package, fixtures = ROOMS[api]
     shutil.copytree(ROOT / package, tmp_path / package)
     (tmp_path / fixtures).mkdir(parents=True)
     monkeypatch.setattr(new_rule, "ROOT", tmp_path)
