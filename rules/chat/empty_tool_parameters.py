@@ -16,6 +16,7 @@ from typing import Any
 
 from rules.chat.request import chat_tool_name, empty_schema, tool_list, with_fields
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.wake import fields
 
 NAME = "empty-tool-parameters"
 
@@ -66,4 +67,5 @@ RULE = Rule(
     apply=apply,
     options=(SCHEMA,),
     reads_request=True,
+    woken_by=fields("tools"),
 )

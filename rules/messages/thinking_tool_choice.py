@@ -19,6 +19,7 @@ from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.thinking import THINKING_MODELS
+from rules.engine.wake import fields
 from rules.messages.blocks import in_thinking_mode
 
 NAME = "messages-thinking-tool-choice"
@@ -66,4 +67,5 @@ RULE = Rule(
     apply=apply,
     options=(MODELS,),
     reads_request=True,
+    woken_by=fields("tool_choice"),
 )
