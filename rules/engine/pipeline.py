@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rules.engine import memo
@@ -107,7 +107,7 @@ def run_rules(
                         keys = field_signals(fields)
                     if woken_by.isdisjoint(keys):
                         continue
-                ctx = replace(step_ctx, request=fields)
+                ctx = step_ctx.with_request(fields)
             else:
                 ctx = step_ctx
             try:

@@ -107,3 +107,10 @@ def test_the_pipeline_gives_the_same_result_with_the_gate(request: dict[str, Any
             full.changes,
             full.request,
         ), name
+
+
+def test_a_context_with_the_request_keeps_everything_else() -> None:
+    for _, plan in PLANS:
+        for _, ctx in plan.steps:
+            request = {"model": "m"}
+            assert ctx.with_request(request) == replace(ctx, request=request)
