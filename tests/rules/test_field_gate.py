@@ -1,10 +1,10 @@
 """The request-level rules' gate (rules/engine/wake.py ``fields``): a request-level step whose
 ``woken_by`` names none of the request's top-level keys is skipped, and it never had work.
 
-For every profile and every API (its plans), over requests drawn with any subset of the top-level fields the
-rules read (with values that would wake them and values that would not): a step the gate leaves
-asleep changes nothing when it runs anyway, and the pipeline gives the same list, the same
-changes and the same request fields with the gate as without it.
+For every profile and every API (its plans), over requests drawn with any subset of the
+top-level fields the rules read (with values that would wake them and values that would not): a
+step the gate leaves asleep changes nothing when it runs anyway, and the pipeline gives the same
+list, the same changes and the same request fields with the gate as without it.
 """
 
 from __future__ import annotations
