@@ -3,6 +3,7 @@ turn, the stuck one carrying its one early defect in every later request."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import orjson
@@ -21,7 +22,7 @@ def test_each_request_is_the_previous_one_plus_a_turn() -> None:
     for workload in WORKLOADS:
         bodies = session(60, workload, seed=3)
         assert len(bodies) > 5, workload
-        for before, after in zip(bodies, bodies[1:], strict=False):
+        for before, after in itertools.pairwise(bodies):
             old, new = _messages(before), _messages(after)
             assert new[: len(old)] == old and len(new) > len(old), workload
             assert new[len(old)]["role"] == "assistant", workload
