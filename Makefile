@@ -71,13 +71,14 @@ rule: $(VENV)/.test-installed
 redis-server:
 	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
 
-## Benchmarks (not part of `make test`): writes bench/results/latest.md and latest.png.
+## Benchmarks (not part of `make test`): writes bench/results/tmp/latest.md and latest.png
+## (SAVE=1: the committed bench/results/latest.md and latest.png); growing sessions included.
 ## `make bench PEERS=litellm` adds LiteLLM (own venv in bench/.venvs/); ARGS=--quick for a smoke run.
 PEERS ?=
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk unavailable: HTTP benchmark skipped"
-	$(BIN)/python -m bench.run $(if $(PEERS),--peers $(PEERS)) $(ARGS)
+	$(BIN)/python -m bench.run $(if $(PEERS),--peers $(PEERS)) $(if $(SAVE),--save) $(ARGS)
 
 ## The reasoning stash's relay overhead (not part of `make test`): one long SSE stream relayed
 ## with and without response observation, same run. `make bench-observe ARGS="--chunks 20000"`.

@@ -1,13 +1,17 @@
-"""``make bench``: every benchmark in one run; writes bench/results/latest.md (and .png).
+"""``make bench``: every benchmark in one run; writes latest.md (and .png) to bench/results/tmp/
+(not committed), or to bench/results/ (the committed run) only with ``--save``.
 
-Sections, in order: the in-process sanitizer micro-benchmark (``bench.micro``), HTTP with wrk
+Sections, in order: the in-process sanitizer micro-benchmark (``bench.micro``), growing
+sessions in process (``bench.sessions``: clean, one early defect, broken every fourth turn,
+against floor-json and a byte relay in the same run), HTTP with wrk
 (``bench.http``, optional peers from ``bench.peers``), the event-loop comparison
 (``bench.loops``) and SSE streams (``bench.streams``). Each section starts and stops its own
 servers; Ctrl-C or SIGTERM stops them too.
 
 Run: ``.venv/bin/python -m bench.run [--quick] [--peers litellm] [--no-http] [--no-streams]
-[--no-loops] [--rounds N] [--seconds S] [--sizes 100,500] [--concurrency 1,16,64] [--out DIR]``
-(``make bench PEERS=litellm ARGS=--quick``).
+[--no-loops] [--no-sessions] [--rounds N] [--seconds S] [--sizes 100,500] [--concurrency 1,16,64]
+[--out DIR] [--save]`` (``make bench PEERS=litellm ARGS=--quick``; ``make bench SAVE=1`` writes
+the committed results).
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import http, loops, micro, peers, report, streams
+from bench import http, loops, micro, peers, report, sessions, streams
 from bench.payloads import SIZES
 from bench.procs import handle_sigterm
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: Where a run writes unless asked to replace the committed results (``--save``); git ignores it.
+SCRATCH = RESULTS / "tmp"
 
 
 def _command(*args: str) -> str:
@@ -52,8 +58,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--peers", default="", help="comma-separated peers to add: litellm")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--seconds", type=int, default=2, help="seconds per wrk run (default 2)")
+    parser.add_argument("--no-sessions", action="store_true", help="skip growing sessions")
     parser.add_argument(
-        "--out", type=Path, default=RESULTS, help="directory for latest.md and latest.png"
+        "--out",
+        type=Path,
+        default=None,
+        help=f"directory for latest.md and latest.png (default {SCRATCH}; {RESULTS} with --save)",
+    )
+    parser.add_argument(
+        "--save", action="store_true", help=f"write the committed results in {RESULTS}"
     )
     parser.add_argument("--sizes", default="", help="comma-separated HTTP payload sizes")
     parser.add_argument("--concurrency", default="", help="comma-separated HTTP concurrencies")
@@ -74,6 +87,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         peers=peer_names,
     )
     print(micro.table(res.micro_rows))
+    if not args.no_sessions:
+        print("growing sessions ...")
+        session_rows = (
+            sessions.run(sessions=3, messages=200, rounds=3)
+            if args.quick
+            else sessions.run(sessions=8, messages=300, rounds=5)
+        )
+        session_table = sessions.table(session_rows)
+        print(session_table)
+    else:
+        session_table = ""
 
     if args.no_http:
         res.http_skipped = res.loops_skipped = "`--no-http`"
@@ -114,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         print(streams.tables(res.streams))
 
-    out: Path = args.out
+    out: Path = args.out if args.out is not None else RESULTS if args.save else SCRATCH
     out.mkdir(parents=True, exist_ok=True)
     png = out / "latest.png"
     has_png = report.plot(res, png)
@@ -126,6 +150,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 - date: {started:%Y-%m-%d %H:%M} UTC
 - command: `{command}` (run by `make bench`)"""
     text = report.markdown(res, header=header, rounds=rounds, seconds=seconds, has_png=has_png)
+    if session_table:
+        text += (
+            "\n## Growing sessions (in process, `python -m bench.sessions`)\n\n"
+            "Each request is the previous one plus a turn; ratio = floor-json time / chatmend "
+            "time over the whole workload (above 1: faster than the floor).\n\n"
+            f"{session_table}\n"
+        )
     (out / "latest.md").write_text(text)
     print(report.targets_table(report.targets(res)))
     print(f"wrote {out / 'latest.md'}" + (f" and {png}" if has_png else ""))

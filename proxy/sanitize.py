@@ -158,7 +158,7 @@ def _prepare(
     early: tuple[Change, ...] = ()
     if readable:
         # orjson decodes only valid UTF-8 and paired surrogates: the rule has nothing to find.
-        steps = [step for step in steps if step[0].name not in _SURROGATE_RULES]
+        steps = _readable_steps(steps)
     elif not any(rule.name in _SURROGATE_RULES for rule, _ in steps):
         return "body_not_json"  # the rule is off: it goes as it came
     else:
@@ -169,6 +169,24 @@ def _prepare(
     if isinstance(items, list):
         return payload, items, items, steps, early
     return f"{field}_missing" if items is None else f"{field}_not_list"
+
+
+#: The steps of a plan without the surrogate rules, by the plan's steps (``_readable_steps``).
+_READABLE: dict[int, tuple[Sequence[Any], list[Any]]] = {}
+
+
+def _readable_steps(steps: Sequence[Any]) -> list[Any]:
+    """``steps`` without the rules that repair lone surrogates (a body orjson read holds none),
+    computed once per plan: plans are few and long-lived; the memo is bounded anyway (a plan
+    given the request's facts is new each request)."""
+    known = _READABLE.get(id(steps))
+    if known is not None and known[0] is steps:
+        return known[1]
+    kept = [step for step in steps if step[0].name not in _SURROGATE_RULES]
+    if len(_READABLE) >= 64:
+        _READABLE.clear()
+    _READABLE[id(steps)] = (steps, kept)
+    return kept
 
 
 def _write(raw: bytes, payload: dict[str, Any], api: Api) -> bytes | str:

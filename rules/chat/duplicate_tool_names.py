@@ -19,6 +19,7 @@ from typing import Any
 from rules.chat.message_fields import chat_tool_name
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.request import repeated_names, tool_list, with_fields
+from rules.engine.wake import fields
 
 NAME = "duplicate-tool-names"
 
@@ -63,4 +64,5 @@ RULE = Rule(
     default=False,
     apply=apply,
     reads_request=True,
+    woken_by=fields("tools"),
 )

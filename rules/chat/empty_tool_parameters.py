@@ -17,6 +17,7 @@ from typing import Any
 from rules.chat.message_fields import chat_tool_name
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.request import empty_schema, tool_list, with_fields
+from rules.engine.wake import fields
 
 NAME = "empty-tool-parameters"
 
@@ -67,4 +68,5 @@ RULE = Rule(
     apply=apply,
     options=(SCHEMA,),
     reads_request=True,
+    woken_by=fields("tools"),
 )

@@ -21,6 +21,7 @@ from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.request import DROP, with_fields
+from rules.engine.wake import fields
 
 NAME = "empty-tools"
 #: Stands for a ``tools`` key the request does not have.
@@ -74,4 +75,5 @@ RULE = Rule(
     apply=apply,
     options=(REFUSED,),
     reads_request=True,
+    woken_by=fields("tools", "tool_choice"),
 )

@@ -22,6 +22,7 @@ from typing import Any
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.request import with_fields
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
+from rules.engine.wake import FieldsOf
 
 NAME = "thinking-sampling"
 
@@ -74,4 +75,5 @@ RULE = Rule(
     apply=apply,
     options=(FIXED, MODELS),
     reads_request=True,
+    woken_by=FieldsOf(FIXED.name),
 )

@@ -21,6 +21,7 @@ from typing import Any
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.request import DROP, with_fields
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
+from rules.engine.wake import fields
 
 NAME = "thinking-tool-choice"
 
@@ -79,4 +80,5 @@ RULE = Rule(
         MODELS,
     ),
     reads_request=True,
+    woken_by=fields("tool_choice"),
 )

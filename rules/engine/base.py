@@ -150,6 +150,11 @@ class RuleContext:
     #: ``None``: the step always runs.
     woken_by: frozenset[str] | None = None
 
+    def with_request(self, request: Mapping[str, Any]) -> RuleContext:
+        """This context with ``request``: ``dataclasses.replace`` spelled out (it introspects the
+        fields on every call; the pipeline does this once per request-level step)."""
+        return RuleContext(self.options, self.log_content, request, self.given, self.woken_by)
+
 
 Apply = Callable[[list[Any], RuleContext], Outcome]
 

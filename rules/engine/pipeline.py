@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rules.engine import memo
 from rules.engine.base import Change, Rule, RuleContext
+from rules.engine.wake import field_signals
 
 #: A walk over the list that reports the signals set in it (``Rule.scan``).
 Scan = Callable[[list[Any]], frozenset[str] | None]
@@ -89,6 +90,7 @@ def run_rules(
     # prescan.
     walked: dict[Scan, frozenset[str] | None] = {}
     stale = False
+    keys: frozenset[str] | None = None  # the request's key signals, built when first needed
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for rule, step_ctx in steps:
             woken_by = step_ctx.woken_by
@@ -98,7 +100,16 @@ def run_rules(
                 signals = walked[rule.scan]
                 if signals is not None and woken_by.isdisjoint(signals):
                     continue
-            ctx = replace(step_ctx, request=fields) if rule.reads_request else step_ctx
+            if rule.reads_request:
+                if woken_by is not None and rule.scan is None:
+                    # A request-level rule wakes on the request's top-level keys (wake.fields).
+                    if keys is None:
+                        keys = field_signals(fields)
+                    if woken_by.isdisjoint(keys):
+                        continue
+                ctx = step_ctx.with_request(fields)
+            else:
+                ctx = step_ctx
             try:
                 outcome = rule.apply(current, ctx)
             except Exception as exc:  # fail-open: one broken rule must not block the request
@@ -110,6 +121,7 @@ def run_rules(
             changes.extend(outcome.changes)
             if outcome.request is not None and rule.reads_request:
                 fields = new_fields = outcome.request
+                keys = None
     return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Any
 
 #: Models that think unless the request says otherwise: DeepSeek's reasoner alias, V4 and its
@@ -79,6 +80,19 @@ def model_matches(model: Any, patterns: Any) -> bool:
     bare (``model_names``)."""
     if type(model) is not str or not isinstance(patterns, list | tuple):
         return False
+    if all(type(pattern) is str for pattern in patterns):
+        return _matches(model, tuple(patterns))
+    return _match(model, patterns)
+
+
+@lru_cache(maxsize=1024)
+def _matches(model: str, patterns: tuple[str, ...]) -> bool:
+    """``_match`` remembered: a request's model and a rule's patterns repeat from request to
+    request (a pure function of two strings; bounded)."""
+    return _match(model, patterns)
+
+
+def _match(model: str, patterns: Sequence[Any]) -> bool:
     names = model_names(model)
     return any(
         type(pattern) is str and fnmatchcase(name, pattern.lower())

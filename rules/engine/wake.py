@@ -23,3 +23,34 @@ class Signals:
 def on(*names: str) -> Signals:
     """The ``woken_by`` of a rule that may act whenever one of ``names`` is set."""
     return Signals(frozenset(names))
+
+
+#: A request-level rule's signals are the request's top-level keys, each with this prefix: the
+#: pipeline sets ``FIELD + key`` for every key of the request as the earlier rules left it.
+FIELD = "field:"
+
+
+def fields(*keys: str) -> Signals:
+    """The ``woken_by`` of a request-level rule (``Rule.reads_request``, no ``Rule.scan``) that
+    can act only when the request has one of the top-level ``keys``."""
+    return Signals(frozenset(FIELD + key for key in keys))
+
+
+@dataclass(frozen=True, slots=True)
+class FieldsOf:
+    """The ``woken_by`` of a request-level rule whose keys are those of its option ``option`` (a
+    mapping of request keys): picklable, like ``Signals``. An option that is not a mapping wakes
+    the rule always (``None``)."""
+
+    option: str
+
+    def __call__(self, options: Mapping[str, Any]) -> frozenset[str] | None:
+        value = options.get(self.option)
+        if not isinstance(value, Mapping):
+            return None
+        return frozenset(FIELD + key for key in value if isinstance(key, str))
+
+
+def field_signals(request: Mapping[str, Any]) -> frozenset[str]:
+    """The signals of a request's top-level keys, for the steps ``fields`` declares."""
+    return frozenset(FIELD + key for key in request if isinstance(key, str))

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from rules import vocabulary
 from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.wake import fields
 
 NAME = "messages-context-management"
 #: The field, and the prefix of the ``anthropic-beta`` values that allow it.
@@ -53,5 +54,6 @@ RULE = Rule(
     default=False,
     apply=apply,
     reads_request=True,
+    woken_by=fields(FIELD),
     reads_facts=True,
 )

@@ -18,6 +18,7 @@ from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.request import repeated_names, tool_list, with_fields
+from rules.engine.wake import fields
 
 NAME = "messages-duplicate-tool-names"
 
@@ -62,4 +63,5 @@ RULE = Rule(
     default=False,
     apply=apply,
     reads_request=True,
+    woken_by=fields("tools"),
 )

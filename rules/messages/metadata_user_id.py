@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from rules import vocabulary
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.wake import fields
 from rules.messages.blocks import valid_id
 
 NAME = "messages-metadata-user-id"
@@ -74,4 +75,5 @@ RULE = Rule(
     apply=apply,
     options=(ACTION,),
     reads_request=True,
+    woken_by=fields("metadata"),
 )

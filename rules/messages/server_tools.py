@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.wake import fields
 
 NAME = "messages-server-tools"
 
@@ -67,4 +68,5 @@ RULE = Rule(
     apply=apply,
     options=(KEEP,),
     reads_request=True,
+    woken_by=fields("tools"),
 )

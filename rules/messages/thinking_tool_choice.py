@@ -19,6 +19,7 @@ from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
+from rules.engine.wake import fields
 
 NAME = "messages-thinking-tool-choice"
 
@@ -65,4 +66,5 @@ RULE = Rule(
     apply=apply,
     options=(MODELS,),
     reads_request=True,
+    woken_by=fields("tool_choice"),
 )

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from rules import vocabulary
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.wake import fields
 
 NAME = "messages-thinking-type"
 #: Anthropic's smallest ``budget_tokens``.
@@ -90,4 +91,5 @@ RULE = Rule(
     apply=apply,
     options=(MODELS,),
     reads_request=True,
+    woken_by=fields("thinking"),
 )

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.wake import fields
 from rules.messages.blocks import (
     THINKING_TYPES,
     block_type,
@@ -77,4 +78,5 @@ RULE = Rule(
     default=False,
     apply=apply,
     reads_request=True,
+    woken_by=fields("thinking"),
 )

@@ -19,6 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.wake import fields
 from rules.vocabulary import COMPACTION_MODELS
 
 NAME = "responses-context-management"
@@ -88,4 +89,5 @@ RULE = Rule(
         MODELS,
     ),
     reads_request=True,
+    woken_by=fields(FIELD),
 )

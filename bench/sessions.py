@@ -1,0 +1,214 @@
+"""Growing sessions in process: an agent re-sends its whole history, one turn more each request.
+
+A session is the transcript of ``bench.payloads`` cut at every turn boundary (before each
+assistant message that follows a user or tool message): request ``k`` is request ``k - 1`` plus a
+turn, so a session of T turns is T bodies, 3 KB up to the whole transcript. Workloads
+(``WORKLOADS``):
+
+- ``clean`` (tool-call turns with ``null`` content or a short thought), ``clean-empty``
+  (``"content": ""``) and ``clean-kimi`` (``""`` and Kimi's ``functions.<name>:<n>`` ids): what a
+  strict provider accepts, nothing to repair;
+- ``stuck``: the ``clean`` session with one early defect (the second tool turn's arguments end
+  with a trailing comma), carried by every later request, as a stuck agent re-sends it;
+- ``broken``: the ``clean`` session with that defect in every fourth tool turn.
+
+Subjects, timed over the whole session (every request in order) and interleaved round by round
+in the same run: ``floor-json`` (``orjson.dumps(orjson.loads(body))``, the least a JSON-aware
+proxy pays), ``relay`` (``bytes(body)``: a byte relay's copy, the limit) and ``chatmend``
+(``proxy.sanitize.sanitize_body`` under the default profile's plan). The ratio is floor-json's
+time over chatmend's (the median of the per-round ratios): above 1, chatmend is faster than the
+floor, as the HTTP benchmark's throughput ratio reads.
+
+Run: ``.venv/bin/python -m bench.sessions [--quick] [--turns N] [--sessions N]`` (``--quick``:
+about a minute or less).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from bench.payloads import build_messages
+from proxy.sanitize import sanitize_body
+from rules.providers.planner import Plan, Planner
+
+WORKLOADS: tuple[str, ...] = ("clean", "clean-empty", "clean-kimi", "stuck", "broken")
+#: The tools of ``bench.payloads.build`` (the request's other fields, as the OpenAI SDK sends
+#: them: ``messages`` first).
+_TOOLS = ("bash", "read_file", "write_file", "grep", "list_dir")
+
+
+def _trailing_comma(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` (an assistant tool-call turn) with its last call's arguments ending ``,}``."""
+    calls = [dict(call) for call in message["tool_calls"]]
+    function = dict(calls[-1]["function"])
+    function["arguments"] = function["arguments"][:-1] + ",}"
+    calls[-1] = {**calls[-1], "function": function}
+    return {**message, "tool_calls": calls}
+
+
+def _defects(messages: list[dict[str, Any]], workload: str) -> list[dict[str, Any]]:
+    if workload not in ("stuck", "broken"):
+        return messages
+    out: list[dict[str, Any]] = []
+    turn = 0
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            turn += 1
+            if (workload == "stuck" and turn == 2) or (workload == "broken" and turn % 4 == 0):
+                out.append(_trailing_comma(message))
+                continue
+        out.append(message)
+    return out
+
+
+def session(messages_count: int, workload: str, *, seed: int) -> list[bytes]:
+    """The bodies of one growing session over a transcript of ``messages_count`` messages."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}")
+    shape = workload if workload.startswith("clean") else "clean"
+    messages = _defects(build_messages(messages_count, seed=seed, shape=shape), workload)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"The {name} tool.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+        for name in _TOOLS
+    ]
+    cuts = [
+        k
+        for k in range(2, len(messages) + 1)
+        if k == len(messages)
+        or (messages[k]["role"] == "assistant" and messages[k - 1]["role"] in ("user", "tool"))
+    ]
+    return [
+        orjson.dumps(
+            {
+                "messages": messages[:k],
+                "model": "deepseek-chat",
+                "tools": tools,
+                "temperature": 0.2,
+                "stream": False,
+            }
+        )
+        for k in cuts
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    workload: str
+    sessions: int
+    requests: int
+    total_kb: float
+    last_kb: float
+    changes: int
+    #: Median ms of the whole workload (every session, every request) per subject.
+    ms: dict[str, float]
+    #: floor-json's time over each subject's (median of the per-round ratios).
+    ratio: dict[str, float]
+
+
+def _time(fn: Callable[[], object], loops: int) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(loops):
+        fn()
+    return (time.perf_counter_ns() - start) / loops / 1e6
+
+
+def measure(
+    workload: str,
+    bodies: Sequence[Sequence[bytes]],
+    plan: Plan,
+    *,
+    rounds: int,
+    loops: int,
+) -> SessionRow:
+    flat = [body for one in bodies for body in one]
+    subjects: dict[str, Callable[[], object]] = {
+        "floor-json": lambda: [orjson.dumps(orjson.loads(b)) for b in flat],
+        "relay": lambda: [bytes(memoryview(b)) for b in flat],
+        "chatmend": lambda: [sanitize_body(b, plan) for b in flat],
+    }
+    for fn in subjects.values():
+        fn()  # warm up
+    samples: dict[str, list[float]] = {name: [] for name in subjects}
+    ratios: dict[str, list[float]] = {name: [] for name in subjects}
+    for _ in range(rounds):
+        gc.collect()
+        for name, fn in subjects.items():
+            samples[name].append(_time(fn, loops))
+        for name in subjects:
+            ratios[name].append(samples["floor-json"][-1] / samples[name][-1])
+    changes = sum(len(sanitize_body(b, plan).changes) for b in flat)
+    return SessionRow(
+        workload,
+        len(bodies),
+        len(flat),
+        sum(len(b) for b in flat) / 1024,
+        max(len(one[-1]) for one in bodies) / 1024,
+        changes,
+        {name: statistics.median(v) for name, v in samples.items()},
+        {name: statistics.median(v) for name, v in ratios.items()},
+    )
+
+
+def run(
+    *,
+    workloads: Sequence[str] = WORKLOADS,
+    sessions: int = 4,
+    messages: int = 300,
+    rounds: int = 5,
+    loops: int = 1,
+) -> list[SessionRow]:
+    """Every workload under the default profile's plan (what ``make run`` serves)."""
+    plan = Planner().plan("deepseek-chat")
+    rows = []
+    for workload in workloads:
+        bodies = [session(messages, workload, seed=7 + i) for i in range(sessions)]
+        rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops))
+    return rows
+
+
+def table(rows: Sequence[SessionRow]) -> str:
+    lines = [
+        "| session | sessions x requests | MB sent | last KB | changes | floor-json ms "
+        "| chatmend ms | **chatmend / floor-json** | relay / floor-json |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines.extend(
+        f"| {r.workload} | {r.sessions} x {r.requests // r.sessions} | {r.total_kb / 1024:.1f} "
+        f"| {r.last_kb:.0f} | {r.changes} | {r.ms['floor-json']:,.0f} | {r.ms['chatmend']:,.0f} "
+        f"| **{r.ratio['chatmend']:.2f}** | {r.ratio['relay']:.1f} |"
+        for r in rows
+    )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="3 sessions of 200 messages, 7 rounds")
+    parser.add_argument("--sessions", type=int, default=4)
+    parser.add_argument("--messages", type=int, default=300, help="messages of the last request")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    if args.quick:
+        rows = run(sessions=3, messages=200, rounds=7)
+    else:
+        rows = run(sessions=args.sessions, messages=args.messages, rounds=args.rounds)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""bench/sessions.py builds what it says: growing sessions, each request the previous one plus a
+turn, the stuck one carrying its one early defect in every later request."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import orjson
+
+from bench.sessions import WORKLOADS, run, session
+from proxy.sanitize import sanitize_body
+from rules.providers.planner import Planner
+
+
+def _messages(body: bytes) -> list[Any]:
+    messages: list[Any] = orjson.loads(body)["messages"]
+    return messages
+
+
+def test_each_request_is_the_previous_one_plus_a_turn() -> None:
+    for workload in WORKLOADS:
+        bodies = session(60, workload, seed=3)
+        assert len(bodies) > 5, workload
+        for before, after in itertools.pairwise(bodies):
+            old, new = _messages(before), _messages(after)
+            assert new[: len(old)] == old and len(new) > len(old), workload
+            assert new[len(old)]["role"] == "assistant", workload
+
+
+def test_the_stuck_session_carries_its_defect_and_the_clean_ones_none() -> None:
+    plan = Planner().plan("deepseek-chat")
+    stuck = session(60, "stuck", seed=3)
+    repaired = [bool(sanitize_body(body, plan).changes) for body in stuck]
+    first = repaired.index(True)
+    assert first > 0 and all(repaired[first:]), repaired
+    for workload in ("clean", "clean-empty", "clean-kimi"):
+        assert not any(sanitize_body(b, plan).changes for b in session(60, workload, seed=3))
+    broken = [bool(sanitize_body(b, plan).changes) for b in session(60, "broken", seed=3)]
+    assert any(broken)
+
+
+def test_a_run_reports_every_workload_with_its_baselines() -> None:
+    rows = run(sessions=1, messages=20, rounds=1)
+    assert [row.workload for row in rows] == list(WORKLOADS)
+    assert all(set(row.ratio) == {"floor-json", "relay", "chatmend"} for row in rows)
