@@ -70,14 +70,15 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     # 10. The first message after pairing: a leading orphan-only user message it removed (a
     #    history cut mid tool loop) leaves an assistant in front.
     leading_user.RULE,
-    # 11-12. Thinking inside the final turns: order inside a message first (a misplaced block
-    #    is moved, not given up on); none in a final assistant when thinking is off (it may
-    #    remove a thinking-only final assistant).
+    # 11. Thinking inside a message: a misplaced block is moved, not given up on.
     thinking_order.RULE,
-    thinking_disabled.RULE,
-    # 13. The end of the conversation last among the rules that add or remove messages: it
-    #    may append a user turn or remove an empty prefill, and nothing after it does either.
+    # 12. The end of the conversation: it may append a user turn or remove an empty prefill
+    #    (which can make a tool loop's last turn the final one).
     trailing_prefill.RULE,
+    # 13. No thinking in the final assistant when thinking is off, judged on the end as it will
+    #    be sent (after the prefill rule above; it only removes a thinking-only final assistant,
+    #    whose predecessor is then a user turn: nothing becomes a prefill).
+    thinking_disabled.RULE,
     # 14-15. On the conversation as it will be sent: a tool loop whose last assistant turn lost
     #    its thinking (or had only unsigned thinking, removed above) turns thinking off (before
     #    the rules that read `thinking`: a removed prefill may have made the loop the end); a

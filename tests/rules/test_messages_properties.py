@@ -212,3 +212,33 @@ def test_the_shared_walk_never_misses_a_rule_s_work(request: dict[str, Any]) -> 
             if not outcome.changes:
                 assert outcome.messages is given_list, rule.name
         messages = rule.apply(messages, replace(rule.context(), request=request)).messages
+
+
+#: Ends the property above found where the anthropic plans left thinking in a final turn: a
+#: thinking-only final message, and an empty prefill (Claude 4.6+), each hiding a tool loop's
+#: last turn, which became final once it was removed.
+_THINKING = {"type": "thinking", "thinking": "plan", "signature": "sig"}
+_BASH = {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "ls"}}
+HIDDEN_FINAL_TURNS = {
+    "thinking-only final message": [
+        {"role": "assistant", "content": [_THINKING]},
+        {"role": "assistant", "content": [_BASH]},
+        {"role": "user", "content": []},
+        {"role": "assistant", "content": [_THINKING]},
+    ],
+    "empty prefill": [
+        {"role": "assistant", "content": [_THINKING, _BASH]},
+        {"role": "user", "content": []},
+        {"role": "assistant", "content": ""},
+    ],
+}
+
+
+@pytest.mark.parametrize("end", sorted(HIDDEN_FINAL_TURNS))
+@pytest.mark.parametrize("name", ["anthropic", "anthropic-relay"])
+def test_a_tool_loop_turn_left_final_loses_its_thinking(name: str, end: str) -> None:
+    request = {"model": "claude-opus-4-6", "max_tokens": 1024, "messages": HIDDEN_FINAL_TURNS[end]}
+    out, _ = run(PLANS[name], request)
+    assert violations(out, PLANS[name].contract, betas=frozenset()) == []
+    blocks = [b for m in out["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    assert _BASH in blocks  # the call stays, answered
