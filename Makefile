@@ -6,7 +6,7 @@ ARGS   ?=
 CLAUDE_CODE := .clients/node_modules/.bin/claude
 CLAUDE_CODE_VERSION := 2.1.332
 
-.PHONY: run test quick deep lint typecheck pytest docs rule redis-server bench bench-observe bench-scaling soak fuzz clean
+.PHONY: run test quick deep lint typecheck pytest docs rule redis-server chromium bench bench-observe bench-scaling soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,7 @@ lint: $(VENV)/.test-installed
 typecheck: $(VENV)/.test-installed
 	$(BIN)/mypy
 
-pytest: $(VENV)/.test-installed redis-server $(CLAUDE_CODE)
+pytest: $(VENV)/.test-installed redis-server chromium $(CLAUDE_CODE)
 	CHATMEND_CLAUDE_BIN=$$(test -x $(CLAUDE_CODE) && echo $(CURDIR)/$(CLAUDE_CODE)) $(BIN)/pytest
 
 ## The Claude Code CLI (npm, pinned), which tests/proxy/test_claude_code.py runs through chatmend
@@ -70,6 +70,14 @@ rule: $(VENV)/.test-installed
 ## (each test starts its own on a free port, no persistence): installed here if missing.
 redis-server:
 	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+
+## The page at /chatmend/ is tested in a real browser: Debian's headless Chromium
+## (tests/proxy/test_page_browser.py; skipped, saying why, where it is missing). Installed here
+## if missing; without root or apt, says what to install instead of failing.
+chromium:
+	@command -v chromium >/dev/null || { test "$$(id -u)" = 0 && command -v apt-get >/dev/null \
+		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+		|| echo "chromium not installed (needs root and apt-get): install Chromium (Debian: apt-get install chromium) or the browser test of the page is skipped"
 
 ## Benchmarks (not part of `make test`): writes bench/results/latest.md and latest.png.
 ## `make bench PEERS=litellm` adds LiteLLM (own venv in bench/.venvs/); ARGS=--quick for a smoke run.

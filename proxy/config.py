@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from yarl import URL
 
+from proxy.capture import CaptureConfig
 from proxy.provider_hosts import profile_for_upstream
 from proxy.stash.settings import ReasoningConfig, parse_reasoning
 from proxy.validate import ConfigError
@@ -184,6 +185,16 @@ class RouteConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class UiConfig:
+    """``ui:``: the page at ``/chatmend/``: off by default; loopback clients only unless
+    ``admin_token_env`` names a variable holding a token (then ``Authorization: Bearer`` it,
+    from anywhere)."""
+
+    enabled: bool = False
+    admin_token: Secret | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     listen: ListenConfig = field(default_factory=ListenConfig)
     #: The default route: the top-level keys (``upstream``, ``profile``, ``models``, ``rules``,
@@ -210,6 +221,10 @@ class Config:
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
     #: The reasoning stash (proxy/stash): which store, how big, how long (all routes).
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    #: The page at ``/chatmend/`` (proxy/page.py) and the bodies it may show (proxy/capture.py);
+    #: both off by default, read at start (a reload does not change them).
+    ui: UiConfig = field(default_factory=UiConfig)
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
     #: Which source set each top-level value (and each value a flag or the environment set):
     #: ``default``, ``file``, ``env CHATMEND_UPSTREAM``, ``flag --port``, ...
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -246,6 +261,8 @@ _TOP_KEYS = (
     "drain_seconds",
     "reasoning",
     "recover",
+    "ui",
+    "capture",
 )
 _UPSTREAM_KEYS = ("url", "connect_timeout", "read_timeout", "api_key_env", "api_key_header")
 #: What a named route may set; the others come from the top level.
@@ -385,6 +402,8 @@ def parse_config(
         default=default,
         **_limits(data),
         reasoning=_reasoning(data.get("reasoning")),
+        ui=_ui(data.get("ui"), env),
+        capture=_capture(data.get("capture")),
         sources=sources,
     )
     routes = _mapping(data.get("routes", {}), "routes")
@@ -550,6 +569,28 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 <= ttl <= 7 * 86400:
         raise ConfigError(f"{key}.learn_ttl: must be seconds from 0 to 604800, got {ttl!r}")
     return RecoverConfig(enabled=enabled, max_attempts=attempts, learn_ttl=float(ttl))
+
+
+def _ui(value: Any, env: Mapping[str, str]) -> UiConfig:
+    ui = _mapping(value, "ui")
+    _no_unknown(ui, ("enabled", "admin_token_env"), "ui")
+    token = None
+    if ui.get("admin_token_env") is not None:
+        token = _secret(ui["admin_token_env"], "ui.admin_token_env", env)
+    return UiConfig(enabled=_bool(ui.get("enabled", False), "ui.enabled"), admin_token=token)
+
+
+def _capture(value: Any) -> CaptureConfig:
+    capture = _mapping(value, "capture")
+    _no_unknown(capture, ("enabled", "max_requests", "max_bytes"), "capture")
+    base = CaptureConfig()
+    return CaptureConfig(
+        enabled=_bool(capture.get("enabled", False), "capture.enabled"),
+        max_requests=_positive_int(
+            capture.get("max_requests", base.max_requests), "capture.max_requests"
+        ),
+        max_bytes=_positive_int(capture.get("max_bytes", base.max_bytes), "capture.max_bytes"),
+    )
 
 
 def _reasoning(value: Any) -> ReasoningConfig:

@@ -29,6 +29,7 @@ from proxy.appkeys import (
     METRICS_KEY,
     OFFLOAD_KEY,
     REASONING_KEY,
+    RECENT_KEY,
     RUNTIME_KEY,
     SESSION_KEY,
     SUGGESTIONS_KEY,
@@ -102,6 +103,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         if state.hold is not None:
             state.hold.release()
         account.done(meter, request, state, status)
+        account.remember(request.app.get(RECENT_KEY), request, state, status)
 
 
 async def _serve(request: web.Request, state: RequestState) -> web.StreamResponse:
@@ -360,6 +362,7 @@ async def _relay(
     answer = await send(sanitized.body if sanitized is not None and rewritten else read.raw, {})
     if isinstance(answer, web.Response):
         return answer
+    recovered = False
     if (
         answer[0] in RECOVERABLE
         and route.config.recover.active
@@ -383,9 +386,11 @@ async def _relay(
         )
         if retried is not None:
             sanitized, answer = retried
+            recovered = True
             if isinstance(answer, web.Response):
                 return answer
     status, result = answer
+    account.sent(state, read.decoded, sanitized, status, recovered=recovered)
     if 400 <= status < 500:
         meter = request.app[METRICS_KEY]
         account.rejected(meter, state, result, original=read.decoded, sent=sanitized, api=state.api)
