@@ -77,6 +77,9 @@ class RequestState:
     recovered: bool = False
     before: bytes | None = None
     after: bytes | None = None
+    #: The body as the client sent it (decoded; a reference, not a copy): the page reads its
+    #: model name from it.
+    original: bytes | None = None
 
     @classmethod
     def of(cls, request: web.Request) -> RequestState:
@@ -287,6 +290,7 @@ def sent(
     """What the page may show of a relayed request: whether recovery sent it and, for a body
     rewritten, recovered or refused by the upstream, the body before and after."""
     state.recovered = recovered
+    state.original = original
     if original is None:
         return
     if recovered or (body is not None and body.changed) or 400 <= status < 500:
@@ -306,7 +310,7 @@ def remember(recent: Recent | None, request: web.Request, state: RequestState, s
         method=request.method,
         path=request.path[:256],
         status=status,
-        model=model_of(state.before),
+        model=model_of(state.original),
         rules=state.rules,
         changes=state.changes,
         overhead_ms=state.overhead_ms,

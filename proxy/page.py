@@ -239,7 +239,9 @@ def render_diff(bodies: Bodies, api: str) -> Iterator[str]:
     yield "<table id='diff'><tr><th>before</th><th>after</th></tr>"
     rest_tag = "equal" if rest_a == rest_b else "changed"
     yield _row(
-        rest_tag, _cell("other keys", None, rest_a, rest_tag), _cell("", None, rest_b, rest_tag)
+        rest_tag,
+        _cell("other keys", None, rest_a, rest_tag),
+        _cell("other keys", None, rest_b, rest_tag),
     )
     for tag, i, j in diff(items_a, items_b):
         left = "" if i is None else _cell(field, i, items_a[i], tag)
