@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from yarl import URL
 
 from proxy.body import Hold
 from proxy.capture import MAX_LISTED_CHANGES, Bodies, Entry, Recent, model_of
@@ -257,6 +258,23 @@ def rejected(
 
 def upstream_failed(state: RequestState, error: str | None, **fields: object) -> None:
     log.warning("upstream_failed", request_id=state.request_id, error=error, **fields)
+
+
+def unreachable(state: RequestState, exc: BaseException, upstream: str) -> None:
+    """An upstream chatmend could not reach: logged with its host and port and the cause
+    (the operating system's words, e.g. ``Connection refused``, or the DNS error), never the
+    URL's path, query or user info (a key may sit in them)."""
+    url = URL(upstream)
+    host = f"{url.host}:{url.port}" if url.port is not None else str(url.host)
+    os_error = getattr(exc, "os_error", None)
+    cause = type(exc).__name__
+    if isinstance(os_error, OSError):
+        cause = (
+            os.strerror(os_error.errno)
+            if isinstance(os_error.errno, int) and os_error.errno > 0
+            else os_error.strerror or type(os_error).__name__
+        )
+    upstream_failed(state, type(exc).__name__, host=host, cause=cause[:200])
 
 
 def done(meter: Metrics, request: web.Request, state: RequestState, status: int) -> None:

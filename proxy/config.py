@@ -8,8 +8,10 @@ dotted key at fault.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -299,6 +301,7 @@ def load_config(
     data: dict[str, Any] = {}
     if path is not None:
         data = _read_yaml(Path(path))
+    warn_unknown_env(env, data)
     sources = {key: "file" if key in data else "default" for key in _TOP_KEYS}
     # Each layer is validated under its own name, then set into the data the file gave.
     overrides: list[tuple[str, str, Any]] = []
@@ -317,6 +320,44 @@ def load_config(
         data = _set(data, dotted, value)
         sources[dotted] = source
     return parse_config(data, env=env, sources=sources)
+
+
+#: The ``CHATMEND_*`` variables chatmend reads (the others are likely typos: warned about).
+KNOWN_ENV = (ENV_UPSTREAM, ENV_CONFIG, "CHATMEND_REDIS_PASSWORD", "CHATMEND_CLAUDE_BIN")
+
+
+def _named_env(data: Any) -> set[str]:
+    """The variables the config names (``api_key_env``, ``client_tokens_env``, ...)."""
+    if isinstance(data, dict):
+        named: set[str] = set()
+        for key, value in data.items():
+            if str(key).endswith("_env"):
+                values = value if isinstance(value, list) else [value]
+                named |= {v for v in values if isinstance(v, str)}
+            named |= _named_env(value)
+        return named
+    return set()
+
+
+def unknown_env(env: Mapping[str, str], data: Mapping[str, Any] | None = None) -> list[str]:
+    """One line per ``CHATMEND_*`` variable neither chatmend nor the config reads, with the
+    close match."""
+    known = set(KNOWN_ENV) | _named_env(data or {})
+    lines = []
+    for name in sorted(n for n in env if n.startswith("CHATMEND_") and n not in known):
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        lines.append(
+            f"{name} is not a chatmend variable{hint} (chatmend reads {ENV_UPSTREAM} and "
+            f"{ENV_CONFIG}; the rest "
+            "is set in the config file or by flags: --port, --profile, ...)"
+        )
+    return lines
+
+
+def warn_unknown_env(env: Mapping[str, str], data: Mapping[str, Any]) -> None:
+    for line in unknown_env(env, data):
+        print(f"chatmend: warning: {line}", file=sys.stderr)
 
 
 def _set(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
@@ -341,7 +382,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path}: invalid YAML ({exc})") from None
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise ConfigError(f"config file {path}: invalid YAML{where}: {problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -628,8 +672,11 @@ def _rule_settings(raw: Mapping[str, Any], where: str = "rules") -> dict[str, Ru
     settings: dict[str, RuleSetting] = {}
     for name, value in raw.items():
         if name not in KNOWN_RULES:
-            known = ", ".join(KNOWN_RULES)
-            raise ConfigError(f"{where}.{name}: unknown rule; known rules: {known}")
+            close = difflib.get_close_matches(str(name), list(KNOWN_RULES), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise ConfigError(
+                f"{where}.{name}: unknown rule{hint} (`.venv/bin/chatmend rules` lists them)"
+            )
         key = f"{where}.{name}"
         if value is None:
             continue

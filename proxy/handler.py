@@ -432,7 +432,7 @@ async def _exchange(
         return errors.upstream_timeout()
     except ClientError as exc:
         state.outcome = "upstream_unreachable"
-        account.upstream_failed(state, type(exc).__name__)
+        account.unreachable(state, exc, route.config.upstream.url)
         return errors.upstream_unreachable()
     state.upstream_ms = account.ms(started)
     meter = request.app[METRICS_KEY]

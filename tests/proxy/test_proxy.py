@@ -203,12 +203,14 @@ def _unused_port() -> int:
 
 
 async def test_unreachable_upstream_gets_502(make_proxy: ProxyFactory) -> None:
-    proxy = await make_proxy(url=f"http://127.0.0.1:{_unused_port()}")
+    proxy = await make_proxy(url=f"http://user:sk-secret@127.0.0.1:{_unused_port()}/v1?key=k1")
     with capture_logs() as logs:
         response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
     assert response.status == 502
     assert (await response.json())["error"]["code"] == "upstream_unreachable"
-    assert any(e["event"] == "upstream_failed" for e in logs)
+    failed = [e for e in logs if e["event"] == "upstream_failed"]
+    assert failed and failed[0]["host"].startswith("127.0.0.1:") and failed[0]["cause"]
+    assert "sk-secret" not in repr(logs) and "k1" not in repr(failed)
 
 
 async def test_silent_upstream_gets_504(make_proxy: ProxyFactory, aiohttp_server: Any) -> None:
