@@ -674,9 +674,7 @@ def _rule_settings(raw: Mapping[str, Any], where: str = "rules") -> dict[str, Ru
         if name not in KNOWN_RULES:
             close = difflib.get_close_matches(str(name), list(KNOWN_RULES), n=3, cutoff=0.6)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
-            raise ConfigError(
-                f"{where}.{name}: unknown rule{hint} (`.venv/bin/chatmend rules` lists them)"
-            )
+            raise ConfigError(f"{where}.{name}: unknown rule{hint} (docs/rules.md lists them)")
         key = f"{where}.{name}"
         if value is None:
             continue

@@ -284,7 +284,7 @@ def test_unknown_rule_suggests_a_few_close_ones_in_one_short_line() -> None:
         parse_config({"rules": {"typo": True}})
     message = str(info.value)
     assert "\n" not in message and len(message) < 200  # not the 62 names
-    assert "chatmend rules" in message  # where the list is
+    assert "docs/rules.md" in message  # where the list is
     with pytest.raises(ConfigError) as info:
         parse_config({"rules": {"orphan-tool-result": True}})
     suggested = str(info.value).split("did you mean ")[1].split("?")[0].split(" or ")
