@@ -79,13 +79,14 @@ chromium:
 		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium not installed (needs root and apt-get): install Chromium (Debian: apt-get install chromium) or the browser test of the page is skipped"
 
-## Benchmarks (not part of `make test`): writes bench/results/latest.md and latest.png.
+## Benchmarks (not part of `make test`): writes bench/results/tmp/latest.md and latest.png (not
+## committed); `make bench RECORD=1` writes the committed bench/results/latest.*.
 ## `make bench PEERS=litellm` adds LiteLLM (own venv in bench/.venvs/); ARGS=--quick for a smoke run.
 PEERS ?=
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk unavailable: HTTP benchmark skipped"
-	$(BIN)/python -m bench.run $(if $(PEERS),--peers $(PEERS)) $(ARGS)
+	$(BIN)/python -m bench.run $(if $(PEERS),--peers $(PEERS)) $(if $(RECORD),--record) $(ARGS)
 
 ## The reasoning stash's relay overhead (not part of `make test`): one long SSE stream relayed
 ## with and without response observation, same run. `make bench-observe ARGS="--chunks 20000"`.

@@ -1,4 +1,5 @@
-"""``make bench``: every benchmark in one run; writes bench/results/latest.md (and .png).
+"""``make bench``: every benchmark in one run; writes bench/results/tmp/latest.md (and .png),
+or the committed bench/results/latest.* with ``--record`` (``make bench RECORD=1``).
 
 Sections, in order: the in-process sanitizer micro-benchmark (``bench.micro``), HTTP with wrk
 (``bench.http``, optional peers from ``bench.peers``), the event-loop comparison
@@ -53,7 +54,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--seconds", type=int, default=2, help="seconds per wrk run (default 2)")
     parser.add_argument(
-        "--out", type=Path, default=RESULTS, help="directory for latest.md and latest.png"
+        "--out",
+        type=Path,
+        default=RESULTS / "tmp",
+        help="directory for latest.md and latest.png (default bench/results/tmp, not "
+        "committed; the committed results: --record)",
+    )
+    parser.add_argument(
+        "--record",
+        action="store_const",
+        const=RESULTS,
+        dest="out",
+        help="write the committed bench/results/latest.* (what docs/performance.md cites)",
     )
     parser.add_argument("--sizes", default="", help="comma-separated HTTP payload sizes")
     parser.add_argument("--concurrency", default="", help="comma-separated HTTP concurrencies")
