@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from yarl import URL
 
+from proxy import otel
 from proxy.body import Hold
 from proxy.capture import MAX_LISTED_CHANGES, Bodies, Entry, Recent, model_of
 from proxy.log import MAX_FIELD_ITEMS, get_logger
@@ -341,6 +342,30 @@ def remember(recent: Recent | None, request: web.Request, state: RequestState, s
         None if state.before is None or state.after is None else Bodies(state.before, state.after)
     )
     recent.record(entry, both)
+
+
+def traced(tracer: object | None, request: web.Request, state: RequestState, status: int) -> None:
+    """The request's OpenTelemetry span (proxy/otel.py), when a tracer is set up."""
+    if tracer is None:
+        return
+    end = time.time_ns()
+    start = end - int((time.perf_counter() - state.started) * 1e9)
+    attributes = {
+        "chatmend.request_id": state.request_id,
+        "chatmend.route": state.route,
+        "chatmend.api": state.api,
+        "chatmend.model": model_of(state.original),
+        "chatmend.profile": state.profile,
+        "chatmend.rules": list(state.rules),
+        "chatmend.changes": state.changes,
+        "chatmend.recovered": state.recovered,
+        "chatmend.overhead_ms": state.overhead_ms,
+        "chatmend.outcome": state.outcome,
+        "http.request.method": request.method,
+        "http.response.status_code": status,
+        "url.path": request.path[:256],
+    }
+    otel.record(tracer, start, end, attributes)
 
 
 def ms(since: float) -> float:

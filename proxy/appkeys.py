@@ -23,3 +23,5 @@ INFLIGHT_KEY = web.AppKey("inflight", InflightBudget)
 LEARNED_KEY = web.AppKey("learned_repairs", LearnedRepairs)
 #: The page's recent requests and captured bodies (proxy/capture.py): set only when ``ui`` is on.
 RECENT_KEY = web.AppKey("recent", Recent)
+#: The OpenTelemetry tracer (proxy/otel.py): set only when the OTEL_* variables ask for traces.
+TRACER_KEY = web.AppKey("tracer", object)

@@ -33,6 +33,7 @@ from proxy.appkeys import (
     RUNTIME_KEY,
     SESSION_KEY,
     SUGGESTIONS_KEY,
+    TRACER_KEY,
 )
 from proxy.config import Config
 from proxy.credentials import apply_upstream_credentials, authorized
@@ -104,6 +105,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
             state.hold.release()
         account.done(meter, request, state, status)
         account.remember(request.app.get(RECENT_KEY), request, state, status)
+        account.traced(request.app.get(TRACER_KEY), request, state, status)
 
 
 async def _serve(request: web.Request, state: RequestState) -> web.StreamResponse:
