@@ -260,7 +260,7 @@ def test_profile_and_models(tmp_path: Path) -> None:
         ({"models": ["x"]}, "models: must be a mapping"),
         ({"mode": "dry-run"}, "mode: must be enforce or report"),
         ({"rules": {"empty-tool-calls": {"mode": "off"}}}, "rules.empty-tool-calls.mode: must be"),
-        ({"rules": {"no-such-rule": True}}, "rules.no-such-rule: unknown rule (`"),
+        ({"rules": {"no-such-rule": True}}, "rules.no-such-rule: unknown rule (docs/rules.md"),
         (
             {"rules": {"empty-tool-call": True}},
             "rules.empty-tool-call: unknown rule; did you mean empty-tool-calls",
