@@ -5,8 +5,11 @@ BIN    := $(VENV)/bin
 ARGS   ?=
 CLAUDE_CODE := .clients/node_modules/.bin/claude
 CLAUDE_CODE_VERSION := 2.1.332
+# The system packages the tests use (redis-server, chromium, npm) are installed with apt-get
+# only as root on a system that has it; anyone else is told what to install (their tests skip).
+CAN_APT := test "$$(id -u)" = 0 && command -v apt-get >/dev/null
 
-.PHONY: run test quick deep lint typecheck pytest docs rule redis-server bench bench-observe bench-scaling soak fuzz clean
+.PHONY: run test quick deep lint typecheck pytest docs rule redis-server chromium bench bench-observe bench-scaling soak fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,14 +48,15 @@ lint: $(VENV)/.test-installed
 typecheck: $(VENV)/.test-installed
 	$(BIN)/mypy
 
-pytest: $(VENV)/.test-installed redis-server $(CLAUDE_CODE)
+pytest: $(VENV)/.test-installed redis-server chromium $(CLAUDE_CODE)
 	CHATMEND_CLAUDE_BIN=$$(test -x $(CLAUDE_CODE) && echo $(CURDIR)/$(CLAUDE_CODE)) $(BIN)/pytest
 
 ## The Claude Code CLI (npm, pinned), which tests/proxy/test_claude_code.py runs through chatmend
 ## against the strict fake: installed into .clients/ (node and npm from Debian if missing). If the
 ## registry cannot be reached, that one test is skipped and says so.
 $(CLAUDE_CODE):
-	@command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq npm >/dev/null; } || true
+	@command -v npm >/dev/null || { $(CAN_APT) && apt-get update -qq && apt-get install -y -qq npm >/dev/null; } \
+		|| echo "npm not installed (needs root and apt-get): install Node.js 18+ with npm, or the Claude Code CLI test is skipped"
 	@npm install --no-audit --no-fund --silent --prefix .clients \
 		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) >/dev/null 2>&1 \
 		|| echo "Claude Code CLI not installed (npm failed): its test will be skipped"
@@ -69,7 +73,17 @@ rule: $(VENV)/.test-installed
 ## The reasoning stash's Redis backend is tested against a real redis-server on loopback
 ## (each test starts its own on a free port, no persistence): installed here if missing.
 redis-server:
-	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+	@command -v redis-server >/dev/null || { $(CAN_APT) && apt-get update -qq \
+		&& apt-get install -y -qq redis-server >/dev/null; } \
+		|| echo "redis-server not installed (needs root and apt-get): install Redis (Debian: apt-get install redis-server; macOS: brew install redis) or its tests are skipped"
+
+## The page at /chatmend/ is tested in a real browser: Debian's headless Chromium
+## (tests/proxy/test_page_browser.py; skipped, saying why, where it is missing). Installed here
+## if missing; without root or apt, says what to install instead of failing.
+chromium:
+	@command -v chromium >/dev/null || { $(CAN_APT) && apt-get update -qq \
+		&& apt-get install -y -qq chromium >/dev/null; } \
+		|| echo "chromium not installed (needs root and apt-get): install Chromium (Debian: apt-get install chromium) or the browser test of the page is skipped"
 
 ## Benchmarks (not part of `make test`): writes bench/results/tmp/latest.md and latest.png
 ## (SAVE=1: the committed bench/results/latest.md and latest.png); growing sessions included.

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from yarl import URL
 
+from proxy import otel
 from proxy.body import Hold
+from proxy.capture import MAX_LISTED_CHANGES, Bodies, Entry, Recent, model_of
 from proxy.log import MAX_FIELD_ITEMS, get_logger
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
@@ -28,6 +31,9 @@ from rules.providers.apis import api_named
 log = get_logger()
 
 REQUEST_ID_HEADER = "X-Request-ID"
+#: chatmend's own id for the request, always generated (128 random bits): unique, unguessable,
+#: the key of its log lines and of its entry on the page (``/chatmend/``).
+CHATMEND_ID_HEADER = "X-Chatmend-Request-Id"
 CHANGES_HEADER = "X-Chatmend-Changes"
 #: On a 4xx to a rewritten body whose error text cites an index: ``messages[2]=messages[3];
 #: rules=a,b`` (the index chatmend sent = the client's; ``inserted`` for a message it added).
@@ -44,6 +50,10 @@ class RequestState:
     """What one request collects on its way through, for its one ``request_done`` line."""
 
     request_id: str
+    #: The client's own ``X-Request-ID`` (up to 128 visible ASCII characters, else ``None``):
+    #: echoed back and logged as ``client_request_id``, never used as a key (two clients may
+    #: send the same one).
+    client_request_id: str | None = None
     upstream_ms: float | None = None
     sanitize_ms: float | None = None
     changes: int = 0
@@ -62,12 +72,23 @@ class RequestState:
     #: The request's share of the in-flight body budget (``proxy.body.Hold``), given back when
     #: it is done.
     hold: Hold | None = None
+    #: For the page (proxy/capture.py): the changes of the body sent (the first
+    #: ``MAX_LISTED_CHANGES``), whether recovery sent it, and the bodies before and after (set
+    #: only for a body rewritten, recovered or refused by the upstream).
+    listed: tuple[Change, ...] = ()
+    recovered: bool = False
+    before: bytes | None = None
+    after: bytes | None = None
+    #: The body as the client sent it (decoded; a reference, not a copy): the page reads its
+    #: model name from it.
+    original: bytes | None = None
 
     @classmethod
     def of(cls, request: web.Request) -> RequestState:
-        """A fresh state, with the client's ``X-Request-ID`` if it is printable (else a new id)."""
+        """A fresh state with a new id, and the client's ``X-Request-ID`` if it is printable."""
         given = request.headers.get(REQUEST_ID_HEADER, "")
-        return cls(given if _VALID_REQUEST_ID.fullmatch(given) else os.urandom(16).hex())
+        client = given if _VALID_REQUEST_ID.fullmatch(given) else None
+        return cls(os.urandom(16).hex(), client)
 
     def took(
         self, changes: tuple[Change, ...], omitted: tuple[tuple[str, str, int], ...] = ()
@@ -75,14 +96,16 @@ class RequestState:
         """The changes the body sent upstream carries (what the headers and the log describe),
         and those a worker counted without listing them (``Sanitized.omitted``)."""
         self.changes = len(changes) + sum(count for _, _, count in omitted)
+        self.listed = changes[:MAX_LISTED_CHANGES]
         self.rules = tuple(sorted({change.rule for change in changes} | {r for r, _, _ in omitted}))
 
 
 def headers(state: RequestState, *, reached: bool = False) -> dict[str, str]:
-    """The request id, what chatmend changed (``2; rules=a,b``, plus ``; reported=N`` in report
-    mode) and its own time: until the upstream answered, minus the upstream's, or until its
-    own answer (milliseconds). Only a request that reached the upstream is observed in the
-    overhead histogram: an early 401 or 413 would drag it toward zero."""
+    """The request ids (chatmend's; the client's echoed, else chatmend's again), what chatmend
+    changed (``2; rules=a,b``, plus ``; reported=N`` in report mode) and its own time: until
+    the upstream answered, minus the upstream's, or until its own answer (milliseconds). Only
+    a request that reached the upstream is observed in the overhead histogram: an early 401 or
+    413 would drag it toward zero."""
     changes = str(state.changes)
     if state.rules:
         changes += "; rules=" + ",".join(state.rules)
@@ -92,7 +115,8 @@ def headers(state: RequestState, *, reached: bool = False) -> dict[str, str]:
     if reached:
         state.overhead_ms = overhead
     return {
-        REQUEST_ID_HEADER: state.request_id,
+        CHATMEND_ID_HEADER: state.request_id,
+        REQUEST_ID_HEADER: state.client_request_id or state.request_id,
         CHANGES_HEADER: changes,
         OVERHEAD_HEADER: f"{overhead:.3f}",
     }
@@ -237,6 +261,23 @@ def upstream_failed(state: RequestState, error: str | None, **fields: object) ->
     log.warning("upstream_failed", request_id=state.request_id, error=error, **fields)
 
 
+def unreachable(state: RequestState, exc: BaseException, upstream: str) -> None:
+    """An upstream chatmend could not reach: logged with its host and port and the cause
+    (the operating system's words, e.g. ``Connection refused``, or the DNS error), never the
+    URL's path, query or user info (a key may sit in them)."""
+    url = URL(upstream)
+    host = f"{url.host}:{url.port}" if url.port is not None else str(url.host)
+    os_error = getattr(exc, "os_error", None)
+    cause = type(exc).__name__
+    if isinstance(os_error, OSError):
+        cause = (
+            os.strerror(os_error.errno)
+            if isinstance(os_error.errno, int) and os_error.errno > 0
+            else os_error.strerror or type(os_error).__name__
+        )
+    upstream_failed(state, type(exc).__name__, host=host, cause=cause[:200])
+
+
 def done(meter: Metrics, request: web.Request, state: RequestState, status: int) -> None:
     """The request's one ``request_done`` line and its counters."""
     meter.requests.labels(state.route, state.api, str(status), state.profile).inc()
@@ -245,6 +286,7 @@ def done(meter: Metrics, request: web.Request, state: RequestState, status: int)
     log.info(
         "request_done",
         request_id=state.request_id,
+        client_request_id=state.client_request_id,
         method=request.method,
         path=request.path,
         status=status,
@@ -254,6 +296,76 @@ def done(meter: Metrics, request: web.Request, state: RequestState, status: int)
         changes=state.changes,
         outcome=state.outcome,
     )
+
+
+def sent(
+    state: RequestState,
+    original: bytes | None,
+    body: Sanitized | None,
+    status: int,
+    *,
+    recovered: bool,
+) -> None:
+    """What the page may show of a relayed request: whether recovery sent it and, for a body
+    rewritten, recovered or refused by the upstream, the body before and after."""
+    state.recovered = recovered
+    state.original = original
+    if original is None:
+        return
+    if recovered or (body is not None and body.changed) or 400 <= status < 500:
+        state.before = original
+        state.after = original if body is None or not body.changed else body.body
+
+
+def remember(recent: Recent | None, request: web.Request, state: RequestState, status: int) -> None:
+    """Add the request to the page's list (and its bodies to the capture), if the page is on."""
+    if recent is None:
+        return
+    entry = Entry(
+        request_id=state.request_id,
+        at=time.time(),
+        route=state.route,
+        api=state.api,
+        method=request.method,
+        path=request.path[:256],
+        status=status,
+        model=model_of(state.original),
+        rules=state.rules,
+        changes=state.changes,
+        overhead_ms=state.overhead_ms,
+        recovered=state.recovered,
+        outcome=state.outcome,
+        client=request.remote or "",
+        listed=state.listed,
+    )
+    both = (
+        None if state.before is None or state.after is None else Bodies(state.before, state.after)
+    )
+    recent.record(entry, both)
+
+
+def traced(tracer: object | None, request: web.Request, state: RequestState, status: int) -> None:
+    """The request's OpenTelemetry span (proxy/otel.py), when a tracer is set up."""
+    if tracer is None:
+        return
+    end = time.time_ns()
+    start = end - int((time.perf_counter() - state.started) * 1e9)
+    attributes = {
+        "chatmend.request_id": state.request_id,
+        "chatmend.route": state.route,
+        "chatmend.api": state.api,
+        "chatmend.model": model_of(state.original),
+        "chatmend.profile": state.profile,
+        "chatmend.rules": list(state.rules),
+        "chatmend.changes": state.changes,
+        "chatmend.recovered": state.recovered,
+        "chatmend.overhead_ms": state.overhead_ms,
+        "chatmend.outcome": state.outcome,
+        "http.request.method": request.method,
+        "http.response.status_code": status,
+        "url.path": request.path[:256],
+    }
+    otel.record(tracer, start, end, attributes)
 
 
 def ms(since: float) -> float:

@@ -6,21 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from proxy import otel, page
 from proxy.appkeys import (
     INFLIGHT_KEY,
     LEARNED_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
     REASONING_KEY,
+    RECENT_KEY,
     RUNTIME_KEY,
     SESSION_KEY,
     SUGGESTIONS_KEY,
+    TRACER_KEY,
 )
 from proxy.body import MAX_HEADER_BYTES, InflightBudget
+from proxy.capture import Recent
 from proxy.config import Config
 from proxy.errors import error_response
 from proxy.handler import handle
@@ -89,6 +94,14 @@ def create_app(config: Config) -> web.Application:
     app.router.add_get(HEALTHZ, healthz)
     app.router.add_get(READYZ, readyz)
     app.router.add_get(METRICS, metrics)
+    # OpenTelemetry: one span per request, only when the OTEL_* variables ask for it.
+    tracer = otel.tracer_from_env(os.environ)
+    if tracer is not None:
+        app[TRACER_KEY] = tracer
+    # The page at /chatmend/ (off by default) and the recent requests it lists.
+    if config.ui.enabled:
+        app[RECENT_KEY] = Recent(config.capture)
+        page.add_routes(app, config.ui)
     # One catch-all route whose handler observes the request itself: no middleware chain and
     # no response signal to run per request (both measurable on the hot path).
     app.router.add_route("*", "/{tail:.*}", handle, expect_handler=_expect)

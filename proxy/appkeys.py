@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import ClientSession, web
 
 from proxy.body import InflightBudget
+from proxy.capture import Recent
 from proxy.learned import LearnedRepairs
 from proxy.metrics import Metrics
 from proxy.offload import Offloader
@@ -20,3 +21,7 @@ SUGGESTIONS_KEY = web.AppKey("recovery_suggestions", Suggestions)
 OFFLOAD_KEY = web.AppKey("offload", Offloader)
 INFLIGHT_KEY = web.AppKey("inflight", InflightBudget)
 LEARNED_KEY = web.AppKey("learned_repairs", LearnedRepairs)
+#: The page's recent requests and captured bodies (proxy/capture.py): set only when ``ui`` is on.
+RECENT_KEY = web.AppKey("recent", Recent)
+#: The OpenTelemetry tracer (proxy/otel.py): set only when the OTEL_* variables ask for traces.
+TRACER_KEY = web.AppKey("tracer", object)

@@ -110,6 +110,15 @@ def api_of_body(payload: Any) -> Api:
     return CHAT_API
 
 
+#: What to do about a body the rules did not read (``Sanitized.skipped``).
+_SKIP_HINTS = {
+    "body_not_object": ' (a JSON object is expected: {"messages": [...]} or {"input": [...]},'
+    " not a bare list)",
+    "body_not_json": " (the input is not JSON)",
+    "messages_missing": ' (the object has no "messages" list: {"messages": [...]})',
+}
+
+
 def render_text(report: Report) -> str:
     lines: list[str] = [f"profile: {report.profile}"]
     if report.before:
@@ -117,11 +126,15 @@ def render_text(report: Report) -> str:
         lines += [f"  {_where(v.index, report.api)} {v.code}: {v.message}" for v in report.before]
     elif report.result.changes:
         # A rule acted where the contract found nothing: never call that "accepted as sent".
-        lines.append("no rejection found, yet the rules rewrote it (a rule beyond its contract)")
+        lines.append(
+            "no rejection found, yet the rules rewrote it: a rule changed something the "
+            "provider's catalogued errors do not list (see the rewrites below)"
+        )
     else:
         lines.append("accepted as sent: no rejection found")
     if report.result.skipped:
-        lines.append(f"not repaired: {report.result.skipped}")
+        hint = _SKIP_HINTS.get(report.result.skipped, "")
+        lines.append(f"not repaired: {report.result.skipped}{hint}")
     if report.result.changes:
         lines.append(f"{len(report.result.changes)} rewrite(s):")
         for change in report.result.changes:

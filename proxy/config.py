@@ -8,8 +8,10 @@ dotted key at fault.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 import yaml
 from yarl import URL
 
+from proxy.capture import CaptureConfig
 from proxy.provider_hosts import profile_for_upstream
 from proxy.stash.settings import ReasoningConfig, parse_reasoning
 from proxy.validate import ConfigError
@@ -184,6 +187,16 @@ class RouteConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class UiConfig:
+    """``ui:``: the page at ``/chatmend/``: off by default; loopback clients only unless
+    ``admin_token_env`` names a variable holding a token (then ``Authorization: Bearer`` it,
+    from anywhere)."""
+
+    enabled: bool = False
+    admin_token: Secret | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     listen: ListenConfig = field(default_factory=ListenConfig)
     #: The default route: the top-level keys (``upstream``, ``profile``, ``models``, ``rules``,
@@ -210,6 +223,10 @@ class Config:
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
     #: The reasoning stash (proxy/stash): which store, how big, how long (all routes).
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    #: The page at ``/chatmend/`` (proxy/page.py) and the bodies it may show (proxy/capture.py);
+    #: both off by default, read at start (a reload does not change them).
+    ui: UiConfig = field(default_factory=UiConfig)
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
     #: Which source set each top-level value (and each value a flag or the environment set):
     #: ``default``, ``file``, ``env CHATMEND_UPSTREAM``, ``flag --port``, ...
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -246,6 +263,8 @@ _TOP_KEYS = (
     "drain_seconds",
     "reasoning",
     "recover",
+    "ui",
+    "capture",
 )
 _UPSTREAM_KEYS = ("url", "connect_timeout", "read_timeout", "api_key_env", "api_key_header")
 #: What a named route may set; the others come from the top level.
@@ -282,6 +301,7 @@ def load_config(
     data: dict[str, Any] = {}
     if path is not None:
         data = _read_yaml(Path(path))
+    warn_unknown_env(env, data)
     sources = {key: "file" if key in data else "default" for key in _TOP_KEYS}
     # Each layer is validated under its own name, then set into the data the file gave.
     overrides: list[tuple[str, str, Any]] = []
@@ -300,6 +320,44 @@ def load_config(
         data = _set(data, dotted, value)
         sources[dotted] = source
     return parse_config(data, env=env, sources=sources)
+
+
+#: The ``CHATMEND_*`` variables chatmend reads (the others are likely typos: warned about).
+KNOWN_ENV = (ENV_UPSTREAM, ENV_CONFIG, "CHATMEND_REDIS_PASSWORD", "CHATMEND_CLAUDE_BIN")
+
+
+def _named_env(data: Any) -> set[str]:
+    """The variables the config names (``api_key_env``, ``client_tokens_env``, ...)."""
+    if isinstance(data, dict):
+        named: set[str] = set()
+        for key, value in data.items():
+            if str(key).endswith("_env"):
+                values = value if isinstance(value, list) else [value]
+                named |= {v for v in values if isinstance(v, str)}
+            named |= _named_env(value)
+        return named
+    return set()
+
+
+def unknown_env(env: Mapping[str, str], data: Mapping[str, Any] | None = None) -> list[str]:
+    """One line per ``CHATMEND_*`` variable neither chatmend nor the config reads, with the
+    close match."""
+    known = set(KNOWN_ENV) | _named_env(data or {})
+    lines = []
+    for name in sorted(n for n in env if n.startswith("CHATMEND_") and n not in known):
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        lines.append(
+            f"{name} is not a chatmend variable{hint} (chatmend reads {ENV_UPSTREAM} and "
+            f"{ENV_CONFIG}; the rest "
+            "is set in the config file or by flags: --port, --profile, ...)"
+        )
+    return lines
+
+
+def warn_unknown_env(env: Mapping[str, str], data: Mapping[str, Any]) -> None:
+    for line in unknown_env(env, data):
+        print(f"chatmend: warning: {line}", file=sys.stderr)
 
 
 def _set(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
@@ -324,7 +382,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path}: invalid YAML ({exc})") from None
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise ConfigError(f"config file {path}: invalid YAML{where}: {problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -385,6 +446,8 @@ def parse_config(
         default=default,
         **_limits(data),
         reasoning=_reasoning(data.get("reasoning")),
+        ui=_ui(data.get("ui"), env),
+        capture=_capture(data.get("capture")),
         sources=sources,
     )
     routes = _mapping(data.get("routes", {}), "routes")
@@ -552,6 +615,28 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
     return RecoverConfig(enabled=enabled, max_attempts=attempts, learn_ttl=float(ttl))
 
 
+def _ui(value: Any, env: Mapping[str, str]) -> UiConfig:
+    ui = _mapping(value, "ui")
+    _no_unknown(ui, ("enabled", "admin_token_env"), "ui")
+    token = None
+    if ui.get("admin_token_env") is not None:
+        token = _secret(ui["admin_token_env"], "ui.admin_token_env", env)
+    return UiConfig(enabled=_bool(ui.get("enabled", False), "ui.enabled"), admin_token=token)
+
+
+def _capture(value: Any) -> CaptureConfig:
+    capture = _mapping(value, "capture")
+    _no_unknown(capture, ("enabled", "max_requests", "max_bytes"), "capture")
+    base = CaptureConfig()
+    return CaptureConfig(
+        enabled=_bool(capture.get("enabled", False), "capture.enabled"),
+        max_requests=_positive_int(
+            capture.get("max_requests", base.max_requests), "capture.max_requests"
+        ),
+        max_bytes=_positive_int(capture.get("max_bytes", base.max_bytes), "capture.max_bytes"),
+    )
+
+
 def _reasoning(value: Any) -> ReasoningConfig:
     return parse_reasoning(value)  # its errors are ConfigError (proxy/validate.py)
 
@@ -587,8 +672,9 @@ def _rule_settings(raw: Mapping[str, Any], where: str = "rules") -> dict[str, Ru
     settings: dict[str, RuleSetting] = {}
     for name, value in raw.items():
         if name not in KNOWN_RULES:
-            known = ", ".join(KNOWN_RULES)
-            raise ConfigError(f"{where}.{name}: unknown rule; known rules: {known}")
+            close = difflib.get_close_matches(str(name), list(KNOWN_RULES), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise ConfigError(f"{where}.{name}: unknown rule{hint} (docs/rules.md lists them)")
         key = f"{where}.{name}"
         if value is None:
             continue

@@ -330,7 +330,7 @@ def _profile_section(profile: Profile) -> list[str]:
         f"{profile.summary}.",
         "",
         f"- **Upstream hosts that select it:** {chosen}",
-        f"- **Error envelope** (`chatmend emulate`): {profile.envelope}",
+        f"- **Error envelope** (`.venv/bin/chatmend emulate`): {profile.envelope}",
     ]
     if profile.variants:
         variants = ", ".join(

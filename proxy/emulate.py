@@ -3,7 +3,9 @@
 It answers chat completions the way the strict provider of a profile (``--profile``, default
 ``deepseek``) does: a payload that profile's contract rejects gets the provider's status, error
 envelope and text (the first rejection, as providers report one at a time); anything else gets a
-canned completion, streamed as SSE when ``stream: true``. A ``POST`` to a path ending in
+canned completion, streamed as SSE when ``stream: true``: a call of the first function tool when
+the request offers tools and its last message is not a ``tool`` result (so an agent's tool loop
+runs end to end, deterministically), else text. A ``POST`` to a path ending in
 ``/v1/messages`` is answered as that provider's Anthropic-format endpoint would, under the
 profile's Messages contract (proxy/emulate_messages.py); ``/v1/messages/count_tokens`` gets a
 count. A ``POST`` to a path ending in ``/responses`` is answered as that provider's Responses
@@ -64,9 +66,42 @@ def provider_error(status: int, message: str, envelope: str = "openai") -> web.R
     return web.json_response(body, status=status)
 
 
-def sse_chunk(content: str | None, finish: str | None = None) -> bytes:
-    """One ``chat.completion.chunk`` event."""
+def tool_call(payload: Any, n: int) -> dict[str, Any] | None:
+    """The call the emulator answers with: of the request's first function tool, when its last
+    message is not a tool result (``None``: answer with text). ``arguments`` is ``{}``."""
+    if not isinstance(payload, dict):
+        return None
+    tools = [
+        t["function"]["name"]
+        for t in payload.get("tools") or ()
+        if isinstance(t, dict)
+        and isinstance(t.get("function"), dict)
+        and isinstance(t["function"].get("name"), str)
+    ]
+    messages = payload.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if not tools or (isinstance(last, dict) and last.get("role") == "tool"):
+        return None
+    call_id = f"call_emulated_{n}"
+    return {"id": call_id, "type": "function", "function": {"name": tools[0], "arguments": "{}"}}
+
+
+def completion(call: dict[str, Any] | None) -> dict[str, Any]:
+    """The canned completion: text, or the tool call."""
+    if call is None:
+        return COMPLETION
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    return {**COMPLETION, "choices": [choice]}
+
+
+def sse_chunk(
+    content: str | None, finish: str | None = None, call: dict[str, Any] | None = None
+) -> bytes:
+    """One ``chat.completion.chunk`` event (``call``: a whole tool call in one delta)."""
     delta: dict[str, Any] = {} if content is None else {"content": content}
+    if call is not None:
+        delta = {"tool_calls": [{"index": 0, **call}]}
     event = {
         "id": COMPLETION["id"],
         "object": "chat.completion.chunk",
@@ -94,12 +129,23 @@ def rejection(body: bytes, profile: str = DEFAULT_PROFILE) -> web.Response | Non
 
 
 async def stream_completion(
-    request: web.Request, *, chunks: int = 5, delay: float = 0.0
+    request: web.Request,
+    *,
+    chunks: int = 5,
+    delay: float = 0.0,
+    call: dict[str, Any] | None = None,
 ) -> web.StreamResponse:
-    """The canned completion as SSE: a role chunk, ``chunks`` text chunks, stop, ``[DONE]``."""
+    """The canned completion as SSE: a role chunk, ``chunks`` text chunks, stop, ``[DONE]``
+    (or, with ``call``, the tool call in one chunk and ``tool_calls``)."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     await response.write(sse_chunk(""))
+    if call is not None:
+        await response.write(sse_chunk(None, call=call))
+        await response.write(sse_chunk(None, "tool_calls"))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
     for number in range(chunks):
         if delay:
             await asyncio.sleep(delay)
@@ -150,9 +196,12 @@ def create_emulator(
             rejected = rejection(body, profile)
             if rejected is not None:
                 return rejected
-            if orjson.loads(body).get("stream"):
-                return await stream_completion(request, chunks=chunks, delay=delay)
-            return web.json_response(COMPLETION)
+            payload = orjson.loads(body)
+            answered += 1
+            call = tool_call(payload, answered)
+            if payload.get("stream"):
+                return await stream_completion(request, chunks=chunks, delay=delay, call=call)
+            return web.json_response(completion(call))
         if request.method == "GET" and path.endswith("/models"):
             return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
         text = f"Unknown request URL: {request.method} {request.path}."

@@ -29,9 +29,11 @@ from proxy.appkeys import (
     METRICS_KEY,
     OFFLOAD_KEY,
     REASONING_KEY,
+    RECENT_KEY,
     RUNTIME_KEY,
     SESSION_KEY,
     SUGGESTIONS_KEY,
+    TRACER_KEY,
 )
 from proxy.config import Config
 from proxy.credentials import apply_upstream_credentials, authorized
@@ -102,6 +104,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
         if state.hold is not None:
             state.hold.release()
         account.done(meter, request, state, status)
+        account.remember(request.app.get(RECENT_KEY), request, state, status)
+        account.traced(request.app.get(TRACER_KEY), request, state, status)
 
 
 async def _serve(request: web.Request, state: RequestState) -> web.StreamResponse:
@@ -360,6 +364,7 @@ async def _relay(
     answer = await send(sanitized.body if sanitized is not None and rewritten else read.raw, {})
     if isinstance(answer, web.Response):
         return answer
+    recovered = False
     if (
         answer[0] in RECOVERABLE
         and route.config.recover.active
@@ -383,9 +388,11 @@ async def _relay(
         )
         if retried is not None:
             sanitized, answer = retried
+            recovered = True
             if isinstance(answer, web.Response):
                 return answer
     status, result = answer
+    account.sent(state, read.decoded, sanitized, status, recovered=recovered)
     if 400 <= status < 500:
         meter = request.app[METRICS_KEY]
         account.rejected(meter, state, result, original=read.decoded, sent=sanitized, api=state.api)
@@ -427,7 +434,7 @@ async def _exchange(
         return errors.upstream_timeout()
     except ClientError as exc:
         state.outcome = "upstream_unreachable"
-        account.upstream_failed(state, type(exc).__name__)
+        account.unreachable(state, exc, route.config.upstream.url)
         return errors.upstream_unreachable()
     state.upstream_ms = account.ms(started)
     meter = request.app[METRICS_KEY]

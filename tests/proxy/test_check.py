@@ -195,7 +195,14 @@ def test_accepted_as_sent_is_never_printed_beside_rewrites() -> None:
     run_check(io.BytesIO(raw), steps, fix=False, fmt="text", out=out, err=err)
     text = out.getvalue().decode()
     assert "rewrite(s)" in text and "accepted as sent" not in text
-    assert "beyond its contract" in text
+    assert "a rule changed something the provider's catalogued errors do not list" in text
+
+
+def test_a_bare_list_says_an_object_is_expected() -> None:
+    out, err = io.BytesIO(), io.StringIO()
+    raw = orjson.dumps([{"role": "user", "content": "hi"}])
+    run_check(io.BytesIO(raw), default_steps(RULES, {}), fix=False, fmt="text", out=out, err=err)
+    assert '{"messages": [...]}' in out.getvalue().decode() + err.getvalue()
 
 
 EMPTY_ERROR = orjson.dumps(

@@ -18,6 +18,7 @@ from proxy.config import (
     RecoverConfig,
     load_config,
     parse_config,
+    unknown_env,
 )
 from rules.chat import RULES
 from rules.messages import MESSAGES_RULES_BY_NAME
@@ -259,7 +260,11 @@ def test_profile_and_models(tmp_path: Path) -> None:
         ({"models": ["x"]}, "models: must be a mapping"),
         ({"mode": "dry-run"}, "mode: must be enforce or report"),
         ({"rules": {"empty-tool-calls": {"mode": "off"}}}, "rules.empty-tool-calls.mode: must be"),
-        ({"rules": {"no-such-rule": True}}, "rules.no-such-rule: unknown rule; known rules: "),
+        ({"rules": {"no-such-rule": True}}, "rules.no-such-rule: unknown rule (docs/rules.md"),
+        (
+            {"rules": {"empty-tool-call": True}},
+            "rules.empty-tool-call: unknown rule; did you mean empty-tool-calls",
+        ),
         ({"rules": {"empty-tool-calls": {"enabled": "on"}}}, "rules.empty-tool-calls.enabled"),
         ({"rules": {"empty-tool-calls": {"speed": 1}}}, "rules.empty-tool-calls.speed: unknown"),
         (
@@ -274,11 +279,42 @@ def test_errors_name_the_dotted_key(data: dict[str, Any], message: str) -> None:
     assert str(info.value).startswith(message), str(info.value)
 
 
-def test_unknown_rule_lists_the_known_ones() -> None:
+def test_unknown_rule_suggests_a_few_close_ones_in_one_short_line() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config({"rules": {"typo": True}})
-    for rule in RULES:
-        assert rule.name in str(info.value)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 200  # not the 62 names
+    assert "docs/rules.md" in message  # where the list is
+    with pytest.raises(ConfigError) as info:
+        parse_config({"rules": {"orphan-tool-result": True}})
+    suggested = str(info.value).split("did you mean ")[1].split("?")[0].split(" or ")
+    assert "orphan-tool-results" in suggested and len(suggested) <= 3
+    assert all(name in {rule.name for rule in RULES} for name in suggested)
+
+
+def test_invalid_yaml_is_one_line_with_line_and_column(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("listen:\n  port: 8787\n rules: [\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(bad, env={})
+    message = str(info.value)
+    assert "\n" not in message and "invalid YAML at line 3, column 2" in message, message
+
+
+def test_unknown_chatmend_variables_are_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    env = {
+        "CHATMEND_PORT": "9000",
+        "CHATMEND_UPSTRAEM": "https://x",
+        "CHATMEND_KEY": "k",
+        "CHATMEND_CONFIG": "",
+        "PATH": "/bin",
+    }
+    lines = unknown_env(env, {"upstream": {"api_key_env": "CHATMEND_KEY"}})
+    assert len(lines) == 2  # the config names CHATMEND_KEY: not unknown
+    assert lines[0].startswith("CHATMEND_PORT is not a chatmend variable") and "--port" in lines[0]
+    assert "did you mean CHATMEND_UPSTREAM?" in lines[1]
+    load_config(env=env)
+    assert "warning: CHATMEND_PORT" in capsys.readouterr().err
 
 
 def test_missing_and_broken_files(tmp_path: Path) -> None:

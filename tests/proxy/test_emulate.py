@@ -124,3 +124,63 @@ async def test_a_profile_answers_in_its_provider_words_status_and_envelope(
     passthrough: TestClient[Any, Any] = await aiohttp_client(create_emulator(profile="passthrough"))
     response = await passthrough.post("/v1/chat/completions", data=empty_tools)
     assert response.status == 200
+
+
+TOOLS: list[Any] = [
+    {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_agent_tool_loop_runs_end_to_end(
+    stream: bool, emulator: TestClient[Any, Any]
+) -> None:
+    """With tools offered, emulate calls the first one; once its result is in, it answers text:
+    an agent's loop (the openai SDK here) runs to the end, the same way every time."""
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=str(emulator.make_url("/v1")), api_key="sk-test", max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "read it"}]
+    turns: list[str] = []
+    for _ in range(4):  # bounded: the loop must end on its own
+        if stream:
+            calls: dict[int, Any] = {}
+            text, finish = "", None
+            async for chunk in await client.chat.completions.create(
+                model="deepseek-chat",
+                messages=messages,
+                tools=TOOLS,
+                stream=True,
+            ):
+                choice = chunk.choices[0]
+                text += choice.delta.content or ""
+                for call in choice.delta.tool_calls or ():
+                    calls[call.index] = call
+                finish = choice.finish_reason or finish
+            tool_calls = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in calls.values()
+            ]
+        else:
+            done = await client.chat.completions.create(
+                model="deepseek-chat",
+                messages=messages,
+                tools=TOOLS,
+            )
+            finish = done.choices[0].finish_reason
+            text = done.choices[0].message.content or ""
+            tool_calls = [c.model_dump() for c in done.choices[0].message.tool_calls or ()]
+        turns.append(str(finish))
+        if finish != "tool_calls":
+            assert text
+            break
+        assert [c["function"]["name"] for c in tool_calls] == ["read_file"]
+        assert tool_calls[0]["function"]["arguments"] == "{}"
+        messages.append({"role": "assistant", "content": None, "tool_calls": tool_calls})
+        messages.append({"role": "tool", "tool_call_id": tool_calls[0]["id"], "content": "ok"})
+    assert turns == ["tool_calls", "stop"]
+    await client.close()

@@ -110,7 +110,10 @@ async def test_connection_refused(make_proxy: ProxyFactory, client: aiohttp.Clie
         response, data = await post(run, client)
     assert response.status == 502
     assert error_code(data) == "upstream_unreachable"
-    assert run.events("upstream_failed")[0]["error"] == "ClientConnectorError"
+    failed = run.events("upstream_failed")[0]
+    assert failed["error"] == "ClientConnectorError"
+    # Where and why, in the operating system's words: the first thing a new user needs.
+    assert failed["host"] == f"127.0.0.1:{port}" and failed["cause"] == "Connection refused"
     assert run.done["outcome"] == "upstream_unreachable"
     await run.no_leaks()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import re
 import socket
 from typing import Any, cast
 
@@ -202,12 +203,14 @@ def _unused_port() -> int:
 
 
 async def test_unreachable_upstream_gets_502(make_proxy: ProxyFactory) -> None:
-    proxy = await make_proxy(url=f"http://127.0.0.1:{_unused_port()}")
+    proxy = await make_proxy(url=f"http://user:sk-secret@127.0.0.1:{_unused_port()}/v1?key=k1")
     with capture_logs() as logs:
         response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
     assert response.status == 502
     assert (await response.json())["error"]["code"] == "upstream_unreachable"
-    assert any(e["event"] == "upstream_failed" for e in logs)
+    failed = [e for e in logs if e["event"] == "upstream_failed"]
+    assert failed and failed[0]["host"].startswith("127.0.0.1:") and failed[0]["cause"]
+    assert "sk-secret" not in repr(logs) and "k1" not in repr(failed)
 
 
 async def test_silent_upstream_gets_504(make_proxy: ProxyFactory, aiohttp_server: Any) -> None:
@@ -307,12 +310,31 @@ async def test_a_crashing_rule_is_skipped_and_logged(proxy: Client, fake: FakeUp
 
 
 async def test_request_id_is_echoed_or_generated(proxy: Client) -> None:
-    given = await proxy.get("/v1/models", headers={"X-Request-ID": "abc-123"})
+    with capture_logs() as logs:
+        given = await proxy.get("/v1/models", headers={"X-Request-ID": "abc-123"})
+        generated = await proxy.get("/v1/models")
+        bad = await proxy.get("/v1/models", headers={"X-Request-ID": "x" * 500})
+        control = await proxy.get("/v1/models", headers={"X-Request-ID": "a\tb"})
     assert given.headers["X-Request-ID"] == "abc-123"
-    generated = await proxy.get("/v1/models")
     assert len(generated.headers["X-Request-ID"]) == 32
-    bad = await proxy.get("/v1/models", headers={"X-Request-ID": "x" * 500})
     assert len(bad.headers["X-Request-ID"]) == 32
+    assert len(control.headers["X-Request-ID"]) == 32
+    # chatmend's own id: always generated, never the client's, unique, logged as request_id.
+    own = [r.headers["X-Chatmend-Request-Id"] for r in (given, generated, bad, control)]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in own) and len(set(own)) == 4
+    assert generated.headers["X-Request-ID"] == own[1]
+    done = [e for e in logs if e["event"] == "request_done"]
+    assert [e["request_id"] for e in done] == own
+    assert [e["client_request_id"] for e in done] == ["abc-123", None, None, None]
+
+
+async def test_every_answer_carries_the_request_id(proxy: Client) -> None:
+    """chatmend's own answers (a refused method, a refused path) carry it too."""
+    refused = await proxy.request("TRACE", "/v1/models")
+    bad_path = await proxy.get("/v1/%00")
+    assert refused.status == 405 and bad_path.status >= 400
+    for response in (refused, bad_path):
+        assert re.fullmatch(r"[0-9a-f]{32}", response.headers["X-Chatmend-Request-Id"])
 
 
 async def test_logs_never_carry_message_text_or_credentials(proxy: Client) -> None:

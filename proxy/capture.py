@@ -1,0 +1,135 @@
+"""What the page at ``/chatmend/`` shows (proxy/page.py): the recent requests, bounded, and for
+the ones chatmend rewrote, recovered or saw refused, their bodies before and after (capture).
+
+Both live in memory only, in this process: nothing here is written to a log or a file. The list
+of recent requests holds ids, names and counts (never message text) and is kept when the page is
+on (``ui: {enabled: true}``); the bodies are kept only when ``capture: {enabled: true}`` (off by
+default: they hold what users wrote), within ``capture.max_requests`` bodies and
+``capture.max_bytes`` bytes together, the oldest evicted first. Headers are never kept, so no
+credential is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from rules.engine.base import Change
+
+#: The recent requests the page lists (metadata only: a few hundred bytes each).
+RECENT_REQUESTS = 500
+#: A session (route, client address, model) refused this many times in a row by the upstream
+#: is listed as "keeps being refused".
+REFUSED_STREAK = 3
+#: Changes kept per captured request (the page lists them; the rest are counted).
+MAX_LISTED_CHANGES = 200
+#: The model name, read without parsing the body (the first ``"model": "..."`` of its first
+#: 64 KiB; a JSON string's own quotes are escaped, so this is a key, not message text).
+_MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,128})"')
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureConfig:
+    """``capture:``: keep the bodies of rewritten, recovered and refused requests in memory."""
+
+    enabled: bool = False
+    max_requests: int = 50
+    max_bytes: int = 32 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Entry:
+    """One request as the page lists it: ids, names, counts and times, never message text."""
+
+    request_id: str
+    at: float
+    route: str
+    api: str
+    method: str
+    path: str
+    status: int
+    model: str | None = None
+    rules: tuple[str, ...] = ()
+    changes: int = 0
+    overhead_ms: float | None = None
+    recovered: bool = False
+    outcome: str | None = None
+    client: str = ""
+    #: The changes as the rules reported them (at most ``MAX_LISTED_CHANGES``).
+    listed: tuple[Change, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Bodies:
+    """A captured request's body as the client sent it (decoded) and as chatmend sent it."""
+
+    before: bytes
+    after: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.before) + len(self.after)
+
+
+@dataclass(slots=True)
+class Recent:
+    """The ring of recent requests and the captured bodies (see the module's docstring)."""
+
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
+    size: int = RECENT_REQUESTS
+    entries: deque[Entry] = field(init=False)
+    bodies: dict[str, Bodies] = field(init=False, default_factory=dict)
+    body_bytes: int = field(init=False, default=0)
+    #: Every change recorded since start, by rule (what the page's "per rule" table shows).
+    per_rule: Counter[str] = field(init=False, default_factory=Counter)
+    #: Upstream refusals in a row, per session (route, client, model).
+    streaks: dict[tuple[str, str, str], int] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.entries = deque(maxlen=self.size)
+
+    def record(self, entry: Entry, bodies: Bodies | None) -> None:
+        """Keep ``entry`` (evicting the oldest) and, when capture is on, its ``bodies``."""
+        if len(self.entries) == self.entries.maxlen:
+            self._forget(self.entries[0].request_id)
+        self.entries.append(entry)
+        self.per_rule.update(c.rule for c in entry.listed)
+        if entry.api != "other":
+            key = (entry.route, entry.client, entry.model or "")
+            refused = 400 <= entry.status < 500 and entry.outcome not in ("rejected", None)
+            if refused:
+                self.streaks[key] = self.streaks.get(key, 0) + 1
+            else:
+                self.streaks.pop(key, None)
+            if len(self.streaks) > self.size:  # bounded: the oldest sessions go first
+                del self.streaks[next(iter(self.streaks))]
+        if bodies is None or not self.capture.enabled or bodies.size > self.capture.max_bytes:
+            return
+        self.bodies[entry.request_id] = bodies
+        self.body_bytes += bodies.size
+        while (
+            len(self.bodies) > self.capture.max_requests or self.body_bytes > self.capture.max_bytes
+        ):
+            self._forget(next(iter(self.bodies)))
+
+    def _forget(self, request_id: str) -> None:
+        gone = self.bodies.pop(request_id, None)
+        if gone is not None:
+            self.body_bytes -= gone.size
+
+    def find(self, request_id: str) -> Entry | None:
+        return next((e for e in self.entries if e.request_id == request_id), None)
+
+    def refused_sessions(self) -> list[tuple[tuple[str, str, str], int]]:
+        """The sessions refused at least ``REFUSED_STREAK`` times in a row, most first."""
+        streaks = [(key, n) for key, n in self.streaks.items() if n >= REFUSED_STREAK]
+        return sorted(streaks, key=lambda item: -item[1])
+
+
+def model_of(body: bytes | None) -> str | None:
+    """The request's model name, from the first 64 KiB of its body (no parse)."""
+    if not body:
+        return None
+    found = _MODEL.search(body, 0, 65536)
+    return None if found is None else found.group(1).decode("utf-8", "replace")
