@@ -58,12 +58,21 @@ def add_routes(app: web.Application, ui: UiConfig) -> None:
     app.router.add_get(PREFIX + "request/{request_id}", partial_request(ui))
 
 
+#: Headers a reverse proxy adds: behind one, every client reaches chatmend from its address
+#: (loopback, for a proxy on the same host or in the same pod), so "loopback" no longer says who
+#: is asking; without a token such a request is refused.
+FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
+
+
 def allowed(request: web.Request, ui: UiConfig) -> bool:
-    """Loopback clients, or (with a token configured) a client presenting it."""
+    """Loopback clients that no proxy forwarded, or (with a token configured) a client
+    presenting it."""
     if ui.admin_token is not None:
         given = request.headers.get("Authorization", "")
         expected = "Bearer " + ui.admin_token.value
         return hmac.compare_digest(given.encode(), expected.encode())
+    if any(name in request.headers for name in FORWARDING_HEADERS):
+        return False
     try:
         return ipaddress.ip_address(request.remote or "").is_loopback
     except ValueError:

@@ -118,15 +118,19 @@ def test_a_remote_client_is_refused_without_a_token() -> None:
     from proxy.page import allowed
 
     class Remote:
-        def __init__(self, remote: str) -> None:
+        def __init__(self, remote: str, **headers: str) -> None:
             self.remote = remote
-            self.headers: dict[str, str] = {}
+            self.headers: dict[str, str] = headers
 
     ui = UiConfig(enabled=True)
     assert allowed(Remote("127.0.0.1"), ui)  # type: ignore[arg-type]
     assert allowed(Remote("::1"), ui)  # type: ignore[arg-type]
     assert not allowed(Remote("10.0.0.5"), ui)  # type: ignore[arg-type]
     assert not allowed(Remote(""), ui)  # type: ignore[arg-type]
+    # A reverse proxy on the same host makes every client look like loopback.
+    forwarded = Remote("127.0.0.1", **{"X-Forwarded-For": "203.0.113.7"})
+    assert not allowed(forwarded, ui)  # type: ignore[arg-type]
+    assert not allowed(Remote("::1", Forwarded="for=203.0.113.7"), ui)  # type: ignore[arg-type]
 
 
 def test_capture_config_is_validated() -> None:
