@@ -16,6 +16,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from rules.engine.base import Change
+from rules.providers.apis import APIS
 
 #: The recent requests the page lists (metadata only: a few hundred bytes each).
 RECENT_REQUESTS = 500
@@ -95,7 +96,7 @@ class Recent:
             self._forget(self.entries[0].request_id)
         self.entries.append(entry)
         self.per_rule.update(c.rule for c in entry.listed)
-        if entry.api != "other":
+        if entry.api in APIS:  # a refusal of a repaired API, not of a path passed through
             key = (entry.route, entry.client, entry.model or "")
             refused = 400 <= entry.status < 500 and entry.outcome not in ("rejected", None)
             if refused:

@@ -409,8 +409,6 @@ def parse_config(
     env = os.environ if env is None else env
     sources = dict(sources or {key: "file" if key in data else "default" for key in _TOP_KEYS})
     _no_unknown(data, _TOP_KEYS, "")
-    listen = _mapping(data.get("listen", {}), "listen")
-    _no_unknown(listen, ("host", "port"), "listen")
     upstream = _upstream(
         _mapping(data.get("upstream", {}), "upstream"),
         "upstream",
@@ -425,10 +423,6 @@ def parse_config(
     else:
         profile, reason = profile_for_upstream(upstream.url)
         sources["profile"] = "upstream host"
-    listening = ListenConfig(
-        host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
-        port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
-    )
     default = RouteConfig(
         upstream=upstream,
         profile=profile,
@@ -442,7 +436,7 @@ def parse_config(
         recover=_recover(data.get("recover"), "recover", RecoverConfig()),
     )
     config = Config(
-        listen=listening,
+        listen=_listen(data.get("listen", {})),
         default=default,
         **_limits(data),
         reasoning=_reasoning(data.get("reasoning")),
@@ -453,6 +447,15 @@ def parse_config(
     routes = _mapping(data.get("routes", {}), "routes")
     return replace(
         config, routes=_routes(routes, config.default, env, inherit_profile="profile" in data)
+    )
+
+
+def _listen(value: Any) -> ListenConfig:
+    listen = _mapping(value, "listen")
+    _no_unknown(listen, ("host", "port"), "listen")
+    return ListenConfig(
+        host=_host(listen.get("host", DEFAULT_HOST), "listen.host"),
+        port=_port(listen.get("port", DEFAULT_PORT), "listen.port"),
     )
 
 

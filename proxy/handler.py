@@ -366,14 +366,11 @@ async def _relay(
         return answer
     recovered = False
     if (
-        answer[0] in RECOVERABLE
-        and route.config.recover.active
-        and sanitized is not None
+        sanitized is not None
         and read.decoded
-        and len(read.decoded) <= config.offload_body_bytes  # the retry's repair runs inline
+        and _recoverable(answer[0], route, read.decoded, config)
     ):
-        # The retry goes decoded.
-        headers.popall("Content-Encoding", None)
+        headers.popall("Content-Encoding", None)  # the retry goes decoded
         retried = await _recover(
             request,
             state,
@@ -400,6 +397,16 @@ async def _relay(
     if result.outcome == "upstream_failed":
         account.upstream_failed(state, result.error, bytes_relayed=result.bytes_relayed)
     return result.response
+
+
+def _recoverable(status: int, route: Route, decoded: bytes, config: Config) -> bool:
+    """Whether recovery may repair and resend a body the upstream refused with ``status``: on,
+    and the body small enough for the retry's repair to run inline."""
+    return (
+        status in RECOVERABLE
+        and route.config.recover.active
+        and len(decoded) <= config.offload_body_bytes
+    )
 
 
 async def _exchange(

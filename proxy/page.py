@@ -28,7 +28,7 @@ from aiohttp import web
 from proxy.appkeys import RECENT_KEY
 from proxy.capture import Bodies, Entry, Recent
 from proxy.config import UiConfig
-from rules.providers.apis import api_named
+from rules.providers.apis import APIS
 
 PREFIX = "/chatmend/"
 #: Messages a diff view shows at most per side (a captured body is bounded by
@@ -234,7 +234,8 @@ def diff(before: list[Any], after: list[Any]) -> list[tuple[str, int | None, int
 
 
 def render_diff(bodies: Bodies, api: str) -> Iterator[str]:
-    field = "messages" if api == "other" else api_named(api).field
+    record = APIS.get(api)  # a path chatmend passes through has none: read it like chat
+    field = "messages" if record is None else record.field
     before, after = _items(bodies.before, field), _items(bodies.after, field)
     if before is None or after is None:
         yield "<h3>Bodies</h3><table id='diff'><tr><th>before</th><th>after</th></tr>"
