@@ -18,7 +18,7 @@ from typing import Any
 
 from rules.chat.message_fields import chat_tool_name
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.request import repeated_names, tool_list, with_fields
+from rules.engine.request import tool_list, with_fields, without_repeats
 from rules.engine.wake import fields
 
 NAME = "duplicate-tool-names"
@@ -26,27 +26,10 @@ NAME = "duplicate-tool-names"
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     tools = tool_list(ctx.request)
-    names = [chat_tool_name(tool) for tool in tools]
-    repeats = repeated_names(names)
-    if not repeats:
+    repaired = without_repeats(tools, [chat_tool_name(tool) for tool in tools])
+    if repaired is None:
         return Outcome(messages)
-    first: dict[str, Any] = {}
-    repeated: list[tuple[int, str]] = []
-    for position, name in enumerate(names):
-        if name is None:
-            continue
-        if name in first:
-            repeated.append((position, name))
-        else:
-            first[name] = tools[position]
-    dropped = set(repeats)
-    kept = [tool for position, tool in enumerate(tools) if position not in dropped]
-    detail = {
-        "positions": repeats,
-        "names": sorted({name for _, name in repeated}),
-        "count": len(repeats),
-        "differing": sum(1 for position, name in repeated if tools[position] != first[name]),
-    }
+    kept, detail = repaired
     change = Change(NAME, -1, "dropped_tools", detail)
     return Outcome(messages, (change,), request=with_fields(ctx.request, {"tools": kept}))
 

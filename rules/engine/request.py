@@ -43,6 +43,30 @@ def repeated_names(names: Iterable[str | None]) -> list[int]:
     return repeats
 
 
+def without_repeats(
+    tools: Sequence[Any], names: Sequence[str | None]
+) -> tuple[list[Any], dict[str, Any]] | None:
+    """``tools`` without each later definition of a name (``names[i]`` is the name of
+    ``tools[i]``, per API), and what a Change says of it: the positions and names removed, how
+    many, and how many ``differing`` from the definition kept; ``None`` when no name repeats."""
+    repeats = repeated_names(names)
+    if not repeats:
+        return None
+    first: dict[str, Any] = {}
+    for position, name in enumerate(names):
+        if name is not None:
+            first.setdefault(name, tools[position])
+    removed = [(position, name) for position in repeats if (name := names[position]) is not None]
+    detail = {
+        "positions": repeats,
+        "names": sorted({name for _, name in removed}),
+        "count": len(repeats),
+        "differing": sum(1 for position, name in removed if tools[position] != first[name]),
+    }
+    dropped = set(repeats)
+    return [tool for position, tool in enumerate(tools) if position not in dropped], detail
+
+
 def empty_schema(value: Any, *, absent: bool) -> bool:
     """A tool's parameter schema counts as empty: absent (when ``absent`` says the key is
     missing), ``null`` or ``{}``."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.request import repeated_names, tool_list, with_fields
+from rules.engine.request import tool_list, with_fields, without_repeats
 from rules.engine.wake import fields
 
 NAME = "messages-duplicate-tool-names"
@@ -31,22 +31,10 @@ def _name(tool: Any) -> str | None:
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     tools = tool_list(ctx.request)
-    names = [_name(tool) for tool in tools]
-    repeats = repeated_names(names)
-    if not repeats:
+    repaired = without_repeats(tools, [_name(tool) for tool in tools])
+    if repaired is None:
         return Outcome(messages)
-    first: dict[str, Any] = {}
-    for position, name in enumerate(names):
-        if name is not None:
-            first.setdefault(name, tools[position])
-    dropped = set(repeats)
-    detail = {
-        "positions": repeats,
-        "names": sorted({name for p in repeats if (name := names[p]) is not None}),
-        "count": len(repeats),
-        "differing": sum(1 for p in repeats if tools[p] != first[names[p] or ""]),
-    }
-    kept = [tool for position, tool in enumerate(tools) if position not in dropped]
+    kept, detail = repaired
     change = Change(NAME, -1, "dropped_tools", detail)
     return Outcome(messages, (change,), request=with_fields(ctx.request, {"tools": kept}))
 
