@@ -101,7 +101,8 @@ def response_object(
     }
 
 
-def _event(kind: str, sequence: int, **data: Any) -> bytes:
+def sse_event(kind: str, sequence: int, **data: Any) -> bytes:
+    """One Responses SSE event (``event:`` and ``data:`` lines)."""
     body = orjson.dumps({"type": kind, "sequence_number": sequence, **data})
     return b"event: " + kind.encode() + b"\ndata: " + body + b"\n\n"
 
@@ -110,25 +111,27 @@ def events(request: dict[str, Any], n: int) -> list[bytes]:
     """The SSE events of a streamed answer, in OpenAI's order."""
     output = output_items(request, n)
     started = response_object(request, n, [], "in_progress")
-    out = [_event("response.created", 0, response=started)]
+    out = [sse_event("response.created", 0, response=started)]
     for index, item in enumerate(output):
         pending = {**item, "status": "in_progress"}
         if item["type"] == "message":
             pending["content"] = []
-        out.append(_event("response.output_item.added", len(out), output_index=index, item=pending))
+        out.append(
+            sse_event("response.output_item.added", len(out), output_index=index, item=pending)
+        )
         if item["type"] == "message":
             part = {"type": "output_text", "text": "", "annotations": []}
             common = {"item_id": item["id"], "output_index": index, "content_index": 0}
-            out.append(_event("response.content_part.added", len(out), **common, part=part))
+            out.append(sse_event("response.content_part.added", len(out), **common, part=part))
             out.append(
-                _event("response.output_text.delta", len(out), **common, delta=TEXT, logprobs=[])
+                sse_event("response.output_text.delta", len(out), **common, delta=TEXT, logprobs=[])
             )
-            out.append(_event("response.output_text.done", len(out), **common, text=TEXT))
+            out.append(sse_event("response.output_text.done", len(out), **common, text=TEXT))
             done_part = item["content"][0]
-            out.append(_event("response.content_part.done", len(out), **common, part=done_part))
-        out.append(_event("response.output_item.done", len(out), output_index=index, item=item))
+            out.append(sse_event("response.content_part.done", len(out), **common, part=done_part))
+        out.append(sse_event("response.output_item.done", len(out), output_index=index, item=item))
     done = response_object(request, n, output)
-    out.append(_event("response.completed", len(out), response=done))
+    out.append(sse_event("response.completed", len(out), response=done))
     return out
 
 

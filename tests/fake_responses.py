@@ -16,6 +16,8 @@ import orjson
 from aiohttp import web
 
 from proxy.emulate import provider_error
+from proxy.emulate_responses import response_object as emulated_response
+from proxy.emulate_responses import sse_event
 from rules.providers.contract.responses import violations
 
 TEXT = "Hello from the strict Responses fake."
@@ -29,37 +31,15 @@ class FakeResponses:
 
 
 def response_object(model: str, text: str = TEXT) -> dict[str, Any]:
-    return {
-        "id": "resp_fake",
-        "object": "response",
-        "created_at": 1700000000,
+    """The canned Response: chatmend emulate's shape, holding one assistant message."""
+    message = {
+        "type": "message",
+        "id": "msg_fake",
         "status": "completed",
-        "model": model,
-        "output": [
-            {
-                "type": "message",
-                "id": "msg_fake",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }
-        ],
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "usage": {
-            "input_tokens": 10,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 5,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 15,
-        },
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
     }
-
-
-def _event(kind: str, sequence: int, **data: Any) -> bytes:
-    body = orjson.dumps({"type": kind, "sequence_number": sequence, **data})
-    return b"event: " + kind.encode() + b"\ndata: " + body + b"\n\n"
+    return {**emulated_response({"model": model}, 0, [message]), "id": "resp_fake"}
 
 
 def create_fake_responses(state: FakeResponses) -> web.Application:
@@ -80,10 +60,10 @@ def create_fake_responses(state: FakeResponses) -> web.Application:
         await response.prepare(request)
         text = "".join(state.deltas)
         started = {**response_object(model, ""), "status": "in_progress", "output": []}
-        await response.write(_event("response.created", 0, response=started))
+        await response.write(sse_event("response.created", 0, response=started))
         for n, delta in enumerate(state.deltas, start=1):
             await response.write(
-                _event(
+                sse_event(
                     "response.output_text.delta",
                     n,
                     item_id="msg_fake",
@@ -94,7 +74,7 @@ def create_fake_responses(state: FakeResponses) -> web.Application:
                 )
             )
         done = response_object(model, text)
-        await response.write(_event("response.completed", len(state.deltas) + 1, response=done))
+        await response.write(sse_event("response.completed", len(state.deltas) + 1, response=done))
         await response.write_eof()
         return response
 
