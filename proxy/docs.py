@@ -142,7 +142,7 @@ def _option_table(rule: Rule) -> list[str]:
     return lines
 
 
-def _allowed(option: Option) -> str:
+def _allowed(option: Option[Any]) -> str:
     if option.choices is not None:
         return ", ".join(shown(choice) for choice in option.choices)
     kind = type(option.default)

@@ -66,7 +66,7 @@ _PLAIN_CALL: Final = frozenset({"id", "type", "function", "index"})
 
 
 #: The rule's options (the record below lists them; read them through these).
-KEEP = Option(
+KEEP: Option[list[str]] = Option(
     "keep",
     [],
     "bookkeeping keys kept anyway (gemini-openai: [extra_content], Gemini's thought signatures)",

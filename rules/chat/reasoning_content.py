@@ -174,7 +174,7 @@ def _placeholder(ctx: RuleContext) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class PlaceholderOption(Option):
+class PlaceholderOption(Option[str]):
     """A placeholder must be a non-empty string: DeepSeek V4 rejects ``""`` (hermes R9)."""
 
     def validate(self, value: Any) -> str | None:

@@ -65,13 +65,13 @@ Path = tuple[Any, ...]
 
 
 #: The rule's options (the record below lists them; read them through these).
-ALLOW = Option(
+ALLOW: Option[list[str]] = Option(
     "allow",
     [],
     "extra key names kept on every message, call and function (e.g. "
     '["reasoning_content"] for DeepSeek and Kimi)',
 )
-DENY = Option(
+DENY: Option[list[str]] = Option(
     "deny",
     [],
     'message keys dropped even where the role allows them (Mistral: ["name"]; never '

@@ -49,7 +49,9 @@ _ROLE_LOG_LIMIT: Final = 64
 
 #: The rule's options (the record below lists them; read them through these).
 ROLES = Option("roles", list(OPENAI_ROLES), "the roles the provider accepts")
-KEEP = Option("keep", [], "roles let through although the provider's list lacks them")
+KEEP: Option[list[str]] = Option(
+    "keep", [], "roles let through although the provider's list lacks them"
+)
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:

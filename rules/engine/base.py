@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 #: A message as the client sent it. Rules must tolerate anything here: a message may be a
 #: non-dict, a field may have any JSON type.
@@ -46,21 +46,27 @@ class Outcome:
     request: dict[str, Any] | None = None
 
 
+#: What an option holds: the type of its default (the config loader checks values against it).
+T = TypeVar("T")
+
+
 @dataclass(frozen=True, slots=True)
-class Option:
-    """A rule option: declared next to the rule that reads it, validated at startup."""
+class Option(Generic[T]):
+    """A rule option: declared next to the rule that reads it, validated at startup (a value of
+    its default's type, or one of its choices), so ``of`` gives the rule a ``T``."""
 
     name: str
-    default: Any
+    default: T
     doc: str
     #: Allowed values; ``None`` means any value of the default's type.
     choices: tuple[Any, ...] | None = None
 
-    def of(self, source: RuleContext | Mapping[str, Any]) -> Any:
+    def of(self, source: RuleContext | Mapping[str, Any]) -> T:
         """This option's value in a rule's context (or its options mapping): the operator's or
         the profile's, else the default declared here, the one place it is written."""
         options = source.options if isinstance(source, RuleContext) else source
-        return options.get(self.name, self.default)
+        value: T = options.get(self.name, self.default)
+        return value
 
     def validate(self, value: Any) -> str | None:
         """Return an error text if ``value`` is not acceptable, else ``None``."""
@@ -76,12 +82,12 @@ class Option:
 
 
 @dataclass(frozen=True, slots=True)
-class TextOption(Option):
+class TextOption(Option[str]):
     """A text option that must hold visible text: an empty or blank placeholder message is
     itself a rejection ("Assistant message must have either content or tool_calls", Mistral;
     "text content blocks must contain non-whitespace text", Anthropic)."""
 
-    def of(self, source: RuleContext | Mapping[str, Any]) -> Any:
+    def of(self, source: RuleContext | Mapping[str, Any]) -> str:
         """The option's text if it is visible, else the default (a library caller may pass
         options the config loader never validated: an empty placeholder would be a new
         defect)."""
@@ -171,7 +177,7 @@ class Rule:
     safety: Safety
     default: bool
     apply: Apply
-    options: tuple[Option, ...] = ()
+    options: tuple[Option[Any], ...] = ()
     #: True for a rule that reads or rewrites request-level fields (``tools``, ``tool_choice``):
     #: the pipeline then passes the request in ``RuleContext.request`` and takes back
     #: ``Outcome.request``.

@@ -23,7 +23,7 @@ from rules.engine.wake import fields
 NAME = "messages-server-tools"
 
 #: The rule's options (the record below lists them; read them through these).
-KEEP = Option("keep", [], "Tool types to keep (e.g. `web_search_20250305`).")
+KEEP: Option[list[str]] = Option("keep", [], "Tool types to keep (e.g. `web_search_20250305`).")
 
 
 def _foreign(tool: Any, keep: Any) -> bool:
