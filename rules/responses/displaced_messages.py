@@ -33,6 +33,7 @@ from rules.responses.items import (
     is_call,
     is_message,
     is_output,
+    move_after_calls,
     pair_calls,
 )
 
@@ -104,19 +105,7 @@ def _strict(items: list[Any]) -> Outcome:
     }
     if not after:
         return Outcome(items)
-    moved = set(after.values())
-    out: list[Any] = []
-    changes: list[Change] = []
-    for index, item in enumerate(items):
-        if index in moved:
-            continue
-        out.append(item)
-        output = after.get(index)
-        if output is not None:
-            detail = {"call_id": item.get("call_id"), "to": len(out), "after": index}
-            changes.append(Change(NAME, output, "moved_item", detail))
-            out.append(items[output])
-    return Outcome(out, tuple(changes))
+    return move_after_calls(items, after, NAME)
 
 
 RULE = Rule(

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.responses.items import answer_map, outputs_in_place
+from rules.engine.base import Outcome, Rule, RuleContext
+from rules.responses.items import answer_map, move_after_calls, outputs_in_place
 
 NAME = "responses-early-outputs"
 
@@ -32,25 +32,7 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     }
     if not early:
         return Outcome(items)
-    moved = set(early.values())
-    out: list[Any] = []
-    changes: list[Change] = []
-    for index, item in enumerate(items):
-        if index in moved:
-            continue
-        out.append(item)
-        output = early.get(index)
-        if output is not None:
-            changes.append(
-                Change(
-                    NAME,
-                    output,
-                    "moved_item",
-                    {"call_id": item.get("call_id"), "to": len(out), "after": index},
-                )
-            )
-            out.append(items[output])
-    return Outcome(out, tuple(changes))
+    return move_after_calls(items, early, NAME)
 
 
 RULE = Rule(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from rules.engine.base import Change, Outcome
 from rules.engine.pairing import answers
 
 CALL = "function_call"
@@ -123,3 +124,22 @@ def outputs_in_place(items: list[Any]) -> bool:
                 return False
             open_calls[cid] = waiting - 1  # type: ignore[index]
     return True
+
+
+def move_after_calls(items: list[Any], after: dict[int, int], rule: str) -> Outcome:
+    """``items`` with each output ``after[call]`` moved right after that call (one pass; the
+    rest keep their order), a ``moved_item`` Change per output (its old index, its call_id,
+    where it went)."""
+    moved = set(after.values())
+    out: list[Any] = []
+    changes: list[Change] = []
+    for index, item in enumerate(items):
+        if index in moved:
+            continue
+        out.append(item)
+        output = after.get(index)
+        if output is not None:
+            detail = {"call_id": item.get("call_id"), "to": len(out), "after": index}
+            changes.append(Change(rule, output, "moved_item", detail))
+            out.append(items[output])
+    return Outcome(out, tuple(changes))
