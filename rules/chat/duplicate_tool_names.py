@@ -17,21 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 from rules.chat.message_fields import chat_tool_name
-from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.request import tool_list, with_fields, without_repeats
+from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.request import drop_repeated_tools
 from rules.engine.wake import fields
 
 NAME = "duplicate-tool-names"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    tools = tool_list(ctx.request)
-    repaired = without_repeats(tools, [chat_tool_name(tool) for tool in tools])
-    if repaired is None:
-        return Outcome(messages)
-    kept, detail = repaired
-    change = Change(NAME, -1, "dropped_tools", detail)
-    return Outcome(messages, (change,), request=with_fields(ctx.request, {"tools": kept}))
+    return drop_repeated_tools(messages, ctx.request, chat_tool_name, NAME)
 
 
 RULE = Rule(

@@ -13,8 +13,10 @@ Messages rules read them alike; each API says where a tool's name is (chat's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+from rules.engine.base import Change, Outcome
 
 #: A request field a rule removes: ``with_fields(request, {"tool_choice": DROP})``.
 DROP: Any = object()
@@ -43,15 +45,18 @@ def repeated_names(names: Iterable[str | None]) -> list[int]:
     return repeats
 
 
-def without_repeats(
-    tools: Sequence[Any], names: Sequence[str | None]
-) -> tuple[list[Any], dict[str, Any]] | None:
-    """``tools`` without each later definition of a name (``names[i]`` is the name of
-    ``tools[i]``, per API), and what a Change says of it: the positions and names removed, how
-    many, and how many ``differing`` from the definition kept; ``None`` when no name repeats."""
+def drop_repeated_tools(
+    messages: list[Any], request: Mapping[str, Any], name_of: Callable[[Any], str | None], rule: str
+) -> Outcome:
+    """The request without each later definition of a tool name (``name_of`` reads a tool's
+    name where its API keeps it; the first definition of each name stays), and a
+    ``dropped_tools`` Change: the positions and names removed, how many, and how many
+    ``differing`` from the definition kept."""
+    tools = tool_list(request)
+    names = [name_of(tool) for tool in tools]
     repeats = repeated_names(names)
     if not repeats:
-        return None
+        return Outcome(messages)
     first: dict[str, Any] = {}
     for position, name in enumerate(names):
         if name is not None:
@@ -64,7 +69,9 @@ def without_repeats(
         "differing": sum(1 for position, name in removed if tools[position] != first[name]),
     }
     dropped = set(repeats)
-    return [tool for position, tool in enumerate(tools) if position not in dropped], detail
+    kept = [tool for position, tool in enumerate(tools) if position not in dropped]
+    change = Change(rule, -1, "dropped_tools", detail)
+    return Outcome(messages, (change,), request=with_fields(request, {"tools": kept}))
 
 
 def empty_schema(value: Any, *, absent: bool) -> bool:
