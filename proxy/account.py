@@ -82,6 +82,9 @@ class RequestState:
     #: The body as the client sent it (decoded; a reference, not a copy): the page reads its
     #: model name from it.
     original: bytes | None = None
+    #: How the prefix cache read the body (proxy/prefix.py): ``hit``, ``miss``, ``skip``;
+    #: ``None`` if it did not.
+    prefix: str | None = None
 
     @classmethod
     def of(cls, request: web.Request) -> RequestState:
@@ -295,6 +298,7 @@ def done(meter: Metrics, request: web.Request, state: RequestState, status: int)
         sanitize_ms=state.sanitize_ms,
         changes=state.changes,
         outcome=state.outcome,
+        prefix=state.prefix,
     )
 
 

@@ -17,6 +17,7 @@ from proxy.appkeys import (
     LEARNED_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
+    PREFIX_KEY,
     REASONING_KEY,
     RECENT_KEY,
     RUNTIME_KEY,
@@ -34,6 +35,7 @@ from proxy.log import SINK
 from proxy.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.metrics import Metrics
 from proxy.offload import Offloader
+from proxy.prefix import PrefixCache
 from proxy.recover import Suggestions
 from proxy.routing import Runtime, RuntimeHolder
 from proxy.stash import build_stash
@@ -47,6 +49,7 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "METRICS_KEY",
     "OFFLOAD_KEY",
+    "PREFIX_KEY",
     "REASONING_KEY",
     "RUNTIME_KEY",
     "SESSION_KEY",
@@ -79,6 +82,7 @@ def create_app(config: Config) -> web.Application:
         config.offload_processes, config.offload_body_bytes, app[METRICS_KEY]
     )
     app.on_cleanup.append(_close_offload)
+    app[PREFIX_KEY] = PrefixCache(config.prefix_cache)
     app.cleanup_ctx.append(_upstream_session)
     # The reasoning stash (none for `reasoning.store: off`), see proxy/stash.
     stash = build_stash(config.reasoning, app[METRICS_KEY])

@@ -9,6 +9,7 @@ from proxy.capture import Recent
 from proxy.learned import LearnedRepairs
 from proxy.metrics import Metrics
 from proxy.offload import Offloader
+from proxy.prefix import PrefixCache
 from proxy.recover import Suggestions
 from proxy.routing import RuntimeHolder
 from proxy.stash.hooks import ReasoningHooks
@@ -21,6 +22,8 @@ SUGGESTIONS_KEY = web.AppKey("recovery_suggestions", Suggestions)
 OFFLOAD_KEY = web.AppKey("offload", Offloader)
 INFLIGHT_KEY = web.AppKey("inflight", InflightBudget)
 LEARNED_KEY = web.AppKey("learned_repairs", LearnedRepairs)
+#: Verified-prefix reuse (proxy/prefix.py): the sessions' last bodies, parsed.
+PREFIX_KEY = web.AppKey("prefix_cache", PrefixCache)
 #: The page's recent requests and captured bodies (proxy/capture.py): set only when ``ui`` is on.
 RECENT_KEY = web.AppKey("recent", Recent)
 #: The OpenTelemetry tracer (proxy/otel.py): set only when the OTEL_* variables ask for traces.

@@ -21,6 +21,7 @@ import yaml
 from yarl import URL
 
 from proxy.capture import CaptureConfig
+from proxy.prefix import PrefixConfig
 from proxy.provider_hosts import profile_for_upstream
 from proxy.stash.settings import ReasoningConfig, parse_reasoning
 from proxy.validate import ConfigError
@@ -227,6 +228,9 @@ class Config:
     #: both off by default, read at start (a reload does not change them).
     ui: UiConfig = field(default_factory=UiConfig)
     capture: CaptureConfig = field(default_factory=CaptureConfig)
+    #: Verified-prefix reuse (proxy/prefix.py): a request that re-sends the last one of its
+    #: session plus a turn is parsed and walked for that turn only.
+    prefix_cache: PrefixConfig = field(default_factory=PrefixConfig)
     #: Which source set each top-level value (and each value a flag or the environment set):
     #: ``default``, ``file``, ``env CHATMEND_UPSTREAM``, ``flag --port``, ...
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -265,6 +269,7 @@ _TOP_KEYS = (
     "recover",
     "ui",
     "capture",
+    "prefix_cache",
 )
 _UPSTREAM_KEYS = ("url", "connect_timeout", "read_timeout", "api_key_env", "api_key_header")
 #: What a named route may set; the others come from the top level.
@@ -442,6 +447,7 @@ def parse_config(
         reasoning=_reasoning(data.get("reasoning")),
         ui=_ui(data.get("ui"), env),
         capture=_capture(data.get("capture")),
+        prefix_cache=_prefix_cache(data.get("prefix_cache")),
         sources=sources,
     )
     routes = _mapping(data.get("routes", {}), "routes")
@@ -637,6 +643,17 @@ def _capture(value: Any) -> CaptureConfig:
             capture.get("max_requests", base.max_requests), "capture.max_requests"
         ),
         max_bytes=_positive_int(capture.get("max_bytes", base.max_bytes), "capture.max_bytes"),
+    )
+
+
+def _prefix_cache(value: Any) -> PrefixConfig:
+    given = _mapping(value, "prefix_cache")
+    _no_unknown(given, ("enabled", "max_bytes", "ttl"), "prefix_cache")
+    base = PrefixConfig()
+    return PrefixConfig(
+        enabled=_bool(given.get("enabled", base.enabled), "prefix_cache.enabled"),
+        max_bytes=_positive_int(given.get("max_bytes", base.max_bytes), "prefix_cache.max_bytes"),
+        ttl=_seconds(given.get("ttl", base.ttl), "prefix_cache.ttl"),
     )
 
 

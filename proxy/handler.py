@@ -20,7 +20,7 @@ import orjson
 from aiohttp import ClientError, web
 from multidict import CIMultiDict
 
-from proxy import account, body, errors
+from proxy import account, body, errors, prefix
 from proxy.account import RequestState
 from proxy.apis import ServedApi, served_api, served_named
 from proxy.appkeys import (
@@ -28,6 +28,7 @@ from proxy.appkeys import (
     LEARNED_KEY,
     METRICS_KEY,
     OFFLOAD_KEY,
+    PREFIX_KEY,
     REASONING_KEY,
     RECENT_KEY,
     RUNTIME_KEY,
@@ -40,10 +41,12 @@ from proxy.credentials import apply_upstream_credentials, authorized
 from proxy.learned import LearnedRepairs
 from proxy.log import get_logger
 from proxy.metrics import Metrics
+from proxy.offload import Offloader
 from proxy.recover import RECOVERABLE, RECOVERED_HEADER, may_retry, plan_retry, record
 from proxy.routing import RefusedPath, Route, Runtime, route_path
 from proxy.sanitize import PlanSource, Sanitized, sanitize_body
 from proxy.stash.hooks import RequestReasoning
+from proxy.stash.keys import request_scope
 from proxy.streaming import RelayResult, relay
 from proxy.upstream import anthropic_betas, open_upstream, request_headers, upstream_url
 from rules.engine.base import NO_FACTS, RequestFacts
@@ -234,20 +237,14 @@ async def _sanitize(
     reasoning: RequestReasoning | None = None
     sanitized: Sanitized | None = None
     source: PlanSource = route.planner
-    started = time.perf_counter()
+    started = time.perf_counter()  # the body parsed once, by the prefix cache if it can
+    reading = prefix.SKIP if big else _prefix_read(request, state, route, read)
     try:
         async with asyncio.timeout(config.sanitize_deadline):
             if read.api.tool_turn is not None:  # one stash lookup before the rules
-                reasoning = await app[REASONING_KEY].before_rules(
-                    route.planner,
-                    read.decoded,
-                    route.config.upstream.url,
-                    request.headers,
-                    request.rel_url.query,
-                    offload=offload.call if big else None,
-                    api=read.api.name,
-                )
-            started = time.perf_counter()
+                waiting = time.perf_counter()
+                reasoning = await _recall(request, route, read, reading, offload if big else None)
+                started += time.perf_counter() - waiting  # the stash's wait is not the rules'
             given = given_to_rules(request, read.api, reasoning)
             if big:  # parsed and repaired in a worker process (proxy/offload.py)
                 sanitized = await offload.sanitize(
@@ -257,11 +254,9 @@ async def _sanitize(
                     given=given,
                     deadline=config.sanitize_deadline,
                 )
-            else:
-                parsed = None if reasoning is None else reasoning.payload
-                source, parsed = _learned(app[LEARNED_KEY], route, read, parsed)
-                sanitized = sanitize_body(
-                    read.decoded, source, read.api.name, parsed=parsed, given=given
+            else:  # here, on the event loop
+                source, sanitized = _inline(
+                    app, route, read, reading, reasoning=reasoning, given=given
                 )
     except TimeoutError:
         # Fail-open: the body goes as it came, as if chatmend were not there.
@@ -280,6 +275,71 @@ async def _sanitize(
         state.outcome = "rejected"
         return errors.too_deep()
     return Repair(sanitized, reasoning, source)
+
+
+async def _recall(
+    request: web.Request,
+    route: Route,
+    read: Body,
+    reading: prefix.Reading,
+    offload: Offloader | None,
+) -> RequestReasoning | None:
+    """What the reasoning stash recalls for this body (proxy/stash): one lookup before the
+    rules, over the body as the prefix cache parsed it (or in a worker, for a big body)."""
+    assert read.decoded is not None and read.api is not None
+    return await request.app[REASONING_KEY].before_rules(
+        route.planner,
+        read.decoded,
+        route.config.upstream.url,
+        request.headers,
+        request.rel_url.query,
+        offload=None if offload is None else offload.call,
+        api=read.api.name,
+        parsed=reading.payload,
+    )
+
+
+def _inline(
+    app: web.Application,
+    route: Route,
+    read: Body,
+    reading: prefix.Reading,
+    *,
+    reasoning: RequestReasoning | None,
+    given: RequestFacts | None,
+) -> tuple[PlanSource, Sanitized]:
+    """The rules over a body parsed once (by the prefix cache, or by the stash lookup), with
+    what was learned for its route: the plan source they ran under, and what they made of it."""
+    assert read.decoded is not None and read.api is not None
+    parsed = reading.payload if reasoning is None else reasoning.payload
+    source, parsed = _learned(app[LEARNED_KEY], route, read, parsed)
+    sanitized = sanitize_body(
+        read.decoded, source, read.api.name, parsed=parsed, given=given, walked=reading.walked
+    )
+    return source, sanitized
+
+
+def _prefix_read(
+    request: web.Request, state: RequestState, route: Route, read: Body
+) -> prefix.Reading:
+    """The body read through the prefix cache (proxy/prefix.py), in the space of its
+    credential, route and API, and counted."""
+    assert read.api is not None and read.decoded is not None
+    cache = request.app[PREFIX_KEY]
+    if not cache.config.enabled:
+        return prefix.SKIP
+    scope = request_scope(route.config.upstream.url, request.headers, request.rel_url.query)
+    reading = cache.read((route.name, read.api.name, scope), read.api.api, read.decoded)
+    state.prefix = reading.outcome
+    meter = request.app[METRICS_KEY]
+    if reading.reused:
+        meter.prefix_hits.inc()
+        meter.prefix_reused.inc(reading.reused)
+    else:
+        meter.prefix_reads.labels(reading.outcome).inc()
+    meter.prefix_bytes.set(cache.charged)
+    meter.prefix_entries.set(cache.entries)
+    return reading
 
 
 def _learned(

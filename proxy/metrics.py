@@ -149,6 +149,33 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # Verified-prefix reuse (proxy/prefix.py): hit rate, bytes not parsed again, size.
+        self.prefix_reads = Counter(
+            "chatmend_prefix_reads",
+            "Repaired-API bodies read through the prefix cache, by result: hit (parsed from the "
+            "session's cached prefix on), miss (parsed whole), skip (cache off, big body, or "
+            "not a JSON object).",
+            ["result"],
+            registry=r,
+        )
+        self.prefix_hits = self.prefix_reads.labels("hit")
+        self.prefix_reused = Counter(
+            "chatmend_prefix_reused_bytes",
+            "Bytes of request bodies not parsed again: the cached prefixes hits started from.",
+            registry=r,
+        )
+        self.prefix_bytes = Gauge(
+            "chatmend_prefix_cache_bytes",
+            "What the prefix cache charges now (at most prefix_cache.max_bytes per process).",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.prefix_entries = Gauge(
+            "chatmend_prefix_cache_entries",
+            "Sessions the prefix cache holds now.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.log_write_failures = Counter(
             "chatmend_log_write_failures",
             "Log lines that could not be written (the request went on without them).",

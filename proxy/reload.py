@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from aiohttp import web
 
-from proxy.app import LEARNED_KEY, METRICS_KEY, RUNTIME_KEY
+from proxy.app import LEARNED_KEY, METRICS_KEY, PREFIX_KEY, RUNTIME_KEY
 from proxy.config import Config, ConfigError
 from proxy.log import get_logger
 from proxy.routing import Runtime
@@ -46,6 +46,7 @@ def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
         return False
     holder.swap(runtime)
     app[LEARNED_KEY].forget_all()  # learned against the old routes, profiles and rules
+    app[PREFIX_KEY].configure(config.prefix_cache)
     meter.reloads.labels("ok").inc()
     log.info(
         "config_reloaded",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -13,7 +13,7 @@ import orjson
 
 from rules.chat import lone_surrogates
 from rules.engine.base import Change, RequestFacts, Rule, RuleContext
-from rules.engine.pipeline import RuleFailure, run_rules
+from rules.engine.pipeline import RuleFailure, Scan, run_rules
 from rules.engine.text import repair_value
 from rules.messages import lone_surrogates as messages_lone_surrogates
 from rules.providers.apis import CHAT_API, Api, api_named
@@ -90,6 +90,7 @@ def sanitize_body(
     *,
     parsed: dict[str, Any] | None = None,
     given: RequestFacts | None = None,
+    walked: Mapping[Scan, frozenset[str] | None] | None = None,
 ) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
@@ -98,7 +99,8 @@ def sanitize_body(
     ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (the proxy, to look up
     the stashed reasoning): it is used instead of a second parse, and is the caller's no more.
     ``given`` (what the proxy recalled for the request, see proxy/stash, and its
-    ``anthropic-beta`` values) goes to every rule that reads it.
+    ``anthropic-beta`` values) goes to every rule that reads it. ``walked`` is what the API's
+    scan says of ``parsed``'s list, when the caller knows it (proxy/prefix.py).
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
@@ -119,7 +121,7 @@ def sanitize_body(
     payload, items, listed, steps, early = prepared
     reported = _report(raw, plan, record.field) if plan.report is not None and readable else ()
     # 3. The rules. The freshly parsed payload is already a private deep copy: no clone.
-    result = run_rules(listed, steps, private=True, request=payload)
+    result = run_rules(listed, steps, private=True, request=payload, walked=walked)
     done = partial(Sanitized, failures=result.failures, profile=plan.profile, reported=reported)
     if not result.changed and not early:
         return done(raw)

@@ -114,12 +114,14 @@ class ReasoningHooks:
         *,
         offload: Offload | None = None,
         api: str = "chat",
+        parsed: dict[str, Any] | None = None,
     ) -> RequestReasoning | None:
         """The recalled reasoning for a request of ``api`` (``chat`` or ``messages``), or
         ``None`` when nothing is stashed (or the client sent no credential: an anonymous
         request is never stored or recalled). ``offload`` runs the parse and the key walk
         elsewhere (a big body, see proxy/offload): the payload is then not kept,
-        ``sanitize_body`` parses it again where it runs."""
+        ``sanitize_body`` parses it again where it runs. ``parsed``: the body, already parsed
+        (proxy/prefix.py), then not parsed here."""
         mark = served_named(api).tool_turn
         if self.stash is None or mark is None or not self.profiles(planner, api):
             return None
@@ -136,7 +138,8 @@ class ReasoningHooks:
                         reasoning.given = RequestFacts(scope, await self.stash.recall(keys))
                 return reasoning
             try:
-                payload = orjson.loads(body)  # the one parse: sanitize_body reuses it
+                # the one parse: sanitize_body reuses it
+                payload = orjson.loads(body) if parsed is None else parsed
             except orjson.JSONDecodeError:
                 return reasoning  # sanitize_body reads it its own way (surrogates, errors)
             if type(payload) is not dict:

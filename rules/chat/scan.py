@@ -19,6 +19,7 @@ stops trusting them and every later rule runs its own prescan.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -26,7 +27,7 @@ import orjson
 from rules.chat.message_fields import has_content
 from rules.engine.wake import Signals, on
 
-__all__ = ["Signals", "on", "scan"]
+__all__ = ["Signals", "WalkState", "on", "scan", "walk"]
 
 #: A role outside system/user/assistant/tool: ``role:<name>`` is set too.
 ODD_ROLE: Final = "odd_role"
@@ -76,13 +77,17 @@ class _Walk:
     """One walk's state, read by one small method per signal family: message keys, roles and
     adjacency, content, calls, and the pairing of calls with results."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: WalkState | None = None) -> None:
         self.found: set[str] = set()
         self.ids: set[str] = set()  # call ids seen so far (DUP_CALL_ID)
         self.arguments: list[str] = []  # string arguments, parsed once at the end
         self.calls: list[Any] = []  # the calls of the block being read
         self.k = self.n = 0  # results read in call order so far, calls in the block
         self.after_assistant = False
+        if state is not None:  # go on where an earlier walk stopped (``walk``)
+            self.found, self.ids = set(state.found), set(state.ids)
+            self.calls, self.k, self.n = state.calls, state.k, state.n
+            self.after_assistant = state.after_assistant
 
     def message(self, message: Any) -> None:
         if type(message) is not dict:
@@ -192,11 +197,9 @@ class _Walk:
         else:
             self.found.add(BAD_ARGUMENTS)
 
-    def finish(self) -> frozenset[str]:
-        """The last block's pairing, and BAD_ARGUMENTS from the first string that does not
-        hold a JSON object (parsed only if no call set it already)."""
-        if self.k != self.n:
-            self.found.add(UNPAIRED)
+    def settle(self) -> None:
+        """BAD_ARGUMENTS from the first string read so far that does not hold a JSON object
+        (parsed only if no call set it already); the strings are then done with."""
         if BAD_ARGUMENTS not in self.found:
             for raw in self.arguments:
                 try:
@@ -206,18 +209,69 @@ class _Walk:
                     pass
                 self.found.add(BAD_ARGUMENTS)
                 break
+        self.arguments = []
+
+    def state(self) -> WalkState:
+        """Where the walk stands: a later walk of more messages can go on from here."""
+        self.settle()
+        return WalkState(
+            frozenset(self.found),
+            frozenset(self.ids),
+            self.calls,
+            self.k,
+            self.n,
+            self.after_assistant,
+        )
+
+    def finish(self) -> frozenset[str]:
+        """The signals of the list read: the last block's pairing, and the arguments'."""
+        self.settle()
+        if self.k != self.n:
+            return frozenset((*self.found, UNPAIRED))
         return frozenset(self.found)
+
+
+@dataclass(frozen=True, slots=True)
+class WalkState:
+    """A walk's state after some messages: enough to read more messages as if the walk had
+    never stopped (the signals found, the call ids seen, the block being answered)."""
+
+    found: frozenset[str]
+    ids: frozenset[str]
+    #: The calls of the open block (the caller's list: read, never written).
+    calls: list[Any]
+    k: int
+    n: int
+    after_assistant: bool
 
 
 def scan(messages: list[Any]) -> frozenset[str] | None:
     """The signals ``messages`` sets, or ``None`` for a shape the walk does not model."""
-    walk = _Walk()
+    reading = _Walk()
     try:
         for message in messages:
-            walk.message(message)
+            reading.message(message)
     except _Unmodelled:
         return None
-    return walk.finish()
+    return reading.finish()
+
+
+def walk(
+    messages: list[Any], state: WalkState | None = None
+) -> tuple[frozenset[str] | None, WalkState | None]:
+    """``scan`` of the messages an earlier walk read (up to ``state``) followed by ``messages``,
+    and the state after them, to go on from with the messages a later request adds
+    (proxy/prefix.py). ``walk(b, walk(a)[1])`` gives the signals of ``scan(a + b)``, exactly:
+    a state holds all the walk carries from one message to the next. ``(None, None)`` for a
+    shape the walk does not model."""
+    reading = _Walk(state)
+    try:
+        for message in messages:
+            reading.message(message)
+    except _Unmodelled:
+        return None, None
+    after = reading.state()
+    return reading.finish(), after
 
 
 def _content(found: set[str], content: Any, role: str) -> bool | None:

@@ -71,6 +71,7 @@ def run_rules(
     *,
     private: bool = False,
     request: Mapping[str, Any] | None = None,
+    walked: Mapping[Scan, frozenset[str] | None] | None = None,
 ) -> PipelineResult:
     """Apply ``steps`` in order to ``messages``.
 
@@ -78,7 +79,8 @@ def run_rules(
     body); otherwise the list is cloned once first, so the caller's objects are provably
     untouched even if a rule were to break its copy-on-write contract. ``request`` holds the
     request's other top-level fields for the rules that read them (it is never mutated: a rule
-    that changes it returns a new dict).
+    that changes it returns a new dict). ``walked``: what a scan says of ``messages``, when the
+    caller knows it (proxy/prefix.py walks only what a request added): not walked again.
     """
     current = messages if private else clone(messages)
     fields: Mapping[str, Any] = request if request is not None else {}
@@ -88,16 +90,16 @@ def run_rules(
     # One walk per API scan (``Rule.scan``, e.g. rules/chat/scan.py) says which steps may have
     # work; it holds until a rule changes the list, and then every later rule runs its own
     # prescan.
-    walked: dict[Scan, frozenset[str] | None] = {}
+    signals_of: dict[Scan, frozenset[str] | None] = dict(walked) if walked else {}
     stale = False
     keys: frozenset[str] | None = None  # the request's key signals, built when first needed
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for rule, step_ctx in steps:
             woken_by = step_ctx.woken_by
             if woken_by is not None and rule.scan is not None and not stale:
-                if rule.scan not in walked:
-                    walked[rule.scan] = _signals(rule.scan, current)
-                signals = walked[rule.scan]
+                if rule.scan not in signals_of:
+                    signals_of[rule.scan] = _signals(rule.scan, current)
+                signals = signals_of[rule.scan]
                 if signals is not None and woken_by.isdisjoint(signals):
                     continue
             if rule.reads_request:

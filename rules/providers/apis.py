@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.chat import RULES
+from rules.chat import scan as chat_scan
 from rules.engine.base import Rule
 from rules.messages import MESSAGES_RULES
 from rules.providers.contract import DEFAULT_CONTRACT, Contract, Violation
@@ -24,6 +25,16 @@ from rules.responses import RESPONSES_RULES
 
 #: ``check(payload, contract, betas)``: every rejection ``contract`` gives the payload.
 Check = Callable[[Any, Contract, Collection[str]], list[Violation]]
+
+
+@dataclass(frozen=True, slots=True)
+class Resumable:
+    """An API's one walk (``Rule.scan``) and the same walk able to go on from where an earlier
+    one stopped (``rules.chat.scan.walk``): a request that adds a turn to the last one is
+    walked over that turn only (proxy/prefix.py)."""
+
+    scan: Callable[[list[Any]], frozenset[str] | None]
+    walk: Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,8 @@ class Api:
     #: Its bodies may carry provider-signed blocks (a rewritten body whose signed object repeats
     #: a key goes as it came).
     signed: bool = False
+    #: Its walk, resumable (``None``: the pipeline walks the whole list itself).
+    resumable: Resumable | None = None
 
     def where(self, index: int | None) -> str:
         """Where a change or violation at ``index`` is, for a person: ``request`` or
@@ -66,7 +79,15 @@ def _messages_check(payload: Any, contract: Contract, betas: Collection[str]) ->
     return messages_contract.violations(payload, contract, betas=betas)
 
 
-CHAT_API = Api("chat", "messages", RULES, DEFAULT_CONTRACT, _chat_check, lambda p: p.rules)
+CHAT_API = Api(
+    "chat",
+    "messages",
+    RULES,
+    DEFAULT_CONTRACT,
+    _chat_check,
+    lambda p: p.rules,
+    resumable=Resumable(chat_scan.scan, chat_scan.walk),
+)
 RESPONSES_API = Api(
     "responses",
     "input",

@@ -1,0 +1,325 @@
+"""Verified-prefix reuse: a request that re-sends the last one of its session plus a turn is
+parsed, and walked, only for what it adds.
+
+An agent re-sends its whole history on every request. For each session (credential scope,
+route, API) the cache keeps what the last body established: the bytes of that body up to the
+``]`` that closes its list (``messages``, or ``input``), the list as parsed, and the chat walk's
+state after it (``rules.chat.scan.walk``). A new body that starts with those bytes (one
+``memcmp``) is parsed from there on only, and the walk goes on from its state: the rules then
+run over a list equal to what a full parse gives (the cached messages and the new ones), with
+the signals a full walk gives. What the rules do is unchanged: every rule still runs over the
+whole list, the same way; only the parse and the walk of the history are not paid again.
+
+Why a hit parses to the same thing as the whole body (``PrefixCache.read``):
+
+- the cached bytes ``P`` are ``H + "[" + C`` where ``C`` is, byte for byte, the serialization of
+  the cached messages without its brackets (checked once, when the entry is made: orjson writes
+  each message of the list, and ``C`` is compared with that), so ``C`` is a sequence of complete
+  JSON values that parses to the cached messages;
+- the new body is ``P + R`` with ``R`` starting with ``,`` (more messages) or ``]`` (none);
+- the cache parses ``H' + "[" + R[1:]`` (or ``R``), where ``H'`` is ``H`` with the list's key
+  written as ``"\\u0001"``: a key only that spelling can write, absent from ``H`` and ``R``
+  (checked), so when the parse holds it as a top-level key, the list's key in the body is a
+  top-level key at the same place, its array holds the cached messages then the parsed ones,
+  and every other top-level key parses the same in both; a body holding the list's key twice
+  is not reused (the parse then holds it too).
+
+Anything else is a miss: the body is parsed whole, as without the cache. A body whose bytes are
+not orjson's compact form (what the OpenAI and Anthropic SDKs send) makes no entry, and is
+parsed whole each time. Memory is bounded by ``max_bytes`` (least recently used first, and
+entries older than ``ttl`` seconds are dropped); kept in process only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from rules.chat.scan import WalkState
+from rules.providers.apis import Api
+
+#: The key the list's key is replaced with in the head: U+0001 has one JSON spelling only.
+SENTINEL: Final = "\x01"
+_SENTINEL: Final = b'"\\u0001"'
+#: Candidates checked before the body's place among a session space's prefixes (a session's
+#: own prefix is its nearest predecessor but for forks of the same history).
+_NEAREST: Final = 4
+#: Bytes held per byte of prefix: the prefix itself and its parsed messages (measured on agent
+#: transcripts: 1.9x the body's bytes; bodies made of many tiny values take more, see
+#: docs/performance.md).
+CHARGE_PER_BYTE: Final = 3
+DEFAULT_MAX_BYTES: Final = 128 * 1024 * 1024
+DEFAULT_TTL: Final = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixConfig:
+    """``prefix_cache:``: verified-prefix reuse (on by default)."""
+
+    enabled: bool = True
+    #: Bytes the cache may charge in all (each entry ``CHARGE_PER_BYTE`` x its prefix).
+    max_bytes: int = DEFAULT_MAX_BYTES
+    #: Seconds an entry lives without being used.
+    ttl: float = DEFAULT_TTL
+
+
+#: A walk that goes on from a state: ``rules.chat.scan.walk``.
+Walk = Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
+Scan = Callable[[list[Any]], frozenset[str] | None]
+
+
+@dataclass(slots=True)
+class _Entry:
+    space: Hashable
+    #: The body up to (not including) the ``]`` closing its list.
+    prefix: bytes
+    #: The body before its list's key, then ``"\u0001":[``.
+    head: bytes
+    #: The list as parsed (shared with the requests that reuse it: never written).
+    items: list[Any]
+    #: The walk's state after ``items`` (``None``: the API has no walk, or it stopped).
+    state: WalkState | None
+    charge: int
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A body as the cache read it."""
+
+    #: ``hit`` (parsed from the cached prefix on), ``miss`` (parsed whole), ``skip`` (not
+    #: parsed here: off, or not a JSON object; the rules read it their own way).
+    outcome: str
+    #: The body parsed (``None`` for ``skip``): the caller's to write.
+    payload: dict[str, Any] | None = None
+    #: What the API's scan returns for the list, for ``run_rules(walked=...)``.
+    walked: Mapping[Scan, frozenset[str] | None] = field(default_factory=dict)
+    #: Bytes of the body not parsed again.
+    reused: int = 0
+
+
+SKIP: Final = Reading("skip")
+
+
+class _Space:
+    """One session space's prefixes, sorted: a body's own prefix is its nearest predecessor.
+    (Two parallel lists: a prefix is never hashed, only compared.)"""
+
+    __slots__ = ("entries", "keys")
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.entries: list[_Entry] = []
+
+    def find(self, body: bytes) -> _Entry | None:
+        at = bisect.bisect_right(self.keys, body)
+        for j in range(at - 1, max(-1, at - 1 - _NEAREST), -1):
+            if body.startswith(self.keys[j]):
+                return self.entries[j]
+        return None
+
+    def add(self, entry: _Entry) -> _Entry | None:
+        """Add ``entry``; the entry it replaces (same prefix), if any."""
+        at = bisect.bisect_left(self.keys, entry.prefix)
+        if at < len(self.keys) and self.keys[at] == entry.prefix:
+            old, self.entries[at] = self.entries[at], entry
+            return old
+        self.keys.insert(at, entry.prefix)
+        self.entries.insert(at, entry)
+        return None
+
+    def remove(self, entry: _Entry) -> None:
+        at = bisect.bisect_left(self.keys, entry.prefix)
+        if at < len(self.entries) and self.entries[at] is entry:
+            del self.keys[at]
+            del self.entries[at]
+
+
+class PrefixCache:
+    """The cache of one process (``read``), bounded by ``max_bytes`` and ``ttl``."""
+
+    def __init__(
+        self, config: PrefixConfig | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.config = config or PrefixConfig()
+        self._clock = clock
+        self._spaces: dict[Hashable, _Space] = {}
+        self._lru: OrderedDict[int, _Entry] = OrderedDict()
+        self.charged = 0
+        #: Reads by outcome, and bytes not parsed again, since start.
+        self.counts: dict[str, int] = {"hit": 0, "miss": 0, "skip": 0}
+        self.reused_bytes = 0
+
+    @property
+    def entries(self) -> int:
+        return len(self._lru)
+
+    def read(self, space: Hashable, api: Api, body: bytes) -> Reading:
+        """``body`` of an ``api`` request in ``space`` (a session's credential scope and
+        route), parsed from its cached prefix on when one matches, else whole; the entry for
+        the next request of the session is made (or replaced) here."""
+        if not self.config.enabled:
+            return SKIP
+        self._expire()
+        place = self._spaces.get(space)
+        entry = place.find(body) if place is not None else None
+        reading = self._hit(entry, api, body) if entry is not None else None
+        if reading is None:
+            reading = self._miss(space, api, body)
+        self.counts[reading.outcome] += 1
+        self.reused_bytes += reading.reused
+        return reading
+
+    def configure(self, config: PrefixConfig) -> None:
+        """Take a reloaded ``prefix_cache`` (off: everything held is dropped)."""
+        self.config = config
+        if not config.enabled:
+            self.clear()
+        while self.charged > config.max_bytes:
+            self._drop(next(iter(self._lru.values())))
+
+    def clear(self) -> None:
+        self._spaces.clear()
+        self._lru.clear()
+        self.charged = 0
+
+    # The two ways a body is read ------------------------------------------------------------
+
+    def _hit(self, entry: _Entry, api: Api, body: bytes) -> Reading | None:
+        """``body`` read from ``entry``'s prefix on, or ``None`` if that cannot be trusted."""
+        rest = body[len(entry.prefix) :]
+        if _SENTINEL in rest:
+            return None
+        if rest[:1] == b",":
+            text = entry.head + rest[1:]
+        elif rest[:1] == b"]":
+            text = entry.head + rest
+        else:
+            return None
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        if type(parsed) is not dict or api.field in parsed:
+            return None
+        added = parsed.get(SENTINEL)
+        if type(added) is not list:
+            return None
+        items = entry.items + added  # a new list: the cached one is never written
+        payload = {(api.field if key == SENTINEL else key): value for key, value in parsed.items()}
+        payload[api.field] = items
+        walked, state = _walk(api, added, entry.state)
+        self._touch(entry)
+        if added:
+            self._extend(entry, body, rest, added, items=items, state=state)
+        return Reading("hit", payload, walked, len(entry.prefix))
+
+    def _miss(self, space: Hashable, api: Api, body: bytes) -> Reading:
+        """``body`` parsed whole; an entry made if its list is written as orjson writes it."""
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return SKIP  # the rules read it their own way (surrogates, errors)
+        if type(payload) is not dict:
+            return SKIP
+        items = payload.get(api.field)
+        if type(items) is not list or not items:
+            return Reading("miss", payload)
+        walked, state = _walk(api, items, None, whole=True)
+        key = b'"' + api.field.encode() + b'":['
+        at = body.find(key)
+        start = at + len(key) - 1  # the list's "["
+        if at < 0 or _SENTINEL in body[:start]:
+            return Reading("miss", payload, walked)
+        written = orjson.dumps(items)
+        if body[start : start + len(written)] != written:
+            return Reading("miss", payload, walked)
+        head = body[:at] + _SENTINEL + b":["
+        self._add(space, body[: start + len(written) - 1], head, items, state)
+        return Reading("miss", payload, walked)
+
+    # Entries --------------------------------------------------------------------------------
+
+    def _extend(
+        self,
+        entry: _Entry,
+        body: bytes,
+        rest: bytes,
+        added: list[Any],
+        *,
+        items: list[Any],
+        state: WalkState | None,
+    ) -> None:
+        """Replace ``entry`` with one that ends where this body's list does, if the messages it
+        adds are written as orjson writes them (``rest`` starts with them)."""
+        written = orjson.dumps(added)
+        if rest[: len(written)] != b"," + written[1:]:
+            return
+        prefix = body[: len(entry.prefix) + len(written) - 1]
+        self._drop(entry)
+        self._add(entry.space, prefix, entry.head, items, state)
+
+    def _add(
+        self,
+        space: Hashable,
+        prefix: bytes,
+        head: bytes,
+        items: list[Any],
+        state: WalkState | None,
+    ) -> None:
+        charge = CHARGE_PER_BYTE * len(prefix) + len(head)
+        if charge > self.config.max_bytes:
+            return
+        entry = _Entry(space, prefix, head, items, state, charge, self._clock() + self.config.ttl)
+        old = self._spaces.setdefault(space, _Space()).add(entry)
+        if old is not None:
+            self._lru.pop(id(old), None)
+            self.charged -= old.charge
+        self._lru[id(entry)] = entry
+        self.charged += charge
+        while self.charged > self.config.max_bytes:
+            self._drop(next(iter(self._lru.values())))
+
+    def _drop(self, entry: _Entry) -> None:
+        if self._lru.pop(id(entry), None) is None:
+            return
+        self.charged -= entry.charge
+        place = self._spaces.get(entry.space)
+        if place is not None:
+            place.remove(entry)
+            if not place.entries:
+                del self._spaces[entry.space]
+
+    def _touch(self, entry: _Entry) -> None:
+        entry.expires = self._clock() + self.config.ttl
+        self._lru.move_to_end(id(entry))
+
+    def _expire(self) -> None:
+        """Drop the entries past their time: the least recently used go first."""
+        now = self._clock()
+        while self._lru:
+            oldest = next(iter(self._lru.values()))
+            if oldest.expires > now:
+                return
+            self._drop(oldest)
+
+
+def _walk(
+    api: Api, added: list[Any], state: WalkState | None, *, whole: bool = False
+) -> tuple[Mapping[Scan, frozenset[str] | None], WalkState | None]:
+    """What the API's walk says of the whole list: from the start over ``added`` (``whole``: it
+    is the whole list), else going on from ``state`` over ``added``. A ``None`` state is a
+    prefix the walk does not model: nor does it model any list that starts with it."""
+    resumable = api.resumable
+    if resumable is None:
+        return {}, None
+    if state is None and not whole:
+        return {resumable.scan: None}, None
+    signals, after = resumable.walk(added, state)
+    return {resumable.scan: signals}, after

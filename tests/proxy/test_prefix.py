@@ -1,0 +1,303 @@
+"""Verified-prefix reuse (proxy/prefix.py): what a session's requests become through the cache is
+what a full run gives them, byte for byte and change for change.
+
+The oracle is the full run itself (``sanitize_body`` over the body alone, parsed whole) and
+orjson's parse of the whole body, never anything the cache computes: every property below
+replays a growing session (each request its predecessor's list plus a turn, as agents send
+them; sometimes the same request again, sometimes a fork from an earlier turn) through one
+cache and compares each request with a run that never saw the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.sessions import session as bench_session
+from proxy.prefix import SKIP, PrefixCache, PrefixConfig
+from proxy.sanitize import sanitize_body
+from rules.chat.scan import scan, walk
+from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
+from rules.providers.planner import Plan
+from rules.providers.profiles import PROFILES
+from tests.budget import examples
+from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan_of
+from tests.strategies import broken_transcripts, clean_transcripts, request_fields
+
+SETTINGS = settings(
+    max_examples=examples(0.5),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+NAMES = sorted(PROFILES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sessions
+# ---------------------------------------------------------------------------------------------
+
+
+@st.composite
+def cuts(draw: st.DrawFn, length: int) -> list[int]:
+    """The list lengths of a session's requests: growing, with a repeat or a fork now and then
+    (a retry sends the same body again; a regenerate goes back to an earlier turn)."""
+    points = sorted(set(draw(st.lists(st.integers(1, length), min_size=1, max_size=8))))
+    if length not in points:
+        points.append(length)
+    out: list[int] = []
+    for point in points:
+        out.append(point)
+        twist = draw(st.sampled_from(("", "", "", "repeat", "fork")))
+        if twist == "repeat":
+            out.append(point)
+        elif twist == "fork" and len(out) > 1:
+            out.append(draw(st.sampled_from(out[:-1])))
+    return out
+
+
+def bodies(
+    items: list[Any], points: Sequence[int], fields: dict[str, Any], field: str
+) -> list[bytes]:
+    """One body per cut, the list first or after ``model`` (the OpenAI SDK writes ``messages``
+    first; the Node SDKs and Claude Code write ``model`` first)."""
+    out = []
+    for point in points:
+        head = {key: value for key, value in fields.items() if key == "model"}
+        rest = {key: value for key, value in fields.items() if key != "model"}
+        out.append(orjson.dumps({**head, field: items[:point], **rest}))
+    return out
+
+
+def replay(api: Api, plan: Plan, session: list[bytes], space: str = "s") -> PrefixCache:
+    """Every request of ``session`` through one cache, each compared with a full run."""
+    cache = PrefixCache()
+    for number, body in enumerate(session):
+        reading = cache.read(space, api, body)
+        assert reading.payload == orjson.loads(body), number
+        through = sanitize_body(body, plan, api.name, parsed=reading.payload, walked=reading.walked)
+        full = sanitize_body(body, plan, api.name)
+        where = (number, reading.outcome)
+        assert through.body == full.body, where
+        assert through.changes == full.changes, where
+        assert through.failures == full.failures, where
+        assert through.skipped == full.skipped, where
+    return cache
+
+
+@pytest.mark.parametrize("name", NAMES)
+@SETTINGS
+@given(data=st.data())
+def test_chat_sessions_forward_what_a_full_run_forwards(name: str, data: st.DataObject) -> None:
+    shape = data.draw(st.sampled_from(("clean", "broken", "conversation")))
+    if shape == "clean":
+        items = data.draw(clean_transcripts(max_turns=4))
+    elif shape == "broken":
+        items = data.draw(broken_transcripts(max_turns=4)).messages
+    else:
+        items = RENDER["chat"](data.draw(conversations(FATES_ALL)))
+    fields = data.draw(request_fields())
+    session = bodies(items, data.draw(cuts(len(items))), fields, "messages")
+    replay(CHAT_API, plan_of("chat", name), session)
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+@pytest.mark.parametrize("name", NAMES)
+@SETTINGS
+@given(data=st.data())
+def test_responses_and_messages_sessions_forward_what_a_full_run_forwards(
+    api: str, name: str, data: st.DataObject
+) -> None:
+    items = RENDER[api](data.draw(conversations(FATES_ALL)))
+    model = data.draw(st.sampled_from(("deepseek-chat", "claude-sonnet-4-5", "kimi-k2")))
+    session = bodies(items, data.draw(cuts(len(items))), {"model": model}, APIS[api].field)
+    replay(APIS[api], plan_of(api, name), session)
+
+
+@pytest.mark.parametrize("workload", ["clean", "clean-kimi", "stuck", "broken"])
+def test_the_benchmark_sessions_hit_and_forward_what_a_full_run_forwards(workload: str) -> None:
+    """The benchmark's own sessions (bench/sessions.py): every request after the first is a
+    hit, so the property above cannot pass by never reusing anything."""
+    session = bench_session(120, workload, seed=3)
+    cache = replay(CHAT_API, plan_of("chat", "deepseek"), session)
+    assert cache.counts == {"hit": len(session) - 1, "miss": 1, "skip": 0}
+    assert cache.entries == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Bytes the cache must not trust
+# ---------------------------------------------------------------------------------------------
+
+TURN = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+NEXT = [{"role": "user", "content": "and now?"}]
+
+
+def two(first: bytes, second: bytes) -> tuple[PrefixCache, Any]:
+    cache = PrefixCache()
+    cache.read("s", CHAT_API, first)
+    return cache, cache.read("s", CHAT_API, second)
+
+
+def test_a_growing_body_is_parsed_from_its_prefix_on() -> None:
+    first = orjson.dumps({"messages": TURN, "model": "m"})
+    second = orjson.dumps({"messages": TURN + NEXT, "model": "m"})
+    _, reading = two(first, second)
+    assert reading.outcome == "hit"
+    assert reading.reused == first.index(b"]")
+    assert reading.payload == orjson.loads(second)
+    assert list(reading.payload) == ["messages", "model"]  # the body's key order
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        # the list's key twice: the last one counts, in a full parse
+        b'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},'
+        b'{"role":"user","content":"x"}],"messages":[]}',
+        # a key only the sentinel's spelling can write
+        b'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},'
+        b'{"role":"user","content":"x"}],"\\u0001":1}',
+        # whitespace after the prefix
+        b'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"} ,'
+        b'{"role":"user","content":"x"}]}',
+        # not JSON after the prefix
+        b'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},'
+        b"{oops}]}",
+        # a lone surrogate: orjson refuses it, the rules read it their own way
+        b'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},'
+        b'{"role":"user","content":"\\ud800"}]}',
+    ],
+)
+def test_what_cannot_be_trusted_is_read_whole(second: bytes) -> None:
+    first = orjson.dumps({"messages": TURN})
+    _, reading = two(first, second)
+    assert reading.outcome != "hit"
+    try:
+        expected = orjson.loads(second)
+    except orjson.JSONDecodeError:
+        assert reading is SKIP
+    else:
+        assert reading.payload == expected
+
+
+def test_a_body_not_written_compactly_makes_no_entry() -> None:
+    """``json.dumps`` with its default separators: the list is not orjson's bytes."""
+    first = json.dumps({"messages": TURN}).encode()
+    second = json.dumps({"messages": TURN + NEXT}).encode()
+    cache, reading = two(first, second)
+    assert reading.outcome == "miss"
+    assert reading.payload == orjson.loads(second)
+    assert cache.entries == 0
+
+
+def test_a_nested_list_key_before_the_real_one_is_not_reused() -> None:
+    """The first ``"messages":[`` is a nested one holding the same bytes as the list: the entry
+    is made there, and the hit's parse finds its key is not a top-level one."""
+    body = orjson.dumps({"metadata": {"messages": TURN}, "messages": TURN})
+    _, reading = two(body, body)
+    assert reading.outcome == "miss"
+    assert reading.payload == orjson.loads(body)
+
+
+def test_sessions_of_other_credentials_never_meet() -> None:
+    first = orjson.dumps({"messages": TURN})
+    cache = PrefixCache()
+    cache.read("alice", CHAT_API, first)
+    assert cache.read("bob", CHAT_API, first).outcome == "miss"
+    assert cache.read("alice", CHAT_API, first).outcome == "hit"
+
+
+def test_entries_expire_and_the_switch_turns_it_off() -> None:
+    now = [0.0]
+    cache = PrefixCache(PrefixConfig(ttl=10), clock=lambda: now[0])
+    body = orjson.dumps({"messages": TURN})
+    cache.read("s", CHAT_API, body)
+    now[0] = 9.0
+    assert cache.read("s", CHAT_API, body).outcome == "hit"  # used: lives 10 s more
+    now[0] = 30.0
+    assert cache.read("s", CHAT_API, body).outcome == "miss"
+    cache.configure(PrefixConfig(enabled=False))
+    assert cache.entries == 0
+    assert cache.read("s", CHAT_API, body) is SKIP
+
+
+@SETTINGS
+@given(tail=st.binary(max_size=40), keep=st.integers(0, 60))
+def test_any_bytes_after_a_cached_prefix_parse_as_a_full_parse_does(tail: bytes, keep: int) -> None:
+    """Fuzz: the second body is the first up to some point, then anything."""
+    first = orjson.dumps({"messages": TURN + NEXT, "model": "m"})
+    cut = first.index(b"]") - keep
+    second = first[: max(cut, 1)] + tail
+    _, reading = two(first, second)
+    try:
+        expected = orjson.loads(second)
+    except orjson.JSONDecodeError:
+        assert reading is SKIP
+        return
+    if reading.payload is not None:
+        assert reading.payload == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# The walk goes on where it stopped
+# ---------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(broken=broken_transcripts(max_turns=4), at=st.integers(0, 40))
+def test_a_walk_that_goes_on_gives_the_signals_of_one_walk(broken: Any, at: int) -> None:
+    items = broken.messages
+    at = min(at, len(items))
+    _, state = walk(items[:at])
+    signals, _ = walk(items[at:], state) if state is not None else (None, None)
+    assert signals == scan(items)
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ten_thousand_sessions_stay_inside_the_bound() -> None:
+    """10,000 distinct sessions of three requests each through a 16 MiB cache: what it charges
+    stays within the bound, and what it really holds (traced allocations) too."""
+    bound = 16 * 1024 * 1024
+    cache = PrefixCache(PrefixConfig(max_bytes=bound))
+    template = bench_session(12, "clean-kimi", seed=5)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for number in range(10_000):
+        marker = f'"You are session {number}. '.encode()
+        for body in template[:3]:
+            cache.read(number, CHAT_API, body.replace(b'"You are ', marker, 1))
+        assert cache.charged <= bound
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert cache.entries < 10_000  # the oldest went
+    assert held <= bound, f"{held} bytes held for a {bound} byte bound"
+
+
+def test_one_body_over_the_bound_is_not_kept() -> None:
+    cache = PrefixCache(PrefixConfig(max_bytes=1024))
+    body = orjson.dumps({"messages": [{"role": "user", "content": "x" * 2048}]})
+    assert cache.read("s", CHAT_API, body).outcome == "miss"
+    assert cache.entries == 0 and cache.charged == 0
+
+
+@pytest.mark.parametrize("api", [RESPONSES_API, MESSAGES_API])
+def test_apis_without_a_resumable_walk_reuse_the_parse(api: Api) -> None:
+    items = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    first = orjson.dumps({"model": "m", api.field: items[:1]})
+    second = orjson.dumps({"model": "m", api.field: items})
+    cache = PrefixCache()
+    cache.read("s", api, first)
+    reading = cache.read("s", api, second)
+    assert reading.outcome == "hit"
+    assert reading.payload == orjson.loads(second)
+    assert reading.walked == {}
