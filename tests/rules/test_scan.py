@@ -137,7 +137,7 @@ DECLARING = {
 
 
 def test_the_rules_that_change_stuck_sessions_say_what_they_may_set() -> None:
-    assert {"invalid-tool-arguments", "bookkeeping-keys"} <= DECLARING.keys()
+    assert {"invalid-tool-arguments", "bookkeeping-keys", "developer-role"} <= DECLARING.keys()
 
 
 @pytest.mark.slow
