@@ -153,5 +153,6 @@ RULE = Rule(
     apply=apply,
     scan=scan.scan,
     woken_by=scan.on(scan.KEYS, scan.CALL_KEYS),
+    introduces=frozenset(),  # it only drops keys no walk signal but KEYS and CALL_KEYS reads
     options=(KEEP,),
 )

@@ -27,6 +27,7 @@ from typing import Any
 from rules.chat import scan
 from rules.chat.merge import merge_assistants
 from rules.engine.base import Outcome, Rule, RuleContext
+from rules.vocabulary import EMPTY_KINDS
 
 NAME = "consecutive-assistant-messages"
 
@@ -52,4 +53,7 @@ RULE = Rule(
     apply=apply,
     scan=scan.scan,
     woken_by=scan.on(scan.ADJACENT_ASSISTANTS),
+    # A first message's empty content may end up beside a later one's calls: a new kind of
+    # empty content on an assistant with calls. Keys, calls and their order only move.
+    introduces=frozenset(scan.CALL_EMPTY + kind for kind in EMPTY_KINDS),
 )

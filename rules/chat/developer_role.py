@@ -57,4 +57,5 @@ RULE = Rule(
     apply=apply,
     scan=scan.scan,
     woken_by=scan.on(scan.ROLE + "developer"),
+    introduces=frozenset({scan.NULL + "system"}),  # a developer message without content
 )

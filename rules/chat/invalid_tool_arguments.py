@@ -185,5 +185,6 @@ RULE = Rule(
     apply=apply,
     scan=scan.scan,
     woken_by=scan.on(scan.BAD_ARGUMENTS),
+    introduces=frozenset(),  # only arguments change, each to an object string
     options=(TRUNCATED,),
 )

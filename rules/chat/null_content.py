@@ -93,6 +93,7 @@ RULE = Rule(
     apply=apply,
     scan=scan.scan,
     woken_by=_wakes,
+    introduces=frozenset(),  # a content only becomes a string
     options=(
         CONTENT,
         TOOL_CONTENT,

@@ -13,8 +13,9 @@ that rule declares. ``scan`` may over-report (a rule it wakes then finds nothing
 prescan), never under-report; anything it does not model (a non-object message or call, a
 non-string role, an odd content type) makes it return ``None``, and then every rule runs in full.
 The property tests hold every rule of every profile to it (tests/rules/test_scan.py). The
-signals describe the list as the client sent it: once a rule has changed the list, the pipeline
-stops trusting them and every later rule runs its own prescan.
+signals describe the list as the client sent it. Once a rule has changed the list, the pipeline
+keeps them, with the signals that rule says its change may set (``Rule.introduces``), for the
+later rules; after a rule that does not say, every later rule runs its own prescan.
 """
 
 from __future__ import annotations

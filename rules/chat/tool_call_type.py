@@ -73,4 +73,5 @@ RULE = Rule(
     apply=apply,
     scan=scan.scan,
     woken_by=scan.on(scan.CALL_TYPE),
+    introduces=frozenset(),  # a call only gains its type
 )

@@ -189,6 +189,12 @@ class Rule:
     #: options: the pipeline skips the rule when a clean walk set none of them. ``None``: the
     #: rule always runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
     woken_by: Callable[[Mapping[str, Any]], frozenset[str] | None] | None = None
+    #: The ``scan`` signals a change by this rule may set that the list it was given did not
+    #: set, whatever its options (``frozenset()``: none; its repair only removes what it acts
+    #: on). The pipeline then keeps the walk's signals, with these added, for the later rules,
+    #: and the walk still models the changed list. ``None``: it may set any, and every later
+    #: rule runs its own prescan. Must never miss a case (tests/rules/test_scan.py).
+    introduces: frozenset[str] | None = None
     #: For a rule that restores what the server kept from earlier responses: what to keep and
     #: what to look up (``StashQuery``); the values come back in ``RuleContext.given``.
     recall: StashQuery | None = None

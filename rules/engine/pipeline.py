@@ -88,15 +88,14 @@ def run_rules(
     changes: list[Change] = []
     failures: list[RuleFailure] = []
     # One walk per API scan (``Rule.scan``, e.g. rules/chat/scan.py) says which steps may have
-    # work; it holds until a rule changes the list, and then every later rule runs its own
-    # prescan.
+    # work; it holds until a rule changes the list, and then only if that rule says what it may
+    # have set (``Rule.introduces``): else every later rule runs its own prescan.
     signals_of: dict[Scan, frozenset[str] | None] = dict(walked) if walked else {}
-    stale = False
     keys: frozenset[str] | None = None  # the request's key signals, built when first needed
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for rule, step_ctx in steps:
             woken_by = step_ctx.woken_by
-            if woken_by is not None and rule.scan is not None and not stale:
+            if woken_by is not None and rule.scan is not None:
                 if rule.scan not in signals_of:
                     signals_of[rule.scan] = _signals(rule.scan, current)
                 signals = signals_of[rule.scan]
@@ -118,13 +117,25 @@ def run_rules(
                 failures.append(RuleFailure.of(rule.name, exc))
                 continue
             if outcome.messages is not current:
-                stale = True  # the walks read the list as it came
+                _carry(signals_of, rule)  # the walks read the list as it was
             current = outcome.messages
             changes.extend(outcome.changes)
             if outcome.request is not None and rule.reads_request:
                 fields = new_fields = outcome.request
                 keys = None
     return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
+
+
+def _carry(walked: dict[Scan, frozenset[str] | None], rule: Rule) -> None:
+    """After ``rule`` changed the list: each walk's signals with those the rule may have set
+    (``Rule.introduces``), or ``None`` (untrusted: the later rules run their own prescans). A
+    scan not walked yet walks the changed list when a step first needs it."""
+    introduces = rule.introduces
+    for scan, signals in walked.items():
+        if signals is not None and introduces is not None and rule.scan is scan:
+            walked[scan] = signals | introduces if introduces else signals
+        else:
+            walked[scan] = None
 
 
 def _signals(scan: Scan, messages: list[Any]) -> frozenset[str] | None:

@@ -125,3 +125,37 @@ def test_calls_on_a_role_that_has_none_still_wake_the_key_rules(role: str) -> No
     assert out.changes  # dropped the key, or (`function`) the message DeepSeek cannot read
     left = violations({"messages": out.messages}, PLANNER.plans["deepseek"].contract)
     assert "bookkeeping_field" not in [v.code for v in left]
+
+
+#: The chat rules that say what their change may set (``Rule.introduces``), in any profile.
+DECLARING = {
+    rule.name: rule
+    for plan in PLANNER.plans.values()
+    for rule, _ in plan.steps
+    if rule.introduces is not None and rule.scan is scan.scan
+}
+
+
+def test_the_rules_that_change_stuck_sessions_say_what_they_may_set() -> None:
+    assert {"invalid-tool-arguments", "bookkeeping-keys", "developer-role"} <= DECLARING.keys()
+
+
+@pytest.mark.slow
+@EXAMPLES
+@given(messages=MESSAGES)
+def test_a_change_sets_no_signal_its_rule_did_not_declare(messages: list[Any]) -> None:
+    """After a rule with ``introduces`` changed the list, the pipeline keeps the walk's signals
+    (with those added): the changed list must set no other, and still be one the walk models."""
+    signals = scan.scan(messages)
+    if signals is None:
+        return  # every rule runs in full
+    for name in PROFILES:
+        for rule, ctx in steps_of(name):
+            if rule.name not in DECLARING or rule.reads_request:
+                continue
+            outcome = rule.apply(messages, ctx)
+            if outcome.messages is messages:
+                continue
+            after = scan.scan(outcome.messages)
+            assert after is not None, (name, rule.name)
+            assert after <= signals | rule.introduces, (name, rule.name, after - signals)
