@@ -15,6 +15,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, TypeVar
 
+from rules.engine import known
+
 T = TypeVar("T")
 
 #: How far above ``factor`` the count ratio may go: allocation of a few more ids, a longer
@@ -23,7 +25,9 @@ SLACK = 1.25
 
 
 def lines_executed(work: Callable[[], Any]) -> int:
-    """The Python lines ``work()`` executes, every frame it enters included."""
+    """The Python lines ``work()`` executes, every frame it enters included (with nothing
+    remembered from an earlier call: ``rules.engine.known`` is emptied first)."""
+    known.forget()
     count = 0
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:

@@ -36,8 +36,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from rules.chat import scan
 from rules.chat.message_fields import call_id, function_name
 from rules.engine.arguments import MISSING as _MISSING
@@ -45,7 +43,8 @@ from rules.engine.arguments import TRUNCATED
 from rules.engine.arguments import Budget as _Budget
 from rules.engine.arguments import repair_arguments as _repair
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS, parse_strict_object
+from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS
+from rules.engine.known import object_text, strict_object
 from rules.engine.messages import rewrite_at
 
 NAME = "invalid-tool-arguments"
@@ -92,11 +91,8 @@ def _suspects(messages: list[Any]) -> list[int]:
             if type(raw) is not str:
                 suspects.append(index)
                 break
-            try:
-                if type(orjson.loads(raw)) is dict:
-                    continue
-            except orjson.JSONDecodeError:
-                pass
+            if object_text(raw):
+                continue
             suspects.append(index)
             break
     return suspects
@@ -150,7 +146,7 @@ def _fix_call(
     if not isinstance(function, dict):
         return call
     raw = function.get("arguments", _MISSING)
-    if isinstance(raw, str) and parse_strict_object(raw):
+    if isinstance(raw, str) and strict_object(raw):
         return call  # the fast path: valid object text stays byte-identical
     index, position = where
     detail: dict[str, Any] = {

@@ -23,9 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
-
 from rules.chat.message_fields import has_content
+from rules.engine.known import object_text
 from rules.engine.wake import Signals, on
 
 __all__ = ["Signals", "WalkState", "on", "scan", "walk"]
@@ -203,13 +202,9 @@ class _Walk:
         (parsed only if no call set it already); the strings are then done with."""
         if BAD_ARGUMENTS not in self.found:
             for raw in self.arguments:
-                try:
-                    if type(orjson.loads(raw)) is dict:
-                        continue
-                except orjson.JSONDecodeError:
-                    pass
-                self.found.add(BAD_ARGUMENTS)
-                break
+                if not object_text(raw):
+                    self.found.add(BAD_ARGUMENTS)
+                    break
         self.arguments = []
 
     def state(self) -> WalkState:

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import orjson
 
+from rules.engine import known
 from rules.engine.base import Option, WorkBudgetExceeded
 from rules.engine.json_repair_passes import (
     LOSSY_FIXES,
@@ -19,7 +20,6 @@ from rules.engine.json_repair_passes import (
     MAX_REQUEST_TOKENS,
     MAX_SCAN_TOKENS,
     dump_object,
-    repair_object,
 )
 
 #: ``arguments`` absent from its call.
@@ -59,7 +59,7 @@ def repair_arguments(
             return dumped, "serialized_object"
     elif isinstance(raw, str):
         limit = min(MAX_SCAN_TOKENS, budget.left)
-        repaired = repair_object(raw, close_strings=close_strings, max_tokens=limit)
+        repaired = known.repaired(raw, close_strings=close_strings, max_tokens=limit)
         budget.left -= repaired.tokens
         if repaired.over_cap and limit < MAX_SCAN_TOKENS:
             raise WorkBudgetExceeded(MAX_REQUEST_TOKENS)  # the request's, not the string's

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from rules.engine.arguments import MISSING, TRUNCATED, Budget, repair_arguments
 from rules.engine.base import Change, Outcome, Rule, RuleContext
-from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS, parse_strict_object
+from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS
+from rules.engine.known import object_text, strict_object
 from rules.responses.items import is_call
 
 NAME = "responses-invalid-arguments"
@@ -35,12 +34,7 @@ NAME = "responses-invalid-arguments"
 
 def _valid(raw: Any) -> bool:
     """``raw`` is a string holding a JSON object (orjson's reading, the fast path)."""
-    if type(raw) is not str:
-        return False
-    try:
-        return type(orjson.loads(raw)) is dict
-    except orjson.JSONDecodeError:
-        return False
+    return type(raw) is str and object_text(raw)
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
@@ -58,7 +52,7 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     for index in suspects:
         item = items[index]
         raw = item.get("arguments", MISSING)
-        if isinstance(raw, str) and parse_strict_object(raw):
+        if isinstance(raw, str) and strict_object(raw):
             continue  # the stdlib reads it: valid object text stays byte-identical
         detail: dict[str, Any] = {"call_id": item.get("call_id"), "function": item.get("name")}
         arguments, action = repair_arguments(
