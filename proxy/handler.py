@@ -314,7 +314,12 @@ def _inline(
     parsed = reading.payload if reasoning is None else reasoning.payload
     source, parsed = _learned(app[LEARNED_KEY], route, read, parsed)
     sanitized = sanitize_body(
-        read.decoded, source, read.api.name, parsed=parsed, given=given, walked=reading.walked
+        read.decoded,
+        source,
+        read.api.name,
+        parsed=parsed,
+        given=given,
+        walked=reading.walked,
     )
     return source, sanitized
 

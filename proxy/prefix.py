@@ -35,13 +35,14 @@ from __future__ import annotations
 import bisect
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
 from rules.chat.scan import WalkState
+from rules.engine.pipeline import NOT_WALKED, Walked
 from rules.providers.apis import Api
 
 #: The key the list's key is replaced with in the head: U+0001 has one JSON spelling only.
@@ -71,7 +72,6 @@ class PrefixConfig:
 
 #: A walk that goes on from a state: ``rules.chat.scan.walk``.
 Walk = Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
-Scan = Callable[[list[Any]], frozenset[str] | None]
 
 
 @dataclass(slots=True)
@@ -98,8 +98,8 @@ class Reading:
     outcome: str
     #: The body parsed (``None`` for ``skip``): the caller's to write.
     payload: dict[str, Any] | None = None
-    #: What the API's scan returns for the list, for ``run_rules(walked=...)``.
-    walked: Mapping[Scan, frozenset[str] | None] = field(default_factory=dict)
+    #: What the API's walk knows of the list, for ``run_rules(walked=...)``.
+    walked: Walked = NOT_WALKED
     #: Bytes of the body not parsed again.
     reused: int = 0
 
@@ -312,14 +312,15 @@ class PrefixCache:
 
 def _walk(
     api: Api, added: list[Any], state: WalkState | None, *, whole: bool = False
-) -> tuple[Mapping[Scan, frozenset[str] | None], WalkState | None]:
-    """What the API's walk says of the whole list: from the start over ``added`` (``whole``: it
+) -> tuple[Walked, WalkState | None]:
+    """What the API's walk knows of the whole list: from the start over ``added`` (``whole``: it
     is the whole list), else going on from ``state`` over ``added``. A ``None`` state is a
     prefix the walk does not model: nor does it model any list that starts with it."""
     resumable = api.resumable
     if resumable is None:
-        return {}, None
+        return NOT_WALKED, None
     if state is None and not whole:
-        return {resumable.scan: None}, None
+        return Walked({resumable.scan: None}), None
     signals, after = resumable.walk(added, state)
-    return {resumable.scan: signals}, after
+    primed = {} if after is None else resumable.primed(after)
+    return Walked({resumable.scan: signals}, primed), after

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -13,7 +13,7 @@ import orjson
 
 from rules.chat import lone_surrogates
 from rules.engine.base import Change, RequestFacts, Rule, RuleContext
-from rules.engine.pipeline import RuleFailure, Scan, run_rules
+from rules.engine.pipeline import NOT_WALKED, RuleFailure, Walked, run_rules
 from rules.engine.text import repair_value
 from rules.messages import lone_surrogates as messages_lone_surrogates
 from rules.providers.apis import CHAT_API, Api, api_named
@@ -90,7 +90,7 @@ def sanitize_body(
     *,
     parsed: dict[str, Any] | None = None,
     given: RequestFacts | None = None,
-    walked: Mapping[Scan, frozenset[str] | None] | None = None,
+    walked: Walked = NOT_WALKED,
 ) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
@@ -99,8 +99,8 @@ def sanitize_body(
     ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (the proxy, to look up
     the stashed reasoning): it is used instead of a second parse, and is the caller's no more.
     ``given`` (what the proxy recalled for the request, see proxy/stash, and its
-    ``anthropic-beta`` values) goes to every rule that reads it. ``walked`` is what the API's
-    scan says of ``parsed``'s list, when the caller knows it (proxy/prefix.py).
+    ``anthropic-beta`` values) goes to every rule that reads it. ``walked``: what a walk of
+    ``parsed``'s list the caller did knows (proxy/prefix.py).
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.

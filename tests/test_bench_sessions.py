@@ -43,4 +43,4 @@ def test_the_stuck_session_carries_its_defect_and_the_clean_ones_none() -> None:
 def test_a_run_reports_every_workload_with_its_baselines() -> None:
     rows = run(sessions=1, messages=20, rounds=1)
     assert [row.workload for row in rows] == list(WORKLOADS)
-    assert all(set(row.ratio) == {"floor-json", "relay", "chatmend"} for row in rows)
+    assert all(set(row.ratio) == {"floor-json", "relay", "chatmend", "prefix"} for row in rows)

@@ -44,7 +44,7 @@ from rules.engine.arguments import Budget as _Budget
 from rules.engine.arguments import repair_arguments as _repair
 from rules.engine.base import Change, Outcome, Rule, RuleContext
 from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS
-from rules.engine.known import object_text, strict_object
+from rules.engine.known import strict_object
 from rules.engine.messages import rewrite_at
 
 NAME = "invalid-tool-arguments"
@@ -53,7 +53,7 @@ __all__ = ["NAME", "RULE", "TRUNCATED", "apply"]
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    suspects = _suspects(messages)
+    suspects = scan.bad_arguments_at(messages)  # the walk's answer, when it read this list
     if not suspects:
         return Outcome(messages)  # the common case, checked in one tight pass
     close_strings = TRUNCATED.of(ctx) != "empty"
@@ -71,31 +71,6 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         )
 
     return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
-
-
-def _suspects(messages: list[Any]) -> list[int]:
-    """Indices of the assistants with a call ``_fix_call`` may change: arguments that are not
-    a string holding a JSON object (as orjson reads it; the fix also tries the stdlib)."""
-    suspects: list[int] = []
-    for index, message in enumerate(messages):
-        if type(message) is not dict or message.get("role") != "assistant":
-            continue
-        calls = message.get("tool_calls")
-        if type(calls) is not list:
-            continue
-        for call in calls:
-            function = call.get("function") if type(call) is dict else None
-            if type(function) is not dict:
-                continue
-            raw = function.get("arguments")
-            if type(raw) is not str:
-                suspects.append(index)
-                break
-            if object_text(raw):
-                continue
-            suspects.append(index)
-            break
-    return suspects
 
 
 def _fix_message(

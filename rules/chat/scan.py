@@ -20,10 +20,12 @@ later rules; after a rule that does not say, every later rule runs its own presc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from rules.chat.message_fields import has_content
+from rules.engine import memo
 from rules.engine.known import object_text
 from rules.engine.wake import Signals, on
 
@@ -80,16 +82,21 @@ class _Walk:
     def __init__(self, state: WalkState | None = None) -> None:
         self.found: set[str] = set()
         self.ids: set[str] = set()  # call ids seen so far (DUP_CALL_ID)
-        self.arguments: list[str] = []  # string arguments, parsed once at the end
+        # string arguments and their message's index, parsed once at the end
+        self.arguments: list[tuple[int, str]] = []
+        self.bad: set[int] = set()  # the assistants with arguments that hold no JSON object
         self.calls: list[Any] = []  # the calls of the block being read
         self.k = self.n = 0  # results read in call order so far, calls in the block
         self.after_assistant = False
+        self.count = 0  # messages read (the one being read is ``count - 1``)
         if state is not None:  # go on where an earlier walk stopped (``walk``)
             self.found, self.ids = set(state.found), set(state.ids)
             self.calls, self.k, self.n = state.calls, state.k, state.n
-            self.after_assistant = state.after_assistant
+            self.after_assistant, self.count = state.after_assistant, state.count
+            self.bad = set(state.bad)
 
     def message(self, message: Any) -> None:
+        self.count += 1
         if type(message) is not dict:
             raise _Unmodelled
         role = message.get("role")
@@ -193,18 +200,19 @@ class _Walk:
             raise _Unmodelled
         raw = function.get("arguments")
         if type(raw) is str:
-            self.arguments.append(raw)
+            self.arguments.append((self.count - 1, raw))
         else:
             self.found.add(BAD_ARGUMENTS)
+            self.bad.add(self.count - 1)
 
     def settle(self) -> None:
-        """BAD_ARGUMENTS from the first string read so far that does not hold a JSON object
-        (parsed only if no call set it already); the strings are then done with."""
-        if BAD_ARGUMENTS not in self.found:
-            for raw in self.arguments:
-                if not object_text(raw):
-                    self.found.add(BAD_ARGUMENTS)
-                    break
+        """BAD_ARGUMENTS, and where: each string read so far that does not hold a JSON object
+        (``rules.engine.known`` remembers the answer for a string sent again); the strings are
+        then done with."""
+        for index, raw in self.arguments:
+            if not object_text(raw):
+                self.found.add(BAD_ARGUMENTS)
+                self.bad.add(index)
         self.arguments = []
 
     def state(self) -> WalkState:
@@ -217,6 +225,8 @@ class _Walk:
             self.k,
             self.n,
             self.after_assistant,
+            self.count,
+            frozenset(self.bad),
         )
 
     def finish(self) -> frozenset[str]:
@@ -239,17 +249,53 @@ class WalkState:
     k: int
     n: int
     after_assistant: bool
+    #: Messages read, and the assistants among them with arguments holding no JSON object.
+    count: int = 0
+    bad: frozenset[int] = frozenset()
 
 
 def scan(messages: list[Any]) -> frozenset[str] | None:
-    """The signals ``messages`` sets, or ``None`` for a shape the walk does not model."""
+    """The signals ``messages`` sets, or ``None`` for a shape the walk does not model. Within a
+    pipeline run, what the walk learnt of where the arguments are bad is remembered for
+    ``bad_arguments_at`` (the rule that repairs them does not walk again)."""
     reading = _Walk()
     try:
         for message in messages:
             reading.message(message)
     except _Unmodelled:
         return None
-    return reading.finish()
+    signals = reading.finish()
+    memo.prime(bad_arguments_at, messages, sorted(reading.bad))
+    return signals
+
+
+def primed(state: WalkState) -> dict[Callable[[list[Any]], Any], Any]:
+    """What a walk that ended in ``state`` knows for the pipeline run over the list it read
+    (``run_rules(primed=...)``): where the arguments are bad."""
+    return {bad_arguments_at: sorted(state.bad)}
+
+
+@memo.per_run
+def bad_arguments_at(messages: list[Any]) -> list[int]:
+    """The indices of the assistants with a call whose ``arguments`` is not a string holding a
+    JSON object (as orjson reads it). A walk gives the answer (``scan``, ``primed``): this
+    reads the list only when the list is not the one walked (a rule changed it)."""
+    found: list[int] = []
+    for index, message in enumerate(messages):
+        if type(message) is not dict or message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        if type(calls) is not list:
+            continue
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is not dict:
+                continue
+            raw = function.get("arguments")
+            if type(raw) is not str or not object_text(raw):
+                found.append(index)
+                break
+    return found
 
 
 def walk(

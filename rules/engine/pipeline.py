@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from rules.engine import memo
 from rules.engine.base import Change, Rule, RuleContext
@@ -12,6 +12,20 @@ from rules.engine.wake import field_signals
 
 #: A walk over the list that reports the signals set in it (``Rule.scan``).
 Scan = Callable[[list[Any]], frozenset[str] | None]
+#: A prescan several rules share (``memo.per_run``).
+Prescan = Callable[[list[Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Walked:
+    """What a walk the caller did already knows of the list (proxy/prefix.py walks only what a
+    request added): what each scan returns for it, and the answers of prescans it gives."""
+
+    signals: Mapping[Scan, frozenset[str] | None] = field(default_factory=dict)
+    primed: Mapping[Prescan, Any] = field(default_factory=dict)
+
+
+NOT_WALKED: Final = Walked()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +85,7 @@ def run_rules(
     *,
     private: bool = False,
     request: Mapping[str, Any] | None = None,
-    walked: Mapping[Scan, frozenset[str] | None] | None = None,
+    walked: Walked = NOT_WALKED,
 ) -> PipelineResult:
     """Apply ``steps`` in order to ``messages``.
 
@@ -79,8 +93,7 @@ def run_rules(
     body); otherwise the list is cloned once first, so the caller's objects are provably
     untouched even if a rule were to break its copy-on-write contract. ``request`` holds the
     request's other top-level fields for the rules that read them (it is never mutated: a rule
-    that changes it returns a new dict). ``walked``: what a scan says of ``messages``, when the
-    caller knows it (proxy/prefix.py walks only what a request added): not walked again.
+    that changes it returns a new dict). ``walked``: what the caller's walk knows of the list.
     """
     current = messages if private else clone(messages)
     fields: Mapping[str, Any] = request if request is not None else {}
@@ -90,9 +103,11 @@ def run_rules(
     # One walk per API scan (``Rule.scan``, e.g. rules/chat/scan.py) says which steps may have
     # work; it holds until a rule changes the list, and then only if that rule says what it may
     # have set (``Rule.introduces``): else every later rule runs its own prescan.
-    signals_of: dict[Scan, frozenset[str] | None] = dict(walked) if walked else {}
+    signals_of: dict[Scan, frozenset[str] | None] = dict(walked.signals)
     keys: frozenset[str] | None = None  # the request's key signals, built when first needed
     with memo.run():  # shared prescans are per run: no payload is kept past its request
+        for prescan, answer in walked.primed.items():
+            memo.prime(prescan, current, answer)
         for rule, step_ctx in steps:
             woken_by = step_ctx.woken_by
             if woken_by is not None and rule.scan is not None:

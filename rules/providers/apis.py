@@ -35,6 +35,8 @@ class Resumable:
 
     scan: Callable[[list[Any]], frozenset[str] | None]
     walk: Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
+    #: What a walk's final state knows for the rules' prescans (``run_rules(primed=...)``).
+    primed: Callable[[Any], Mapping[Callable[[list[Any]], Any], Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,7 @@ CHAT_API = Api(
     DEFAULT_CONTRACT,
     _chat_check,
     lambda p: p.rules,
-    resumable=Resumable(chat_scan.scan, chat_scan.walk),
+    resumable=Resumable(chat_scan.scan, chat_scan.walk, chat_scan.primed),
 )
 RESPONSES_API = Api(
     "responses",

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from bench.sessions import session as bench_session
 from proxy.prefix import SKIP, PrefixCache, PrefixConfig
 from proxy.sanitize import sanitize_body
-from rules.chat.scan import scan, walk
+from rules.chat.scan import bad_arguments_at, primed, scan, walk
+from rules.engine import memo
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan
 from rules.providers.profiles import PROFILES
@@ -81,7 +82,13 @@ def replay(api: Api, plan: Plan, session: list[bytes], space: str = "s") -> Pref
     for number, body in enumerate(session):
         reading = cache.read(space, api, body)
         assert reading.payload == orjson.loads(body), number
-        through = sanitize_body(body, plan, api.name, parsed=reading.payload, walked=reading.walked)
+        through = sanitize_body(
+            body,
+            plan,
+            api.name,
+            parsed=reading.payload,
+            walked=reading.walked,
+        )
         full = sanitize_body(body, plan, api.name)
         where = (number, reading.outcome)
         assert through.body == full.body, where
@@ -252,11 +259,18 @@ def test_any_bytes_after_a_cached_prefix_parse_as_a_full_parse_does(tail: bytes,
 @SETTINGS
 @given(broken=broken_transcripts(max_turns=4), at=st.integers(0, 40))
 def test_a_walk_that_goes_on_gives_the_signals_of_one_walk(broken: Any, at: int) -> None:
+    """...and knows where the arguments are bad as the prescan that reads the list does."""
     items = broken.messages
     at = min(at, len(items))
     _, state = walk(items[:at])
-    signals, _ = walk(items[at:], state) if state is not None else (None, None)
+    signals, after = walk(items[at:], state) if state is not None else (None, None)
     assert signals == scan(items)
+    reads_the_list = getattr(bad_arguments_at, "__wrapped__")  # noqa: B009
+    if after is not None:
+        assert primed(after) == {bad_arguments_at: reads_the_list(items)}
+    with memo.run():
+        scan(items)
+        assert bad_arguments_at(items) == reads_the_list(items)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,4 +314,4 @@ def test_apis_without_a_resumable_walk_reuse_the_parse(api: Api) -> None:
     reading = cache.read("s", api, second)
     assert reading.outcome == "hit"
     assert reading.payload == orjson.loads(second)
-    assert reading.walked == {}
+    assert reading.walked.signals == {}

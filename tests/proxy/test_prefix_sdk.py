@@ -1,0 +1,102 @@
+"""Verified-prefix reuse as users run it: growing sessions sent by the openai and anthropic SDKs
+through two chatmend servers in front of one strict fake, one with the prefix cache (the
+default) and one with ``prefix_cache: {enabled: false}``. Each request reaches the upstream as
+the same bytes through both, with the same changes counted, and the cached server says in
+/metrics that it reused the sessions' prefixes."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import anthropic
+import openai
+import orjson
+from aiohttp.test_utils import TestClient, TestServer
+
+from bench.sessions import session
+from proxy.app import create_app
+from proxy.config import parse_config
+from rules.providers.profiles import PROFILES
+from tests.anthropic_bodies import broken_session
+from tests.conftest import ProxyFactory, base_url
+from tests.fake_anthropic import FakeAnthropic, create_fake_anthropic
+from tests.fake_upstream import FakeUpstream, strict_errors
+
+Client = TestClient[Any, Any]
+OFF = {"prefix_cache": {"enabled": False}}
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _hits(metrics: str) -> float:
+    found = re.search(r'^chatmend_prefix_reads_total\{result="hit"\} (\S+)$', metrics, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def test_a_stuck_chat_session_through_the_openai_sdk(
+    make_proxy: ProxyFactory, fake: FakeUpstream
+) -> None:
+    cached, plain = await make_proxy(), await make_proxy(OFF)
+    bodies = [orjson.loads(body) for body in session(80, "stuck", seed=11)]
+    for number, body in enumerate(bodies):
+        sent = []
+        for proxy in (cached, plain):
+            client = openai.AsyncOpenAI(
+                base_url=str(proxy.make_url("/v1")), api_key="sk-test", max_retries=0
+            )
+            async with client:
+                raw = await client.chat.completions.with_raw_response.create(
+                    model=body["model"],
+                    messages=cast(Any, body["messages"]),
+                    tools=cast(Any, body["tools"]),
+                    temperature=body["temperature"],
+                )
+            sent.append((fake.received[-1].body, raw.headers["X-Chatmend-Changes"]))
+        assert sent[0] == sent[1], number
+        assert strict_errors(orjson.loads(sent[0][0])) == [], number
+    assert sent[0][1].startswith("1;")  # the defect is carried, and repaired, to the end
+    metrics = await (await cached.get("/metrics")).text()
+    assert _hits(metrics) == len(bodies) - 1
+    assert _hits(await (await plain.get("/metrics")).text()) == 0
+
+
+async def test_a_claude_code_session_through_the_anthropic_sdk(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    aiohttp_client: Callable[..., Awaitable[Client]],
+) -> None:
+    fake = FakeAnthropic(contract=dict(PROFILES["anthropic"].messages_contract))
+    server = await aiohttp_server(create_fake_anthropic(fake))
+    proxies = []
+    for extra in ({}, OFF):
+        config = parse_config(
+            {"profile": "anthropic", **extra}, default_upstream=base_url(server), env={}
+        )
+        proxies.append(await aiohttp_client(create_app(config)))
+    whole = broken_session()
+    messages = [m for m in whole["messages"] if _encodable(m)]  # not its cut emoji: the SDK
+    # cannot send a lone surrogate
+    for cut in range(1, len(messages) + 1):
+        sent = []
+        for proxy in proxies:
+            url = str(proxy.make_url("")).rstrip("/")
+            client = anthropic.AsyncAnthropic(base_url=url, api_key="sk-ant-test", max_retries=0)
+            async with client:
+                raw = await client.messages.with_raw_response.create(
+                    model=whole["model"],
+                    max_tokens=256,
+                    system=whole["system"],
+                    tools=whole["tools"],
+                    messages=copy.deepcopy(messages[:cut]),
+                )
+            sent.append((fake.received[-1].body, raw.headers["X-Chatmend-Changes"]))
+        assert sent[0] == sent[1], cut
+    assert _hits(await (await proxies[0].get("/metrics")).text()) >= len(messages) - 2
