@@ -142,7 +142,11 @@ def _through_cache(bodies: Sequence[Sequence[bytes]], plan: Plan) -> list[object
         cache = PrefixCache()
         for body in one:
             reading = cache.read("session", CHAT_API, body)
-            out.append(sanitize_body(body, plan, parsed=reading.payload, walked=reading.walked))
+            out.append(
+                sanitize_body(
+                    body, plan, parsed=reading.payload, walked=reading.walked, layout=reading.layout
+                )
+            )
     return out
 
 

@@ -320,6 +320,7 @@ def _inline(
         parsed=parsed,
         given=given,
         walked=reading.walked,
+        layout=reading.layout,
     )
     return source, sanitized
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -55,6 +55,8 @@ _NEAREST: Final = 4
 #: transcripts: 1.9x the body's bytes; bodies made of many tiny values take more, see
 #: docs/performance.md).
 CHARGE_PER_BYTE: Final = 3
+#: Bytes held per message for its place in the body (``Layout``).
+BOUND_BYTES: Final = 40
 DEFAULT_MAX_BYTES: Final = 128 * 1024 * 1024
 DEFAULT_TTL: Final = 600.0
 
@@ -81,12 +83,17 @@ class _Entry:
     prefix: bytes
     #: The body before its list's key, then ``"\u0001":[``.
     head: bytes
+    #: Where the list's first item starts in the body.
+    first: int
     #: The list as parsed (shared with the requests that reuse it: never written).
     items: list[Any]
     #: The walk's state after ``items`` (``None``: the API has no walk, or it stopped).
     state: WalkState | None
     charge: int
     expires: float
+    #: Where each item starts in the body, then one past the ``]``: worked out when a
+    #: repaired body is first written from the entry (``Layout``), then carried on.
+    bounds: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +109,95 @@ class Reading:
     walked: Walked = NOT_WALKED
     #: Bytes of the body not parsed again.
     reused: int = 0
+    #: How the body's list is written, when it is orjson's own writing (``Layout``).
+    layout: Layout | None = None
 
 
 SKIP: Final = Reading("skip")
+
+
+class Layout:
+    """Where each message of a body's list is written, when the list is written as orjson
+    writes it (its entry's ``bounds``). A repaired body is then written by copying the messages
+    no rule replaced from the body, and serializing only the others and the top-level fields:
+    byte for byte ``orjson.dumps(payload)``, since each copied message's bytes are its own
+    ``orjson.dumps`` (the list's bytes were compared with orjson's when the entry was made)."""
+
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: _Entry) -> None:
+        self.entry = entry
+
+    def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes:
+        """``orjson.dumps(payload)``, where ``payload[field]`` holds the messages of ``raw`` a
+        rule kept (the very objects) and the ones it made."""
+        listed = payload[field]
+        bounds = _bounds(self.entry)
+        if type(listed) is not list or bounds is None:
+            return orjson.dumps(payload)
+        pieces = _pieces(raw, listed, self.entry.items, bounds)
+        written = b"[" + b",".join(pieces) + b"]"
+        return (
+            b"{"
+            + b",".join(_member(key, value, field, written) for key, value in payload.items())
+            + b"}"
+        )
+
+
+def _member(key: str, value: Any, field: str, written: bytes) -> bytes:
+    return orjson.dumps(key) + b":" + (written if key == field else _nested([value], 1))
+
+
+def _nested(wrapped: Any, depth: int) -> bytes:
+    """The bytes of the value ``wrapped`` holds ``depth`` lists down: orjson writes at most 255
+    levels, so a value is written at its depth in the payload, and fails as it would there."""
+    return orjson.dumps(wrapped)[depth:-depth]
+
+
+def _dumped(wrapped: Any, depth: int) -> bytes | None:
+    """``_nested``, or ``None`` for what orjson cannot write."""
+    try:
+        return _nested(wrapped, depth)
+    except TypeError:
+        return None
+
+
+def _pieces(raw: bytes, listed: list[Any], items: list[Any], bounds: list[int]) -> list[bytes]:
+    """The bytes of each run of ``listed`` that is a run of ``items`` (copied from ``raw``), and
+    of each message a rule made (serialized). A message a rule dropped ends a run; one it moved
+    is serialized where it went."""
+    pieces: list[bytes] = []
+    count, j, run = len(items), 0, -1
+    for message in listed:
+        if j < count and message is items[j]:
+            run = j if run < 0 else run
+            j += 1
+            continue
+        if run >= 0:
+            pieces.append(raw[bounds[run] : bounds[j] - 1])
+            run = -1
+        for k in range(j + 1, min(j + 4, count)):  # a few dropped: the run goes on after them
+            if message is items[k]:
+                run, j = k, k + 1
+                break
+        else:
+            pieces.append(_nested([[message]], 2))
+    if run >= 0:
+        pieces.append(raw[bounds[run] : bounds[j] - 1])
+    return pieces
+
+
+def _bounds(entry: _Entry) -> list[int] | None:
+    """``entry.bounds``, worked out the first time: each message's own ``orjson.dumps`` length
+    (their bytes are those, as the entry's list is orjson's writing)."""
+    if entry.bounds is None:
+        bounds = [entry.first]
+        for item in entry.items:
+            bounds.append(bounds[-1] + len(orjson.dumps(item)) + 1)
+        if bounds[-1] != len(entry.prefix) + 1:
+            return None  # cannot be: the entry's list was compared with orjson's writing
+        entry.bounds = bounds
+    return entry.bounds
 
 
 class _Space:
@@ -216,9 +309,9 @@ class PrefixCache:
         payload[api.field] = items
         walked, state = _walk(api, added, entry.state)
         self._touch(entry)
-        if added:
-            self._extend(entry, body, rest, added, items=items, state=state)
-        return Reading("hit", payload, walked, len(entry.prefix))
+        now = self._extend(entry, body, rest, added, items=items, state=state) if added else entry
+        layout = None if now is None else Layout(now)
+        return Reading("hit", payload, walked, len(entry.prefix), layout)
 
     def _miss(self, space: Hashable, api: Api, body: bytes) -> Reading:
         """``body`` parsed whole; an entry made if its list is written as orjson writes it."""
@@ -237,12 +330,14 @@ class PrefixCache:
         start = at + len(key) - 1  # the list's "["
         if at < 0 or _SENTINEL in body[:start]:
             return Reading("miss", payload, walked)
-        written = orjson.dumps(items)
-        if body[start : start + len(written)] != written:
+        written = _dumped([items], 1)  # written at its depth in the body
+        if written is None or body[start : start + len(written)] != written:
             return Reading("miss", payload, walked)
         head = body[:at] + _SENTINEL + b":["
-        self._add(space, body[: start + len(written) - 1], head, items, state)
-        return Reading("miss", payload, walked)
+        made = self._add(
+            _Entry(space, body[: start + len(written) - 1], head, start + 1, items, state, 0, 0.0)
+        )
+        return Reading("miss", payload, walked, layout=None if made is None else Layout(made))
 
     # Entries --------------------------------------------------------------------------------
 
@@ -255,29 +350,35 @@ class PrefixCache:
         *,
         items: list[Any],
         state: WalkState | None,
-    ) -> None:
+    ) -> _Entry | None:
         """Replace ``entry`` with one that ends where this body's list does, if the messages it
-        adds are written as orjson writes them (``rest`` starts with them)."""
-        written = orjson.dumps(added)
-        if rest[: len(written)] != b"," + written[1:]:
-            return
+        adds are written as orjson writes them (``rest`` starts with them): the new entry."""
+        dumped = [_dumped([[item]], 2) for item in added]
+        parts = [part for part in dumped if part is not None]
+        if len(parts) != len(dumped):
+            return None
+        written = b"," + b",".join(parts) + b"]"
+        if rest[: len(written)] != written:
+            return None
+        bounds = entry.bounds
+        if bounds is not None:
+            bounds = bounds[:]
+            for part in parts:
+                bounds.append(bounds[-1] + len(part) + 1)
         prefix = body[: len(entry.prefix) + len(written) - 1]
         self._drop(entry)
-        self._add(entry.space, prefix, entry.head, items, state)
+        new = _Entry(entry.space, prefix, entry.head, entry.first, items, state, 0, 0.0, bounds)
+        return self._add(new)
 
-    def _add(
-        self,
-        space: Hashable,
-        prefix: bytes,
-        head: bytes,
-        items: list[Any],
-        state: WalkState | None,
-    ) -> None:
-        charge = CHARGE_PER_BYTE * len(prefix) + len(head)
+    def _add(self, entry: _Entry) -> _Entry | None:
+        """Keep ``entry`` (charged, and timed from now); ``None`` if it alone is over the bound."""
+        charge = (
+            CHARGE_PER_BYTE * len(entry.prefix) + len(entry.head) + BOUND_BYTES * len(entry.items)
+        )
         if charge > self.config.max_bytes:
-            return
-        entry = _Entry(space, prefix, head, items, state, charge, self._clock() + self.config.ttl)
-        old = self._spaces.setdefault(space, _Space()).add(entry)
+            return None
+        entry.charge, entry.expires = charge, self._clock() + self.config.ttl
+        old = self._spaces.setdefault(entry.space, _Space()).add(entry)
         if old is not None:
             self._lru.pop(id(old), None)
             self.charged -= old.charge
@@ -285,6 +386,7 @@ class PrefixCache:
         self.charged += charge
         while self.charged > self.config.max_bytes:
             self._drop(next(iter(self._lru.values())))
+        return entry if id(entry) in self._lru else None
 
     def _drop(self, entry: _Entry) -> None:
         if self._lru.pop(id(entry), None) is None:

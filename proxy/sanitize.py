@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 import orjson
 
+from proxy.prefix import Layout
 from rules.chat import lone_surrogates
 from rules.engine.base import Change, RequestFacts, Rule, RuleContext
 from rules.engine.pipeline import NOT_WALKED, RuleFailure, Walked, run_rules
@@ -91,16 +92,17 @@ def sanitize_body(
     parsed: dict[str, Any] | None = None,
     given: RequestFacts | None = None,
     walked: Walked = NOT_WALKED,
+    layout: Layout | None = None,
 ) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
     ``input``; a string ``input`` is left as it is, the request-level rules still run).
 
-    ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (the proxy, to look up
-    the stashed reasoning): it is used instead of a second parse, and is the caller's no more.
-    ``given`` (what the proxy recalled for the request, see proxy/stash, and its
-    ``anthropic-beta`` values) goes to every rule that reads it. ``walked``: what a walk of
-    ``parsed``'s list the caller did knows (proxy/prefix.py).
+    ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (proxy/prefix.py): it
+    is used instead of a second parse, and is the caller's no more; ``walked`` is what a walk of
+    its list knows, and ``layout`` how the list is written in ``raw`` (a repaired body is
+    written from it). ``given`` (what the proxy recalled for the request, see proxy/stash, and
+    its ``anthropic-beta`` values) goes to every rule that reads it.
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
@@ -130,18 +132,24 @@ def sanitize_body(
         payload = dict(result.request)
     if isinstance(items, list):
         payload[record.field] = result.messages
-    written = _write(raw, payload, api_named(plan.api))
+    write = None if layout is None else partial(layout.write, raw, field=record.field)
+    written = _write(raw, payload, api_named(plan.api), write)
     if isinstance(written, str):
         return done(raw, skipped=written)
     sent = done(written, (*early, *result.changes))
-    if not plan.verify:
-        return sent
+    return _checked(sent, payload, plan, given) if plan.verify else sent
+
+
+def _checked(
+    sent: Sanitized, payload: dict[str, Any], plan: Plan, given: RequestFacts | None
+) -> Sanitized:
+    """``sent`` with what the plan's contract still rejects in the rewritten ``payload``."""
     try:
         betas = given.betas if given is not None else frozenset()  # for the checks that read them
         left = api_named(plan.api).check(payload, plan.contract, betas)
         return replace(sent, violations=tuple(left))
     except Exception as exc:  # the check is a report: it must never block a repaired body
-        return replace(sent, failures=(*result.failures, RuleFailure.of("contract", exc)))
+        return replace(sent, failures=(*sent.failures, RuleFailure.of("contract", exc)))
 
 
 Prepared = tuple[
@@ -191,14 +199,20 @@ def _readable_steps(steps: Sequence[Any]) -> list[Any]:
     return kept
 
 
-def _write(raw: bytes, payload: dict[str, Any], api: Api) -> bytes | str:
+def _write(
+    raw: bytes,
+    payload: dict[str, Any],
+    api: Api,
+    write: Callable[[dict[str, Any]], bytes] | None = None,
+) -> bytes | str:
     """The repaired payload as bytes, or why it goes as it came: ``unserializable`` (nested
     deeper than the 255 levels orjson writes, though it reads 1024: never forward something
     half-done; the proxy counts it as ``limit_exceeded``), ``duplicate_signed_keys`` (written
     back, a signed block with a duplicate key would keep only its last value under a signature
-    that may cover the first)."""
+    that may cover the first). ``write`` writes the payload as ``orjson.dumps`` would, from
+    the client's bytes of what no rule changed (``proxy.prefix.Layout.write``)."""
     try:
-        body = orjson.dumps(payload)
+        body = orjson.dumps(payload) if write is None else write(payload)
     except TypeError:
         return "unserializable"
     if api.signed and b'"signature"' in raw and signed_duplicates(raw):

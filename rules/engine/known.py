@@ -57,12 +57,14 @@ class Memo(Generic[T]):
 
 
 _OBJECTS: Memo[bool] = Memo()
+_STRICT: Memo[bool] = Memo()
 _REPAIRS: Memo[Repaired] = Memo()
 
 
 def forget() -> None:
     """Drop every answer (the tests that count work do, to count it once more)."""
     _OBJECTS.clear()
+    _STRICT.clear()
     _REPAIRS.clear()
 
 
@@ -81,7 +83,7 @@ def _is_object(raw: str) -> bool:
 def strict_object(raw: str) -> bool:
     """``parse_strict_object(raw)``: orjson's reading (remembered), then the stdlib's for what
     orjson refuses."""
-    return object_text(raw) or parse_strict_object(raw)
+    return object_text(raw) or _STRICT.get(raw, len(raw), lambda: parse_strict_object(raw))
 
 
 def repaired(raw: str, *, close_strings: bool, max_tokens: int) -> Repaired:

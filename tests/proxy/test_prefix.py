@@ -88,6 +88,7 @@ def replay(api: Api, plan: Plan, session: list[bytes], space: str = "s") -> Pref
             api.name,
             parsed=reading.payload,
             walked=reading.walked,
+            layout=reading.layout,
         )
         full = sanitize_body(body, plan, api.name)
         where = (number, reading.outcome)
@@ -315,3 +316,27 @@ def test_apis_without_a_resumable_walk_reuse_the_parse(api: Api) -> None:
     assert reading.outcome == "hit"
     assert reading.payload == orjson.loads(second)
     assert reading.walked.signals == {}
+
+
+@pytest.mark.parametrize("depth", range(247, 257))
+def test_a_body_written_from_its_layout_fails_where_orjson_fails(depth: int) -> None:
+    """orjson writes at most 255 levels, counted from the body's top: a message copied from
+    the body, or written alone, must not get through where the whole body would not."""
+    deep: Any = "x"
+    for _ in range(depth):
+        deep = [deep]
+    broken = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{'a': 1}"}}
+        ],
+    }
+    answer = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    history = [{"role": "user", "content": deep}, broken, answer]
+    session = [
+        json.dumps({"messages": history[:cut], "model": "m"}, separators=(",", ":")).encode()
+        for cut in (1, 2, 3)  # the compact bytes orjson would write, if it could
+    ]
+    cache = replay(CHAT_API, plan_of("chat", "deepseek"), session)
+    assert cache.counts["hit"] == (2 if depth < 252 else 0)  # 252: the body is 256 deep
