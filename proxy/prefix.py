@@ -49,14 +49,17 @@ from rules.providers.apis import Api
 SENTINEL: Final = "\x01"
 _SENTINEL: Final = b'"\\u0001"'
 #: Candidates checked before the body's place among a session space's prefixes (a session's
-#: own prefix is its nearest predecessor but for forks of the same history).
-_NEAREST: Final = 4
-#: Bytes held per byte of prefix: the prefix itself and its parsed messages (measured on agent
-#: transcripts: 1.9x the body's bytes; bodies made of many tiny values take more, see
-#: docs/performance.md).
-CHARGE_PER_BYTE: Final = 3
-#: Bytes held per message for its place in the body (``Layout``).
+#: own prefix is its nearest predecessor, but for longer entries that extend it: forks of the
+#: same history, which a hit drops).
+_NEAREST: Final = 8
+#: Bytes charged per byte of prefix: the prefix itself and its parsed messages (measured on
+#: agent transcripts: 1.9x the body's bytes, 2.9x with the prefix; bodies made of many tiny
+#: values take more, see docs/performance.md#prefix).
+CHARGE_PER_BYTE: Final = 4
+#: Bytes charged per message (its place in the body, ``Layout``) and per entry (the walk's
+#: state: the call ids seen, the entry itself).
 BOUND_BYTES: Final = 40
+ENTRY_BYTES: Final = 2048
 DEFAULT_MAX_BYTES: Final = 128 * 1024 * 1024
 DEFAULT_TTL: Final = 600.0
 
@@ -135,17 +138,22 @@ class Layout:
         bounds = _bounds(self.entry)
         if type(listed) is not list or bounds is None:
             return orjson.dumps(payload)
-        pieces = _pieces(raw, listed, self.entry.items, bounds)
-        written = b"[" + b",".join(pieces) + b"]"
-        return (
-            b"{"
-            + b",".join(_member(key, value, field, written) for key, value in payload.items())
-            + b"}"
-        )
-
-
-def _member(key: str, value: Any, field: str, written: bytes) -> bytes:
-    return orjson.dumps(key) + b":" + (written if key == field else _nested([value], 1))
+        pieces = _pieces(memoryview(raw), listed, self.entry.items, bounds)
+        chunks: list[bytes | memoryview] = []
+        for key, value in payload.items():
+            chunks += (b",", orjson.dumps(key), b":")
+            if key != field:
+                chunks.append(_nested([value], 1))
+                continue
+            chunks.append(b"[")
+            for piece in pieces:
+                chunks += (piece, b",")
+            chunks[-1] = b"]"  # for the last comma, or after "[" for an empty list
+            if not pieces:
+                chunks.insert(-1, b"[")
+        chunks[0] = b"{"
+        chunks.append(b"}")
+        return b"".join(chunks)
 
 
 def _nested(wrapped: Any, depth: int) -> bytes:
@@ -162,11 +170,13 @@ def _dumped(wrapped: Any, depth: int) -> bytes | None:
         return None
 
 
-def _pieces(raw: bytes, listed: list[Any], items: list[Any], bounds: list[int]) -> list[bytes]:
+def _pieces(
+    raw: memoryview, listed: list[Any], items: list[Any], bounds: list[int]
+) -> list[bytes | memoryview]:
     """The bytes of each run of ``listed`` that is a run of ``items`` (copied from ``raw``), and
     of each message a rule made (serialized). A message a rule dropped ends a run; one it moved
     is serialized where it went."""
-    pieces: list[bytes] = []
+    pieces: list[bytes | memoryview] = []
     count, j, run = len(items), 0, -1
     for message in listed:
         if j < count and message is items[j]:
@@ -210,12 +220,15 @@ class _Space:
         self.keys: list[bytes] = []
         self.entries: list[_Entry] = []
 
-    def find(self, body: bytes) -> _Entry | None:
+    def find(self, body: bytes) -> tuple[_Entry | None, list[_Entry]]:
+        """The entry whose prefix ``body`` starts with, and the entries sorted between them:
+        each extends that prefix (sorted between a string and one it prefixes, a string starts
+        with it), with a history this body does not follow (a fork, an older branch)."""
         at = bisect.bisect_right(self.keys, body)
         for j in range(at - 1, max(-1, at - 1 - _NEAREST), -1):
             if body.startswith(self.keys[j]):
-                return self.entries[j]
-        return None
+                return self.entries[j], self.entries[j + 1 : at]
+        return None, []
 
     def add(self, entry: _Entry) -> _Entry | None:
         """Add ``entry``; the entry it replaces (same prefix), if any."""
@@ -261,7 +274,9 @@ class PrefixCache:
             return SKIP
         self._expire()
         place = self._spaces.get(space)
-        entry = place.find(body) if place is not None else None
+        entry, forks = place.find(body) if place is not None else (None, [])
+        for fork in forks:  # left behind by this session: they would crowd its place out
+            self._drop(fork)
         reading = self._hit(entry, api, body) if entry is not None else None
         if reading is None:
             reading = self._miss(space, api, body)
@@ -372,9 +387,8 @@ class PrefixCache:
 
     def _add(self, entry: _Entry) -> _Entry | None:
         """Keep ``entry`` (charged, and timed from now); ``None`` if it alone is over the bound."""
-        charge = (
-            CHARGE_PER_BYTE * len(entry.prefix) + len(entry.head) + BOUND_BYTES * len(entry.items)
-        )
+        charge = CHARGE_PER_BYTE * len(entry.prefix) + len(entry.head) + ENTRY_BYTES
+        charge += BOUND_BYTES * len(entry.items)
         if charge > self.config.max_bytes:
             return None
         entry.charge, entry.expires = charge, self._clock() + self.config.ttl

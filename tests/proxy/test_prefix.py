@@ -340,3 +340,24 @@ def test_a_body_written_from_its_layout_fails_where_orjson_fails(depth: int) -> 
     ]
     cache = replay(CHAT_API, plan_of("chat", "deepseek"), session)
     assert cache.counts["hit"] == (2 if depth < 252 else 0)  # 252: the body is 256 deep
+
+
+def test_a_layout_writes_what_orjson_writes_whatever_the_rules_left() -> None:
+    """Messages dropped, added, moved, or none left: ``Layout.write`` is ``orjson.dumps``."""
+    items = [{"role": "user", "content": f"m{n}"} for n in range(8)]
+    body = orjson.dumps({"model": "m", "messages": items, "temperature": 0.2})
+    reading = PrefixCache().read("s", CHAT_API, body)
+    assert reading.layout is not None and reading.payload is not None
+    kept = reading.payload["messages"]
+    made = {"role": "user", "content": "new"}
+    for listed in (
+        [],
+        kept,
+        kept[:3] + kept[5:],
+        [made, *kept],
+        [*kept[:2], made, *kept[2:]],
+        kept[::-1],
+        [kept[0], kept[7]],
+    ):
+        payload = {**reading.payload, "messages": listed}
+        assert reading.layout.write(body, payload, "messages") == orjson.dumps(payload)
