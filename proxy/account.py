@@ -150,7 +150,7 @@ def sanitized(
     # Counted per (rule, action), not per change: a body with 100,000 changes costs a few
     # increments.
     for (rule, action), count in result.tally().items():
-        meter.rewrites.labels(rule, action).inc(count)
+        meter.child(meter.rewrites, rule, action).inc(count)
     capped = {c.rule for c in result.changes if "over_cost_cap" in c.detail}
     for rule in sorted(capped):
         limited(meter, state, "arguments_cost_cap", rule=rule)
@@ -296,7 +296,7 @@ def unreachable(state: RequestState, exc: BaseException, upstream: str) -> None:
 
 def done(meter: Metrics, request: web.Request, state: RequestState, status: int) -> None:
     """The request's one ``request_done`` line and its counters."""
-    meter.request_counter(state.route, state.api, status, state.profile).inc()
+    meter.child(meter.requests, state.route, state.api, str(status), state.profile).inc()
     if state.overhead_ms is not None:
         meter.overhead_seconds.observe(state.overhead_ms / 1000)
     log.info(
