@@ -89,8 +89,8 @@ class RequestState:
     @classmethod
     def of(cls, request: web.Request) -> RequestState:
         """A fresh state with a new id, and the client's ``X-Request-ID`` if it is printable."""
-        given = request.headers.get(REQUEST_ID_HEADER, "")
-        client = given if _VALID_REQUEST_ID.fullmatch(given) else None
+        given = request.headers.get(REQUEST_ID_HEADER)
+        client = given if given is not None and _VALID_REQUEST_ID.fullmatch(given) else None
         return cls(os.urandom(16).hex(), client)
 
     def took(
@@ -144,13 +144,16 @@ def sanitized(
 ) -> None:
     """Count and log what the rules did to a body (``started``: when they began)."""
     state.sanitize_ms = ms(started)
+    state.profile = result.profile or "none"
+    if _untouched(result):  # the clean path: nothing to count, nothing more to log
+        state.changes, state.listed, state.rules, state.reported = 0, (), (), 0
+        return
     state.took(result.changes, result.omitted)
     state.reported = len(result.reported)
-    state.profile = result.profile or "none"
     # Counted per (rule, action), not per change: a body with 100,000 changes costs a few
     # increments.
     for (rule, action), count in result.tally().items():
-        meter.rewrites.labels(rule, action).inc(count)
+        meter.child(meter.rewrites, rule, action).inc(count)
     capped = {c.rule for c in result.changes if "over_cost_cap" in c.detail}
     for rule in sorted(capped):
         limited(meter, state, "arguments_cost_cap", rule=rule)
@@ -192,6 +195,19 @@ def sanitized(
             codes=dict(Counter(v.code for v in result.violations)),
             violations=[v.as_dict() for v in result.violations],
         )
+
+
+def _untouched(result: Sanitized) -> bool:
+    """Whether the rules left nothing to say: no change made or reported, no failure, no
+    violation, no skip."""
+    return not (
+        result.changes
+        or result.omitted
+        or result.reported
+        or result.failures
+        or result.violations
+        or result.skipped
+    )
 
 
 def _changes(
@@ -283,7 +299,7 @@ def unreachable(state: RequestState, exc: BaseException, upstream: str) -> None:
 
 def done(meter: Metrics, request: web.Request, state: RequestState, status: int) -> None:
     """The request's one ``request_done`` line and its counters."""
-    meter.requests.labels(state.route, state.api, str(status), state.profile).inc()
+    meter.child(meter.requests, state.route, state.api, str(status), state.profile).inc()
     if state.overhead_ms is not None:
         meter.overhead_seconds.observe(state.overhead_ms / 1000)
     log.info(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from proxy.stash.messages_observer import MessagesObserver
 from proxy.stash.observer import BodyObserver, ResponseObserver
@@ -46,6 +47,7 @@ RESPONSES = ServedApi(RESPONSES_API, "/responses", None, ResponseObserver)
 SERVED: Mapping[str, ServedApi] = {api.name: api for api in (CHAT, MESSAGES, RESPONSES)}
 
 
+@lru_cache(maxsize=256)  # a few paths, met on every request
 def served_api(method: str, path: str) -> ServedApi | None:
     """The API whose body chatmend repairs on this request: ``chat`` (a POST to any path ending
     in /chat/completions), ``messages`` (Anthropic, ending in /v1/messages;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from itertools import chain
 
 from aiohttp import HttpVersion11, web
 
@@ -67,14 +68,15 @@ class Hold:
 
 def refused_early(request: web.Request, config: Config) -> web.Response | None:
     """The limits checked before any body is read: a response if one is exceeded."""
-    if sum(len(name) + len(value) for name, value in request.raw_headers) > MAX_HEADER_BYTES:
+    if sum(map(len, chain.from_iterable(request.raw_headers))) > MAX_HEADER_BYTES:
         return error_response(
             431,
             f"Request headers exceed chatmend's limit ({MAX_HEADER_BYTES} bytes).",
             "request_headers_too_large",
             "invalid_request_error",
         )
-    if request.content_length is not None and request.content_length > config.max_body_bytes:
+    announced = request.content_length
+    if announced is not None and announced > config.max_body_bytes:
         return too_large(config.max_body_bytes)
     return None
 

@@ -87,7 +87,8 @@ class Repair:
 async def handle(request: web.Request) -> web.StreamResponse:
     """Serve one request, contain unexpected errors, and account for it once."""
     state = RequestState.of(request)
-    meter = request.app[METRICS_KEY]
+    app = request.app
+    meter = app[METRICS_KEY]
     status = 499  # stays so if the client disconnects and the handler is cancelled
     try:
         response = account.answered(state, await _serve(request, state))
@@ -107,8 +108,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
         if state.hold is not None:
             state.hold.release()
         account.done(meter, request, state, status)
-        account.remember(request.app.get(RECENT_KEY), request, state, status)
-        account.traced(request.app.get(TRACER_KEY), request, state, status)
+        account.remember(app.get(RECENT_KEY), request, state, status)
+        account.traced(app.get(TRACER_KEY), request, state, status)
 
 
 async def _serve(request: web.Request, state: RequestState) -> web.StreamResponse:
@@ -186,10 +187,11 @@ async def _read(request: web.Request, state: RequestState, config: Config) -> Bo
     ``max_body_bytes`` too) when it is one chatmend repairs."""
     if not request.body_exists:
         return Body()
-    meter = request.app[METRICS_KEY]
+    app = request.app
+    meter = app[METRICS_KEY]
     # The bodies in flight together stay within inflight_body_bytes; a big one past
     # it is refused before it is read (its announced size), once read, or while it inflates.
-    hold = state.hold = request.app[INFLIGHT_KEY].hold(
+    hold = state.hold = app[INFLIGHT_KEY].hold(
         config.inflight_body_bytes, config.offload_body_bytes
     )
     announced = request.content_length
@@ -488,11 +490,12 @@ async def _exchange(
 ) -> Answer:
     """Send ``body`` upstream and relay the answer: its status and the relay's result, or
     chatmend's own error response if the upstream could not be reached."""
-    hooks = request.app[REASONING_KEY]
+    app = request.app
+    hooks = app[REASONING_KEY]
     started = time.perf_counter()
     try:
         upstream = await open_upstream(
-            request.app[SESSION_KEY],
+            app[SESSION_KEY],
             request.method,
             upstream_url(
                 route.config.upstream.url, route.upstream_path(request.rel_url.raw_path_qs)
@@ -510,7 +513,7 @@ async def _exchange(
         account.unreachable(state, exc, route.config.upstream.url)
         return errors.upstream_unreachable()
     state.upstream_ms = account.ms(started)
-    meter = request.app[METRICS_KEY]
+    meter = app[METRICS_KEY]
     meter.upstream_seconds.observe(state.upstream_ms / 1000)
     meter.streams.inc()
     observer = hooks.observer(route.planner, profile, reasoning, upstream, state.request_id)

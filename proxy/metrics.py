@@ -182,12 +182,24 @@ class Metrics:
             registry=r,
         )
         self._log_failures_seen = 0
+        #: The children ``child`` looked up, by metric and label values.
+        self._children: dict[tuple[object, ...], Counter] = {}
         self.streams = Gauge(
             "chatmend_streams_in_flight",
             "Responses being relayed right now.",
             registry=r,
             multiprocess_mode="livesum",  # with --workers: the sum over the live workers
         )
+
+    def child(self, metric: Counter, *values: str) -> Counter:
+        """``metric.labels(*values)``, looked up in prometheus-client once per label set (its
+        lookup costs more than the increment): for the counters met on every request, whose
+        label values are few (routes, APIs, statuses, profiles, rules and their actions)."""
+        key = (metric, *values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     def sync_log_failures(self, total: int) -> None:
         """Bring the counter up to the log sink's own count (kept by ``proxy.log``, which has

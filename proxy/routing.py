@@ -9,6 +9,7 @@ reload never changes the rules under a request in flight.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import unquote, unquote_to_bytes
 
 from aiohttp import ClientTimeout
@@ -144,6 +145,7 @@ class RefusedPath(ValueError):
 _DOTS = (".", "..")
 
 
+@lru_cache(maxsize=256)  # a few paths, met on every request
 def route_path(raw_path: str) -> str:
     """The path as an upstream reads it, percent-decoded, the one routes match on.
 

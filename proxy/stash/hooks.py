@@ -228,6 +228,8 @@ class ReasoningHooks:
     def report(self, request_id: str, changes: Sequence[Change]) -> None:
         """Count the restoring rules' restores and placeholders; log ``reasoning_placeholder``
         (message indices and counts only, never text)."""
+        if not changes:  # the clean path
+            return
         actions: Counter[str] = Counter()
         placed: list[int] = []
         for change in changes:

@@ -23,10 +23,15 @@ def request_scope(
     client sent (headers, then query parameters), or ``None`` if it sent none."""
     given = [
         (name, value)
-        for carriers, where in ((CREDENTIAL_HEADERS, headers), (CREDENTIAL_PARAMS, query or {}))
-        for name in carriers
-        if (value := where.get(name)) and value.strip()
+        for name in CREDENTIAL_HEADERS
+        if (value := headers.get(name)) and value.strip()
     ]
+    if query:
+        given += [
+            (name, value)
+            for name in CREDENTIAL_PARAMS
+            if (value := query.get(name)) and value.strip()
+        ]
     if not given:
         return None
     # One credential: its digest alone, as before (reasoning stashed by older versions stays

@@ -15,9 +15,12 @@ import gzip
 import io
 import statistics
 import sys
+import time
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ from structlog.testing import capture_logs
 
 from proxy.app import create_app
 from proxy.config import ConfigError, parse_config
-from proxy.log import MAX_FIELD_CHARS, Sink, cap_fields
+from proxy.log import MAX_FIELD_CHARS, Sink, Timestamp, cap, cap_fields
 from proxy.stash.keys import request_scope
 from proxy.stash.redis_store import redact
 from tests.conftest import base_url
@@ -306,6 +309,33 @@ def test_log_fields_are_capped() -> None:
     assert len(event["path"]) < MAX_FIELD_CHARS + 40 and event["count"] == 10**6
     assert len(event["changes"]) == 101 and event["changes"][-1] == "...[4900 more]"
     assert len(event["original"]) > 1000
+
+
+def test_capping_a_line_of_short_fields_changes_nothing() -> None:
+    """The fast path (short strings and numbers, as ``request_done``) gives what capping each
+    field gives, and a long field or a list still takes the capping path."""
+    short = {"event": "request_done", "status": 200, "ms": 1.5, "id": None, "ok": True}
+    for event in (
+        short,
+        {**short, "path": "/" + "a" * (MAX_FIELD_CHARS - 1)},
+        {**short, "path": "/" + "a" * MAX_FIELD_CHARS},
+        {**short, "rules": ["a"] * 3},
+        {**short, "status": HTTPStatus.OK, "original": "x" * 1000},
+    ):
+        capped = {k: v if k == "original" else cap(v) for k, v in event.items()}
+        assert cap_fields(None, "info", dict(event)) == capped
+
+
+def test_the_timestamp_is_written_as_structlogs_iso_utc_stamper_writes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stamp = Timestamp()
+    for ns in (0, 1_764_630_000_000_000_000, 1_764_630_000_123_456_789, 1_764_630_001_000_000_999):
+        monkeypatch.setattr(time, "time_ns", lambda ns=ns: ns)
+        seconds, rest = divmod(ns, 1_000_000_000)
+        at = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
+        expected = at.isoformat().replace("+00:00", "Z")  # structlog's TimeStamper("iso")
+        assert stamp(None, "info", {})["timestamp"] == expected
 
 
 def test_a_failing_sink_is_counted_never_raised() -> None:
