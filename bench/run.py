@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import http, loops, micro, peers, report, sessions, streams
+from bench import http, http_sessions, loops, micro, peers, report, sessions, streams
 from bench.payloads import SIZES
 from bench.procs import handle_sigterm
 
@@ -120,6 +120,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         print(http.throughput_table(res.http.rows))
         print(http.latency_table(res.http.rows))
+        if not args.no_sessions:
+            print("growing sessions over HTTP (wrk) ...")
+            rows = (
+                http_sessions.run(sessions=4, messages=150, rounds=2, concurrency=4)
+                if args.quick
+                else http_sessions.run(peers=peer_names)
+            )
+            session_table += (
+                "\n\nOver HTTP (`python -m bench.http_sessions`: the sessions interleaved step by "
+                "step, wrk at one connection per session; ratios of req/s):\n\n"
+                + http_sessions.table(rows)
+            )
+            print(http_sessions.table(rows))
         if args.no_loops:
             res.loops_skipped = "`--no-loops`"
         elif (reason := loops.skip_reason()) is not None:

@@ -44,3 +44,14 @@ def test_a_run_reports_every_workload_with_its_baselines() -> None:
     rows = run(sessions=1, messages=20, rounds=1)
     assert [row.workload for row in rows] == list(WORKLOADS)
     assert all(set(row.ratio) == {"floor-json", "relay", "chatmend", "prefix"} for row in rows)
+
+
+def test_the_http_sessions_go_step_by_step_and_each_extends_its_own() -> None:
+    from bench.http_sessions import interleaved, table
+
+    bodies = interleaved("stuck", 3, 40)
+    assert all(b"\n" not in body for body in bodies)  # one body per line for wrk's script
+    for before, after in zip(bodies, bodies[3:], strict=False):  # the same session, a step on
+        old, new = _messages(before), _messages(after)
+        assert new[: len(old)] == old and len(new) > len(old)
+    assert table([]).startswith("(wrk not installed")
