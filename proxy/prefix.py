@@ -52,6 +52,8 @@ _SENTINEL: Final = b'"\\u0001"'
 #: own prefix is its nearest predecessor, but for longer entries that extend it: forks of the
 #: same history, which a hit drops).
 _NEAREST: Final = 8
+#: Message boundaries kept before the end of an entry's list (``_Entry.ends``).
+_STEPS_BACK: Final = 3
 #: Bytes charged per byte of prefix: the prefix itself and its parsed messages (measured on
 #: agent transcripts: 1.9x the body's bytes, 2.9x with the prefix; bodies made of many tiny
 #: values take more, see docs/performance.md#prefix).
@@ -97,6 +99,10 @@ class _Entry:
     #: Where each item starts in the body, then one past the ``]``: worked out when a
     #: repaired body is first written from the entry (``Layout``), then carried on.
     bounds: list[int] | None = None
+    #: The last few message boundaries, ``(length of the prefix, messages before it)``,
+    #: ascending, the whole prefix last: a client that rewrites its last messages (Claude Code
+    #: moves its ``cache_control`` marker to the newest turn) still reuses what comes before.
+    ends: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +203,16 @@ def _pieces(
     return pieces
 
 
+def _last_ends(items: list[Any], length: int) -> tuple[tuple[int, int], ...]:
+    """The boundaries before each of the last messages of ``items``, whose list ends at
+    ``length``: ``_Entry.ends``."""
+    ends = [(length, len(items))]
+    for count in range(len(items) - 1, max(0, len(items) - 1 - _STEPS_BACK), -1):
+        length -= len(_nested([[items[count]]], 2)) + 1
+        ends.append((length, count))
+    return tuple(reversed(ends))
+
+
 def _bounds(entry: _Entry) -> list[int] | None:
     """``entry.bounds``, worked out the first time: each message's own ``orjson.dumps`` length
     (their bytes are those, as the entry's list is orjson's writing)."""
@@ -229,6 +245,17 @@ class _Space:
             if body.startswith(self.keys[j]):
                 return self.entries[j], self.entries[j + 1 : at]
         return None, []
+
+    def near(self, body: bytes) -> tuple[_Entry, tuple[int, int]] | None:
+        """The entry, and the boundary of it, that ``body`` starts with when it starts with no
+        entry's whole prefix: one of its last messages rewritten. Of all the prefixes, the one
+        sharing the most with ``body`` is a neighbour of its place in the order."""
+        at = bisect.bisect_right(self.keys, body)
+        for entry in self.entries[max(0, at - 1) : at + 1]:
+            for end in reversed(entry.ends[:-1]):
+                if body.startswith(entry.prefix[: end[0]]):
+                    return entry, end
+        return None
 
     def add(self, entry: _Entry) -> _Entry | None:
         """Add ``entry``; the entry it replaces (same prefix), if any."""
@@ -278,6 +305,9 @@ class PrefixCache:
         for fork in forks:  # left behind by this session: they would crowd its place out
             self._drop(fork)
         reading = self._hit(entry, api, body) if entry is not None else None
+        if entry is None and place is not None:
+            near = place.near(body)
+            reading = None if near is None else self._hit(near[0], api, body, near[1])
         if reading is None:
             reading = self._miss(space, api, body)
         self.counts[reading.outcome] += 1
@@ -299,9 +329,13 @@ class PrefixCache:
 
     # The two ways a body is read ------------------------------------------------------------
 
-    def _hit(self, entry: _Entry, api: Api, body: bytes) -> Reading | None:
-        """``body`` read from ``entry``'s prefix on, or ``None`` if that cannot be trusted."""
-        rest = body[len(entry.prefix) :]
+    def _hit(
+        self, entry: _Entry, api: Api, body: bytes, end: tuple[int, int] | None = None
+    ) -> Reading | None:
+        """``body`` read from ``entry``'s prefix on (or from its boundary ``end``: its
+        messages before it, then the body's own), or ``None`` if that cannot be trusted."""
+        length, count = (len(entry.prefix), len(entry.items)) if end is None else end
+        rest = body[length:]
         if _SENTINEL in rest:
             return None
         if rest[:1] == b",":
@@ -319,14 +353,21 @@ class PrefixCache:
         added = parsed.get(SENTINEL)
         if type(added) is not list:
             return None
-        items = entry.items + added  # a new list: the cached one is never written
+        items = entry.items[:count] + added  # a new list: the cached one is never written
         payload = {(api.field if key == SENTINEL else key): value for key, value in parsed.items()}
         payload[api.field] = items
-        walked, state = _walk(api, added, entry.state)
+        if end is None:
+            walked, state = _walk(api, added, entry.state)
+        else:  # no walk state is kept at an earlier boundary: the list is walked whole
+            walked, state = _walk(api, items, None, whole=True)
         self._touch(entry)
-        now = self._extend(entry, body, rest, added, items=items, state=state) if added else entry
+        now: _Entry | None = entry
+        if added or end is not None:
+            now = self._extend(
+                entry, body, rest, added, items=items, state=state, end=(length, count)
+            )
         layout = None if now is None else Layout(now)
-        return Reading("hit", payload, walked, len(entry.prefix), layout)
+        return Reading("hit", payload, walked, length, layout)
 
     def _miss(self, space: Hashable, api: Api, body: bytes) -> Reading:
         """``body`` parsed whole; an entry made if its list is written as orjson writes it."""
@@ -349,9 +390,10 @@ class PrefixCache:
         if written is None or body[start : start + len(written)] != written:
             return Reading("miss", payload, walked)
         head = body[:at] + _SENTINEL + b":["
-        made = self._add(
-            _Entry(space, body[: start + len(written) - 1], head, start + 1, items, state, 0, 0.0)
-        )
+        length = start + len(written) - 1
+        entry = _Entry(space, body[:length], head, start + 1, items, state, 0, 0.0)
+        entry.ends = _last_ends(items, length)
+        made = self._add(entry)
         return Reading("miss", payload, walked, layout=None if made is None else Layout(made))
 
     # Entries --------------------------------------------------------------------------------
@@ -365,24 +407,31 @@ class PrefixCache:
         *,
         items: list[Any],
         state: WalkState | None,
+        end: tuple[int, int],
     ) -> _Entry | None:
         """Replace ``entry`` with one that ends where this body's list does, if the messages it
-        adds are written as orjson writes them (``rest`` starts with them): the new entry."""
+        adds after ``entry``'s boundary ``end`` are written as orjson writes them (``rest``
+        starts with them): the new entry."""
         dumped = [_dumped([[item]], 2) for item in added]
         parts = [part for part in dumped if part is not None]
         if len(parts) != len(dumped):
             return None
-        written = b"," + b",".join(parts) + b"]"
+        written = (b"," + b",".join(parts) if parts else b"") + b"]"
         if rest[: len(written)] != written:
             return None
-        bounds = entry.bounds
-        if bounds is not None:
-            bounds = bounds[:]
-            for part in parts:
-                bounds.append(bounds[-1] + len(part) + 1)
-        prefix = body[: len(entry.prefix) + len(written) - 1]
+        length, count = end
+        bounds = None if entry.bounds is None else entry.bounds[: count + 1]
+        ends = [kept for kept in entry.ends if kept[1] <= count]
+        for part in parts:
+            length, count = length + 1 + len(part), count + 1
+            ends.append((length, count))
+            if bounds is not None:
+                bounds.append(length + 1)  # where the next message would start
         self._drop(entry)
-        new = _Entry(entry.space, prefix, entry.head, entry.first, items, state, 0, 0.0, bounds)
+        new = _Entry(
+            entry.space, body[:length], entry.head, entry.first, items, state, 0, 0.0, bounds
+        )
+        new.ends = tuple(ends[-_STEPS_BACK - 1 :])
         return self._add(new)
 
     def _add(self, entry: _Entry) -> _Entry | None:

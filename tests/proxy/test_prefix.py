@@ -64,16 +64,37 @@ def cuts(draw: st.DrawFn, length: int) -> list[int]:
 
 
 def bodies(
-    items: list[Any], points: Sequence[int], fields: dict[str, Any], field: str
+    items: list[Any],
+    points: Sequence[int],
+    fields: dict[str, Any],
+    field: str,
+    *,
+    marked: bool = False,
 ) -> list[bytes]:
     """One body per cut, the list first or after ``model`` (the OpenAI SDK writes ``messages``
-    first; the Node SDKs and Claude Code write ``model`` first)."""
+    first; the Node SDKs and Claude Code write ``model`` first). ``marked``: the last message
+    of each body carries a marker the next body moves on, as Claude Code moves its
+    ``cache_control`` to the newest turn."""
     out = []
     for point in points:
         head = {key: value for key, value in fields.items() if key == "model"}
         rest = {key: value for key, value in fields.items() if key != "model"}
-        out.append(orjson.dumps({**head, field: items[:point], **rest}))
+        listed = items[:point]
+        if marked and listed:
+            listed = [*listed[:-1], with_cache_marker(listed[-1])]
+        out.append(orjson.dumps({**head, field: listed, **rest}))
     return out
+
+
+def with_cache_marker(message: Any) -> Any:
+    """``message`` with Claude Code's cache marker: on its last block, or on itself."""
+    if not isinstance(message, dict):
+        return message
+    content = message.get("content")
+    if isinstance(content, list) and content and isinstance(content[-1], dict):
+        last = {**content[-1], "cache_control": {"type": "ephemeral"}}
+        return {**message, "content": [*content[:-1], last]}
+    return {**message, "cache_control": {"type": "ephemeral"}}
 
 
 def replay(api: Api, plan: Plan, session: list[bytes], space: str = "s") -> PrefixCache:
@@ -111,7 +132,8 @@ def test_chat_sessions_forward_what_a_full_run_forwards(name: str, data: st.Data
     else:
         items = RENDER["chat"](data.draw(conversations(FATES_ALL)))
     fields = data.draw(request_fields())
-    session = bodies(items, data.draw(cuts(len(items))), fields, "messages")
+    marked = data.draw(st.booleans())
+    session = bodies(items, data.draw(cuts(len(items))), fields, "messages", marked=marked)
     replay(CHAT_API, plan_of("chat", name), session)
 
 
@@ -124,7 +146,9 @@ def test_responses_and_messages_sessions_forward_what_a_full_run_forwards(
 ) -> None:
     items = RENDER[api](data.draw(conversations(FATES_ALL)))
     model = data.draw(st.sampled_from(("deepseek-chat", "claude-sonnet-4-5", "kimi-k2")))
-    session = bodies(items, data.draw(cuts(len(items))), {"model": model}, APIS[api].field)
+    marked = data.draw(st.booleans())
+    field = APIS[api].field
+    session = bodies(items, data.draw(cuts(len(items))), {"model": model}, field, marked=marked)
     replay(APIS[api], plan_of(api, name), session)
 
 
@@ -361,3 +385,15 @@ def test_a_layout_writes_what_orjson_writes_whatever_the_rules_left() -> None:
     ):
         payload = {**reading.payload, "messages": listed}
         assert reading.layout.write(body, payload, "messages") == orjson.dumps(payload)
+
+
+def test_a_moved_cache_marker_reuses_what_comes_before_it() -> None:
+    """Claude Code marks its newest turn: the last message of each body differs from the same
+    message in the next one, and the next body is read from the message before it on."""
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": f"turn {n}"}]} for n in range(8)
+    ]
+    session = bodies(history, [2, 4, 6, 8], {"model": "m"}, "messages", marked=True)
+    cache = replay(MESSAGES_API, plan_of("messages", "anthropic"), session)
+    assert cache.counts == {"hit": 3, "miss": 1, "skip": 0}
+    assert cache.entries == 1

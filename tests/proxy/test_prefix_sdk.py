@@ -24,6 +24,7 @@ from tests.anthropic_bodies import broken_session
 from tests.conftest import ProxyFactory, base_url
 from tests.fake_anthropic import FakeAnthropic, create_fake_anthropic
 from tests.fake_upstream import FakeUpstream, strict_errors
+from tests.proxy.test_prefix import with_cache_marker
 
 Client = TestClient[Any, Any]
 OFF = {"prefix_cache": {"enabled": False}}
@@ -83,7 +84,8 @@ async def test_a_claude_code_session_through_the_anthropic_sdk(
         proxies.append(await aiohttp_client(create_app(config)))
     whole = broken_session()
     messages = [m for m in whole["messages"] if _encodable(m)]  # not its cut emoji: the SDK
-    # cannot send a lone surrogate
+    # cannot send a lone surrogate. Each request's newest turn carries the cache marker, moved
+    # on by the next request, as Claude Code does.
     for cut in range(1, len(messages) + 1):
         sent = []
         for proxy in proxies:
@@ -95,7 +97,10 @@ async def test_a_claude_code_session_through_the_anthropic_sdk(
                     max_tokens=256,
                     system=whole["system"],
                     tools=whole["tools"],
-                    messages=copy.deepcopy(messages[:cut]),
+                    messages=[
+                        *copy.deepcopy(messages[: cut - 1]),
+                        with_cache_marker(messages[cut - 1]),
+                    ],
                 )
             sent.append((fake.received[-1].body, raw.headers["X-Chatmend-Changes"]))
         assert sent[0] == sent[1], cut
