@@ -24,6 +24,12 @@ Why a hit parses to the same thing as the whole body (``PrefixCache.read``):
   and every other top-level key parses the same in both; a body holding the list's key twice
   is not reused (the parse then holds it too).
 
+The same holds from an earlier message boundary of the entry (it keeps its last three): a client
+that rewrites one of its last messages (Claude Code moves its ``cache_control`` marker to the
+newest turn) is read from the boundary before it, and its list is then walked whole. A repaired
+body is written from its ``Layout``: the messages no rule replaced are copied from the body,
+being orjson's own bytes, and the rest is serialized.
+
 Anything else is a miss: the body is parsed whole, as without the cache. A body whose bytes are
 not orjson's compact form (what the OpenAI and Anthropic SDKs send) makes no entry, and is
 parsed whole each time. Memory is bounded by ``max_bytes`` (least recently used first, and
@@ -252,7 +258,10 @@ class _Space:
         sharing the most with ``body`` is a neighbour of its place in the order."""
         at = bisect.bisect_right(self.keys, body)
         for entry in self.entries[max(0, at - 1) : at + 1]:
-            for end in reversed(entry.ends[:-1]):
+            earlier = entry.ends[:-1]
+            if not earlier or not body.startswith(entry.prefix[: earlier[0][0]]):
+                continue  # not even its earliest: another session (one copy, not three)
+            for end in reversed(earlier):
                 if body.startswith(entry.prefix[: end[0]]):
                     return entry, end
         return None
