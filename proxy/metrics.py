@@ -153,8 +153,8 @@ class Metrics:
         self.prefix_reads = Counter(
             "chatmend_prefix_reads",
             "Repaired-API bodies read through the prefix cache, by result: hit (parsed from the "
-            "session's cached prefix on), miss (parsed whole), skip (cache off, big body, or "
-            "not a JSON object).",
+            "session's cached prefix on), miss (parsed whole), skip (not a JSON object). Bodies "
+            "over offload_body_bytes do not use it.",
             ["result"],
             registry=r,
         )
