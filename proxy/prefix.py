@@ -60,6 +60,10 @@ _SENTINEL: Final = b'"\\u0001"'
 _NEAREST: Final = 8
 #: Message boundaries kept before the end of an entry's list (``_Entry.ends``).
 _STEPS_BACK: Final = 3
+#: A space whose body was not orjson's writing tries again every so many misses; so many such
+#: spaces are remembered (``PrefixCache._still_loose``).
+_RETRY: Final = 32
+_LOOSE_SPACES: Final = 4096
 #: Bytes charged per byte of prefix: the prefix itself and its parsed messages (measured on
 #: agent transcripts: 1.9x the body's bytes, 2.9x with the prefix; bodies made of many tiny
 #: values take more, see docs/performance.md#prefix).
@@ -297,6 +301,8 @@ class PrefixCache:
         #: Reads by outcome, and bytes not parsed again, since start.
         self.counts: dict[str, int] = {"hit": 0, "miss": 0, "skip": 0}
         self.reused_bytes = 0
+        #: Spaces whose bodies were not orjson's writing, and the misses since (``_miss``).
+        self._loose: OrderedDict[Hashable, int] = OrderedDict()
 
     @property
     def entries(self) -> int:
@@ -334,6 +340,7 @@ class PrefixCache:
     def clear(self) -> None:
         self._spaces.clear()
         self._lru.clear()
+        self._loose.clear()
         self.charged = 0
 
     # The two ways a body is read ------------------------------------------------------------
@@ -390,20 +397,38 @@ class PrefixCache:
         if type(items) is not list or not items:
             return Reading("miss", payload)
         walked, state = _walk(api, items, None, whole=True)
+        if self._still_loose(space):
+            return Reading("miss", payload, walked)
         key = b'"' + api.field.encode() + b'":['
         at = body.find(key)
         start = at + len(key) - 1  # the list's "["
-        if at < 0 or _SENTINEL in body[:start]:
-            return Reading("miss", payload, walked)
-        written = _dumped([items], 1)  # written at its depth in the body
+        written = None if at < 0 or _SENTINEL in body[:start] else _dumped([items], 1)
         if written is None or body[start : start + len(written)] != written:
+            self._loosen(space)
             return Reading("miss", payload, walked)
+        self._loose.pop(space, None)
         head = body[:at] + _SENTINEL + b":["
         length = start + len(written) - 1
         entry = _Entry(space, body[:length], head, start + 1, items, state, 0, 0.0)
         entry.ends = _last_ends(items, length)
         made = self._add(entry)
         return Reading("miss", payload, walked, layout=None if made is None else Layout(made))
+
+    def _still_loose(self, space: Hashable) -> bool:
+        """Whether the space's clients were found not to write orjson's bytes, recently: their
+        misses skip the search for the list and its serialization (a client that writes
+        ``"messages": [`` would pay them on every request), but every ``_RETRY``-th."""
+        misses = self._loose.get(space)
+        if misses is None:
+            return False
+        self._loose[space] = misses + 1
+        return (misses + 1) % _RETRY != 0
+
+    def _loosen(self, space: Hashable) -> None:
+        self._loose[space] = 0
+        self._loose.move_to_end(space)
+        if len(self._loose) > _LOOSE_SPACES:
+            self._loose.popitem(last=False)
 
     # Entries --------------------------------------------------------------------------------
 

@@ -228,6 +228,32 @@ def test_a_body_not_written_compactly_makes_no_entry() -> None:
     assert cache.entries == 0
 
 
+def test_a_client_not_writing_compactly_is_not_searched_on_every_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client whose messages are not orjson's bytes (``json.dumps`` writes ``", "``): after
+    its first body, the cache serializes a list to compare only every 32nd miss."""
+    from proxy import prefix
+
+    tried = []
+    original = prefix._dumped
+
+    def counted(wrapped: Any, depth: int) -> bytes | None:
+        tried.append(depth)
+        return original(wrapped, depth)
+
+    monkeypatch.setattr(prefix, "_dumped", counted)
+    cache = PrefixCache()
+    history = TURN + NEXT
+    for n in range(40):
+        listed = b",".join(json.dumps(m).encode() for m in history * (n + 1))
+        body = b'{"messages":[' + listed + b"]}"
+        assert cache.read("s", CHAT_API, body).payload == orjson.loads(body)
+    assert cache.entries == 0
+    assert cache.counts["miss"] == 40
+    assert len(tried) <= 2
+
+
 def test_a_nested_list_key_before_the_real_one_is_not_reused() -> None:
     """The first ``"messages":[`` is a nested one holding the same bytes as the list: the entry
     is made there, and the hit's parse finds its key is not a top-level one."""
