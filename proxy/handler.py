@@ -239,13 +239,17 @@ async def _sanitize(
     reasoning: RequestReasoning | None = None
     sanitized: Sanitized | None = None
     source: PlanSource = route.planner
+    # The client's credential: the prefix cache's session space and the stash's key.
+    scope = request_scope(route.config.upstream.url, request.headers, request.rel_url.query)
     started = time.perf_counter()  # the body parsed once, by the prefix cache if it can
-    reading = prefix.SKIP if big else _prefix_read(request, state, route, read)
+    reading = prefix.SKIP if big else _prefix_read(request, state, route, read, scope)
     try:
         async with asyncio.timeout(config.sanitize_deadline):
             if read.api.tool_turn is not None:  # one stash lookup before the rules
                 waiting = time.perf_counter()
-                reasoning = await _recall(request, route, read, reading, offload if big else None)
+                reasoning = await _recall(
+                    request, route, read, reading, scope, offload=offload if big else None
+                )
                 started += time.perf_counter() - waiting  # the stash's wait is not the rules'
             given = given_to_rules(request, read.api, reasoning)
             if big:  # parsed and repaired in a worker process (proxy/offload.py)
@@ -284,6 +288,8 @@ async def _recall(
     route: Route,
     read: Body,
     reading: prefix.Reading,
+    scope: str | None,
+    *,
     offload: Offloader | None,
 ) -> RequestReasoning | None:
     """What the reasoning stash recalls for this body (proxy/stash): one lookup before the
@@ -292,9 +298,7 @@ async def _recall(
     return await request.app[REASONING_KEY].before_rules(
         route.planner,
         read.decoded,
-        route.config.upstream.url,
-        request.headers,
-        request.rel_url.query,
+        scope,
         offload=None if offload is None else offload.call,
         api=read.api.name,
         parsed=reading.payload,
@@ -328,23 +332,20 @@ def _inline(
 
 
 def _prefix_read(
-    request: web.Request, state: RequestState, route: Route, read: Body
+    request: web.Request, state: RequestState, route: Route, read: Body, scope: str | None
 ) -> prefix.Reading:
     """The body read through the prefix cache (proxy/prefix.py), in the space of its
-    credential, route and API, and counted."""
+    credential ``scope``, route and API, and counted."""
     assert read.api is not None and read.decoded is not None
     cache = request.app[PREFIX_KEY]
     if not cache.config.enabled:
         return prefix.SKIP
-    scope = request_scope(route.config.upstream.url, request.headers, request.rel_url.query)
     reading = cache.read((route.name, read.api.name, scope), read.api.api, read.decoded)
     state.prefix = reading.outcome
     meter = request.app[METRICS_KEY]
+    meter.child(meter.prefix_reads, reading.outcome).inc()
     if reading.reused:
-        meter.prefix_hits.inc()
         meter.prefix_reused.inc(reading.reused)
-    else:
-        meter.prefix_reads.labels(reading.outcome).inc()
     meter.prefix_bytes.set(cache.charged)
     meter.prefix_entries.set(cache.entries)
     return reading

@@ -158,7 +158,6 @@ class Metrics:
             ["result"],
             registry=r,
         )
-        self.prefix_hits = self.prefix_reads.labels("hit")
         self.prefix_reused = Counter(
             "chatmend_prefix_reused_bytes",
             "Bytes of request bodies not parsed again: the cached prefixes hits started from.",

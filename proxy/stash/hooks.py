@@ -12,7 +12,7 @@ the API's observer. No rule is looked up by name (but for counting, in ``report`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -26,7 +26,6 @@ from proxy.apis import served_named
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.stash import Stash
-from proxy.stash.keys import request_scope
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_accept_encoding
 from rules.chat import reasoning_content
 from rules.engine.base import Change, RequestFacts
@@ -108,24 +107,22 @@ class ReasoningHooks:
         self,
         planner: Planner,
         body: bytes,
-        upstream: str,
-        headers: Mapping[str, str],
-        query: Mapping[str, str] | None = None,
+        scope: str | None,
         *,
         offload: Offload | None = None,
         api: str = "chat",
         parsed: dict[str, Any] | None = None,
     ) -> RequestReasoning | None:
-        """The recalled reasoning for a request of ``api`` (``chat`` or ``messages``), or
-        ``None`` when nothing is stashed (or the client sent no credential: an anonymous
-        request is never stored or recalled). ``offload`` runs the parse and the key walk
-        elsewhere (a big body, see proxy/offload): the payload is then not kept,
-        ``sanitize_body`` parses it again where it runs. ``parsed``: the body, already parsed
-        (proxy/prefix.py), then not parsed here."""
+        """The recalled reasoning for a request of ``api`` (``chat`` or ``messages``) whose
+        client's credential scope is ``scope`` (``proxy.stash.keys.request_scope``), or
+        ``None`` when nothing is stashed (or the client sent no credential, ``scope`` is
+        ``None``: an anonymous request is never stored or recalled). ``offload`` runs the
+        parse and the key walk elsewhere (a big body, see proxy/offload): the payload is then
+        not kept, ``sanitize_body`` parses it again where it runs. ``parsed``: the body,
+        already parsed (proxy/prefix.py), then not parsed here."""
         mark = served_named(api).tool_turn
         if self.stash is None or mark is None or not self.profiles(planner, api):
             return None
-        scope = request_scope(upstream, headers, query)
         if scope is None:
             return None
         reasoning = RequestReasoning(RequestFacts(scope), api=api)
