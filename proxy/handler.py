@@ -340,7 +340,11 @@ def _prefix_read(
     cache = request.app[PREFIX_KEY]
     if not cache.config.enabled:
         return prefix.SKIP
-    reading = cache.read((route.name, read.api.name, scope), read.api.api, read.decoded)
+    try:
+        reading = cache.read((route.name, read.api.name, scope), read.api.api, read.decoded)
+    except Exception as exc:  # fail-open: the cache only saves work; the body is read whole
+        log.error("prefix_cache_failed", request_id=state.request_id, error=type(exc).__name__)
+        return prefix.SKIP
     state.prefix = reading.outcome
     meter = request.app[METRICS_KEY]
     meter.child(meter.prefix_reads, reading.outcome).inc()

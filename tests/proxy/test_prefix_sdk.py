@@ -14,11 +14,14 @@ from typing import Any, cast
 import anthropic
 import openai
 import orjson
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from structlog.testing import capture_logs
 
 from bench.sessions import session
 from proxy.app import create_app
 from proxy.config import parse_config
+from proxy.prefix import PrefixCache
 from rules.providers.profiles import PROFILES
 from tests.anthropic_bodies import broken_session
 from tests.conftest import ProxyFactory, base_url
@@ -105,3 +108,21 @@ async def test_a_claude_code_session_through_the_anthropic_sdk(
             sent.append((fake.received[-1].body, raw.headers["X-Chatmend-Changes"]))
         assert sent[0] == sent[1], cut
     assert _hits(await (await proxies[0].get("/metrics")).text()) >= len(messages) - 2
+
+
+async def test_a_failing_cache_costs_the_request_nothing(
+    make_proxy: ProxyFactory, fake: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail-open, like a rule: a cache that raises is logged, and the body is read whole."""
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(PrefixCache, "read", broken)
+    proxy = await make_proxy()
+    body = session(20, "stuck", seed=2)[-1]
+    with capture_logs() as logs:
+        response = await proxy.post("/v1/chat/completions", data=body)
+    assert response.status == 200
+    assert response.headers["X-Chatmend-Changes"].startswith("1;")
+    assert [e["error"] for e in logs if e["event"] == "prefix_cache_failed"] == ["RuntimeError"]
