@@ -14,11 +14,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# The runtime dependencies only (no test or bench extras); the source is not kept.
-COPY pyproject.toml README.md /src/
+# The runtime dependencies only (no test or bench extras), at the lock's versions (the build's
+# setuptools too: PIP_CONSTRAINT reaches pip's isolated build); the source is not kept.
+COPY pyproject.toml README.md requirements.lock /src/
 COPY proxy /src/proxy
 COPY rules /src/rules
-RUN pip install /src && rm -rf /src
+RUN PIP_CONSTRAINT=/src/requirements.lock pip install /src && rm -rf /src
 
 RUN groupadd --system --gid 10001 chatmend \
     && useradd --system --uid 10001 --gid chatmend --no-create-home \

@@ -227,8 +227,9 @@ def _parse(raw: bytes, parsed: dict[str, Any] | None) -> tuple[dict[str, Any], b
         payload = orjson.loads(raw) if parsed is None else parsed
         readable = True  # orjson read it: no string can hold a lone surrogate
     except orjson.JSONDecodeError as exc:
-        # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies.
-        if exc.msg.startswith("depth limit"):
+        # orjson parses at most 1024 levels of nesting; the proxy refuses deeper bodies. Its
+        # wording: "depth limit exceeded" (3.11 on), "recursion depth exceeded" before.
+        if "depth" in exc.msg:
             return "json_too_deep"
         payload = read_with_surrogates(raw) if "surrogate" in exc.msg else None
         if payload is None:

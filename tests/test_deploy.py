@@ -123,6 +123,10 @@ def test_the_empty_shipped_config_is_the_embedded_defaults(tmp_path: Path) -> No
     assert load_config(shipped, env=env).default.upstream.url == "https://api.moonshot.ai"
 
 
+#: The lock the image installs from, as `make run` and `make test` do (README.md#set-up).
+LOCK = "requirements.lock"
+
+
 def dockerignored() -> list[str]:
     lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
@@ -131,29 +135,19 @@ def dockerignored() -> list[str]:
 def test_dockerfile_copies_the_package_and_dockerignore_keeps_it() -> None:
     sources = {source for args in instruction("COPY") for source in shlex.split(args)[:-1]}
     packages = pyproject_packages()
-    for top in {name.split(".")[0] for name in packages} | {"pyproject.toml", "README.md"}:
+    for top in {name.split(".")[0] for name in packages} | {"pyproject.toml", "README.md", LOCK}:
         assert top in sources, f"the Dockerfile does not COPY {top}"
     for source in sources:
         assert (ROOT / source).exists(), source
         assert not any(fnmatch.fnmatch(source, pattern) for pattern in dockerignored()), source
+    (install,) = [run for run in instruction("RUN") if "pip install" in run]
+    assert install.startswith(f"PIP_CONSTRAINT=/src/{LOCK} pip install /src")
 
 
 def pyproject_packages() -> set[str]:
-    """The packages ``pip install .`` installs, as pyproject.toml's setuptools table names them."""
+    """The packages ``pip install .`` installs, as pyproject.toml's setuptools table lists them."""
     with (ROOT / "pyproject.toml").open("rb") as file:
-        setuptools = tomllib.load(file)["tool"]["setuptools"]
-    packages = setuptools["packages"]
-    if isinstance(packages, list):
-        return set(packages)
-    find = packages["find"]
-    include = find.get("include", ["*"])
-    exclude = find.get("exclude", [])
-    return {
-        name
-        for name in package_dirs()
-        if any(fnmatch.fnmatch(name, p) for p in include)
-        and not any(fnmatch.fnmatch(name, p) for p in exclude)
-    }
+        return set(tomllib.load(file)["tool"]["setuptools"]["packages"])
 
 
 def package_dirs() -> set[str]:
@@ -166,7 +160,7 @@ def package_dirs() -> set[str]:
 
 
 def test_a_non_editable_install_carries_every_subpackage() -> None:
-    assert package_dirs() <= pyproject_packages()
+    assert package_dirs() == pyproject_packages()
 
 
 # --- deploy/compose.yaml -------------------------------------------------------------------------

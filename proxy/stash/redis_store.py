@@ -12,8 +12,8 @@ import os
 from collections.abc import Sequence
 
 import redis.asyncio as redis
+from redis.asyncio.retry import Retry  # the asyncio client's own (redis-py 8 warns on the sync one)
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 from yarl import URL
 
 #: The environment variable a Redis password may come from (never the YAML, never the logs).

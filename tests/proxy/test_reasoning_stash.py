@@ -6,9 +6,13 @@ stopped mid-run (a placeholder, never an error). The reasoning text never reache
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -25,6 +29,7 @@ from tests.fake_thinking import (
     turn_one,
     turn_two,
 )
+from tests.proxy.test_operate import serving
 from tests.redis_server import RedisServer
 
 Client = TestClient[Any, Any]
@@ -388,3 +393,37 @@ async def test_an_anonymous_client_is_never_stored_nor_recalled(
     assert sent_reasoning(upstream) != upstream.reasonings[0]
     assert counter(anonymous, "chatmend_reasoning_total", outcome="stored") == 0
     assert counter(anonymous, "chatmend_reasoning_total", outcome="restored") == 0
+
+
+@pytest.mark.slow
+async def test_serve_with_the_redis_store_logs_only_json(
+    tmp_path: Path,
+    upstream: ThinkingUpstream,
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    redis_server: RedisServer,
+) -> None:
+    """`chatmend serve` with `reasoning.store: redis`, as an operator runs it: turn 2 gets its
+    reasoning back through Redis, and every line the process writes (stdout and stderr) is a JSON
+    log event. redis-py 8 warned, as a plain-text line, when the asyncio client was given the
+    synchronous Retry class (issue 34)."""
+    server = await aiohttp_server(create_thinking_upstream(upstream))
+    config = tmp_path / "chatmend.yaml"
+    config.write_text(
+        f"upstream: {{url: '{str(server.make_url('')).rstrip('/')}'}}\n"
+        f"reasoning: {{store: redis, redis: {{url: '{redis_server.url}'}}}}\n"
+    )
+    headers = {"Authorization": "Bearer sk-client-a", "Content-Type": "application/json"}
+    async with serving(config) as proxy, aiohttp.ClientSession(headers=headers) as http:
+        async with http.post(proxy.url + URL, data=turn_one(stream=False)) as response:
+            assert response.status == 200, await response.text()
+            message = (await response.json())["choices"][0]["message"]
+        async with http.post(proxy.url + URL, data=turn_two(message)) as response:
+            assert response.status == 200, await response.text()
+        await proxy.wait_for("request_done", 2)
+        proxy.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proxy.process.wait(), 10) == 0
+    assert sent_reasoning(upstream) == message["reasoning_content"]
+    lines = proxy.log.read_bytes().splitlines()
+    assert lines
+    for line in lines:
+        assert isinstance(orjson.loads(line), dict), line
