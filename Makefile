@@ -86,7 +86,7 @@ lock:
 	rm -rf .venv-lock build
 
 ## The edit loop: the suite without the tests marked `slow` (real processes, load, the largest
-## property runs, about 200 tests): under a minute. `make test` still runs everything.
+## property runs, about 200 tests): about a minute on 2 cores. `make test` runs everything.
 quick: $(VENV)/.test-installed
 	$(BIN)/pytest $(XDIST) -m "not slow" $(ARGS)
 
