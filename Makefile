@@ -57,8 +57,9 @@ test-latest:
 	rm -f .venv-latest/.test-installed
 	$(MAKE) test VENV=.venv-latest LATEST=1
 
-## The whole suite with each runtime dependency at the oldest version pyproject.toml allows (its
-## `>=` floor; the rest resolved afresh), in its own .venv-oldest: the floors are claims, tested.
+## pytest with each runtime dependency at the oldest version pyproject.toml allows (its `>=`
+## floor; the rest resolved afresh), in its own .venv-oldest: the floors are claims, tested. The
+## types are checked against the lock (older releases ship older stubs).
 define PRINT_FLOORS
 import re, tomllib
 for text in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]:
@@ -69,7 +70,7 @@ export PRINT_FLOORS
 test-oldest:
 	rm -rf .venv-oldest && mkdir -p build
 	$(PYTHON) -c "$$PRINT_FLOORS" > build/floors.txt
-	$(MAKE) test VENV=.venv-oldest LATEST=1 FLOORS=build/floors.txt
+	$(MAKE) pytest VENV=.venv-oldest LATEST=1 FLOORS=build/floors.txt
 
 ## Refresh requirements.lock: resolve pyproject.toml (every extra) afresh in a throwaway venv,
 ## newest allowed versions, and write what got installed, pip and setuptools included.
