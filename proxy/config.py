@@ -461,13 +461,18 @@ def parse_config(
         env,
         inherit_profile="profile" in data,
     )
+    _not_under_the_page(routes, config.ui)
+    return replace(config, routes=routes)
+
+
+def _not_under_the_page(routes: tuple[RouteConfig, ...], ui: UiConfig) -> None:
+    """With the page on, every path under ``/chatmend`` is its own (``proxy.page.claims``)."""
     for route in routes:
-        if config.ui.enabled and route.prefix.split("/", 2)[1].lower() == "chatmend":
+        if ui.enabled and route.prefix.split("/", 2)[1].lower() == "chatmend":
             raise ConfigError(
                 f"routes.{route.name}.prefix: {route.prefix} is under the page's /chatmend/, "
                 "which is the page's own while ui.enabled is true: give the route another prefix"
             )
-    return replace(config, routes=routes)
 
 
 def _listen(value: Any) -> ListenConfig:

@@ -336,29 +336,46 @@ def _rows(sides: _Sides, budget: Budget) -> list[Pair]:
     return rows
 
 
+def pairs(
+    before: Sequence[Any],
+    after: Sequence[Any],
+    renames: Mapping[str, str] | None = None,
+    budget: Budget | None = None,
+) -> list[Pair]:
+    """Two lists of items aligned (``align``), each item keyed by its canonical JSON, its
+    identity (an id of the list after read through ``renames``, new -> old) and its role."""
+    budget = budget or Budget()
+    budget.spend(len(before) + len(after))
+    keys = [canonical(x) for x in before], [canonical(x) for x in after]
+    ids = [identity(x, {}) for x in before], [identity(x, renames or {}) for x in after]
+    kinds = [role(x) for x in before], [role(x) for x in after]
+    return align(keys[0], keys[1], ids, kinds, budget)
+
+
 # --- the view (in a worker process) ----------------------------------------------------------
 
 
-def view(before: bytes, after: bytes, field: str, renames: tuple[tuple[str, str], ...]) -> bytes:
+def view(
+    before: bytes,
+    after: bytes,
+    field: str,
+    renames: tuple[tuple[str, str], ...],
+    units: int = WORK_BUDGET,
+) -> bytes:
     """The view's HTML for a body captured before and after: its ``field`` list aligned, item by
-    item, or the two bodies as they are (with the reason) when they cannot be aligned."""
+    item, or the two bodies as they are (with the reason) when they cannot be aligned within
+    ``units`` of work."""
     sides = _parsed(before, field), _parsed(after, field)
     if sides[0] is None or sides[1] is None:
         return _raw(before, after, "they are not JSON objects").encode()
     (items_a, rest_a), (items_b, rest_b) = sides[0], sides[1]
-    old = dict(renames)
     try:
-        budget = Budget()
-        budget.spend(len(items_a) + len(items_b))
-        keys = [canonical(x) for x in items_a], [canonical(x) for x in items_b]
-        ids = [identity(x, {}) for x in items_a], [identity(x, old) for x in items_b]
-        kinds = [role(x) for x in items_a], [role(x) for x in items_b]
-        rows = align(keys[0], keys[1], ids, kinds, budget)
+        rows = pairs(items_a, items_b, dict(renames), Budget(units))
         return "".join(_aligned(field, rows, (items_a, items_b), (rest_a, rest_b))).encode()
     except OverBudget:
         reason = (
             f"aligning {len(items_a)} and {len(items_b)} items would take more than the work "
-            f"budget ({WORK_BUDGET:,} units)"
+            f"budget ({units:,} units)"
         )
         return _raw(before, after, reason).encode()
     except orjson.JSONEncodeError:  # nested past orjson's 255 levels: it cannot write them

@@ -614,18 +614,16 @@ def endpoint(url: str) -> str:
 
 
 def shown(url: str) -> str:
-    """``url`` as it may be printed: a password it carries is written ``***`` (and one that is
-    not printable, or not a URL, as a Python literal: a ``Location`` is the server's text)."""
-    try:
-        parsed = URL(url)
-    except ValueError:
-        return ascii(url)
-    if not url.isprintable():
-        return ascii(str(parsed.with_user(None)))
-    if parsed.password is None:
-        return url
-    scheme, _, rest = str(parsed.with_user(None)).partition("://")
-    return f"{scheme}://{parsed.user or ''}:***@{rest}"
+    """``url`` as it may be printed: a password it carries written ``***`` (read from the text
+    itself: a ``Location`` is the server's, and need not parse), and text that is not printable
+    as a Python literal."""
+    scheme, sep, rest = url.partition("://")
+    authority_end = min((rest.find(c) for c in "/?#" if c in rest), default=len(rest))
+    userinfo, at, host = rest[:authority_end].rpartition("@")
+    if sep and at and ":" in userinfo:
+        user = userinfo.split(":", 1)[0]
+        url = f"{scheme}://{user}:***@{host}{rest[authority_end:]}"
+    return url if url.isprintable() else ascii(url)
 
 
 class Redirected(Exception):
