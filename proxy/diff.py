@@ -13,8 +13,11 @@ Items are paired in this order of trust:
    longest run of anchors in the same order on both sides is the backbone; an anchor out of
    that order was moved;
 3. beside each backbone pair, equal neighbours on both sides (a run of copies);
-4. between two backbone pairs, equal items in order, then the rest by position among items of
-   the same role or type (two user messages merged read as the first changed, the next removed).
+4. between two backbone pairs, equal items in order (by whichever greedy pass pairs more: the
+   one that walks the list before finds every item of it when items were only inserted, the
+   one that walks the list after when items were only removed), then the rest by position
+   among items of the same role or type (two user messages merged read as the first changed,
+   the next removed).
 
 Each step is linear in the items (the backbone: ``n log n``, by bisection, in C). ``Budget``
 counts the work; past ``WORK_BUDGET`` the view says so and shows the two bodies as they are.
@@ -34,10 +37,19 @@ from typing import Any, Final
 import orjson
 
 #: Units of work an alignment may take (an item keyed, compared, placed or paired is one, a
-#: bisection step one): about a second of the worker's time, some 200,000 items a side.
+#: bisection step one): some 100,000 items a side, under a second of the worker's time.
 WORK_BUDGET: Final = 2_000_000
-#: Rows the view renders (each item pretty-printed); the rest are counted.
+#: Units each item costs before its alignment starts (its canonical JSON, identity and role,
+#: each kept in a list): spent first, so a list far past the budget is refused at once.
+KEY_UNITS: Final = 4
+#: What the view renders at most, so that what crosses back from the worker (and what the
+#: event loop unpickles and writes) stays small: rows (each item pretty-printed) up to
+#: ``MAX_ROWS`` or ``MAX_VIEW_CHARS`` of HTML, the rest counted; an item's text up to
+#: ``MAX_ITEM_CHARS``; a body shown unaligned up to ``MAX_RAW_BYTES`` a side.
 MAX_ROWS: Final = 2000
+MAX_VIEW_CHARS: Final = 4 * 1024 * 1024
+MAX_ITEM_CHARS: Final = 256 * 1024
+MAX_RAW_BYTES: Final = 1024 * 1024
 
 KINDS: Final = ("same", "changed", "moved", "removed", "added")
 
@@ -257,7 +269,7 @@ def _fill_gaps(sides: _Sides, roles: tuple[Sequence[str], Sequence[str]], budget
     for i_next, j_next in [*chain, (n, m)]:
         i_prev, j_prev = previous
         previous = (i_next, j_next)
-        budget.spend(i_next - i_prev + j_next - j_prev)
+        budget.spend(2 * (i_next - i_prev + j_next - j_prev))
         befores = [i for i in range(i_prev + 1, i_next) if to_b[i] < 0]
         afters = [j for j in range(j_prev + 1, j_next) if to_a[j] < 0]
         if not befores or not afters:
@@ -276,18 +288,35 @@ def _fill_gaps(sides: _Sides, roles: tuple[Sequence[str], Sequence[str]], budget
 
 
 def _equal_in_order(sides: _Sides, befores: list[int], afters: list[int]) -> None:
-    """Each item before paired with the first equal item after, after the last one paired."""
+    """Equal items paired in order, by whichever greedy pass pairs more: each item before with
+    the first equal one after (every item before is paired when the list before is a
+    subsequence of the list after: items were only inserted), or each item after with the first
+    equal one before (items were only removed)."""
+    forward = _in_order(sides.a, sides.b, befores, afters)
+    backward = _in_order(sides.b, sides.a, afters, befores)
+    found = forward if len(forward) >= len(backward) else [(i, j) for j, i in backward]
+    for i, j in found:
+        sides.pair(i, j, "equal")
+
+
+def _in_order(
+    keys: Sequence[bytes], other: Sequence[bytes], order: list[int], among: list[int]
+) -> list[tuple[int, int]]:
+    """Each of ``order`` paired with the first equal item of ``among`` after the last one
+    paired (linear: each position of ``among`` is queued and dropped once)."""
     where: dict[bytes, deque[int]] = {}
-    for j in afters:
-        where.setdefault(sides.b[j], deque()).append(j)
+    for y in among:
+        where.setdefault(other[y], deque()).append(y)
+    found = []
     last = -1
-    for i in befores:
-        queue = where.get(sides.a[i])
+    for x in order:
+        queue = where.get(keys[x])
         while queue and queue[0] <= last:
             queue.popleft()
         if queue:
             last = queue.popleft()
-            sides.pair(i, last, "equal")
+            found.append((x, last))
+    return found
 
 
 def _by_position(
@@ -345,7 +374,7 @@ def pairs(
     """Two lists of items aligned (``align``), each item keyed by its canonical JSON, its
     identity (an id of the list after read through ``renames``, new -> old) and its role."""
     budget = budget or Budget()
-    budget.spend(len(before) + len(after))
+    budget.spend(KEY_UNITS * (len(before) + len(after)))
     keys = [canonical(x) for x in before], [canonical(x) for x in after]
     ids = [identity(x, {}) for x in before], [identity(x, renames or {}) for x in after]
     kinds = [role(x) for x in before], [role(x) for x in after]
@@ -399,9 +428,16 @@ def _raw(before: bytes, after: bytes, reason: str) -> str:
     return (
         f"<h3>Bodies</h3><p id='unaligned'>Shown as they are, not aligned: {escape(reason)}.</p>"
         "<table id='diff'><tr><th>before</th><th>after</th></tr>"
-        f"<tr><td><pre>{escape(before.decode('utf-8', 'replace'))}</pre></td>"
-        f"<td><pre>{escape(after.decode('utf-8', 'replace'))}</pre></td></tr></table>"
+        f"<tr><td><pre>{_text(before)}</pre></td><td><pre>{_text(after)}</pre></td></tr></table>"
     )
+
+
+def _text(body: bytes) -> str:
+    """A body as text, escaped, its first ``MAX_RAW_BYTES`` only."""
+    shown = escape(body[:MAX_RAW_BYTES].decode("utf-8", "replace"))
+    if len(body) > MAX_RAW_BYTES:
+        shown += f"\n... ({len(body) - MAX_RAW_BYTES:,} more bytes not shown)"
+    return shown
 
 
 def _aligned(
@@ -417,11 +453,17 @@ def _aligned(
     yield "<table id='diff'><tr><th>before</th><th>after</th></tr>"
     kind = "same" if rest[0] == rest[1] else "changed"
     yield _row(kind, _cell("other keys", kind, rest[0]), _cell("other keys", kind, rest[1]))
+    written = shown = 0
     for pair in rows[:MAX_ROWS]:
-        yield _pair_row(field, pair, items)
-    if len(rows) > MAX_ROWS:
-        shown = f"Only the first {MAX_ROWS} of {len(rows)} rows are shown."
-        yield f"<tr><td colspan='2'>{shown}</td></tr>"
+        if written > MAX_VIEW_CHARS:
+            break
+        row = _pair_row(field, pair, items)
+        written += len(row)
+        shown += 1
+        yield row
+    if shown < len(rows):
+        cut = f"Only the first {shown} of {len(rows)} rows are shown."
+        yield f"<tr><td colspan='2'>{cut}</td></tr>"
     yield "</table>"
 
 
@@ -447,5 +489,8 @@ def _row(kind: str, left: str, right: str) -> str:
 
 def _cell(label: str, kind: str, item: Any) -> str:
     pretty = orjson.dumps(item, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+    if len(pretty) > MAX_ITEM_CHARS:
+        more = len(pretty) - MAX_ITEM_CHARS
+        pretty = pretty[:MAX_ITEM_CHARS] + f"\n... ({more:,} more characters not shown)"
     head = f"<div class='{kind.split(maxsplit=1)[0]}'>{escape(label)} {escape(kind)}</div>"
     return f"{head}<pre>{escape(pretty)}</pre>"

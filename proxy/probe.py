@@ -775,8 +775,8 @@ def probe(
     key_env: str = "OPENAI_API_KEY",
 ) -> int:
     """``chatmend probe``: 0 when the endpoint was probed, 1 when the operator declined, 2 when
-    the control was refused (a wrong model or key: nothing else can be read) or an answer
-    pointed elsewhere (a redirect, not followed)."""
+    the control was refused (a wrong model or key: nothing else can be read), an answer
+    pointed elsewhere (a redirect, not followed) or the endpoint could not be reached."""
     battery = bodies(model)
     requests, tokens = cost(battery)
     said, bearer = credential(url, key, key_env)
@@ -792,6 +792,9 @@ def probe(
             return 1
     try:
         outcomes = asyncio.run(run(url, battery, key=bearer))
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        say(f"cannot reach {shown(endpoint(url))}: {type(exc).__name__}; nothing read.\n")
+        return 2
     except Redirected as moved:
         say(
             f"the {moved.shape} request was answered {moved.status} with a redirect to "

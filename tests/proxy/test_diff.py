@@ -12,6 +12,7 @@ tests/rules/test_nothing_lost.py, for every API and profile, repaired by the rea
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +22,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.diff import MAX_ROWS, Budget, OverBudget, Pair, pairs, view
+from proxy.diff import (
+    MAX_ITEM_CHARS,
+    MAX_RAW_BYTES,
+    MAX_ROWS,
+    MAX_VIEW_CHARS,
+    Budget,
+    OverBudget,
+    Pair,
+    pairs,
+    view,
+)
 from proxy.sanitize import sanitize_body
 from rules.providers.apis import APIS
 from rules.providers.profiles import PROFILES
@@ -278,3 +289,21 @@ def test_the_view_escapes_what_clients_wrote_and_caps_its_rows() -> None:
     assert "other keys changed" in html and "1 removed" in html
     not_json = view(b"{", b"[1]", "messages", ())
     assert b"not aligned: they are not JSON objects" in not_json
+
+
+def test_what_the_view_renders_is_bounded() -> None:
+    """What crosses back from the worker stays small: an item's text, the rows, a body shown
+    unaligned are cut (and say so), whatever the bodies hold."""
+    huge = {"role": "user", "content": "x" * (MAX_ITEM_CHARS + 10)}
+    before = orjson.dumps({"messages": [huge, {"role": "user", "content": "y"}]})
+    html = view(before, orjson.dumps({"messages": [huge]}), "messages", ()).decode()
+    more = len(json.dumps(huge, indent=2, sort_keys=True)) - MAX_ITEM_CHARS
+    assert html.count(f"({more:,} more characters not shown)") == 2
+    assert len(html) < 2 * MAX_ITEM_CHARS + 10_000
+    rows = [{"role": "user", "content": f"{k}" + "z" * 50_000} for k in range(200)]
+    many = orjson.dumps({"messages": rows})
+    html = view(many, orjson.dumps({"messages": rows[1:]}), "messages", ()).decode()
+    assert "rows are shown." in html and len(html) < MAX_VIEW_CHARS + 2 * 120_000
+    body = orjson.dumps({"messages": [{"role": "user", "content": "w" * (2 * MAX_RAW_BYTES)}]})
+    raw = view(body, b"{", "messages", ()).decode()
+    assert raw.count("more bytes not shown)") == 1 and len(raw) < MAX_RAW_BYTES + 10_000

@@ -201,6 +201,12 @@ async def test_the_url_password_is_never_printed_and_one_credential_is_sent(
     assert "sk-probe-key" not in out
 
 
+def test_an_unreachable_endpoint_is_said_plainly() -> None:
+    code, out, _ = _probe("http://user:pw-secret@127.0.0.1:1")
+    assert code == 2 and "pw-secret" not in out
+    assert "cannot reach http://user:***@127.0.0.1:1/v1/chat/completions: Client" in out
+
+
 def test_a_printed_location_is_the_servers_text_made_safe() -> None:
     assert shown("http://u:p@h:1/x") == "http://u:***@h:1/x"
     assert shown("http://:p@h/") == "http://:***@h/"
