@@ -247,7 +247,7 @@ async def _send(request: web.Request, title: str, *parts: str | bytes) -> web.St
     response.content_type, response.charset = "text/html", "utf-8"
     response.content_length = sum(map(len, chunks))
     await response.prepare(request)
-    for chunk in chunks:
+    for chunk in chunks if request.method != "HEAD" else ():
         view = memoryview(chunk)
         for at in range(0, len(view), WRITE_CHUNK):
             await response.write(view[at : at + WRITE_CHUNK])

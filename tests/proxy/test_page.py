@@ -4,6 +4,8 @@ the proxy with the aiohttp client; tests/proxy/test_page_browser.py loads it in 
 from __future__ import annotations
 
 import gc
+import os
+import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from html.parser import HTMLParser
@@ -94,6 +96,13 @@ async def test_a_repaired_request_shows_with_its_rules_and_bodies(make_proxy: Pr
     # Credentials are never captured; message text never reaches a log.
     assert "CANARY-secret" not in html
     assert HOSTILE not in repr(logs) and "next" not in repr([e for e in logs if "changes" in e])
+
+
+async def test_head_gets_the_headers_only(make_proxy: ProxyFactory) -> None:
+    proxy = await make_proxy(ON)
+    get, head = await proxy.get("/chatmend/"), await proxy.head("/chatmend/")
+    assert head.status == 200 and await head.read() == b""
+    assert head.headers["Content-Length"] == str(len(await get.read()))
 
 
 async def test_a_clean_request_is_listed_but_not_captured(make_proxy: ProxyFactory) -> None:
@@ -366,3 +375,34 @@ async def test_the_page_lists_clipped_changes_and_counts_the_rest(make_proxy: Pr
     html = await view.text()
     assert big not in html and "...[5000 chars]" in html
     assert f"{changes - MAX_LISTED_CHANGES} more, not listed." in html
+
+
+async def test_a_view_runs_in_a_worker_process_ended_at_its_deadline() -> None:
+    """The view's work (``Offloader.run``) runs in a worker process, in the big lane; a job past
+    its deadline is ended there, and the worker serves the next one."""
+    from proxy.offload import Offloader
+
+    offload = Offloader(1)
+    try:
+        assert await offload.run(os.getpid) != os.getpid()
+        with pytest.raises(TimeoutError):
+            await offload.run(time.sleep, 30, deadline=0.3)
+        assert await offload.run(len, b"abc") == 3
+    finally:
+        offload.close()
+
+
+async def test_a_view_past_its_deadline_says_so(
+    make_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without worker processes the view runs in a thread, within the same deadline."""
+    from proxy import page
+
+    proxy = await make_proxy({**ON, "offload_processes": 0})
+    response = await proxy.post("/v1/chat/completions", data=chat(REPAIRED))
+    monkeypatch.setattr(page, "DIFF_DEADLINE", 0.2)
+    monkeypatch.setattr(page.diff, "view", lambda *args: time.sleep(1) or b"late")
+    view = await proxy.get(f"/chatmend/request/{response.headers['X-Chatmend-Request-Id']}")
+    html = await view.text()
+    assert view.status == 200 and "did not finish within 0.2 s (TimeoutError)" in html
+    assert "late" not in html and "empty-tool-calls" in html  # the changes are listed still
