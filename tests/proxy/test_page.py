@@ -396,12 +396,16 @@ async def test_a_view_past_its_deadline_says_so(
     make_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without worker processes the view runs in a thread, within the same deadline."""
-    from proxy import page
+    from proxy import diff, page
+
+    def late(*args: Any) -> bytes:
+        time.sleep(1)
+        return b"late"
 
     proxy = await make_proxy({**ON, "offload_processes": 0})
     response = await proxy.post("/v1/chat/completions", data=chat(REPAIRED))
     monkeypatch.setattr(page, "DIFF_DEADLINE", 0.2)
-    monkeypatch.setattr(page.diff, "view", lambda *args: time.sleep(1) or b"late")
+    monkeypatch.setattr(diff, "view", late)
     view = await proxy.get(f"/chatmend/request/{response.headers['X-Chatmend-Request-Id']}")
     html = await view.text()
     assert view.status == 200 and "did not finish within 0.2 s (TimeoutError)" in html
