@@ -216,9 +216,14 @@ async def diff_view(app: web.Application, before: bytes, after: bytes, entry: En
             return await asyncio.to_thread(diff.view, *args)
     except (TimeoutError, WorkerDied, RuntimeError) as exc:
         log.warning("page_diff_failed", error=type(exc).__name__)
+        why = (
+            f"did not finish within {DIFF_DEADLINE:g} s"
+            if isinstance(exc, TimeoutError)
+            else "failed in its worker"
+        )
         return (
-            "<p id='unaligned'>The bodies could not be shown: their alignment did not finish "
-            f"within {DIFF_DEADLINE:g} s ({escape(type(exc).__name__)}).</p>"
+            f"<p id='unaligned'>The bodies could not be shown: their alignment {why} "
+            f"({escape(type(exc).__name__)}).</p>"
         ).encode()
 
 
