@@ -81,7 +81,7 @@ _VALUE_MARKS: Final = b",[{"
 #: Bytes charged per message (its place in the body, ``Layout``, and in the list) and per entry
 #: (the entry itself, its place in the spaces and the LRU, the walk's fixed state).
 BOUND_BYTES: Final = 48
-ENTRY_BYTES: Final = 2048
+ENTRY_BYTES: Final = 4096
 DEFAULT_MAX_BYTES: Final = 128 * 1024 * 1024
 DEFAULT_TTL: Final = 600.0
 

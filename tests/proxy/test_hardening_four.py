@@ -13,6 +13,7 @@ import io
 import os
 import signal
 import statistics
+import sys
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -26,7 +27,7 @@ from aiohttp.test_utils import TestServer
 
 from tests.proxy.test_cli import CHATMEND, free_port
 from tests.proxy.test_hardening import _status_kib
-from tests.proxy.test_hostile import _config, _probe, _recorder
+from tests.proxy.test_hostile import _config, _recorder
 from tests.proxy.test_operate import Serving, serving
 from tests.transcripts import chat
 
@@ -34,6 +35,45 @@ Server = Callable[..., Awaitable[TestServer]]
 
 CHAT = "/v1/chat/completions"
 PAGE = "ui: {enabled: true}\ncapture: {enabled: true}\n"
+
+
+#: /healthz from another process, a new connection per probe, from before the attack starts
+#: (it says ``ready`` after its first answer) until after it ends.
+PROBER = """
+import http.client, json, select, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+latencies, stop = [], False
+while not stop or len(latencies) < 5:
+    started = time.perf_counter()
+    connection = http.client.HTTPConnection(host, port, timeout=60)
+    connection.request("GET", "/healthz")
+    assert connection.getresponse().status == 200
+    connection.close()
+    latencies.append(time.perf_counter() - started)
+    if len(latencies) == 1:
+        print("ready", flush=True)
+    stop = stop or bool(select.select([sys.stdin], [], [], 0.02)[0])
+print(json.dumps(latencies))
+"""
+
+
+async def _probe(url: str, attack: Awaitable[Any]) -> tuple[Any, list[float]]:
+    """Run ``attack`` once the prober answers, and the /healthz latencies it measured."""
+    host, port = url.removeprefix("http://").split(":")
+    prober = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PROBER, host, port,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert prober.stdin is not None and prober.stdout is not None
+    try:
+        assert await prober.stdout.readline() == b"ready\n"
+        result = await attack
+    finally:
+        prober.stdin.close()
+        out, _ = await prober.communicate()
+    latencies: list[float] = orjson.loads(out)
+    return result, latencies
 
 
 async def _a_stall_is_seen(proxy: Serving) -> None:
@@ -95,9 +135,13 @@ async def test_a_diff_view_stalls_no_one(tmp_path: Path, aiohttp_server: Server)
         await asyncio.sleep(1)  # the first worker is up
         await _a_stall_is_seen(proxy)
         request_id = await _captured(proxy, _issue_body(700))
-        (status, html), latencies = await _probe(
-            proxy.url, _get(f"{proxy.url}/chatmend/request/{request_id}")
-        )
+
+        async def views() -> tuple[int, str]:  # ten in a row: the probes see them all
+            for _ in range(9):
+                await _get(f"{proxy.url}/chatmend/request/{request_id}")
+            return await _get(f"{proxy.url}/chatmend/request/{request_id}")
+
+        (status, html), latencies = await _probe(proxy.url, views())
     _responsive(latencies)
     assert status == 200 and "1050 items before, 700 after: 700 same, 350 removed." in html
 

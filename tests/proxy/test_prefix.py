@@ -358,11 +358,11 @@ def _held(bodies: Sequence[bytes], api: Api = CHAT_API) -> tuple[int, int, int]:
     """One session's ``bodies`` through a fresh, unbounded cache: the bytes it then holds
     (traced allocations still live), what it charges, and what the charge before issue 36
     (4 bytes per byte of prefix, 40 per message, 2 KiB per entry) would have been."""
+    cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
     gc.collect()
     tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0]
-        cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
         for body in bodies:
             reading = cache.read("s", api, body)
             del reading
