@@ -54,6 +54,8 @@ while not stop or len(latencies) < 5:
     assert connection.getresponse().status == 200
     connection.close()
     latencies.append(time.perf_counter() - started)
+    if len(latencies) == 1:
+        print("ready", flush=True)
     stop = stop or bool(select.select([sys.stdin], [], [], 0.02)[0])
 print(json.dumps(latencies))
 """
@@ -82,9 +84,9 @@ async def _probed(url: str, attack: Awaitable[Any]) -> tuple[Any, list[float]]:
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    assert prober.stdin is not None
+    assert prober.stdin is not None and prober.stdout is not None
     try:
-        await asyncio.sleep(0.05)
+        assert await prober.stdout.readline() == b"ready\n"  # the attack starts once it probes
         result = await attack
     finally:
         prober.stdin.close()
@@ -118,14 +120,16 @@ async def _captured(url: str, body: bytes) -> str:
     return str(sent.headers["X-Chatmend-Request-Id"])
 
 
-async def _view(url: str, request_id: str) -> tuple[int, float]:
+async def _view(url: str, request_id: str, times: int) -> tuple[int, float]:
+    """The view ``times`` in a row: its last status, and the seconds one took (the mean)."""
     started = time.perf_counter()
-    async with (
-        aiohttp.ClientSession() as http,
-        http.get(f"{url}/chatmend/request/{request_id}") as r,
-    ):
-        await r.read()
-        return r.status, time.perf_counter() - started
+    status = 0
+    async with aiohttp.ClientSession() as http:
+        for _ in range(times):
+            async with http.get(f"{url}/chatmend/request/{request_id}") as response:
+                await response.read()
+                status = response.status
+    return status, (time.perf_counter() - started) / times
 
 
 def _issue_body(count: int) -> bytes:
@@ -149,10 +153,16 @@ def measure_diff(upstream: str, directory: Path, say: Callable[[str], object]) -
         )
         _, alone = asyncio.run(_probed(url, asyncio.sleep(1.0)))
         say(f"diff: /healthz alone: {_ms(alone)}")
-        for name, body in (("31 KB issue body", _issue_body(700)), ("15 MB body", _largest_body())):
+        for name, body, times in (
+            ("31 KB issue body", _issue_body(700), 10),
+            ("15 MB body", _largest_body(), 1),
+        ):
             request_id = asyncio.run(_captured(url, body))
-            (status, took), latencies = asyncio.run(_probed(url, _view(url, request_id)))
-            say(f"diff: view of the {name} ({status}, {took:.2f} s): /healthz {_ms(latencies)}")
+            (status, took), latencies = asyncio.run(_probed(url, _view(url, request_id, times)))
+            say(
+                f"diff: {times} x the view of the {name} ({status}, {took:.2f} s each): "
+                f"/healthz {_ms(latencies)}"
+            )
 
 
 def _bomb() -> bytes:
@@ -224,8 +234,8 @@ def measure_recent(upstream: str, directory: Path, say: Callable[[str], object])
             short = asyncio.run(_grown(url, pid, [_renamed_ids(n, 8) for n in range(48)]))
             long = asyncio.run(_grown(url, pid, [_renamed_ids(n, 100_000) for n in range(48)]))
             say(
-                f"recent ({where}): 48 bodies with renamed 100 KB ids: RSS +{long / 1024:.1f} MB;"
-                f" with 8-character ids: +{short / 1024:.1f} MB"
+                f"recent ({where}): 48 bodies with renamed 100 KB ids: RSS {long / 1024:+.1f} MB;"
+                f" with 8-character ids: {short / 1024:+.1f} MB"
             )
 
 
@@ -247,7 +257,7 @@ def measure_prefix(upstream: str, directory: Path, say: Callable[[str], object])
             asyncio.run(_grown(url, pid, [_tiny(-1)]))
             grown = asyncio.run(_grown(url, pid, [_tiny(n) for n in range(150)], keyed=True))
             sent = "150 sessions of 40 KB of empty objects"
-            say(f"prefix: {sent}, cache {name}: RSS +{grown / 1024:.1f} MB")
+            say(f"prefix: {sent}, cache {name}: RSS {grown / 1024:+.1f} MB")
     worst, transcripts = _held_per_charge()
     say(f"prefix: held per byte charged (tracemalloc): at most {worst:.2f} over the shapes,")
     say(f"prefix: {transcripts:.2f} over the agent sessions")
