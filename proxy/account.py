@@ -19,7 +19,7 @@ from yarl import URL
 
 from proxy import otel
 from proxy.body import Hold
-from proxy.capture import MAX_LISTED_CHANGES, Bodies, Entry, Recent, model_of
+from proxy.capture import MAX_LISTED_CHANGES, Bodies, Entry, Recent, clipped, model_of
 from proxy.log import MAX_FIELD_ITEMS, get_logger
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
@@ -356,7 +356,7 @@ def remember(recent: Recent | None, request: web.Request, state: RequestState, s
         recovered=state.recovered,
         outcome=state.outcome,
         client=request.remote or "",
-        listed=state.listed,
+        listed=clipped(state.listed),
     )
     both = (
         None if state.before is None or state.after is None else Bodies(state.before, state.after)

@@ -9,6 +9,7 @@ dotted key at fault.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import sys
@@ -191,10 +192,14 @@ class RouteConfig:
 class UiConfig:
     """``ui:``: the page at ``/chatmend/``: off by default; loopback clients only unless
     ``admin_token_env`` names a variable holding a token (then ``Authorization: Bearer`` it,
-    from anywhere)."""
+    from anywhere). Only to a request whose ``Host`` names the address it reached, or one of
+    ``allowed_hosts`` (a DNS-rebinding page in the operator's browser names its own host)."""
 
     enabled: bool = False
     admin_token: Secret | None = None
+    #: ``(name, port)``: names the page (and ``/metrics``, ``/readyz``) also answers to, as
+    #: ``split_host`` reads them; a ``None`` port matches any port, or none.
+    allowed_hosts: tuple[tuple[str, int | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,10 +455,24 @@ def parse_config(
         prefix_cache=_prefix_cache(data.get("prefix_cache")),
         sources=sources,
     )
-    routes = _mapping(data.get("routes", {}), "routes")
-    return replace(
-        config, routes=_routes(routes, config.default, env, inherit_profile="profile" in data)
+    routes = _routes(
+        _mapping(data.get("routes", {}), "routes"),
+        config.default,
+        env,
+        inherit_profile="profile" in data,
     )
+    _not_under_the_page(routes, config.ui)
+    return replace(config, routes=routes)
+
+
+def _not_under_the_page(routes: tuple[RouteConfig, ...], ui: UiConfig) -> None:
+    """With the page on, every path under ``/chatmend`` is its own (``proxy.page.claims``)."""
+    for route in routes:
+        if ui.enabled and route.prefix.split("/", 2)[1].lower() == "chatmend":
+            raise ConfigError(
+                f"routes.{route.name}.prefix: {route.prefix} is under the page's /chatmend/, "
+                "which is the page's own while ui.enabled is true: give the route another prefix"
+            )
 
 
 def _listen(value: Any) -> ListenConfig:
@@ -626,11 +645,62 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
 
 def _ui(value: Any, env: Mapping[str, str]) -> UiConfig:
     ui = _mapping(value, "ui")
-    _no_unknown(ui, ("enabled", "admin_token_env"), "ui")
+    _no_unknown(ui, ("enabled", "admin_token_env", "allowed_hosts"), "ui")
     token = None
     if ui.get("admin_token_env") is not None:
         token = _secret(ui["admin_token_env"], "ui.admin_token_env", env)
-    return UiConfig(enabled=_bool(ui.get("enabled", False), "ui.enabled"), admin_token=token)
+    return UiConfig(
+        enabled=_bool(ui.get("enabled", False), "ui.enabled"),
+        admin_token=token,
+        allowed_hosts=_allowed_hosts(ui.get("allowed_hosts", [])),
+    )
+
+
+def _allowed_hosts(value: Any) -> tuple[tuple[str, int | None], ...]:
+    if not isinstance(value, list):
+        raise ConfigError(f"ui.allowed_hosts: must be a list of host names, got {value!r}")
+    hosts = []
+    for index, entry in enumerate(value):
+        parsed = split_host(entry) if isinstance(entry, str) else None
+        if parsed is None:
+            raise ConfigError(
+                f"ui.allowed_hosts[{index}]: must be a host name or address as a Host header "
+                "names it (chatmend.internal, chatmend.internal:8787, 10.0.0.5, [fd00::5]:8787),"
+                f" with no scheme, path or wildcard; got {entry!r}"
+            )
+        hosts.append(parsed)
+    return tuple(hosts)
+
+
+#: A host name's labels (letters, digits, '-', and '_' as container names use them).
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+
+
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """A ``Host`` header's name (lower case, without a trailing dot; an IPv6 address without
+    its brackets) and port (``None`` when it names none), or ``None`` if it is not a host."""
+    text = value.strip().lower()
+    port_text: str | None
+    if text.startswith("["):
+        address, bracket, rest = text[1:].partition("]")
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            return None
+        if not bracket or (rest and not rest.startswith(":")):
+            return None
+        name, port_text = address, (rest[1:] if rest else None)
+    else:
+        name, colon, after = text.partition(":")
+        name, port_text = name.removesuffix("."), (after if colon else None)
+        if len(name) > 253 or not _HOST_NAME.fullmatch(name):
+            return None
+    if port_text is None:
+        return name, None
+    if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text[:6]) < 65536:
+        return None
+    return name, int(port_text)
 
 
 def _capture(value: Any) -> CaptureConfig:

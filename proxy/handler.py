@@ -20,7 +20,7 @@ import orjson
 from aiohttp import ClientError, web
 from multidict import CIMultiDict
 
-from proxy import account, body, errors, prefix
+from proxy import account, body, errors, page, prefix
 from proxy.account import RequestState
 from proxy.apis import ServedApi, served_api, served_named
 from proxy.appkeys import (
@@ -141,6 +141,11 @@ def _admit(request: web.Request, state: RequestState, runtime: Runtime) -> Route
         path = route_path(request.rel_url.raw_path)
     except RefusedPath as exc:
         return _refused(meter, state, "path", errors.bad_path(str(exc)), reason=str(exc))
+    if RECENT_KEY in request.app and page.claims(path):
+        # Under the page's name but not one of its paths: never forwarded, with the
+        # admin's Authorization on it.
+        state.outcome = "rejected"
+        return errors.closing(page.not_a_page())
     route = runtime.route_for(path)
     state.route = route.name
     if runtime.retired and runtime.retired_prefix(path, route) is not None:
