@@ -173,7 +173,11 @@ RULE = Rule(
     "message or after its whole tool block, so results stay right after their call); option "
     "`types` names the part types counted as images. Unsafe with `strip` (the image is gone); "
     "`relocate` keeps every image",
-    safety="unsafe",
+    safety={
+        "moved_images": "safe",
+        "inserted_message": "unsafe",
+        "replaced_images": "lossy",
+    },
     default=False,
     apply=apply,
     scan=scan.scan,

@@ -74,7 +74,10 @@ RULE = Rule(
     repair="drop it, logging its id, the reason and its content length (the text with "
     "`log_content: true`). Unsafe: the dropped result no longer reaches the model, but it answered "
     "no call the model can see",
-    safety="unsafe",
+    safety={
+        "merged_assistants": "safe",
+        "dropped_result": "lossy",
+    },
     default=True,
     apply=apply,
     scan=scan.scan,

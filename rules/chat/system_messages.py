@@ -174,7 +174,12 @@ RULE = Rule(
     "with its text after option `prefix` (`later: user`); two assistants a hoisted message stood "
     "between are merged. Unsafe: no text is lost, but a later instruction moves to the start "
     "(`hoist`) or reads as the user's (`user`)",
-    safety="unsafe",
+    safety={
+        "hoisted": "safe",
+        "merged": "safe",
+        "merged_assistants": "safe",
+        "renamed_role": "unsafe",
+    },
     default=False,
     apply=apply,
     options=(

@@ -104,7 +104,9 @@ RULE = Rule(
     "true`); option `roles` is the provider's list (each profile sets its own, the list its "
     "`unknown_role` check uses), `keep` lets more roles through; an entry with no string role is "
     "left alone. Unsafe: the record no longer reaches the model, but no provider can read it",
-    safety="unsafe",
+    safety={
+        "removed_message": "lossy",
+    },
     default=True,
     apply=apply,
     scan=scan.scan,

@@ -265,7 +265,15 @@ RULE = Rule(
     "naming X answers the leftover k-th call naming X); stub a missing one (`is_error`, option "
     "`content`), insert that user message if absent; drop orphan and second results (logged "
     "with id and length)",
-    safety="unsafe",
+    safety={
+        "moved_results": "safe",
+        "moved_result_home": "safe",
+        "rejoined": "safe",
+        "dropped_message": "safe",
+        "added_stubs": "unsafe",
+        "inserted_user": "unsafe",
+        "dropped_result": "lossy",
+    },
     default=True,
     apply=apply,
     scan=scan.signals,

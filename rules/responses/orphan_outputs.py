@@ -71,7 +71,9 @@ RULE = Rule(
     "true`). Outputs pair by the law the k-th output naming X answers the k-th call naming X, so "
     "an output before its call is kept (and moved). Unsafe: the dropped output no longer reaches "
     "the model, but it answered no call the model could see",
-    safety="unsafe",
+    safety={
+        "dropped_item": "lossy",
+    },
     default=True,
     apply=apply,
 )
