@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -81,14 +81,27 @@ class Template:
     def found_in(self, text: str) -> bool:
         """Whether ``text`` carries this template: each piece after the previous one. Taking
         each piece's leftmost occurrence is enough (a later one leaves less room for the rest),
-        so this is one forward scan: linear in ``text``."""
+        so this is one forward scan: linear in ``text``. A text that carries a strong start of
+        the template and then ends inside a piece is the refusal quoted short (a report, a
+        client's log line cut at a sentence): it carries the template too."""
         at = 0
+        matched = 0
         for piece in self.pieces:
             found = text.find(piece, at)
             if found < 0:
-                return False
+                return matched >= STRONG_CHARS and _ends_inside(text, at, piece)
             at = found + len(piece)
+            matched += len(piece)
         return True
+
+
+def _ends_inside(text: str, at: int, piece: str) -> bool:
+    """Whether ``text`` ends, at or after ``at``, with the start of ``piece`` (or right at
+    ``at``): the rest of the template was cut off. At most ``len(piece)`` short comparisons."""
+    tail = text[at:]
+    if not tail.strip():
+        return True
+    return any(tail.endswith(piece[:size]) for size in range(min(len(piece), len(tail)), 0, -1))
 
 
 def _catalogue() -> tuple[Template, ...]:
@@ -232,6 +245,144 @@ _NAMED_KEY = re.compile(
 )
 _WORD = re.compile(r"[a-z_]+")
 
+# What a refusal names in its own words, for the generic repairs (proxy/named.py). Each
+# expression reads quoted names and values of bounded length, with no gap between two pieces
+# that could backtrack: a match costs at most a few steps per character of the text.
+_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+#: ``Unsupported parameter: 'x'``, ``Unrecognized request argument supplied: x``, ``unknown
+#: field `x```, ``Unknown parameter: 'x'``, ``extra field 'x'``.
+_UNSUPPORTED_KEY = re.compile(
+    r"(?:unsupported|unrecognized|unknown|unexpected|extra) (?:request )?"
+    r"(?:parameter|argument|field|key|propert(?:y|ies))s?(?:\(s\))?(?: supplied)?:? ?\[?"
+    rf"[\"'`]?({_NAME})",
+    re.IGNORECASE,
+)
+#: ``property 'id' is unsupported`` (Groq), ``property 'messages.2.assistant.reasoning_content'
+#: is unsupported`` (Cerebras): the last step of the name.
+_PROPERTY_UNSUPPORTED = re.compile(
+    r"propert(?:y|ies) [\"'`]((?:[A-Za-z0-9_]{1,64}\.){0,8}[A-Za-z_][A-Za-z0-9_]{0,63})[\"'`] "
+    r"(?:is|are) (?:unsupported|not supported|not allowed|not permitted)",
+    re.IGNORECASE,
+)
+#: ``'x' is not supported``.
+_NOT_SUPPORTED = re.compile(
+    rf"[\"'`]({_NAME})[\"'`] is not (?:supported|allowed|permitted)", re.IGNORECASE
+)
+#: ``Argument not supported: instructions and previous_response_id together`` (xAI).
+_ARGUMENT_NOT_SUPPORTED = re.compile(
+    rf"argument not supported: ({_NAME})(?: and ({_NAME}))?", re.IGNORECASE
+)
+#: ``Use 'max_completion_tokens' instead``.
+_INSTEAD = re.compile(rf"use [\"'`]({_NAME})[\"'`] instead", re.IGNORECASE)
+#: serde: ``unknown variant `tool_reference`, expected `text``` (or ``expected one of `a`, `b```).
+_VARIANT = re.compile(
+    r"unknown variant `([^`]{1,64})`"
+    r"(?:, expected (?:one of )?((?:`[^`]{1,64}`(?:, | or )?){1,16}))?"
+)
+#: OpenAI: ``Invalid value: 'x'. Supported values are: 'a' and 'b'.``
+_INVALID_VALUE = re.compile(
+    r"invalid value: '([^']{1,64})'\. supported values are: "
+    r"((?:'[^']{1,64}'(?:, |,? and )?){1,16})",
+    re.IGNORECASE,
+)
+#: DashScope: ``developer is not one of ['system', 'assistant', 'user', 'tool', 'function']``.
+_NOT_ONE_OF = re.compile(r"([A-Za-z_][A-Za-z0-9_-]{0,31}) is not one of \[([^\]]{0,400})\]")
+#: MiniMax: ``invalid thinking.type: "enabled" (allowed: adaptive, disabled)``.
+_INVALID_FIELD_VALUE = re.compile(
+    r"invalid ([a-z_][a-z0-9_]{0,31}(?:\.[a-z_][a-z0-9_]{0,31}){0,4}): \"([^\"]{1,64})\" "
+    r"\(allowed: ([^)]{0,300})\)",
+    re.IGNORECASE,
+)
+#: OpenAI Responses: ``Item 'msg_…' was provided without its required 'reasoning' item:
+#: 'rs_…'``.
+_REQUIRED_ITEM = re.compile(
+    r"item '([^']{1,128})' (?:of type '[a-z_]{1,32}' )?was provided without its required "
+    r"'([a-z_]{1,32})' item: '([^']{1,128})'",
+    re.IGNORECASE,
+)
+#: ``Expected a string with maximum length 40``.
+_MAX_LENGTH = re.compile(r"maximum length (\d{1,7})")
+#: A value refused as empty or too short.
+_TOO_SHORT = (
+    "too short",
+    "minimum length",
+    "must not be empty",
+    "cannot be empty",
+    "is empty",
+    "长度不足",
+)
+_QUOTED = re.compile(r"[`'\"]([^`'\"]{1,64})[`'\"]")
+#: A role name that some providers write as a step of a message path
+#: (``messages.2.assistant.reasoning_content``, Cerebras): not a field.
+_ROLE_STEPS = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """What a refusal names in its own words, for the generic repairs (proxy/named.py); each
+    is checked against the request before anything acts on it."""
+
+    #: Parameters or keys it says are unsupported, unknown or unrecognized, in order.
+    keys: tuple[str, ...] = ()
+    #: The name it says to use instead (``Use 'max_completion_tokens' instead``).
+    instead: str | None = None
+    #: A value it refuses (a role, a content part type, an enum value) ...
+    value: str | None = None
+    #: ... the dotted field it refuses it in, when it says (``thinking.type``) ...
+    value_at: str | None = None
+    #: ... and the values it accepts there.
+    allowed: tuple[str, ...] = ()
+    #: An item it names and the item that must come right before it (Responses).
+    order: tuple[str, str] | None = None
+    #: The maximum length it names (of an id).
+    max_length: int | None = None
+    #: It says a value is empty or too short (an id: ``string too short``, ``长度不足``).
+    too_short: bool = False
+
+
+def _quoted(text: str | None) -> tuple[str, ...]:
+    return tuple(_QUOTED.findall(text or ""))[:16]
+
+
+def named_in(text: str, paths: Sequence[Path]) -> Named:
+    """What ``text`` names (``Named``): each expression once, over at most ``MAX_TEXT``
+    characters."""
+    keys = [match.group(1) for match in _UNSUPPORTED_KEY.finditer(text)]
+    keys += [m.group(1).rsplit(".", 1)[-1] for m in _PROPERTY_UNSUPPORTED.finditer(text)]
+    keys += [match.group(1) for match in _NOT_SUPPORTED.finditer(text)]
+    argument = _ARGUMENT_NOT_SUPPORTED.search(text)
+    if argument is not None:
+        keys += [name for name in argument.groups() if name]
+    lowered = text.lower()
+    if {"extra_forbidden", "unsupported", "unrecognized", "forbidden"} & set(
+        _WORD.findall(lowered)
+    ):
+        keys += [str(path[0]) for path in paths if len(path) == 1 and isinstance(path[0], str)]
+    instead = _INSTEAD.search(text)
+    value = value_at = None
+    allowed: tuple[str, ...] = ()
+    if (
+        (found := _VARIANT.search(text)) is not None
+        or (found := _INVALID_VALUE.search(text)) is not None
+        or (found := _NOT_ONE_OF.search(text)) is not None
+    ):
+        value, allowed = found.group(1), _quoted(found.group(2))
+    elif (found := _INVALID_FIELD_VALUE.search(text)) is not None:
+        value_at, value = found.group(1), found.group(2)
+        allowed = tuple(part.strip() for part in found.group(3).split(",") if part.strip())[:16]
+    required = _REQUIRED_ITEM.search(text)
+    length = _MAX_LENGTH.search(lowered)
+    return Named(
+        keys=tuple(dict.fromkeys(keys))[:16],
+        instead=instead.group(1) if instead is not None else None,
+        value=value,
+        value_at=value_at,
+        allowed=allowed,
+        order=(required.group(1), required.group(3)) if required is not None else None,
+        max_length=int(length.group(1)) if length is not None else None,
+        too_short=any(phrase in lowered for phrase in _TOO_SHORT),
+    )
+
 
 def _paths_in(text: str) -> Iterator[Path]:
     for count, match in enumerate(_PATH.finditer(text)):
@@ -242,6 +393,9 @@ def _paths_in(text: str) -> Iterator[Path]:
         for step in _STEP.finditer(match.group(2)):
             number = step.group(1) or step.group(2)
             path.append(int(number) if number else step.group(3))
+        # ``messages.2.assistant.reasoning_content`` (Cerebras): the role is no step
+        if len(path) > 3 and isinstance(path[1], int) and path[2] in _ROLE_STEPS:
+            del path[2]
         yield tuple(path)
 
 
@@ -250,7 +404,7 @@ _ABOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "context",
         ("context length", "context window", "maximum context", "too many tokens", "token limit",
-         "max_tokens", "prompt is too long", "reduce the length"),
+         "prompt is too long", "reduce the length"),
     ),
     (
         "auth",
@@ -283,6 +437,8 @@ class Reading:
     #: ``context``, ``auth``, ``model``, ``rate`` or ``size``: a refusal no repair of the
     #: messages fixes; ``None`` otherwise.
     about: str | None = None
+    #: What it names in its own words (a parameter, a value, an order, a length).
+    named: Named = field(default_factory=Named)
 
     @property
     def path_has_field(self) -> bool:
@@ -397,6 +553,11 @@ def structural(refusal: Refusal, field: str = "messages") -> Reading:
         codes.extend(("duplicate_tool_result", "duplicate_tool_call_id"))
     if "role" in words and ({"unknown", "variant", "unsupported"} & words):
         codes.append("unknown_role")
+    # Bedrock's Converse words (a result with no call, a call with no result): "The number of
+    # toolResult blocks at messages.2.content exceeds the number of toolUse blocks of previous
+    # turn." (Just-Curieous/Curie#16)
+    if {"toolresult", "toolresults"} & words and {"exceeds", "exceed", "unexpected"} & words:
+        codes.append("orphan_tool_result")
     index = path[1] if path is not None else None
     if index is None and (words_index := _INDEX_WORDS.search(lowered)) is not None:
         index = int(words_index.group(1))
@@ -415,6 +576,7 @@ def structural(refusal: Refusal, field: str = "messages") -> Reading:
         (topic for topic, phrases in _ABOUT if any(phrase in lowered for phrase in phrases)), None
     )
     return Reading(
+        named=named_in(refusal.text, refusal.paths),
         codes=tuple(dict.fromkeys(codes)),
         index=index if isinstance(index, int) else None,
         path=show(path) if path is not None else None,
@@ -443,7 +605,7 @@ def read_error(body: bytes | None, field: str = "messages") -> Reading:
         codes = tuple(dict.fromkeys((*strong, *reading.codes, *weak)))
     else:
         codes = tuple(dict.fromkeys((*strong, *weak, *reading.codes)))
-    return Reading(codes, reading.index, reading.path, reading.key, reading.names, reading.about)
+    return replace(reading, codes=codes)
 
 
 def classify(body: bytes | None) -> str:

@@ -174,7 +174,8 @@ def deepseek_tool_result_blocks(body: Body) -> str | None:
     """03 DeepSeek's Anthropic endpoint: a tool_result's content list holds text blocks only
     ("unknown variant `tool_reference`, expected `text`")."""
     for message in messages_of(body):
-        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
             inner = block.get("content") if block.get("type") == "tool_result" else None
             if isinstance(inner, list) and any(part.get("type") != "text" for part in inner):
                 return "unknown variant, expected `text`"
