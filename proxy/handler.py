@@ -46,6 +46,7 @@ from proxy.recover import (
     RECOVERABLE,
     RECOVERED_HEADER,
     Policy,
+    Retry,
     may_retry,
     plan_retry,
     record,
@@ -477,16 +478,7 @@ async def _relay(
     ):
         headers.popall("Content-Encoding", None)  # the retry goes decoded
         retried = await _recover(
-            request,
-            state,
-            route,
-            repair,
-            answer[1],
-            original=read.decoded,
-            sanitized=sanitized,
-            max_body_bytes=config.max_body_bytes,
-            send=send,
-            epoch=epoch,
+            request, state, route, repair, answer[1], read.decoded, config, send, epoch=epoch
         )
         if retried is not None:
             sanitized, answer = retried
@@ -569,18 +561,20 @@ async def _recover(
     route: Route,
     repair: Repair,
     first: RelayResult,
-    *,
     original: bytes,
-    sanitized: Sanitized,
-    max_body_bytes: int,
+    config: Config,
     send: Callable[[bytes, Mapping[str, str]], Awaitable[Answer]],
+    *,
     epoch: int,
 ) -> tuple[Sanitized, Answer] | None:
     """Send the retry a 400 calls for (``proxy.recover``): the body sent and the answer, or
     ``None`` (the first answer stands; in report mode, what would have been sent is logged)."""
+    sanitized = repair.sanitized
     # A body only the standard library reads (lone surrogates) was skipped by a plan without the
     # surrogate rule: recovery reads it as the rules would.
-    if first.readable is None or sanitized.skipped not in (None, "body_not_json"):
+    if sanitized is None or first.readable is None:
+        return None
+    if sanitized.skipped not in (None, "body_not_json"):
         return None
     retry = plan_retry(
         first.readable,
@@ -598,7 +592,7 @@ async def _recover(
         reported(retry, request_id=state.request_id, route=route.name, meter=meter)
         return None
     if not may_retry(
-        request, first, retry, request_id=state.request_id, max_body_bytes=max_body_bytes
+        request, first, retry, request_id=state.request_id, max_body_bytes=config.max_body_bytes
     ):
         return None
     # What X-Chatmend-Changes and request_done describe is the body the upstream accepted.
@@ -614,16 +608,23 @@ async def _recover(
         meter=meter,
         suggestions=request.app[SUGGESTIONS_KEY],
     )
-    if status < 400 and state.api is not None:  # what recovered it, for this client's next
-        request.app[LEARNED_KEY].learn(
-            route=route.name,
-            upstream=route.config.upstream.url,
-            api=state.api,
-            model=retry.model,
-            scope=repair.scope,
-            rules=retry.plan,
-            error_class=retry.error_class,
-            ttl=route.config.recover.learn_ttl,
-            epoch=epoch,
-        )
+    if status < 400 and state.api is not None:
+        _learn(request, route, repair, retry, api=state.api, epoch=epoch)
     return retry.sanitized, answer
+
+
+def _learn(
+    request: web.Request, route: Route, repair: Repair, retry: Retry, *, api: str, epoch: int
+) -> None:
+    """What recovered the request, for this client's next requests (``proxy.learned``)."""
+    request.app[LEARNED_KEY].learn(
+        route=route.name,
+        upstream=route.config.upstream.url,
+        api=api,
+        model=retry.model,
+        scope=repair.scope,
+        rules=retry.plan,
+        error_class=retry.error_class,
+        ttl=route.config.recover.learn_ttl,
+        epoch=epoch,
+    )

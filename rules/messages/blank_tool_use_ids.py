@@ -88,5 +88,6 @@ RULE = Rule(
     apply=apply,
     scan=scan.signals,
     woken_by=on(scan.BAD_ID),  # a blank id is outside the id pattern
-    introduces=frozenset(),  # fresh ids in the pattern, unique: no signal set
+    # a fresh id in the pattern, unique; the call it names is now one the pairing must answer
+    introduces=frozenset({scan.UNPAIRED}),
 )
