@@ -28,7 +28,7 @@ from aiohttp import web
 from proxy.appkeys import RECENT_KEY
 from proxy.capture import Bodies, Entry, Recent
 from proxy.config import UiConfig
-from rules.providers.apis import APIS
+from rules.providers.apis import APIS, safety_of
 
 PREFIX = "/chatmend/"
 #: Messages a diff view shows at most per side (a captured body is bounded by
@@ -184,12 +184,15 @@ def render_request(entry: Entry, bodies: Bodies | None) -> Iterator[str]:
     )
     for name, value in facts:
         yield f"<tr><th>{name}</th><td>{escape(value)}</td></tr>"
-    yield "</table><h3>Changes</h3>" + _table("changes", "rule", "index", "action", "detail")
+    yield "</table><h3>Changes</h3>" + _table(
+        "changes", "rule", "index", "action", "safety", "detail"
+    )
     for change in e.listed:
         detail = orjson.dumps(dict(change.detail), default=str).decode()
         yield (
             f"<tr><td>{escape(change.rule)}</td><td class='num'>{change.index}</td>"
-            f"<td>{escape(change.action)}</td><td><code>{escape(detail)}</code></td></tr>"
+            f"<td>{escape(change.action)}</td><td>{safety_of(change)}</td>"
+            f"<td><code>{escape(detail)}</code></td></tr>"
         )
     yield "</table>"
     if bodies is None:

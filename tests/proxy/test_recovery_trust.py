@@ -155,7 +155,9 @@ async def test_a_request_without_a_credential_learns_nothing(
         return None
 
     upstream = Scripted(judge)
-    proxy, app = await proxy_for(aiohttp_server, aiohttp_client, upstream, {"profile": "passthrough"})
+    proxy, app = await proxy_for(
+        aiohttp_server, aiohttp_client, upstream, {"profile": "passthrough"}
+    )
     sent = orjson.dumps(THINKING_REQUIRED)
     with capture_logs() as logs:
         for _ in range(2):
@@ -471,3 +473,25 @@ async def test_every_unsafe_or_lossy_change_of_a_retry_is_logged_with_what_it_ch
         }
     ]
     assert USER["content"] not in str(logs)
+
+
+async def test_the_page_shows_each_change_with_its_class(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """What a retry changed is shown on the page with its fix safety."""
+
+    def judge(body: Body, request: web.Request) -> tuple[int, str] | None:
+        if body.get("tool_choice") == "required":
+            return 400, "Thinking mode does not support this tool_choice"
+        return None
+
+    upstream = Scripted(judge)
+    config = {"profile": "passthrough", "ui": {"enabled": True}}
+    proxy, _ = await proxy_for(aiohttp_server, aiohttp_client, upstream, config)
+    sent = orjson.dumps(THINKING_REQUIRED)
+    response = await proxy.post("/v1/chat/completions", data=sent, headers=KEY_A)
+    assert response.status == 200
+    view = await proxy.get(f"/chatmend/request/{response.headers['X-Chatmend-Request-Id']}")
+    html = await view.text()
+    assert "<th>safety</th>" in html
+    assert "<td>replaced_tool_choice</td><td>unsafe</td>" in html
