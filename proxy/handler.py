@@ -478,7 +478,15 @@ async def _relay(
     ):
         headers.popall("Content-Encoding", None)  # the retry goes decoded
         retried = await _recover(
-            request, state, route, repair, answer[1], read.decoded, config, send, epoch=epoch
+            request,
+            state,
+            route,
+            repair,
+            answer[1],
+            original=read.decoded,
+            send=send,
+            config=config,
+            epoch=epoch,
         )
         if retried is not None:
             sanitized, answer = retried
@@ -561,10 +569,10 @@ async def _recover(
     route: Route,
     repair: Repair,
     first: RelayResult,
-    original: bytes,
-    config: Config,
-    send: Callable[[bytes, Mapping[str, str]], Awaitable[Answer]],
     *,
+    original: bytes,
+    send: Callable[[bytes, Mapping[str, str]], Awaitable[Answer]],
+    config: Config,
     epoch: int,
 ) -> tuple[Sanitized, Answer] | None:
     """Send the retry a 400 calls for (``proxy.recover``): the body sent and the answer, or

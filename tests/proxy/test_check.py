@@ -276,7 +276,7 @@ def test_check_error_says_what_a_retry_would_change_and_what_it_would_leave_out(
             {"role": "user", "content": "next"},
         ]
     )
-    status, out = check_error(error, request, fmt="json")
+    _, out = check_error(error, request, fmt="json")
     report = orjson.loads(out)
     assert "duplicate-tool-call-ids" in report["withheld"]
     _, text = check_error(error)

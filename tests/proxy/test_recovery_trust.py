@@ -123,9 +123,9 @@ async def test_a_repair_learned_from_one_client_never_touches_another_clients_re
 
     def judge(body: Body, request: web.Request) -> tuple[int, str] | None:
         # A's deployment refuses a forced choice in thinking mode; B's accepts it
-        if request.headers.get("Authorization") == KEY_A["Authorization"]:
-            if body.get("tool_choice") == "required":
-                return 400, "Thinking mode does not support this tool_choice"
+        key_a = request.headers.get("Authorization") == KEY_A["Authorization"]
+        if key_a and body.get("tool_choice") == "required":
+            return 400, "Thinking mode does not support this tool_choice"
         return None
 
     upstream = Scripted(judge)
