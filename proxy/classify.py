@@ -272,6 +272,54 @@ _NOT_SUPPORTED = re.compile(
 _ARGUMENT_NOT_SUPPORTED = re.compile(
     rf"argument not supported: ({_NAME})(?: and ({_NAME}))?", re.IGNORECASE
 )
+#: Gemini: ``Invalid JSON payload received. Unknown name "store": Cannot find field.``
+_UNKNOWN_NAME = re.compile(rf"unknown name [\"'`]({_NAME})[\"'`]", re.IGNORECASE)
+#: Cohere: ``unknown field: parameter 'strict' is not a valid field``.
+_NOT_A_VALID_FIELD = re.compile(
+    rf"parameter [\"'`]({_NAME})[\"'`] is not a valid field", re.IGNORECASE
+)
+#: Anthropic: ```temperature` and `top_p` cannot both be specified for this model``.
+_CANNOT_BOTH = re.compile(
+    rf"[\"'`]({_NAME})[\"'`] and [\"'`]({_NAME})[\"'`] cannot both be specified", re.IGNORECASE
+)
+#: OpenAI's ``param`` of a refusal that says the thing is not supported.
+_PARAM = re.compile(rf"\(param ({_NAME})\)")
+_NOT_SUPPORTED_WORDS = ("not supported", "unsupported", "not allowed", "not permitted")
+#: SiliconFlow: ``The `required` option for tool_choice is not yet supported.``
+_OPTION_NOT_SUPPORTED = re.compile(
+    rf"[\"'`]({_NAME})[\"'`] option for ({_NAME}) is not (?:yet )?supported", re.IGNORECASE
+)
+#: LM Studio: ``Invalid tool_choice type: 'object'. Supported string values: none, auto,
+#: required``.
+_INVALID_TYPE = re.compile(
+    rf"invalid ({_NAME}) type: '([a-z]{{1,16}})'\. supported (?:string )?values: "
+    r"([a-z_, ]{0,200})",
+    re.IGNORECASE,
+)
+#: OpenAI: ``Unsupported value: 'temperature' does not support 0.5 with this model. Only the
+#: default (1) value is supported.``
+_DEFAULT_ONLY = re.compile(
+    rf"unsupported value: '({_NAME})' does not support ([\w.+-]{{1,32}}) with this model\. "
+    r"only the default \(([\w.+-]{1,32})\) value is supported",
+    re.IGNORECASE,
+)
+#: pydantic's repr (vLLM): ``'loc': ('body', 'messages', 1, 'role'), 'msg': "Input should be
+#: 'user' or 'assistant'", 'input': 'system'``.
+_INPUT_SHOULD_BE = re.compile(
+    r"'msg': \"input should be ([^\"]{1,200})\", 'input': '([^']{1,64})'", re.IGNORECASE
+)
+_LOC_ROLE = re.compile(r"'loc': \('body', 'messages', (\d{1,7}), 'role'\)")
+#: MiniMax: ``chat content has invalid message role: system``.
+_INVALID_ROLE = re.compile(r"invalid message role: ([a-z_]{1,32})", re.IGNORECASE)
+#: OpenAI: ``Expected an ID that begins with 'fc'``.
+_ID_PREFIX = re.compile(r"expected an id that begins with '([a-z_]{1,16})'", re.IGNORECASE)
+#: Kimi (via OpenRouter): ``supports at most 1 image per prompt``.
+_IMAGE_LIMIT = re.compile(r"supports at most (\d{1,3}) images? per (?:prompt|request)")
+#: OpenAI, ``store: false``: ``Item with id 'rs_…' not found. Items are not persisted when
+#: `store` is set to false.``
+_NOT_PERSISTED = re.compile(
+    r"item with id '([^']{1,128})' not found\. items are not persisted", re.IGNORECASE
+)
 #: ``Use 'max_completion_tokens' instead``.
 _INSTEAD = re.compile(rf"use [\"'`]({_NAME})[\"'`] instead", re.IGNORECASE)
 #: serde: ``unknown variant `tool_reference`, expected `text``` (or ``expected one of `a`, `b```).
@@ -311,6 +359,10 @@ _TOO_SHORT = (
     "is empty",
     "长度不足",
 )
+#: Words that say a key is refused (not its value).
+_REFUSED_KEY_WORDS = frozenset(
+    {"extra", "extra_forbidden", "unknown", "unsupported", "unrecognized", "forbidden"}
+)
 _QUOTED = re.compile(r"[`'\"]([^`'\"]{1,64})[`'\"]")
 #: A role name that some providers write as a step of a message path
 #: (``messages.2.assistant.reasoning_content``, Cerebras): not a field.
@@ -338,6 +390,17 @@ class Named:
     max_length: int | None = None
     #: It says a value is empty or too short (an id: ``string too short``, ``长度不足``).
     too_short: bool = False
+    #: It refuses two keys together (``... and ... together``, ``cannot both be specified``):
+    #: one of them goes, not both.
+    together: bool = False
+    #: It takes only the default of the value it names (``value_at``): the parameter goes.
+    default_only: bool = False
+    #: The prefix it expects of an id (``Expected an ID that begins with 'fc'``).
+    id_prefix: str | None = None
+    #: The most images it takes in one request.
+    max_images: int | None = None
+    #: An item it says is not stored (``store: false``), to be sent in full or left out.
+    unpersisted: str | None = None
 
 
 def _quoted(text: str | None) -> tuple[str, ...]:
@@ -353,7 +416,25 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
     argument = _ARGUMENT_NOT_SUPPORTED.search(text)
     if argument is not None:
         keys += [name for name in argument.groups() if name]
+    keys += [match.group(1) for match in _UNKNOWN_NAME.finditer(text)]
+    keys += [match.group(1) for match in _NOT_A_VALID_FIELD.finditer(text)]
+    both = _CANNOT_BOTH.search(text)
+    if both is not None:
+        keys += [both.group(1), both.group(2)]
     lowered = text.lower()
+    if _REFUSED_KEY_WORDS & set(_WORD.findall(lowered)):  # every key a path names, not one
+        keys += [
+            path[2]
+            for path in paths
+            if len(path) > 2
+            and path[0] in ("messages", "input")
+            and isinstance(path[1], int)
+            and isinstance(path[2], str)
+            and path[2] not in _MESSAGE_KEYS
+        ]
+    param = _PARAM.search(text)
+    if param is not None and any(words in lowered for words in _NOT_SUPPORTED_WORDS):
+        keys.append(param.group(1))
     if {"extra_forbidden", "unsupported", "unrecognized", "forbidden"} & set(
         _WORD.findall(lowered)
     ):
@@ -370,6 +451,18 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
     elif (found := _INVALID_FIELD_VALUE.search(text)) is not None:
         value_at, value = found.group(1), found.group(2)
         allowed = tuple(part.strip() for part in found.group(3).split(",") if part.strip())[:16]
+    elif (found := _OPTION_NOT_SUPPORTED.search(text)) is not None:
+        value, value_at = found.group(1), found.group(2)
+    elif (found := _INVALID_TYPE.search(text)) is not None:
+        value_at, value = found.group(1), "{" + found.group(2).lower() + "}"
+        allowed = tuple(part.strip() for part in found.group(3).split(",") if part.strip())[:16]
+    elif (found := _INPUT_SHOULD_BE.search(text)) is not None:
+        value, allowed = found.group(2), _quoted(found.group(1))
+    elif (found := _INVALID_ROLE.search(text)) is not None:
+        value = found.group(1)
+    default = _DEFAULT_ONLY.search(text)
+    if default is not None:
+        value_at, value, allowed = default.group(1), default.group(2), (default.group(3),)
     required = _REQUIRED_ITEM.search(text)
     length = _MAX_LENGTH.search(lowered)
     return Named(
@@ -381,6 +474,11 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
         order=(required.group(1), required.group(3)) if required is not None else None,
         max_length=int(length.group(1)) if length is not None else None,
         too_short=any(phrase in lowered for phrase in _TOO_SHORT),
+        together=both is not None or (argument is not None and "together" in lowered),
+        default_only=default is not None,
+        id_prefix=prefix.group(1) if (prefix := _ID_PREFIX.search(text)) is not None else None,
+        max_images=int(image.group(1)) if (image := _IMAGE_LIMIT.search(lowered)) else None,
+        unpersisted=gone.group(1) if (gone := _NOT_PERSISTED.search(text)) is not None else None,
     )
 
 
@@ -553,6 +651,23 @@ def structural(refusal: Refusal, field: str = "messages") -> Reading:
         codes.extend(("duplicate_tool_result", "duplicate_tool_call_id"))
     if "role" in words and ({"unknown", "variant", "unsupported"} & words):
         codes.append("unknown_role")
+    # Roles that must alternate, in other words: Perplexity "After the (optional) system
+    # message(s), user and assistant roles should be alternating." (obsidian-smart-composer#305)
+    if "roles" in words and {"alternating", "alternate"} & words:
+        codes.append("roles_not_alternating")
+    # Arguments that are not JSON: DashScope 'The "function.arguments" parameter of the code
+    # model must be in JSON format.' (HKUDS/nanobot#1487)
+    if "arguments" in words and "json" in words and {"format", "valid", "invalid"} & words:
+        codes.append("invalid_arguments")
+    # An empty text block, in Anthropic's other words: "cache_control cannot be set for empty
+    # text blocks" (anthropics/claude-code#54013)
+    if "empty" in words and "text" in words and {"block", "blocks"} & words:
+        codes.append("messages_empty_text_block")
+    # A tool entry of a type the endpoint does not take: "Input should be 'function', ...,
+    # field: 'tools[8].type'" (boldsoftware/shelley#242)
+    tool_fields = [p for p in refusal.paths if p[0] == "tools" and len(p) == 3]
+    if any(isinstance(p[1], int) and p[2] in ("type", "name") for p in tool_fields):
+        codes.append("messages_server_tool")
     # Bedrock's Converse words (a result with no call, a call with no result): "The number of
     # toolResult blocks at messages.2.content exceeds the number of toolUse blocks of previous
     # turn." (Just-Curieous/Curie#16)

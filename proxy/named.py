@@ -73,6 +73,8 @@ NEAREST: Mapping[str, tuple[str, ...]] = {
     "none": ("disabled", "minimal", "low"),
     "required": ("auto",),
     "any": ("auto",),
+    # a named function forced (``tool_choice`` an object): a call still forced, any tool
+    "{object}": ("required", "auto"),
 }
 
 
@@ -81,12 +83,17 @@ def named_repairs(api: str, reading: Reading, payload: Body) -> list[Repair]:
     entries: tuple[Callable[[str, Reading, Body], Repair | None], ...] = (
         _parameter,
         _field,
+        _tool_key,
+        _cache_key,
         _role,
         _part_type,
         _value,
         _blank_id,
         _long_id,
+        _item_id,
         _order,
+        _unpersisted,
+        _images,
     )
     return [repair for entry in entries if (repair := entry(api, reading, payload)) is not None]
 
@@ -101,16 +108,40 @@ def _named_keys(reading: Reading) -> list[str]:
     return keys
 
 
+#: Names of one parameter across APIs: a refused one is sent under the other where the refusal
+#: says nothing of what to use instead (Mistral takes ``max_tokens`` only).
+ALIASES: Mapping[str, str] = {
+    "max_completion_tokens": "max_tokens",
+    "max_tokens": "max_completion_tokens",
+}
+
+
 def _parameter(api: str, reading: Reading, payload: Body) -> Repair | None:
-    """A named key the request carries at its top level, not one that makes the request."""
+    """A named key the request carries at its top level, not one that makes the request: each
+    dropped (or renamed where the refusal or ``ALIASES`` says to what); of two refused together,
+    the last (the first stays); a value of which only the default is taken: the parameter."""
+    named = reading.named
     protected = _PROTECTED.get(api, frozenset())
     keys = [key for key in _named_keys(reading) if key in payload and key not in protected]
+    if named.default_only and named.value_at in payload and named.value_at not in protected:
+        keys = [named.value_at]
+    if named.together and len(keys) > 1:
+        keys = keys[-1:]
     if not keys:
         return None
-    instead = reading.named.instead
-    options: dict[str, Any] = {"drop": keys}
-    if instead is not None and len(keys) == 1 and instead not in payload:
-        options = {"rename": {keys[0]: instead}}
+    drop: list[str] = []
+    rename: dict[str, str] = {}
+    for key in keys:
+        to = named.instead if named.instead is not None and len(keys) == 1 else ALIASES.get(key)
+        if to is not None and to not in payload and to not in rename.values():
+            rename[key] = to
+        else:
+            drop.append(key)
+    options: dict[str, Any] = {}
+    if drop:
+        options["drop"] = drop
+    if rename:
+        options["rename"] = rename
     return Repair("unsupported_parameter", api, {_PARAMETERS[api]: options})
 
 
@@ -154,12 +185,17 @@ def _field(api: str, reading: Reading, payload: Body) -> Repair | None:
 
 
 def _role(api: str, reading: Reading, payload: Body) -> Repair | None:
-    """A refused value that is the role of a message the request carries (chat)."""
+    """A refused value that is the role of a message the request carries: chat's nearest
+    accepted role; a Messages ``system`` message to the top-level ``system``."""
     value = reading.named.value
-    if api != CHAT_API.name or value is None:
+    if value is None or api == RESPONSES_API.name:
         return None
     if not any(item.get("role") == value for item in _items(api, payload)):
         return None
+    if api == MESSAGES_API.name:
+        if value != "system":
+            return None
+        return Repair("unknown_role", api, {"messages-system-messages": {}})
     allowed = [role for role in reading.named.allowed if role != value]
     options: dict[str, Any] = {"action": "rename"}
     if allowed:
@@ -201,13 +237,18 @@ def _value(api: str, reading: Reading, payload: Body) -> Repair | None:
     named = reading.named
     if named.value_at is None or named.value is None:
         return None
+    if named.default_only:
+        return None  # the parameter goes (``_parameter``)
     current: Any = payload
     for step in named.value_at.split("."):
         current = current.get(step) if isinstance(current, Mapping) else None
-    if current != named.value:
+    kind = {dict: "{object}", list: "{array}"}.get(type(current))
+    if named.value not in (current, kind):
         return None
+    nearest = NEAREST.get(named.value, ())
     allowed = set(named.allowed)
-    choice = next((near for near in NEAREST.get(named.value, ()) if near in allowed), None)
+    # the first near value the refusal allows; with no list given, the nearest at all
+    choice = next((near for near in nearest if near in allowed or not allowed), None)
     if choice is None:
         return None
     options = {"replace": {named.value_at: {named.value: choice}}, "models": ["*"]}
@@ -241,9 +282,89 @@ def _long_id(api: str, reading: Reading, payload: Body) -> Repair | None:
             api,
             {"tool-call-ids": {"format": "max40" if limit >= 40 else "mistral9"}},
         )
-    if api == RESPONSES_API.name and limit >= 16:
+    if api == RESPONSES_API.name and limit >= 16 and (reading.path or "").endswith("call_id"):
         return Repair("id_too_long", api, {"responses-call-ids": {"max_length": limit}})
     return None
+
+
+def _tool_key(api: str, reading: Reading, payload: Body) -> Repair | None:
+    """A named key a tool definition carries (not the request, no message)."""
+    names = [key for key in _named_keys(reading) if key not in payload]
+    tools = payload.get("tools")
+    defined = [tool for tool in tools if isinstance(tool, dict)] if isinstance(tools, list) else []
+    functions = [t["function"] for t in defined if isinstance(t.get("function"), dict)]
+    keys = [key for key in names if any(key in tool for tool in (*defined, *functions))]
+    if not keys:
+        return None
+    rule = {
+        CHAT_API.name: "unsupported-tool-keys",
+        RESPONSES_API.name: "responses-unsupported-tool-keys",
+        MESSAGES_API.name: "messages-unsupported-tool-keys",
+    }[api]
+    return Repair("unsupported_tool_key", api, {rule: {"keys": keys}})
+
+
+def _cache_key(api: str, reading: Reading, payload: Body) -> Repair | None:
+    """A key inside a ``cache_control`` the refusal's path names (Messages)."""
+    path = reading.path or ""
+    if api != MESSAGES_API.name or ".cache_control." not in path:
+        return None
+    key = path.rsplit(".", 1)[-1]
+    if key in ("cache_control", "type", "ephemeral"):
+        return None
+    return Repair("cache_control_key", api, {"messages-cache-control": {"keys": [key]}})
+
+
+def _item_id(api: str, reading: Reading, payload: Body) -> Repair | None:
+    """A Responses item's ``id`` refused for its prefix or its length."""
+    path = reading.path or ""
+    if api != RESPONSES_API.name or not path.startswith("input[") or not path.endswith("].id"):
+        return None
+    index = reading.index
+    items = payload.get("input")
+    listed = isinstance(items, list) and index is not None and index < len(items)
+    item = items[index] if listed else None  # type: ignore[index]
+    named = reading.named
+    if named.id_prefix is not None:
+        # the item named, or (its index past the list the client sent) the type the prefix is
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        kind = kind or _PREFIX_TYPES.get(named.id_prefix)
+        if kind is None:
+            return None
+        prefixes = {kind: named.id_prefix}
+        return Repair("item_id", api, {"responses-item-ids": {"prefixes": prefixes}})
+    if not isinstance(item, dict) or "id" not in item:
+        return None
+    if named.max_length is not None:
+        return Repair("item_id", api, {"responses-item-ids": {"max_length": named.max_length}})
+    return None
+
+
+#: The item type an id prefix is OpenAI's for.
+_PREFIX_TYPES = {
+    "fc": "function_call",
+    "rs": "reasoning",
+    "msg": "message",
+    "ws": "web_search_call",
+}
+
+
+def _unpersisted(api: str, reading: Reading, payload: Body) -> Repair | None:
+    """An item the refusal says is not stored, with ``store: false`` (Responses)."""
+    gone = reading.named.unpersisted
+    if api != RESPONSES_API.name or gone is None or payload.get("store") is not False:
+        return None
+    if not any(item.get("id") == gone for item in _items(api, payload)):
+        return None
+    return Repair("unpersisted_item", api, {"responses-unpersisted-items": {}})
+
+
+def _images(api: str, reading: Reading, payload: Body) -> Repair | None:
+    """More images than the model takes in one request: the last ones stay (chat; lossy)."""
+    limit = reading.named.max_images
+    if api != CHAT_API.name or limit is None or limit < 1:
+        return None
+    return Repair("too_many_images", api, {"image-parts": {"action": "strip", "keep_last": limit}})
 
 
 def _order(api: str, reading: Reading, payload: Body) -> Repair | None:

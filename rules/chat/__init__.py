@@ -50,6 +50,7 @@ from rules.chat import (
     unsupported_message_keys,
     unsupported_parameters,
     unsupported_part_types,
+    unsupported_tool_keys,
 )
 from rules.engine.base import Rule
 from rules.engine.pipeline import PipelineResult, default_steps, run_rules
@@ -189,6 +190,7 @@ RULES: tuple[Rule, ...] = (
     # thinking mode as the client set it, before a value is replaced or a parameter dropped.
     request_values.RULE,
     unsupported_parameters.RULE,
+    unsupported_tool_keys.RULE,
 )
 
 RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}

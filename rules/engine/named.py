@@ -154,13 +154,18 @@ def replace_values(
         steps = path.split(".")
         current: Any = {**request, **fields}
         found = _at(current, steps)
-        if not isinstance(found, str | int | float | bool) or found not in table:
+        kind = {dict: "{object}", list: "{array}"}.get(type(found))
+        if kind is not None and kind in table:  # a value of a refused type, whatever it holds
+            new = table[kind]
+        elif isinstance(found, str | int | float | bool) and found in table:
+            new = table[found]
+        else:
             continue
-        new = table[found]
         if new == found:
             continue
         fields[steps[0]] = _set(current[steps[0]], steps[1:], new)
-        was, now = described(found).get("value"), described(new).get("value")
+        was = kind or described(found).get("value")
+        now = described(new).get("value")
         changes.append(Change(rule, -1, "replaced_value", {"field": path, "was": was, "now": now}))
     if not changes:
         return Outcome(messages)
@@ -181,3 +186,40 @@ def _set(value: Any, steps: list[str], new: Any) -> Any:
     if not steps:
         return new
     return {**value, steps[0]: _set(value[steps[0]], steps[1:], new)}
+
+
+#: What makes a tool definition: never named away.
+_TOOL_KEYS = frozenset({"type", "name", "function", "description", "parameters", "input_schema"})
+
+
+def without_tool_keys(
+    messages: list[Any], request: Mapping[str, Any], *, rule: str, keys: Iterable[str]
+) -> Outcome:
+    """The request with ``keys`` removed from every tool of ``tools`` and from its
+    ``function`` object (chat's shape): one ``dropped_tool_keys`` Change naming the keys and
+    the tools' positions."""
+    drop = frozenset(keys) - _TOOL_KEYS
+    tools = request.get("tools")
+    if not drop or not isinstance(tools, list):
+        return Outcome(messages)
+    rebuilt: list[Any] = []
+    positions: list[int] = []
+    dropped: set[str] = set()
+    for position, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            rebuilt.append(tool)
+            continue
+        new = {key: value for key, value in tool.items() if key not in drop}
+        dropped |= set(tool) & drop
+        function = tool.get("function")
+        if isinstance(function, dict) and set(function) & drop:
+            dropped |= set(function) & drop
+            new["function"] = {key: value for key, value in function.items() if key not in drop}
+        if new != tool:
+            positions.append(position)
+        rebuilt.append(new if new != tool else tool)
+    if not positions:
+        return Outcome(messages)
+    detail = {"keys": sorted(dropped), "positions": positions[:64], "count": len(positions)}
+    change = Change(rule, -1, "dropped_tool_keys", detail)
+    return Outcome(messages, (change,), request=with_fields(request, {"tools": rebuilt}))

@@ -17,6 +17,7 @@ from rules.engine.base import Rule
 from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 from rules.messages import (
     blank_tool_use_ids,
+    cache_control,
     consecutive_roles,
     context_management,
     duplicate_tool_names,
@@ -29,6 +30,7 @@ from rules.messages import (
     missing_thinking,
     request_values,
     server_tools,
+    system_messages,
     thinking_disabled,
     thinking_order,
     thinking_tool_choice,
@@ -43,6 +45,7 @@ from rules.messages import (
     unsupported_blocks,
     unsupported_keys,
     unsupported_parameters,
+    unsupported_tool_keys,
 )
 
 #: The one ordered tuple of Messages rules. Order is behaviour; each position is justified:
@@ -53,6 +56,8 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     #    (a block rendered as text is then judged as the text it is).
     unsupported_keys.RULE,
     unsupported_blocks.RULE,
+    # A `system` message out of `messages` before any rule judges roles or merges turns.
+    system_messages.RULE,
     # 1-3. Blocks refused wherever they stand go before anything judges a message empty: blank
     #    text blocks, then thinking no signature covers (before the thinking rules below, so
     #    that they never move or weigh a block that is going; before the tool loop's check,
@@ -113,8 +118,10 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     duplicate_tool_names.RULE,
     # What a refusal named of the request's own fields last: a value replaced, a parameter
     #    dropped (the thinking rules above read `thinking` as the client set it).
+    cache_control.RULE,
     request_values.RULE,
     unsupported_parameters.RULE,
+    unsupported_tool_keys.RULE,
 )
 
 MESSAGES_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in MESSAGES_RULES}

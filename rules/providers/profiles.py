@@ -161,6 +161,9 @@ DEEPSEEK = Profile(
         # docs/providers.md#deepseek-request: "Tool names must be unique." (decolua/9router
         # PR#3333: two `Bash` tools from Claude Code)
         "messages-duplicate-tool-names": True,
+        # docs/providers.md#anthropic-roles: a `system` message Claude Code injects
+        # (deepseek-ai/awesome-deepseek-agent#167)
+        "messages-system-messages": True,
     },
     messages_contract=_contract(
         anthropic.MESSAGES_CORE,
@@ -168,6 +171,7 @@ DEEPSEEK = Profile(
         messages_thinking_tool_choice={},
         messages_thinking_missing={},
         messages_duplicate_tool_names={},  # docs/providers.md#deepseek-request (9router PR#3333)
+        messages_system_role={},  # deepseek-ai/awesome-deepseek-agent#167
     ),
     # DeepSeek answers its Anthropic endpoint in OpenAI's shape (farion1231/cc-switch#2600)
     messages_envelope="openai",
@@ -487,8 +491,17 @@ MINIMAX = Profile(
     ),
     # Its Anthropic-format endpoint: no refusal beyond the Messages core is on record
     # (docs/anthropic.md): the core rules and checks, nothing more.
-    messages={},
-    messages_contract=anthropic.MESSAGES_CORE,
+    messages={
+        # MiniMax-AI/MiniMax-M2.7#43: a `system` message inside `messages`
+        "messages-system-messages": True,
+    },
+    messages_contract=_contract(
+        anthropic.MESSAGES_CORE,
+        # docs/providers.md#minimax-roles, MiniMax's Anthropic endpoint (MiniMax-AI/MiniMax-M2.7#43)
+        messages_system_role={
+            "text": "invalid params, chat content has invalid message role: system (2013)"
+        },
+    ),
 )
 
 GEMINI_OPENAI = Profile(
@@ -590,8 +603,9 @@ OPENAI = Profile(
     ),
     # docs/providers.md#openai-responses: a message item replayed after its call, away from its
     # reasoning item (continuedev/continue#11994)
-    responses={"responses-reasoning-order": True},
-    responses_contract={"responses_reasoning_order": {}},
+    # ... and reasoning items replayed by id with `store: false` (anomalyco/opencode#4445)
+    responses={"responses-reasoning-order": True, "responses-unpersisted-items": True},
+    responses_contract={"responses_reasoning_order": {}, "responses_unpersisted_item": {}},
 )
 
 AZURE = Profile(
@@ -668,6 +682,8 @@ ANTHROPIC = Profile(
         # channels), docs/providers.md#anthropic-reasoning
         "messages-unsigned-thinking": {"enabled": True, "signatures": "anthropic"},
         "messages-context-management": True,  # ericc-ch/copilot-api#217
+        # griffinmartin/opencode-claude-auth#123: two clients' breakpoints, five in all
+        "messages-cache-control": {"enabled": True, "max_markers": 4},
     },
     messages_contract=_contract(
         anthropic.MESSAGES_CORE,
@@ -687,6 +703,7 @@ ANTHROPIC = Profile(
         messages_prefill={},
         messages_thinking_signature={"shape": "anthropic"},
         messages_context_management={},
+        messages_cache_markers={},  # griffinmartin/opencode-claude-auth#123
     ),
 )
 

@@ -23,15 +23,18 @@ from rules.responses import (
     duplicate_items,
     early_outputs,
     invalid_arguments,
+    item_ids,
     lone_surrogates,
     orphan_outputs,
     reasoning_order,
     replayed_history,
     request_values,
     unanswered_calls,
+    unpersisted_items,
     unsupported_item_keys,
     unsupported_parameters,
     unsupported_parts,
+    unsupported_tool_keys,
 )
 
 #: The one ordered tuple of Responses rules. Order is behaviour; each position is justified:
@@ -47,7 +50,11 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     # The item keys and part types a refusal named, before any rule compares or moves items
     #    (a dropped `id` is then no duplicate to remove).
     unsupported_item_keys.RULE,
+    item_ids.RULE,
     unsupported_parts.RULE,
+    # With `store: false`, items that only point to a stored one go before any rule pairs or
+    #    moves items (a reasoning reference is no item a message needs after it then).
+    unpersisted_items.RULE,
     # 3. Unique item ids (a duplicated `id` field removed, the item kept), before pairing: no
     #    call or output is dropped here, so every output still has the call it answers.
     duplicate_items.RULE,
@@ -76,6 +83,7 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     #    dropped (`instructions` moved into `input`, so after every item rule).
     request_values.RULE,
     unsupported_parameters.RULE,
+    unsupported_tool_keys.RULE,
 )
 
 RESPONSES_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RESPONSES_RULES}

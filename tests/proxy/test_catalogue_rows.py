@@ -151,6 +151,12 @@ CASES: dict[str, dict[str, Any]] = {
     },
     # CherryHQ/cherry-studio#16247: MiniMax-M3 refuses the type M1/M2 take
     "thinking_type": {"model": "MiniMax-M3", "messages": [USER], "thinking": {"type": "enabled"}},
+    # Simpleyyt/ai-manus#101: the JSON mode beside function tools (Gemini)
+    "json_mode_with_tools": {
+        "messages": [USER],
+        "tools": TOOLS,
+        "response_format": {"type": "json_object"},
+    },
     # justrach/codegraff#812: an empty text part beside an image
     "empty_text_part": {
         "messages": [{"role": "user", "content": [{"type": "text", "text": ""}, IMAGE]}]

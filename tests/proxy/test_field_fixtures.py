@@ -48,7 +48,8 @@ KEYS = {
     "cause", "refuses", "may_remove", "request",
 }  # fmt: skip
 REQUIRED = KEYS - {"published", "error_body"}
-SOURCE = re.compile(r"^(?:[\w.-]+/[\w.-]+#\d+|https://\S+)$")
+#: The primary report (``owner/repo#N`` or a URL), then related ones after a comma.
+SOURCE = re.compile(r"^(?:[\w.-]+/[\w.-]+#\d+|https://\S+)(?:, .+)?$")
 
 Body = dict[str, Any]
 #: A judge: why the provider refuses ``body`` (its own words, shortened), or ``None``.
@@ -127,13 +128,21 @@ def written(body: Body, api: str) -> tuple[list[str], list[Any]]:
 def lost(original: Body, sent: Body, api: str, may_remove: list[dict[str, str]]) -> list[str]:
     """What of ``original`` the upstream did not get in ``sent``: texts missing from every text
     of ``sent`` (a text may have moved or merged, never vanished), arguments no call of
-    ``sent`` carries; ``may_remove`` exempts the texts the report says a repair may drop."""
+    ``sent`` carries (unreadable ones: a word of them no call carries); ``may_remove`` exempts
+    the texts the report says a repair may drop."""
     exempt = {entry["text"] for entry in may_remove}
     texts, args = written(original, api)
     sent_texts, sent_args = written(sent, api)
     corpus = "\0".join(sent_texts)
     missing = [f"text {text[:40]!r}" for text in texts if text not in exempt and text not in corpus]
-    missing += [f"arguments {arg!r}"[:60] for arg in args if arg not in sent_args]
+    words = " ".join(orjson.dumps(arg).decode() for arg in sent_args)
+    for arg in args:
+        if arg in sent_args or (isinstance(arg, str) and arg in exempt):
+            continue
+        # arguments the client sent unreadable: every word of them still reaches the upstream
+        if isinstance(arg, str) and all(word in words for word in re.findall(r"\w+", arg)):
+            continue
+        missing.append(f"arguments {arg!r}"[:60])
     return missing
 
 
@@ -397,6 +406,217 @@ def gemma_alternation(body: Body) -> str | None:
     return None
 
 
+def perplexity_alternation(body: Body) -> str | None:
+    """21 Perplexity: "After the (optional) system message(s), user and assistant roles should
+    be alternating."."""
+    roles = [m.get("role") for m in messages_of(body)]
+    while roles and roles[0] == "system":
+        roles = roles[1:]
+    if any(a == b for a, b in itertools.pairwise(roles)) or "system" in roles:
+        return "user and assistant roles should be alternating"
+    return None
+
+
+def lmstudio_tool_choice(body: Body) -> str | None:
+    """22 LM Studio: "Invalid tool_choice type: 'object'. Supported string values: none, auto,
+    required"."""
+    if "tool_choice" in body and body["tool_choice"] not in ("none", "auto", "required"):
+        return "Invalid tool_choice type"
+    return None
+
+
+def json_arguments(body: Body) -> str | None:
+    """23 DashScope: "The "function.arguments" parameter of the code model must be in JSON
+    format."."""
+    for message in messages_of(body):
+        for call in message.get("tool_calls") or []:
+            raw = call.get("function", {}).get("arguments")
+            try:
+                parsed = orjson.loads(raw) if isinstance(raw, str) else None
+            except orjson.JSONDecodeError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                return "function.arguments must be in JSON format"
+    return None
+
+
+def no_max_tokens(body: Body) -> str | None:
+    """24 Copilot (gpt-5.4): "Unsupported parameter: 'max_tokens' is not supported with this
+    model. Use 'max_completion_tokens' instead."."""
+    return "'max_tokens' is not supported" if "max_tokens" in body else None
+
+
+def mistral_extra_fields(body: Body) -> str | None:
+    """25 Mistral 422: extra_forbidden at ["body","store"] and ["body","max_completion_tokens"]."""
+    extra = {"store", "max_completion_tokens"} & set(body)
+    return f"Extra inputs are not permitted: {sorted(extra)}" if extra else None
+
+
+def fireworks_message_keys(body: Body) -> str | None:
+    """26 Fireworks: "Extra inputs are not permitted: messages[2].cot_id messages[2].cot_summary"."""
+    for message in messages_of(body):
+        if {"cot_id", "cot_summary"} & set(message):
+            return "Extra inputs are not permitted"
+    return None
+
+
+def siliconflow_required(body: Body) -> str | None:
+    """27 SiliconFlow: "The `required` option for tool_choice is not yet supported."."""
+    return "required is not supported" if body.get("tool_choice") == "required" else None
+
+
+def gemini_store(body: Body) -> str | None:
+    """28 Gemini: "Invalid JSON payload received. Unknown name "store": Cannot find field."."""
+    return 'Unknown name "store"' if "store" in body else None
+
+
+def gemini_json_mode_with_tools(body: Body) -> str | None:
+    """29 Gemini: "Function calling with a response mime type: 'application/json' is
+    unsupported"."""
+    kind = (body.get("response_format") or {}).get("type")
+    if body.get("tools") and kind in ("json_object", "json_schema"):
+        return "Function calling with a response mime type: 'application/json' is unsupported"
+    return None
+
+
+def cohere_strict(body: Body) -> str | None:
+    """30 Cohere via OpenRouter: "unknown field: parameter 'strict' is not a valid field"."""
+    for tool in body.get("tools", []):
+        if "strict" in (tool.get("function") or {}) or "strict" in tool:
+            return "parameter 'strict' is not a valid field"
+    return None
+
+
+def gpt5_temperature(body: Body) -> str | None:
+    """31 OpenAI gpt-5: "Unsupported value: 'temperature' does not support 0.5 with this model.
+    Only the default (1) value is supported."."""
+    if "temperature" in body and body["temperature"] != 1:
+        return "'temperature' does not support this value"
+    return None
+
+
+def one_image(body: Body) -> str | None:
+    """32 Kimi via OpenRouter: "Model 'moonshotai/kimi-k2.6' supports at most 1 image per
+    prompt."."""
+    parts = [
+        part
+        for message in messages_of(body)
+        for part in (message.get("content") if isinstance(message.get("content"), list) else [])
+    ]
+    images = sum(1 for part in parts if isinstance(part, dict) and part.get("type") == "image_url")
+    return "supports at most 1 image per prompt" if images > 1 else None
+
+
+def unpersisted_reasoning(body: Body) -> str | None:
+    """33 OpenAI Responses, store false: "Item with id 'rs_…' not found. Items are not persisted
+    when `store` is set to false."."""
+    if body.get("store") is not False:
+        return None
+    for item in body.get("input", []):
+        if item.get("type") == "item_reference":
+            return "Item not found"
+        if item.get("type") == "reasoning" and item.get("id") and not item.get("encrypted_content"):
+            return "Item not found"
+    return None
+
+
+def item_id_prefix(kind: str, prefix: str) -> Judge:
+    def judge(body: Body) -> str | None:
+        """34/35 OpenAI/Copilot Responses: "Invalid 'input[N].id': '…'. Expected an ID that
+        begins with '<prefix>'."."""
+        for item in body.get("input", []):
+            if item.get("type") == kind and "id" in item and not str(item["id"]).startswith(prefix):
+                return f"Expected an ID that begins with '{prefix}'"
+        return None
+
+    return judge
+
+
+def azure_encrypted_content(body: Body) -> str | None:
+    """36 Azure (gpt-4o): "Encrypted content is not supported with this model." (param
+    include)."""
+    if "reasoning.encrypted_content" in (body.get("include") or []):
+        return "Encrypted content is not supported with this model."
+    return None
+
+
+def input_ids_64(body: Body) -> str | None:
+    """37 Copilot Responses: "Invalid 'input[2].id': string too long. Expected a string with
+    maximum length 64"."""
+    for item in body.get("input", []):
+        if isinstance(item.get("id"), str) and len(item["id"]) > 64:
+            return "input id too long (64)"
+    return None
+
+
+def blocks_of(body: Body) -> Iterator[Body]:
+    """Every content block of a Messages body: system, messages, tool results' own."""
+    system = body.get("system")
+    yield from (b for b in system if isinstance(b, dict)) if isinstance(system, list) else ()
+    for message in messages_of(body):
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            yield block
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            yield from (b for b in inner if isinstance(b, dict)) if isinstance(inner, list) else ()
+
+
+def empty_cached_text(body: Body) -> str | None:
+    """38 Anthropic: "cache_control cannot be set for empty text blocks"."""
+    for block in blocks_of(body):
+        if block.get("type") == "text" and not str(block.get("text", "")).strip():
+            return "cache_control cannot be set for empty text blocks"
+    return None
+
+
+def cache_control_ttl(body: Body) -> str | None:
+    """39 Bedrock via LiteLLM: "messages.0.content.3.text.cache_control.ephemeral.ttl: Extra
+    inputs are not permitted"."""
+    marked = [*blocks_of(body), *body.get("tools", [])]
+    if any("ttl" in (block.get("cache_control") or {}) for block in marked):
+        return "cache_control.ephemeral.ttl: Extra inputs are not permitted"
+    return None
+
+
+def temperature_and_top_p(body: Body) -> str | None:
+    """40 Anthropic (Claude 4.6): "`temperature` and `top_p` cannot both be specified for this
+    model."."""
+    if "temperature" in body and "top_p" in body:
+        return "`temperature` and `top_p` cannot both be specified"
+    return None
+
+
+def four_breakpoints(body: Body) -> str | None:
+    """41 Anthropic: "A maximum of 4 blocks with cache_control may be provided. Found 5."."""
+    marked = [*blocks_of(body), *body.get("tools", [])]
+    count = sum(1 for block in marked if "cache_control" in block)
+    return (
+        f"A maximum of 4 blocks with cache_control may be provided. Found {count}."
+        if count > 4
+        else None
+    )
+
+
+def function_tools_only(body: Body) -> str | None:
+    """42 Fireworks' Anthropic endpoint: "Input should be 'function', 'web_search_preview' or
+    'code_interpreter', field: 'tools[8].type'"."""
+    for tool in body.get("tools", []):
+        if "type" in tool and tool["type"] not in ("custom", "function"):
+            return "Input should be 'function'"
+    return None
+
+
+def user_or_assistant_roles(body: Body) -> str | None:
+    """43-45 Anthropic-format endpoints: "messages[1].role: unknown variant `system`, expected
+    `user` or `assistant`"."""
+    for message in messages_of(body):
+        if message.get("role") not in ("user", "assistant"):
+            return f"unknown variant `{message.get('role')}`"
+    return None
+
+
 JUDGES: dict[str, Judge] = {
     "01-astrbot-9035-deepseek-reasoning-only-assistant": deepseek_empty_assistant,
     "02-inspect-4079-openrouter-deepseek-reasoning-details": deepseek_reasoning_content,
@@ -418,6 +638,31 @@ JUDGES: dict[str, Judge] = {
     "18-curie-16-bedrock-orphan-tool-result": bedrock_results,
     "19-gaia-1667-llama-server-trailing-assistants": llama_trailing_assistants,
     "20-conversations-197-vllm-gemma-two-system-messages": gemma_alternation,
+    "21-smart-composer-305-perplexity-consecutive-users": perplexity_alternation,
+    "22-oh-my-pi-6925-lmstudio-named-tool-choice": lmstudio_tool_choice,
+    "23-nanobot-1487-dashscope-malformed-arguments": json_arguments,
+    "24-copilot-api-172-copilot-max-tokens": no_max_tokens,
+    "25-openclaude-739-mistral-store-max-completion-tokens": mistral_extra_fields,
+    "26-vscode-335780-fireworks-cot-fields": fireworks_message_keys,
+    "27-openmanus-30-siliconflow-required-tool-choice": siliconflow_required,
+    "28-openhanako-394-gemini-store-field": gemini_store,
+    "29-ai-manus-101-gemini-json-mode-with-tools": gemini_json_mode_with_tools,
+    "30-openrouter-examples-71-cohere-strict-tools": cohere_strict,
+    "31-code-gpt-docs-445-openai-gpt5-temperature": gpt5_temperature,
+    "32-omniroute-3044-openrouter-kimi-one-image": one_image,
+    "33-opencode-4445-openai-reasoning-id-without-store": unpersisted_reasoning,
+    "34-sub2api-3785-function-call-item-id-prefix": item_id_prefix("function_call", "fc"),
+    "35-copilot-ls-46-copilot-reasoning-id-prefix": item_id_prefix("reasoning", "rs"),
+    "36-pydantic-ai-2865-azure-encrypted-content-include": azure_encrypted_content,
+    "37-oh-my-pi-284-copilot-input-id-too-long": input_ids_64,
+    "38-claude-code-54013-anthropic-cache-control-empty-text": empty_cached_text,
+    "39-claude-code-12122-bedrock-cache-control-ttl": cache_control_ttl,
+    "40-chatterui-564-anthropic-temperature-top-p": temperature_and_top_p,
+    "41-opencode-claude-auth-123-anthropic-five-cache-breakpoints": four_breakpoints,
+    "42-shelley-242-fireworks-anthropic-web-search-tool": function_tools_only,
+    "43-awesome-deepseek-agent-167-deepseek-anthropic-system-role": user_or_assistant_roles,
+    "44-vllm-44000-vllm-anthropic-system-role": user_or_assistant_roles,
+    "45-minimax-m27-43-minimax-anthropic-system-role": user_or_assistant_roles,
 }
 
 
@@ -495,11 +740,25 @@ def strict_app(fixture: dict[str, Any], state: Strict) -> web.Application:
     return app
 
 
-def config_for(fixture: dict[str, Any], profile: str | None) -> dict[str, Any]:
+#: Reports whose only repair drops something the client sent (lossy): the route opts in to
+#: that rule (``recover.lossy``), as an operator of such an endpoint would. Without it the
+#: refusal stands (``test_a_lossy_repair_waits_for_the_route_to_opt_in``).
+LOSSY: dict[str, list[str]] = {
+    # Kimi via OpenRouter takes one image per prompt: the earlier image becomes a placeholder.
+    "32-omniroute-3044-openrouter-kimi-one-image": ["image-parts"],
+}
+
+
+def config_for(
+    fixture: dict[str, Any], profile: str | None, *, lossy: bool = True
+) -> dict[str, Any]:
     """The default config (recovery on, as shipped), under the profile the host selects or
-    ``profile``."""
+    ``profile``; a route that opts in to the lossy repair the report needs (``LOSSY``)."""
     chosen = profile or profile_for_upstream(fixture["host"])[0]
-    return {"profile": chosen}
+    config: dict[str, Any] = {"profile": chosen}
+    if lossy and fixture["id"] in LOSSY:
+        config["recover"] = {"lossy": LOSSY[fixture["id"]]}
+    return config
 
 
 HEADERS = {"Authorization": "Bearer sk-field-fixture", "Content-Type": "application/json"}
@@ -537,6 +796,26 @@ async def test_each_report_is_accepted_with_nothing_lost(
         PATHS[fixture["api"]], data=orjson.dumps(fixture["request"]), headers=HEADERS
     )
     assert_accepted(fixture, state, response.status, await response.text(), profile)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSY))
+async def test_a_lossy_repair_waits_for_the_route_to_opt_in(
+    name: str, aiohttp_server: Servers, aiohttp_client: Clients
+) -> None:
+    """Without ``recover.lossy`` the retry never drops what the client sent: the refusal is
+    relayed, the client's bytes the only ones the upstream saw."""
+    fixture = FIXTURES[name]
+    state = Strict([])
+    upstream = await aiohttp_server(strict_app(fixture, state))
+    settings = config_for(fixture, "passthrough", lossy=False)
+    proxy = await aiohttp_client(
+        create_app(parse_config(settings, default_upstream=base_url(upstream)))
+    )
+    response = await proxy.post(
+        PATHS[fixture["api"]], data=orjson.dumps(fixture["request"]), headers=HEADERS
+    )
+    assert response.status == fixture["status"]
+    assert state.received == [fixture["request"]]
 
 
 #: One per API, a lossless text rendering, the Bedrock orphan, a request-level drop.

@@ -80,6 +80,9 @@ _CHAT: dict[str, Settings] = {
     "thinking_temperature": {"thinking-sampling": {"fixed": {"temperature": 1.0}, "models": ["*"]}},
     "thought_signature_missing": {"missing-thought-signatures": {"models": ["*"]}},
     "tool_schema_anyof_type": {"anyof-parent-types": {}},
+    # the JSON mode goes, the tools stay: the request's own instructions still ask for JSON
+    # (Simpleyyt/ai-manus#101)
+    "json_mode_with_tools": {"unsupported-parameters": {"drop": ["response_format"]}},
     # the one value MiniMax-M3 refuses, with the one nearest in meaning it takes
     "thinking_type": {
         "request-values": {"replace": {"thinking.type": {"enabled": "adaptive"}}, "models": ["*"]}
@@ -152,6 +155,7 @@ _RESPONSES: dict[str, Settings] = {
     "responses_call_id_too_long": {"responses-call-ids": {}},
     "responses_context_management": {"responses-context-management": {}},
     "responses_reasoning_order": {"responses-reasoning-order": {}},
+    "responses_unpersisted_item": {"responses-unpersisted-items": {}},
 }
 
 #: Anthropic Messages (docs/anthropic.md): a missing result or an orphan may come from a split
@@ -190,6 +194,8 @@ _MESSAGES: dict[str, Settings] = {
     "messages_tool_result_cache_control": {"messages-tool-result-cache-control": {}},
     "messages_context_management": {"messages-context-management": {}},
     "messages_thinking_type": {"messages-thinking-type": {"models": ["*"]}},
+    "messages_system_role": {"messages-system-messages": {}},
+    "messages_cache_markers": {"messages-cache-control": {"max_markers": 4}},
 }
 
 #: Error class -> its repair, per API.

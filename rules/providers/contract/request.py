@@ -107,6 +107,15 @@ def _thinking_type(
         yield Found(None, {"type": kind})
 
 
+def _json_mode_with_tools(
+    messages: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    response_format = request.get("response_format")
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind in ("json_object", "json_schema") and request.get("tools"):
+        yield Found(None, {"type": kind})
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         "empty_tools",
@@ -171,5 +180,12 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#minimax-request, MiniMax-M3 (CherryHQ/cherry-studio#16247)
         'invalid params, invalid thinking.type: "{type}" (allowed: adaptive, disabled) (2013)',
         options={"models": ["minimax-m3*"], "refused": ["enabled"]},
+    ),
+    Check(
+        "json_mode_with_tools",
+        "no JSON response format beside function tools",
+        _json_mode_with_tools,
+        # docs/providers.md#gemini-request, Gemini's OpenAI endpoint (Simpleyyt/ai-manus#101)
+        "Function calling with a response mime type: 'application/json' is unsupported",
     ),
 )

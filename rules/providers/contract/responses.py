@@ -205,6 +205,18 @@ def _reasoning_order(items: list[Any], request: Mapping[str, Any], options: Any)
             reasoning, waiting = None, set()
 
 
+def _unpersisted(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
+    """With ``store: false``, an item that only points to a stored one (OpenAI)."""
+    if request.get("store") is not False:
+        return
+    for index, item in enumerate(items):
+        reference = _typed(item, "item_reference")
+        bare = _typed(item, "reasoning") and item_id(item) and not item.get("encrypted_content")
+        if reference or bare:
+            yield Found(index, {"id": item_id(item) or ""})
+            return
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         "responses_orphan_output",
@@ -282,12 +294,25 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#openai-responses, OpenAI Responses (continuedev/continue#11994)
         "Item '{id}' was provided without its required 'reasoning' item: '{reasoning}'.",
     ),
+    Check(
+        "responses_unpersisted_item",
+        "With store false, an item that only points to a stored one (OpenAI).",
+        _unpersisted,
+        # docs/providers.md#openai-responses, OpenAI Responses (anomalyco/opencode#4445)
+        "Item with id '{id}' not found. Items are not persisted when `store` is set to false. "
+        "Try again with `store` set to true, or remove this item from your input.",
+    ),
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 
 #: Checks only some providers apply: a profile adds them (``Profile.responses_contract``).
 PROFILE_ONLY = frozenset(
-    {"responses_nonadjacent_output", "responses_invalid_arguments", "responses_reasoning_order"}
+    {
+        "responses_nonadjacent_output",
+        "responses_invalid_arguments",
+        "responses_reasoning_order",
+        "responses_unpersisted_item",
+    }
 )
 
 #: The strict Responses contract every profile applies: every check but ``PROFILE_ONLY``, in its
