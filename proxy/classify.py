@@ -58,6 +58,7 @@ _SLOT = re.compile(r"\{[a-z_]*\}")
 #: A catalogued text with at least this many literal characters is specific enough to come
 #: before what a field path says.
 STRONG_CHARS = 40
+_MAX_FILL = 64  # the most a slot of a template cut short holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +98,18 @@ class Template:
 
 def _ends_inside(text: str, at: int, piece: str) -> bool:
     """Whether ``text`` ends, at or after ``at``, with the start of ``piece`` (or right at
-    ``at``): the rest of the template was cut off. At most ``len(piece)`` short comparisons."""
-    tail = text[at:]
-    if not tail.strip():
+    ``at``): the rest of the template was cut off. What comes before that start fills the
+    slot: one short word (no space), never a sentence of its own. At most ``len(piece)`` short
+    comparisons."""
+    tail = text[at:].rstrip()
+    if not tail:
         return True
-    return any(tail.endswith(piece[:size]) for size in range(min(len(piece), len(tail)), 0, -1))
+    for size in range(min(len(piece), len(tail)), -1, -1):
+        if tail.endswith(piece[:size]):
+            fill = tail[: len(tail) - size]
+            if len(fill) <= _MAX_FILL and not any(char.isspace() for char in fill):
+                return True
+    return False
 
 
 def _catalogue() -> tuple[Template, ...]:
@@ -407,9 +415,8 @@ def _quoted(text: str | None) -> tuple[str, ...]:
     return tuple(_QUOTED.findall(text or ""))[:16]
 
 
-def named_in(text: str, paths: Sequence[Path]) -> Named:
-    """What ``text`` names (``Named``): each expression once, over at most ``MAX_TEXT``
-    characters."""
+def _named_keys(text: str, lowered: str, paths: Sequence[Path]) -> list[str]:
+    """The parameters or keys ``text`` says are unsupported, unknown or unrecognized."""
     keys = [match.group(1) for match in _UNSUPPORTED_KEY.finditer(text)]
     keys += [m.group(1).rsplit(".", 1)[-1] for m in _PROPERTY_UNSUPPORTED.finditer(text)]
     keys += [match.group(1) for match in _NOT_SUPPORTED.finditer(text)]
@@ -421,7 +428,6 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
     both = _CANNOT_BOTH.search(text)
     if both is not None:
         keys += [both.group(1), both.group(2)]
-    lowered = text.lower()
     if _REFUSED_KEY_WORDS & set(_WORD.findall(lowered)):  # every key a path names, not one
         keys += [
             path[2]
@@ -439,7 +445,11 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
         _WORD.findall(lowered)
     ):
         keys += [str(path[0]) for path in paths if len(path) == 1 and isinstance(path[0], str)]
-    instead = _INSTEAD.search(text)
+    return keys
+
+
+def _named_value(text: str) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """The value ``text`` refuses, the field it refuses it in, and the values it accepts."""
     value = value_at = None
     allowed: tuple[str, ...] = ()
     if (
@@ -463,6 +473,18 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
     default = _DEFAULT_ONLY.search(text)
     if default is not None:
         value_at, value, allowed = default.group(1), default.group(2), (default.group(3),)
+    return value, value_at, allowed
+
+
+def named_in(text: str, paths: Sequence[Path]) -> Named:
+    """What ``text`` names (``Named``): each expression once, over at most ``MAX_TEXT``
+    characters."""
+    lowered = text.lower()
+    keys = _named_keys(text, lowered, paths)
+    value, value_at, allowed = _named_value(text)
+    both = _CANNOT_BOTH.search(text)
+    argument = _ARGUMENT_NOT_SUPPORTED.search(text)
+    instead = _INSTEAD.search(text)
     required = _REQUIRED_ITEM.search(text)
     length = _MAX_LENGTH.search(lowered)
     return Named(
@@ -475,7 +497,7 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
         max_length=int(length.group(1)) if length is not None else None,
         too_short=any(phrase in lowered for phrase in _TOO_SHORT),
         together=both is not None or (argument is not None and "together" in lowered),
-        default_only=default is not None,
+        default_only=_DEFAULT_ONLY.search(text) is not None,
         id_prefix=prefix.group(1) if (prefix := _ID_PREFIX.search(text)) is not None else None,
         max_images=int(image.group(1)) if (image := _IMAGE_LIMIT.search(lowered)) else None,
         unpersisted=gone.group(1) if (gone := _NOT_PERSISTED.search(text)) is not None else None,
@@ -631,22 +653,9 @@ def _unknown_key(key: str) -> list[str]:
     return ["bookkeeping_field", "unknown_field"] if key in BOOKKEEPING_KEYS else ["unknown_field"]
 
 
-def structural(refusal: Refusal, field: str = "messages") -> Reading:
-    """What ``refusal`` names and the classes its stable parts point to (no catalogue)."""
-    lowered = refusal.text.lower()
-    words = frozenset(_WORD.findall(lowered))
-    path = _message_path(refusal.paths, field)
+def _by_words(words: frozenset[str], paths: Sequence[Path]) -> list[str]:
+    """The classes a refusal's words point to, whatever path it names."""
     codes: list[str] = []
-    key: str | None = None
-    if path is not None:
-        codes.extend(_by_path(path, words))
-        if len(path) > 2 and isinstance(path[2], str) and path[2] not in _MESSAGE_KEYS:
-            key = path[2]
-    named = _NAMED_KEY.search(lowered)
-    if named is not None:
-        key = key or named.group(1)
-        if key not in _MESSAGE_KEYS:
-            codes.extend(_unknown_key(key))
     if "duplicate" in words and ("tool_call_id" in words or "tool_call_ids" in words):
         codes.extend(("duplicate_tool_result", "duplicate_tool_call_id"))
     if "role" in words and ({"unknown", "variant", "unsupported"} & words):
@@ -665,7 +674,7 @@ def structural(refusal: Refusal, field: str = "messages") -> Reading:
         codes.append("messages_empty_text_block")
     # A tool entry of a type the endpoint does not take: "Input should be 'function', ...,
     # field: 'tools[8].type'" (boldsoftware/shelley#242)
-    tool_fields = [p for p in refusal.paths if p[0] == "tools" and len(p) == 3]
+    tool_fields = [p for p in paths if p[0] == "tools" and len(p) == 3]
     if any(isinstance(p[1], int) and p[2] in ("type", "name") for p in tool_fields):
         codes.append("messages_server_tool")
     # Bedrock's Converse words (a result with no call, a call with no result): "The number of
@@ -673,6 +682,26 @@ def structural(refusal: Refusal, field: str = "messages") -> Reading:
     # turn." (Just-Curieous/Curie#16)
     if {"toolresult", "toolresults"} & words and {"exceeds", "exceed", "unexpected"} & words:
         codes.append("orphan_tool_result")
+    return codes
+
+
+def structural(refusal: Refusal, field: str = "messages") -> Reading:
+    """What ``refusal`` names and the classes its stable parts point to (no catalogue)."""
+    lowered = refusal.text.lower()
+    words = frozenset(_WORD.findall(lowered))
+    path = _message_path(refusal.paths, field)
+    codes: list[str] = []
+    key: str | None = None
+    if path is not None:
+        codes.extend(_by_path(path, words))
+        if len(path) > 2 and isinstance(path[2], str) and path[2] not in _MESSAGE_KEYS:
+            key = path[2]
+    named = _NAMED_KEY.search(lowered)
+    if named is not None:
+        key = key or named.group(1)
+        if key not in _MESSAGE_KEYS:
+            codes.extend(_unknown_key(key))
+    codes.extend(_by_words(words, refusal.paths))
     index = path[1] if path is not None else None
     if index is None and (words_index := _INDEX_WORDS.search(lowered)) is not None:
         index = int(words_index.group(1))

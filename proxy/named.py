@@ -123,8 +123,9 @@ def _parameter(api: str, reading: Reading, payload: Body) -> Repair | None:
     named = reading.named
     protected = _PROTECTED.get(api, frozenset())
     keys = [key for key in _named_keys(reading) if key in payload and key not in protected]
-    if named.default_only and named.value_at in payload and named.value_at not in protected:
-        keys = [named.value_at]
+    at = named.value_at
+    if named.default_only and at is not None and at in payload and at not in protected:
+        keys = [at]
     if named.together and len(keys) > 1:
         keys = keys[-1:]
     if not keys:
@@ -242,7 +243,13 @@ def _value(api: str, reading: Reading, payload: Body) -> Repair | None:
     current: Any = payload
     for step in named.value_at.split("."):
         current = current.get(step) if isinstance(current, Mapping) else None
-    kind = {dict: "{object}", list: "{array}"}.get(type(current))
+    kind = (
+        "{object}"
+        if isinstance(current, dict)
+        else "{array}"
+        if isinstance(current, list)
+        else None
+    )
     if named.value not in (current, kind):
         return None
     nearest = NEAREST.get(named.value, ())

@@ -154,7 +154,13 @@ def replace_values(
         steps = path.split(".")
         current: Any = {**request, **fields}
         found = _at(current, steps)
-        kind = {dict: "{object}", list: "{array}"}.get(type(found))
+        kind = (
+            "{object}"
+            if isinstance(found, dict)
+            else "{array}"
+            if isinstance(found, list)
+            else None
+        )
         if kind is not None and kind in table:  # a value of a refused type, whatever it holds
             new = table[kind]
         elif isinstance(found, str | int | float | bool) and found in table:

@@ -88,6 +88,7 @@ RULE = Rule(
     apply=apply,
     scan=scan.signals,
     woken_by=on(scan.BAD_ID),  # a blank id is outside the id pattern
-    # a fresh id in the pattern, unique; the call it names is now one the pairing must answer
-    introduces=frozenset({scan.UNPAIRED}),
+    # a fresh id in the pattern, unique; the call it names is now one the pairing must answer,
+    # and a tool-use turn the thinking rules must judge (an empty id made it none)
+    introduces=frozenset({scan.UNPAIRED, scan.BARE_TOOL_USE}),
 )

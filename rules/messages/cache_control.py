@@ -127,7 +127,8 @@ def _apply_edits(
             inner[nested] = _marked(inner[nested], marker)
             content[position] = {**block, "content": inner}
         out[index] = {**message, "content": content}
-    return out, fields
+    touched = any(place[0] == "messages" for place in edits)
+    return (out if touched else messages), fields
 
 
 RULE = Rule(

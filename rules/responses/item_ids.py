@@ -10,9 +10,9 @@ reason, never the id.
 Why: OpenAI's and Copilot's Responses API check the ids a client carries over from another
 source: "Invalid 'input[1].id': 'item_A9v…'. Expected an ID that begins with 'fc'."
 (Wei-Shaw/sub2api#3785), "… Expected an ID that begins with 'rs'." for a ``thinking_0``
-(github/copilot-language-server-release#46), "Invalid 'input[2].id': string too long. Expected a string with
-maximum length 64, but got a string with length 416 instead." (can1357/oh-my-pi#284;
-docs/providers.md#openai-responses).
+(github/copilot-language-server-release#46), "Invalid 'input[2].id': string too long.
+Expected a string with maximum length 64, but got a string with length 416 instead."
+(can1357/oh-my-pi#284; docs/providers.md#openai-responses).
 Safety: unsafe: the item goes without its id (what it says is kept; a stored item it named is
 no longer referred to).
 """

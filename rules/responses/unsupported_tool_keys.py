@@ -1,9 +1,9 @@
 """responses-unsupported-tool-keys: a tool definition key the endpoint refuses by name is not sent.
 
-What: request level. Each key named in option ``keys`` is removed from each tools[] entry. A tool's
-``type``, ``name``, ``function``, ``description``, ``parameters`` and ``input_schema`` are never
-removed. Empty by default: recovery fills it from the refusal that names the key
-(proxy/named.py). The change names the keys and the tools' positions, never their values.
+What: request level. Each key named in option ``keys`` is removed from every ``tools[]`` entry.
+A tool's ``type``, ``name``, ``description`` and ``parameters`` are never removed. Empty by
+default: recovery fills it from the refusal that names the key (proxy/named.py). The change
+names the keys and the tools' positions, never their values.
 Why: routers pass a tool schema's extra keys to providers that refuse them: Cohere via
 OpenRouter "unknown field: parameter 'strict' is not a valid field"
 (OpenRouterTeam/openrouter-examples#71; docs/providers.md#request).
@@ -34,8 +34,8 @@ RULE = Rule(
     defect='request level: a tool key the endpoint does not take: "unknown field: parameter '
     "'strict' is not a valid field\" (OpenRouterTeam/openrouter-examples#71; "
     "docs/providers.md#request)",
-    repair="remove each key in option `keys` from every tool (and its `function`); never what "
-    "makes the tool. Recovery fills it from the refusal",
+    repair="remove each key in option `keys` from every tool; never what makes the tool. "
+    "Recovery fills it from the refusal",
     safety="unsafe",
     default=False,
     apply=apply,

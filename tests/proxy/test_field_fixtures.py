@@ -453,7 +453,8 @@ def mistral_extra_fields(body: Body) -> str | None:
 
 
 def fireworks_message_keys(body: Body) -> str | None:
-    """26 Fireworks: "Extra inputs are not permitted: messages[2].cot_id messages[2].cot_summary"."""
+    """26 Fireworks: "Extra inputs are not permitted: messages[2].cot_id
+    messages[2].cot_summary"."""
     for message in messages_of(body):
         if {"cot_id", "cot_summary"} & set(message):
             return "Extra inputs are not permitted"
@@ -501,7 +502,8 @@ def one_image(body: Body) -> str | None:
     parts = [
         part
         for message in messages_of(body)
-        for part in (message.get("content") if isinstance(message.get("content"), list) else [])
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
     ]
     images = sum(1 for part in parts if isinstance(part, dict) and part.get("type") == "image_url")
     return "supports at most 1 image per prompt" if images > 1 else None

@@ -7,7 +7,9 @@ from a rule's own predicates:
   sent reaches the output: each text (a message's content, a part, a tool result, a thinking
   block or part; whitespace aside), each image, each tool call's arguments (as the object meant,
   or for unreadable arguments, every word of them but the spelling of a literal); reasoning
-  replayed in a message field (``reasoning_content``) is a field, not the conversation;
+  replayed in a message field (``reasoning_content``) is a field, not the conversation; the
+  request's ``system`` and ``instructions`` are the conversation too (a repair may move text
+  between them and the list);
 - a ``safe`` change also keeps every tool name and writes no words of its own: each text of the
   output, once every text of the input is taken out of it, holds no letter or digit.
 
@@ -246,13 +248,27 @@ def test_every_rule_declares_its_class_in_the_vocabulary(api: str, rule: Rule) -
         assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", action) for action in rule.safety)
 
 
-def _run(case: Case, rule: Rule, api: str) -> tuple[list[Any], tuple[Change, ...]]:
+#: Request fields that hold conversation text outside the list (a repair may move text there).
+TEXT_FIELDS = ("system", "instructions")
+
+
+def conversation(items: list[Any], request: Mapping[str, Any] | None) -> list[Any]:
+    """The list with the request's text fields as messages of their own: what the client
+    wrote, wherever a repair puts it."""
+    fields = request or {}
+    return [*items, *({"content": fields[key]} for key in TEXT_FIELDS if key in fields)]
+
+
+def _run(case: Case, rule: Rule, api: str) -> tuple[list[Any], list[Any], tuple[Change, ...]]:
+    """The case's conversation before and after the rule, and its changes."""
     ctx = rule.context(case.options)
     if rule.reads_request:
         ctx = replace(ctx, request={**(case.request or {}), FIELD[api]: case.input})
     ctx = replace(ctx, given=given_for(case, rule, ctx, FIELD[api]))
     outcome = rule.apply(case.input, ctx)
-    return outcome.messages, outcome.changes
+    request = outcome.request if outcome.request is not None else case.request
+    before = conversation(case.input, case.request)
+    return before, conversation(outcome.messages, request), outcome.changes
 
 
 CASES = [
@@ -266,8 +282,8 @@ CASES = [
 @pytest.mark.parametrize(("api", "case"), CASES, ids=[case.id for _, case in CASES])
 def test_each_fixture_case_keeps_what_its_rule_s_class_promises(api: str, case: Case) -> None:
     rule = next(rule for rule in REGISTRIES[api] if rule.name == case.rule)
-    out, changes = _run(case, rule, api)
-    judge(rule, changes, case.input, out)
+    before, after, changes = _run(case, rule, api)
+    judge(rule, changes, before, after)
 
 
 def test_every_declared_action_is_one_a_fixture_exercises() -> None:
@@ -276,7 +292,7 @@ def test_every_declared_action_is_one_a_fixture_exercises() -> None:
     seen: dict[str, set[str]] = {}
     for api, case in CASES:
         rule = next(rule for rule in REGISTRIES[api] if rule.name == case.rule)
-        _, changes = _run(case, rule, api)
+        _, _, changes = _run(case, rule, api)
         seen.setdefault(rule.name, set()).update(change.action for change in changes)
     stale = {
         rule.name: sorted(set(rule.safety) - seen.get(rule.name, set()))
