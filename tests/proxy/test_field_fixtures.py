@@ -7,10 +7,11 @@ rules' or the contracts' predicates); a fixture without a judge fails
 (``test_every_fixture_has_a_judge``), so none is skipped. Each is sent twice: under the profile
 its host selects (the host table, as ``chatmend serve --upstream <host>`` would pick it) and under
 ``profile: passthrough``, where recovery alone repairs it. Both must be accepted with nothing
-lost: every text the client wrote (system, user and assistant text, tool results) and every tool
-argument reaches the upstream; under the host's profile, except what the report's
-``may_remove`` lists, under passthrough with no exception (recovery drops nothing the route did
-not opt in to).
+lost: every text the client wrote (system, user and assistant text, tool results), every image
+and every tool argument reaches the upstream; under the host's profile, except what the report's
+``may_remove`` lists, under passthrough with no exception; a route that opts in to a lossy
+repair (``LOSSY``, one report: an endpoint that takes one image) loses only what the test says
+that repair may drop.
 
 The in-process runs use the real app on an aiohttp test server; ``test_through_chatmend_serve``
 sends a representative subset (one per API, and the Bedrock orphan) through a real ``chatmend
@@ -83,6 +84,34 @@ def texts_of(content: Any) -> Iterator[str]:
                     yield from texts_of(part.get("content"))
 
 
+def images_of(content: Any) -> Iterator[str]:
+    """The images of a content value: a chat ``image_url`` part's URL, a Responses
+    ``input_image``'s, a Messages ``image`` block's data or URL (inside a ``tool_result`` too)."""
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        if isinstance(url, str):
+            yield url
+        source = part.get("source")
+        if isinstance(source, dict):
+            yield from (source[k] for k in ("data", "url") if isinstance(source.get(k), str))
+        if part.get("type") == "tool_result":
+            yield from images_of(part.get("content"))
+
+
+def images(body: Body) -> list[str]:
+    """Every image of a body, in order (any API's list)."""
+    items = body.get("messages", body.get("input"))
+    found: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict):
+            found += images_of(item.get("content"))
+            found += images_of(item.get("output"))
+    return found
+
+
 def arguments(value: Any) -> Any:
     """Tool arguments as a value: a JSON string parsed (a string that is not JSON stays)."""
     if isinstance(value, str):
@@ -125,12 +154,25 @@ def written(body: Body, api: str) -> tuple[list[str], list[Any]]:
     return [text for text in texts if text.strip()], args
 
 
-def lost(original: Body, sent: Body, api: str, may_remove: list[dict[str, str]]) -> list[str]:
+def lost(
+    original: Body,
+    sent: Body,
+    api: str,
+    may_remove: list[dict[str, str]],
+    *,
+    images_kept: int | None = None,
+) -> list[str]:
     """What of ``original`` the upstream did not get in ``sent``: texts missing from every text
-    of ``sent`` (a text may have moved or merged, never vanished), arguments no call of
-    ``sent`` carries (unreadable ones: a word of them no call carries); ``may_remove`` exempts
-    the texts the report says a repair may drop."""
+    of ``sent`` (a text may have moved or merged, never vanished), images it does not carry,
+    arguments no call of ``sent`` carries (unreadable ones: a word of them no call carries);
+    ``may_remove`` exempts the texts the report says a repair may drop, ``images_kept`` (a
+    route's lossy opt-in) lets all but that many last images go."""
     exempt = {entry["text"] for entry in may_remove}
+    owed = images(original)
+    if images_kept is not None:
+        owed = owed[len(owed) - images_kept :] if images_kept else []
+    now = images(sent)
+    gone = [f"image {url[:40]!r}" for url in owed if url not in now]
     texts, args = written(original, api)
     sent_texts, sent_args = written(sent, api)
     corpus = "\0".join(sent_texts)
@@ -143,7 +185,7 @@ def lost(original: Body, sent: Body, api: str, may_remove: list[dict[str, str]])
         if isinstance(arg, str) and all(word in words for word in re.findall(r"\w+", arg)):
             continue
         missing.append(f"arguments {arg!r}"[:60])
-    return missing
+    return missing + gone
 
 
 def messages_of(body: Body) -> list[Body]:
@@ -749,6 +791,8 @@ LOSSY: dict[str, list[str]] = {
     # Kimi via OpenRouter takes one image per prompt: the earlier image becomes a placeholder.
     "32-omniroute-3044-openrouter-kimi-one-image": ["image-parts"],
 }
+#: What each opt-in lets go, judged here: the images but the last so many (every text stays).
+IMAGES_KEPT: dict[str, int] = {"32-omniroute-3044-openrouter-kimi-one-image": 1}
 
 
 def config_for(
@@ -774,13 +818,15 @@ def assert_accepted(
 ) -> None:
     """Accepted, and nothing lost: under the host's profile, but what the report's
     ``may_remove`` lists (a profile may drop what its provider refuses); under passthrough,
-    nothing at all (recovery drops nothing unless the route opts in, ``recover.lossy``)."""
+    nothing at all; and under either, where the route opted in to a lossy repair
+    (``recover.lossy``), only what ``IMAGES_KEPT`` lets go."""
     judge = JUDGES[fixture["id"]]
     assert status == 200, (status, text[:300])
     sent = state.received[-1]
     assert judge(sent) is None
     may_remove = fixture["may_remove"] if profile is None else []
-    missing = lost(fixture["request"], sent, fixture["api"], may_remove)
+    kept = IMAGES_KEPT.get(fixture["id"])
+    missing = lost(fixture["request"], sent, fixture["api"], may_remove, images_kept=kept)
     assert missing == [], missing
 
 
