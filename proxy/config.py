@@ -122,8 +122,11 @@ class RecoverConfig:
     enabled: bool = True
     max_attempts: int = 1
     #: How long a repair that recovered a refusal is applied before sending to the same
-    #: route, upstream and model (proxy/learned.py); 0: nothing is learned.
+    #: client, route, upstream and model (proxy/learned.py); 0: nothing is learned.
     learn_ttl: float = 3600.0
+    #: The rules whose ``lossy`` changes (they drop something the client sent) a retry may
+    #: make, for what the refusal names (``*``: every rule); empty, the default: none.
+    lossy: frozenset[str] = frozenset()
 
     @property
     def active(self) -> bool:
@@ -629,7 +632,7 @@ def _routes(
 def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
     """A ``recover`` mapping over ``base`` (a route's defaults to the top level's)."""
     given = _mapping(value, key)
-    _no_unknown(given, ("enabled", "max_attempts", "learn_ttl"), key)
+    _no_unknown(given, ("enabled", "max_attempts", "learn_ttl", "lossy"), key)
     attempts = given.get("max_attempts", base.max_attempts)
     if isinstance(attempts, bool) or attempts not in (0, 1):
         raise ConfigError(
@@ -640,7 +643,26 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
     ttl = given.get("learn_ttl", base.learn_ttl)
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 <= ttl <= 7 * 86400:
         raise ConfigError(f"{key}.learn_ttl: must be seconds from 0 to 604800, got {ttl!r}")
-    return RecoverConfig(enabled=enabled, max_attempts=attempts, learn_ttl=float(ttl))
+    lossy = _lossy(given["lossy"], f"{key}.lossy") if "lossy" in given else base.lossy
+    return RecoverConfig(enabled=enabled, max_attempts=attempts, learn_ttl=float(ttl), lossy=lossy)
+
+
+def _lossy(value: Any, key: str) -> frozenset[str]:
+    """``recover.lossy``: ``true`` (every rule, ``*``), ``false`` (none) or a list of the
+    rules whose lossy changes a retry may make (each must be a rule that has some)."""
+    if value is True:
+        return frozenset({"*"})
+    if value is False:
+        return frozenset()
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ConfigError(f"{key}: must be true, false or a list of rule names, got {value!r}")
+    lossy = {name for name, rule in KNOWN_RULES.items() if "lossy" in rule.classes}
+    for name in value:
+        if name not in KNOWN_RULES:
+            raise ConfigError(f"{key}: unknown rule {name!r}")
+        if name not in lossy:
+            raise ConfigError(f"{key}: {name} makes no lossy change (see docs/rules.md)")
+    return frozenset(value)
 
 
 def _ui(value: Any, env: Mapping[str, str]) -> UiConfig:

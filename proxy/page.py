@@ -41,7 +41,7 @@ from proxy.config import UiConfig, split_host
 from proxy.log import get_logger
 from proxy.offload import WorkerDied
 from rules.engine.base import Change
-from rules.providers.apis import APIS
+from rules.providers.apis import APIS, safety_of
 
 log = get_logger()
 
@@ -322,15 +322,18 @@ def render_request(entry: Entry) -> Iterator[str]:
     )
     for name, value in facts:
         yield f"<tr><th>{name}</th><td>{escape(value)}</td></tr>"
-    yield "</table><h3>Changes</h3>" + _table("changes", "rule", "index", "action", "detail")
+    yield "</table><h3>Changes</h3>" + _table(
+        "changes", "rule", "index", "action", "safety", "detail"
+    )
     for change in e.listed:
         detail = orjson.dumps(dict(change.detail), default=str).decode()
         yield (
             f"<tr><td>{escape(change.rule)}</td><td class='num'>{change.index}</td>"
-            f"<td>{escape(change.action)}</td><td><code>{escape(detail)}</code></td></tr>"
+            f"<td>{escape(change.action)}</td><td>{safety_of(change)}</td>"
+            f"<td><code>{escape(detail)}</code></td></tr>"
         )
     if e.changes > len(e.listed):
-        yield f"<tr><td colspan='4'>{e.changes - len(e.listed)} more, not listed.</td></tr>"
+        yield f"<tr><td colspan='5'>{e.changes - len(e.listed)} more, not listed.</td></tr>"
     yield "</table>"
 
 

@@ -432,6 +432,33 @@ SHAPES: dict[str, dict[str, Any]] = {
             },
         ],
     },
+    "tool_schema_anyof_type": {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "read_file",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"path": {"type": "string", "anyOf": [{"minLength": 1}]}},
+                    },
+                },
+            }
+        ],
+    },
+    "thinking_type": {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "thinking": {"type": "enabled"},
+    },
+    "empty_text_part": {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": ""}, {"type": "text", "text": "Say ok."}],
+            }
+        ]
+    },
     "thinking_temperature": {
         "messages": [{"role": "user", "content": "Say ok."}],
         "temperature": 0.5,
@@ -588,7 +615,10 @@ class Outcome:
 
 #: Shapes whose check applies only to some models (globs): sent only when the probed model is
 #: one of them (Google validates thought signatures for Gemini 3 only).
-MODEL_BOUND: dict[str, tuple[str, ...]] = {"thought_signature_missing": ("gemini-3*",)}
+MODEL_BOUND: dict[str, tuple[str, ...]] = {
+    "thought_signature_missing": ("gemini-3*",),
+    "thinking_type": ("minimax-m3*",),  # MiniMax-M3 refuses the type M1/M2 take
+}
 
 
 def bodies(model: str) -> dict[str, bytes]:

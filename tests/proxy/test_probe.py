@@ -82,7 +82,8 @@ def test_every_contract_code_has_a_shape_its_check_refuses() -> None:
     codes = {code for profile in PROFILES.values() for code in profile.contract}
     assert codes <= set(SHAPES)
     for code in codes:
-        model = "gemini-3-pro-preview" if code in MODEL_BOUND else "deepseek-chat"
+        bound = {"thought_signature_missing": "gemini-3-pro-preview", "thinking_type": "MiniMax-M3"}
+        model = bound[code] if code in MODEL_BOUND else "deepseek-chat"
         payload = orjson.loads(bodies(model)[code])
         holding = [p for p in PROFILES.values() if code in p.contract]
         assert any(violations(payload, p.contract)[:1] for p in holding), code
