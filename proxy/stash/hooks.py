@@ -22,9 +22,8 @@ import orjson
 from aiohttp import ClientResponse
 from multidict import CIMultiDict
 
-from proxy.apis import served_named
-from proxy.log import get_logger
-from proxy.metrics import Metrics
+from proxy.observe.log import get_logger
+from proxy.observe.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_accept_encoding
 from rules.chat import reasoning_content
@@ -111,16 +110,17 @@ class ReasoningHooks:
         *,
         offload: Offload | None = None,
         api: str = "chat",
+        mark: bytes | None,
         parsed: dict[str, Any] | None = None,
     ) -> RequestReasoning | None:
         """The recalled reasoning for a request of ``api`` (``chat`` or ``messages``) whose
-        client's credential scope is ``scope`` (``proxy.stash.keys.request_scope``), or
+        client's credential scope is ``scope`` (``proxy.relay.credentials.request_scope``), or
         ``None`` when nothing is stashed (or the client sent no credential, ``scope`` is
         ``None``: an anonymous request is never stored or recalled). ``offload`` runs the
         parse and the key walk elsewhere (a big body, see proxy/offload): the payload is then
         not kept, ``sanitize_body`` parses it again where it runs. ``parsed``: the body,
-        already parsed (proxy/prefix.py), then not parsed here."""
-        mark = served_named(api).tool_turn
+        already parsed (proxy/relay/prefix.py), then not parsed here. ``mark``: what marks a
+        body of ``api`` holding a tool turn (``proxy.relay.served.ServedApi.tool_turn``)."""
         if self.stash is None or mark is None or not self.profiles(planner, api):
             return None
         if scope is None:
@@ -184,9 +184,11 @@ class ReasoningHooks:
         reasoning: RequestReasoning | None,
         upstream: ClientResponse,
         request_id: str = "",
+        *,
+        kind: type[BodyObserver],
     ) -> BodyObserver | None:
-        """An observer (the request's API's) for a 200 response to a request whose profile
-        has the rule."""
+        """An observer of ``kind`` (the request's API's: ``ServedApi.observer``) for a 200
+        response to a request whose profile has the rule."""
         if (
             self.stash is None
             or reasoning is None
@@ -207,9 +209,7 @@ class ReasoningHooks:
             return None
         scope = reasoning.given.scope
         on_limit = partial(self._not_observed, request_id)
-        return self.stash.observer_for(
-            scope, upstream.content_type, encoding, served_named(reasoning.api).observer, on_limit
-        )
+        return self.stash.observer_for(scope, upstream.content_type, encoding, kind, on_limit)
 
     def _not_observed(self, request_id: str, bound: str) -> None:
         """A response past the observer's bounds: counted and logged; the relay went

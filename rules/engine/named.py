@@ -1,7 +1,7 @@
-"""Repairs of what a refusal names, shared by the three APIs' rules: a request parameter, a key
-of a message or an item, a request value. Each rule reads the names from its options (recovery
-fills them from the refusal, proxy/named.py; an operator may set them too) and acts on nothing
-else; copy on write, like every rule.
+"""Repairs of what a refusal names, shared by the three APIs' rules: a request parameter, a key of a
+message or an item, a request value. Each rule reads the names from its options (recovery fills them
+from the refusal, rules/providers/named_repairs.py; an operator may set them too) and acts on
+nothing else; copy on write, like every rule.
 
 A value is logged only when it cannot be text the client wrote (a number, a boolean, ``null``,
 a short word such as ``auto`` or ``json_object``), else by its type and length; with

@@ -12,12 +12,12 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
 from proxy.config import parse_config
-from proxy.emulate import create_emulator
+from proxy.server.app import create_app
 from rules.providers.contract import violations
 from rules.providers.profiles import PROFILES
 from tests.builders import call, result, turn
+from tools.emulate.app import create_emulator
 
 USER = {"role": "user", "content": "Read the file."}
 AFTER = {"role": "user", "content": "Thanks."}

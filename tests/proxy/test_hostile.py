@@ -31,10 +31,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
 from proxy.config import ConfigError, parse_config
-from proxy.log import MAX_FIELD_CHARS, Sink, Timestamp, cap, cap_fields
-from proxy.stash.keys import request_scope
+from proxy.observe.log import MAX_FIELD_CHARS, Sink, Timestamp, cap, cap_fields
+from proxy.relay.credentials import request_scope
+from proxy.server.app import create_app
 from proxy.stash.redis_store import redact
 from tests.conftest import base_url
 from tests.proxy.test_operate import serving
@@ -598,7 +598,7 @@ async def test_workers_repair_a_big_body_in_their_worker_processes(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
     """Under --workers each server process has its own pool; the repair is the inline one."""
-    from proxy.sanitize import sanitize_body
+    from rules.providers.sanitize import sanitize_body
 
     recorder, url = await _recorder(aiohttp_server)
     padding = [{"role": "user", "content": "x" * 1000}, {"role": "assistant", "content": "y"}]

@@ -17,8 +17,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from proxy.cli import main as cli_main
-from proxy.emulate import create_emulator, provider_error
-from proxy.probe import (
+from rules.providers.contract import violations
+from rules.providers.profiles import PROFILES
+from tests.conftest import base_url
+from tools.emulate.app import create_emulator
+from tools.emulate.errors import provider_error
+from tools.probe import (
     MODEL_BOUND,
     SHAPES,
     bodies,
@@ -28,9 +32,6 @@ from proxy.probe import (
     probe,
     shown,
 )
-from rules.providers.contract import violations
-from rules.providers.profiles import PROFILES
-from tests.conftest import base_url
 
 Server = Callable[..., Awaitable[TestServer]]
 

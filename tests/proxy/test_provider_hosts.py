@@ -1,4 +1,4 @@
-"""The profile follows the upstream host unless the operator names one (proxy/provider_hosts.py)."""
+"""The profile follows the upstream host unless the operator names one (proxy/config/hosts.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from proxy.cli import log_started
 from proxy.config import load_config, parse_config
-from proxy.provider_hosts import HOST_PROFILES, profile_for_upstream
+from proxy.config.hosts import HOST_PROFILES, profile_for_upstream
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]

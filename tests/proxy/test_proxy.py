@@ -15,8 +15,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import RUNTIME_KEY, SESSION_KEY, planner_of
-from proxy.streaming import BUFFER_MAX_BYTES
+from proxy.relay.streaming import BUFFER_MAX_BYTES
+from proxy.server.app import RUNTIME_KEY, SESSION_KEY, planner_of
 from rules.chat import RULES
 from rules.engine.base import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory

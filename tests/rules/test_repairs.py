@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.sanitize import sanitize_body
 from rules.chat import RULES
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.contract import responses as responses_contract
@@ -24,6 +23,7 @@ from rules.providers.planner import (
     with_repair,
 )
 from rules.providers.profiles import PASSTHROUGH, PROFILES
+from rules.providers.sanitize import sanitize_body
 from tests.proxy.test_catalogue_rows import CASES
 
 CALL = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}

@@ -1,5 +1,5 @@
-"""Which rules repair each catalogued rejection: the one table recovery (proxy/recover.py) and
-``chatmend check --error`` read.
+"""Which rules repair each catalogued rejection: the one table recovery (proxy/recovery/retry.py)
+and ``chatmend check --error`` read.
 
 A ``Repair`` names the rules that, switched on with its options over the request's plan, make
 the check of that error class pass (tests/rules/test_repairs.py runs each on the check's own
