@@ -131,7 +131,7 @@ def serve(upstream: str, port: int, off: Sequence[str]) -> None:
     import orjson
     from aiohttp import web
 
-    import proxy.server.account
+    import proxy.observe.accounting
     import proxy.server.trip
     from proxy.cli import event_loop_factory
     from proxy.config import load_config
@@ -150,8 +150,8 @@ def serve(upstream: str, port: int, off: Sequence[str]) -> None:
     configure_logging()
     app = create_app(load_config(None, upstream=upstream, port=port))
     if "log" in off:
-        proxy.server.account.log = Nothing()
-        setattr(proxy.server.trip, "log", proxy.server.account.log)  # noqa: B010 - not exported
+        proxy.observe.accounting.log = Nothing()
+        setattr(proxy.server.trip, "log", proxy.observe.accounting.log)  # noqa: B010 - not exported
     if "metrics" in off:
         app[METRICS_KEY] = Nothing()  # type: ignore[misc]
     if "stash" in off:

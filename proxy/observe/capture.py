@@ -12,12 +12,14 @@ credential is.
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
 from proxy.config import CaptureConfig
+from proxy.observe.flow import MAX_LISTED_CHANGES, Flow, Subscriber
 from rules.engine.base import Change
 from rules.providers.apis import APIS
 
@@ -26,10 +28,6 @@ RECENT_REQUESTS = 500
 #: A session (route, client address, model) refused this many times in a row by the upstream
 #: is listed as "keeps being refused".
 REFUSED_STREAK = 3
-#: Changes kept per request (the page lists them; the rest are counted), each with its detail
-#: clipped (``clipped``): a change's detail carries the clients' strings (ids, names), so a
-#: 100 KB tool-call id would otherwise be kept whole, with every change that names it.
-MAX_LISTED_CHANGES = 50
 #: Characters of a change's detail kept in all (its keys, strings and numbers as written):
 #: a string is cut to ``CLIP_STRING`` characters, a list or mapping to ``CLIP_ITEMS`` items,
 #: nesting to ``CLIP_DEPTH`` levels; the rest is marked (``...``), never kept.
@@ -183,3 +181,44 @@ def model_of(body: bytes | None) -> str | None:
         return None
     found = _MODEL.search(body, 0, 65536)
     return None if found is None else found.group(1).decode("utf-8", "replace")
+
+
+class Capture(Subscriber):
+    """The page's subscriber: each request, once done, joins the list of recent requests, and
+    the bodies of one rewritten, recovered or refused by the upstream join the capture."""
+
+    def __init__(self, recent: Recent) -> None:
+        self.recent = recent
+
+    def done(self, flow: Flow) -> None:
+        request = flow.request
+        entry = Entry(
+            request_id=flow.id,
+            at=time.time(),
+            route=flow.route,
+            api=flow.api,
+            method=request.method,
+            path=request.path[:256],
+            status=flow.status,
+            model=model_of(flow.original),
+            rules=flow.rules,
+            changes=flow.changes,
+            overhead_ms=flow.overhead_ms,
+            recovered=flow.recovered,
+            outcome=flow.outcome,
+            client=request.remote or "",
+            listed=clipped(flow.listed),
+        )
+        self.recent.record(entry, captured(flow))
+
+
+def captured(flow: Flow) -> Bodies | None:
+    """The bodies before and after of a request the upstream answered, when chatmend rewrote
+    or recovered it, or the upstream refused it (4xx)."""
+    original, sent = flow.original, flow.sanitized
+    if original is None:
+        return None
+    changed = sent is not None and sent.changed
+    if not (flow.recovered or changed or 400 <= flow.status < 500):
+        return None
+    return Bodies(original, sent.body if sent is not None and changed else original)

@@ -1,5 +1,13 @@
-"""structlog configuration: JSON lines on stdout, rendered by orjson, fields capped, a failing
-stdout counted and never fatal."""
+"""structlog configuration: JSON lines on stdout, rendered by orjson, fields capped, text the
+client wrote only where the request's route logs content, a failing stdout counted and never
+fatal.
+
+Privacy is the logger's, not each call site's: a request's flow binds its id once, and, on a route
+with ``log_content: true``, the ``CONTENT_ALLOWED`` mark (proxy/observe/flow.py); ``cap_fields``
+withholds every ``CONTENT_FIELDS`` field of every other line, however deep, and leaves its size.
+The rules write content into a change only where asked (``RuleContext.log_content``); this is the
+guarantee that no line carries it otherwise.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,8 @@ from typing import IO, Any
 import orjson
 import structlog
 
+from rules.engine.named import loggable
+
 #: Loggers of the libraries chatmend runs on. Their records may quote request bytes: aiohttp's
 #: parser errors carry the offending header line, an ``Authorization`` value included. So they
 #: become ``library_log`` lines with the logger, the code location and the exception type,
@@ -25,6 +35,16 @@ MAX_FIELD_CHARS = 256
 MAX_FIELD_ITEMS = 100
 #: Fields exempt from the string cap: opt-in content (``log_content``), capped where it is made.
 UNCAPPED = frozenset({"original"})
+#: Fields that hold text the client wrote, wherever they stand in a line: a change's arguments
+#: as sent (``original``), a dropped ``content`` or ``output``. Logged only on a line whose
+#: request's route logs content; elsewhere each is withheld (its size is kept).
+CONTENT_FIELDS = frozenset({"original", "content", "output"})
+#: A value a named repair replaced or dropped (``rules.engine.named.described``): a short word
+#: (``auto``, ``json_object``) is logged as it is; a longer string only like content.
+VALUE_FIELD = "value"
+#: The mark a request's log context carries when its route logs content; consumed here.
+CONTENT_ALLOWED = "_log_content"
+_PRIVATE = CONTENT_FIELDS | {VALUE_FIELD}
 
 
 class Sink:
@@ -59,9 +79,23 @@ class Sink:
 SINK = Sink()
 
 
-def cap(value: Any, depth: int = 0) -> Any:
+def withheld(value: Any) -> str:
+    """What a line says of content it may not carry: its size."""
+    size = len(value) if isinstance(value, str) else len(orjson.dumps(value, default=repr))
+    return f"...[{size} chars, not logged: log_content is off]"
+
+
+def _private(key: Any, value: Any) -> bool:
+    """Whether a field holds text the client wrote."""
+    if key in CONTENT_FIELDS:
+        return value is not None
+    return key == VALUE_FIELD and isinstance(value, str) and not loggable(value)
+
+
+def cap(value: Any, depth: int = 0, *, content: bool = True) -> Any:
     """``value`` with long strings cut (their length kept) and long lists and mappings
-    shortened (the number left out kept), four levels deep."""
+    shortened (the number left out kept), four levels deep; without ``content``, every field
+    that holds text the client wrote withheld."""
     if isinstance(value, str):
         if len(value) <= MAX_FIELD_CHARS:
             return value
@@ -69,19 +103,25 @@ def cap(value: Any, depth: int = 0) -> Any:
     if depth >= 4:
         return value if isinstance(value, int | float | bool | None) else "..."
     if isinstance(value, list | tuple):
-        items = [cap(item, depth + 1) for item in value[:MAX_FIELD_ITEMS]]
+        items = [cap(item, depth + 1, content=content) for item in value[:MAX_FIELD_ITEMS]]
         if len(value) > MAX_FIELD_ITEMS:
             items.append(f"...[{len(value) - MAX_FIELD_ITEMS} more]")
         return items
     if isinstance(value, dict):
         capped = {
-            cap(key, depth + 1): item if key in UNCAPPED else cap(item, depth + 1)
+            cap(key, depth + 1): _field(key, item, depth + 1, content)
             for key, item in list(value.items())[:MAX_FIELD_ITEMS]
         }
         if len(value) > MAX_FIELD_ITEMS:
             capped["..."] = f"{len(value) - MAX_FIELD_ITEMS} more"
         return capped
     return value
+
+
+def _field(key: Any, value: Any, depth: int, content: bool) -> Any:
+    if not content and _private(key, value):
+        return withheld(value)
+    return value if key in UNCAPPED else cap(value, depth, content=content)
 
 
 #: Field types ``cap`` leaves as they are (their subclasses go through ``cap``, which leaves
@@ -92,19 +132,23 @@ _PLAIN = frozenset({int, float, bool, type(None)})
 def cap_fields(
     logger: Any, method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    """structlog processor: every field through ``cap``. An event of short strings and
-    numbers only (``request_done``, most lines) is passed on as it is: ``cap`` would return
-    each of its values unchanged."""
+    """structlog processor: every field through ``cap``, content withheld unless the line's
+    request logs content (``CONTENT_ALLOWED``, which it consumes). An event of short strings
+    and numbers only, none of them a content field (``request_done``, most lines), is passed on
+    as it is: ``cap`` would return each of its values unchanged."""
+    content = event.pop(CONTENT_ALLOWED, False) is True
     for key, value in event.items():
         kind = type(value)
         short = len(value) <= MAX_FIELD_CHARS if kind is str else kind in _PLAIN
-        if not short and key not in UNCAPPED:
+        if (not short and key not in UNCAPPED) or key in _PRIVATE:
             break
     else:
         return event
     plain = int | float | bool | None
     return {
-        key: value if key in UNCAPPED or isinstance(value, plain) else cap(value)
+        key: value
+        if isinstance(value, plain) and key not in _PRIVATE
+        else _field(key, value, 0, content)
         for key, value in event.items()
     }
 

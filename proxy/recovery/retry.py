@@ -370,7 +370,7 @@ class Suggestions:
 
 
 def may_retry(
-    request: web.Request, first: RelayResult, retry: Retry, *, request_id: str, max_body_bytes: int
+    request: web.Request, first: RelayResult, retry: Retry, *, max_body_bytes: int
 ) -> bool:
     """Whether ``retry`` may be sent in place of the first answer: not if that answer already
     went out, the repaired body is too big, or the client left."""
@@ -382,7 +382,7 @@ def may_retry(
     elif request.transport is None or request.transport.is_closing():
         reason = "client_disconnected"
     if reason is not None:
-        log.info("recovery_skipped", request_id=request_id, reason=reason)
+        log.info("recovery_skipped", reason=reason)
     return reason is None
 
 
@@ -404,9 +404,8 @@ def described(changes: tuple[Change, ...] | list[Change]) -> list[dict[str, Any]
 MAX_DESCRIBED = 50
 
 
-def _fields(retry: Retry, request_id: str, route: str) -> dict[str, Any]:
+def _fields(retry: Retry, route: str) -> dict[str, Any]:
     return {
-        "request_id": request_id,
         "route": route,
         "rules": list(retry.rules),
         "error_class": retry.error_class,
@@ -417,11 +416,11 @@ def _fields(retry: Retry, request_id: str, route: str) -> dict[str, Any]:
     }
 
 
-def reported(retry: Retry, *, request_id: str, route: str, meter: Metrics) -> None:
+def reported(retry: Retry, *, route: str, meter: Metrics) -> None:
     """A route in report mode: what recovery would have sent, logged (``recovery_reported``)
     and counted; nothing is sent."""
     meter.recovery_retries.labels(route, retry.error_class, "reported").inc()
-    log.info("recovery_reported", **_fields(retry, request_id, route))
+    log.info("recovery_reported", **_fields(retry, route))
 
 
 def record(
@@ -429,7 +428,6 @@ def record(
     status: int,
     answer: RelayResult | None,
     *,
-    request_id: str,
     route: str,
     meter: Metrics,
     suggestions: Suggestions,
@@ -437,7 +435,7 @@ def record(
     """Log what the retry did (``request_recovered``, with every unsafe or lossy change it
     made; else ``recovery_failed`` with the first error's class), count a recovery, suggest its
     rule once per route."""
-    fields = {**_fields(retry, request_id, route), "attempt": 1, "status": status}
+    fields = {**_fields(retry, route), "attempt": 1, "status": status}
     meter.recovery_retries.labels(
         route, retry.error_class, "failed" if status >= 400 else "recovered"
     ).inc()

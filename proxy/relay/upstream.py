@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from aiohttp import ClientResponse, ClientSession, ClientTimeout, TCPConnector
 from multidict import CIMultiDict, CIMultiDictProxy, MultiMapping
 from yarl import URL
@@ -113,3 +115,20 @@ async def open_upstream(
     return await session.request(
         method, url, headers=headers, data=body, allow_redirects=False, timeout=timeout
     )
+
+
+def unreachable(exc: BaseException, upstream: str) -> dict[str, str]:
+    """Why an upstream could not be reached, for the log: its host and port and the cause (the
+    operating system's words, e.g. ``Connection refused``, or the DNS error), never the URL's
+    path, query or user info (a key may sit in them)."""
+    url = URL(upstream)
+    host = f"{url.host}:{url.port}" if url.port is not None else str(url.host)
+    os_error = getattr(exc, "os_error", None)
+    cause = type(exc).__name__
+    if isinstance(os_error, OSError):
+        cause = (
+            os.strerror(os_error.errno)
+            if isinstance(os_error.errno, int) and os_error.errno > 0
+            else os_error.strerror or type(os_error).__name__
+        )
+    return {"host": host, "cause": cause[:200]}

@@ -1,6 +1,6 @@
 """create_app(config): the probes, the catch-all proxy route (proxy/server/trip.py), and what the
 app holds for all its requests (the upstream session, routes, metrics, the reasoning stash, the
-worker processes)."""
+worker processes, the subscribers of the request's flow)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ from aiohttp import web
 
 from proxy.config import Config
 from proxy.observe import otel
-from proxy.observe.capture import Recent
+from proxy.observe.accounting import Accounting
+from proxy.observe.capture import Capture, Recent
+from proxy.observe.flow import Events, Subscriber
 from proxy.observe.log import SINK
 from proxy.observe.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from proxy.observe.metrics import Metrics
+from proxy.observe.otel import Tracing
 from proxy.recovery.learned import LearnedRepairs
 from proxy.recovery.retry import Suggestions
 from proxy.relay.body import MAX_HEADER_BYTES, InflightBudget
@@ -27,6 +30,7 @@ from proxy.relay.routing import Runtime, RuntimeHolder
 from proxy.relay.upstream import create_session
 from proxy.server import page
 from proxy.server.appkeys import (
+    EVENTS_KEY,
     INFLIGHT_KEY,
     LEARNED_KEY,
     METRICS_KEY,
@@ -109,10 +113,23 @@ def create_app(config: Config) -> web.Application:
         app[RECENT_KEY] = Recent(config.capture)
         app[UI_KEY] = config.ui
         page.add_routes(app, config.ui)
+    # Who hears each request's events (proxy/observe/flow.py), once the app is set up.
+    app.on_startup.append(_subscribe)
     # One catch-all route whose handler observes the request itself: no middleware chain and
     # no response signal to run per request (both measurable on the hot path).
     app.router.add_route("*", "/{tail:.*}", handle, expect_handler=_expect)
     return app
+
+
+async def _subscribe(app: web.Application) -> None:
+    """The flow's subscribers, fixed when the app starts: the accounting and the reasoning
+    stash always; the capture when the page is on, the tracing when there is a tracer."""
+    subscribers: list[Subscriber] = [Accounting(app[METRICS_KEY]), app[REASONING_KEY]]
+    if RECENT_KEY in app:
+        subscribers.append(Capture(app[RECENT_KEY]))
+    if TRACER_KEY in app:
+        subscribers.append(Tracing(app[TRACER_KEY]))
+    app[EVENTS_KEY] = Events(subscribers)
 
 
 HEALTHZ = "/healthz"

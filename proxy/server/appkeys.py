@@ -6,6 +6,7 @@ from aiohttp import ClientSession, web
 
 from proxy.config import UiConfig
 from proxy.observe.capture import Recent
+from proxy.observe.flow import Events
 from proxy.observe.metrics import Metrics
 from proxy.recovery.learned import LearnedRepairs
 from proxy.recovery.retry import Suggestions
@@ -33,3 +34,5 @@ UI_KEY = web.AppKey("ui", UiConfig)
 #: The OpenTelemetry tracer (proxy/observe/otel.py): set only when the OTEL_* variables ask for
 #: traces.
 TRACER_KEY = web.AppKey("tracer", object)
+#: The flow's subscribers per event (proxy/observe/flow.py), fixed when the app starts.
+EVENTS_KEY = web.AppKey("events", Events)

@@ -1,10 +1,14 @@
 """One request's trip through chatmend, top to bottom:
-route and limits -> read -> sanitize -> relay -> account.
+admit -> read -> repair -> send (-> recover) -> answer, then done.
 
-``handle`` is the app's catch-all route (proxy/server/app.py answers the probes before it). Each
-step is one function below, in the order a request meets them; a step that answers the request
-itself (an error, a refusal) returns that answer, and the trip ends there. What is said about the
-request (metrics, log events, ``X-Chatmend-*`` headers) is in proxy/server/account.py.
+``handle`` is the app's catch-all route (proxy/server/app.py answers the probes before it). The
+request is one ``Flow`` (proxy/observe/flow.py) from start to end. Each step is one function
+below, in the order a request meets them; a step that answers the request itself (an error, a
+refusal) returns that answer, and the trip ends there. Each step fills the flow and announces
+itself on the app's ``Events`` (``request_read``, ``limited``, ``repaired``,
+``response_started``, ``response_ended``, ``upstream_failed``, ``answered``, ``done``): what is
+said about the request (metrics, log lines), the page's capture, the span and the stash's counts
+are their subscribers, and nothing here calls them. Nothing below calls back into this module.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from aiohttp import ClientError, web
 from multidict import CIMultiDict
 
 from proxy.config import Config
+from proxy.observe.flow import Events, Flow, ms
 from proxy.observe.log import get_logger
-from proxy.observe.metrics import Metrics
 from proxy.recovery.learned import LearnedRepairs
 from proxy.recovery.retry import (
     RECOVERABLE,
@@ -40,10 +44,16 @@ from proxy.relay.offload import Offloader
 from proxy.relay.routing import RefusedPath, Route, Runtime, route_path
 from proxy.relay.served import ServedApi, served_api, served_named
 from proxy.relay.streaming import RelayResult, relay
-from proxy.relay.upstream import anthropic_betas, open_upstream, request_headers, upstream_url
-from proxy.server import account, page
-from proxy.server.account import RequestState
+from proxy.relay.upstream import (
+    anthropic_betas,
+    open_upstream,
+    request_headers,
+    unreachable,
+    upstream_url,
+)
+from proxy.server import page
 from proxy.server.appkeys import (
+    EVENTS_KEY,
     INFLIGHT_KEY,
     LEARNED_KEY,
     METRICS_KEY,
@@ -54,7 +64,6 @@ from proxy.server.appkeys import (
     RUNTIME_KEY,
     SESSION_KEY,
     SUGGESTIONS_KEY,
-    TRACER_KEY,
 )
 from proxy.stash.hooks import RequestReasoning
 from rules.engine.base import NO_FACTS, RequestFacts
@@ -97,160 +106,155 @@ class Repair:
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
-    """Serve one request, contain unexpected errors, and account for it once."""
-    state = RequestState.of(request)
-    app = request.app
-    meter = app[METRICS_KEY]
-    status = 499  # stays so if the client disconnects and the handler is cancelled
+    """Serve one request, contain unexpected errors, and announce its end once."""
+    flow = Flow.start(request)
     try:
-        response = account.answered(state, await _serve(request, state))
-        status = response.status
+        response = flow.answer(await _serve(flow))
+        flow.status = response.status
         return response
     except web.HTTPException as exc:  # aiohttp's own answers (none expected from the route)
-        status = exc.status
+        flow.status = exc.status
         raise
     except (asyncio.CancelledError, ConnectionResetError):  # the client left mid-request
-        state.outcome = state.outcome or "client_disconnected"
+        flow.outcome = flow.outcome or "client_disconnected"
         raise
     except Exception as exc:  # nothing a client sends may crash the server
-        log.error("request_failed", request_id=state.request_id, error=type(exc).__name__)
-        status = 500
-        return account.answered(state, errors.internal_error())
+        log.error("request_failed", error=type(exc).__name__)
+        flow.status = 500
+        return flow.answer(errors.internal_error())
     finally:
-        if state.hold is not None:
-            state.hold.release()
-        account.done(meter, request, state, status)
-        account.remember(app.get(RECENT_KEY), request, state, status)
-        account.traced(app.get(TRACER_KEY), request, state, status)
+        if flow.hold is not None:
+            flow.hold.release()
+        request.app[EVENTS_KEY].done(flow)
+        flow.end()
 
 
-async def _serve(request: web.Request, state: RequestState) -> web.StreamResponse:
-    runtime = request.app[RUNTIME_KEY].current  # read once: a reload does not touch this request
-    epoch = request.app[LEARNED_KEY].epoch  # what it learns is dropped if a reload comes first
-    # 1. Route and limits: nothing is read of a request chatmend will not serve.
-    route = _admit(request, state, runtime)
+async def _serve(flow: Flow) -> web.StreamResponse:
+    app = flow.request.app
+    events = app[EVENTS_KEY]
+    runtime = app[RUNTIME_KEY].current  # read once: a reload does not touch this request
+    epoch = app[LEARNED_KEY].epoch  # what it learns is dropped if a reload comes first
+    # 1. Admit: the route, and nothing is read of a request chatmend will not serve.
+    route = _admit(flow, events, runtime)
     if isinstance(route, web.Response):
         return route
     # 2. Read: the body as it came, and decoded where chatmend repairs it.
-    read = await _read(request, state, runtime.config)
+    read = await _read(flow, events, runtime.config)
     if isinstance(read, web.Response):
         return read
-    # 3. Sanitize: the route's rules, fail-open within the deadline.
-    repair = await _sanitize(request, state, route, read, runtime.config)
-    if isinstance(repair, web.Response):
-        return repair
-    # 4. Relay: send it upstream and stream the answer back (a 400 a rule repairs: once more).
-    return await _relay(request, state, route, read, repair, config=runtime.config, epoch=epoch)
+    events.request_read(flow)
+    # 3. Repair: the route's rules, fail-open within the deadline.
+    repair = await _repair(flow, events, route, read, runtime.config)
+    if repair.sanitized is not None:
+        events.repaired(flow)
+        if repair.sanitized.skipped == "json_too_deep":  # nested past what orjson reads
+            flow.outcome = "rejected"
+            return errors.too_deep()
+    # 4. Send: upstream, the answer streamed back (a 400 a rule repairs: once more).
+    return await _send(flow, events, route, read, repair, config=runtime.config, epoch=epoch)
 
 
-# 1. Route and limits ------------------------------------------------------------------------
+# 1. Admit -----------------------------------------------------------------------------------
 
 
-def _admit(request: web.Request, state: RequestState, runtime: Runtime) -> Route | web.Response:
+def _admit(flow: Flow, events: Events, runtime: Runtime) -> Route | web.Response:
     """The route for the request's path, or the refusal of a path, a method, a size or a
     client without the route's token."""
-    meter = request.app[METRICS_KEY]
+    request = flow.request
     try:
         path = route_path(request.rel_url.raw_path)
     except RefusedPath as exc:
-        return _refused(meter, state, "path", errors.bad_path(str(exc)), reason=str(exc))
+        return _refused(flow, events, "path", errors.bad_path(str(exc)), reason=str(exc))
     if RECENT_KEY in request.app and page.claims(path):
         # Under the page's name but not one of its paths: never forwarded, with the
         # admin's Authorization on it.
-        state.outcome = "rejected"
+        flow.outcome = "rejected"
         return errors.closing(page.not_a_page())
     route = runtime.route_for(path)
-    state.route = route.name
+    flow.route = route.name
+    if route.config.log_content:
+        flow.allow_content()
     if runtime.retired and runtime.retired_prefix(path, route) is not None:
         # A credentialed route a reload removed: never another route's upstream.
-        return _refused(meter, state, "removed_route", errors.route_removed())
+        return _refused(flow, events, "removed_route", errors.route_removed())
     if request.method not in METHODS:
         allowed = ", ".join(sorted(METHODS))
-        return _refused(meter, state, "method", errors.method_not_allowed(allowed))
+        return _refused(flow, events, "method", errors.method_not_allowed(allowed))
     early = body.refused_early(request, runtime.config)
     if early is not None:
         limit = "header_size" if early.status == 431 else "body_size"
-        return _refused(meter, state, limit, early)
+        return _refused(flow, events, limit, early)
     if not authorized(route.config, request.headers):
-        state.outcome = "unauthorized"
+        flow.outcome = "unauthorized"
         return errors.closing(errors.unauthorized(route.name))
     return route
 
 
 def _refused(
-    meter: Metrics, state: RequestState, limit: str, response: web.Response, **fields: object
+    flow: Flow, events: Events, limit: str, response: web.Response, **fields: object
 ) -> web.Response:
-    state.outcome = "rejected"
-    account.limited(meter, state, limit, **fields)
+    flow.outcome = "rejected"
+    events.limited(flow, limit, **fields)
     return errors.closing(response)
 
 
-def _overloaded(meter: Metrics, state: RequestState, config: Config) -> web.Response:
+def _overloaded(flow: Flow, events: Events, config: Config, hold: body.Hold) -> web.Response:
     """A big body past the in-flight budget: 503 with ``Retry-After``, counted, closed."""
     response = errors.overloaded(config.inflight_body_bytes)
-    held = None if state.hold is None else state.hold.budget.held
-    return _refused(meter, state, "inflight_body_bytes", response, held=held)
-
-
-def api_of(request: web.Request) -> ServedApi | None:
-    """The API whose body chatmend repairs on this request (``proxy.relay.served.served_api``)."""
-    return served_api(request.method, request.path)
+    return _refused(flow, events, "inflight_body_bytes", response, held=hold.budget.held)
 
 
 # 2. Read ------------------------------------------------------------------------------------
 
 
-async def _read(request: web.Request, state: RequestState, config: Config) -> Body | web.Response:
+async def _read(flow: Flow, events: Events, config: Config) -> Body | web.Response:
     """The body within ``client_body_timeout`` and ``max_body_bytes``, decoded (within
     ``max_body_bytes`` too) when it is one chatmend repairs."""
+    request = flow.request
     if not request.body_exists:
         return Body()
-    app = request.app
-    meter = app[METRICS_KEY]
     # The bodies in flight together stay within inflight_body_bytes; a big one past
     # it is refused before it is read (its announced size), once read, or while it inflates.
-    hold = state.hold = app[INFLIGHT_KEY].hold(
-        config.inflight_body_bytes, config.offload_body_bytes
-    )
+    hold = request.app[INFLIGHT_KEY].hold(config.inflight_body_bytes, config.offload_body_bytes)
+    flow.hold = hold
     announced = request.content_length
     if announced is not None and not hold.take(announced):
-        return _overloaded(meter, state, config)
+        return _overloaded(flow, events, config, hold)
     try:
         raw = await body.read(request, config)
     except web.HTTPRequestEntityTooLarge:
-        return _refused(meter, state, "body_size", errors.too_large(config.max_body_bytes))
+        return _refused(flow, events, "body_size", errors.too_large(config.max_body_bytes))
     except TimeoutError:
-        state.outcome = "client_timeout"
+        flow.outcome = "client_timeout"
         return errors.body_timeout(config.client_body_timeout)
     if announced is None and not hold.take(len(raw)):
-        return _overloaded(meter, state, config)
-    api = api_of(request)
+        return _overloaded(flow, events, config, hold)
+    api = served_api(request.method, request.path)
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if api is None or encoding in ("", "identity"):
         return Body(raw, raw, api)
     try:
         decoded = await body.decoded(raw, encoding, config.max_body_bytes, hold)
     except body.TooLarge:
-        return _refused(meter, state, "decoded_size", errors.too_large(config.max_body_bytes))
+        return _refused(flow, events, "decoded_size", errors.too_large(config.max_body_bytes))
     except body.Overloaded:
-        return _overloaded(meter, state, config)
+        return _overloaded(flow, events, config, hold)
     if decoded is None:  # an encoding chatmend does not read, or broken: sent as it came
-        log.info("payload_not_sanitized", request_id=state.request_id, reason="encoding")
+        flow.unread = "encoding"
         return Body(raw)
     return Body(raw, decoded, api)
 
 
-# 3. Sanitize --------------------------------------------------------------------------------
+# 3. Repair ----------------------------------------------------------------------------------
 
 
-async def _sanitize(
-    request: web.Request, state: RequestState, route: Route, read: Body, config: Config
-) -> Repair | web.Response:
+async def _repair(flow: Flow, events: Events, route: Route, read: Body, config: Config) -> Repair:
     """The rules over the decoded body, in a worker process if it is big; the body goes as it
     came if they do not finish within ``sanitize_deadline`` (or the worker fails)."""
     if read.decoded is None or read.api is None:
         return Repair()
-    state.api = read.api.name
+    request = flow.request
+    flow.api = read.api.name
     app = request.app
     offload = app[OFFLOAD_KEY]
     big = offload.enabled and len(read.decoded) > config.offload_body_bytes
@@ -260,13 +264,13 @@ async def _sanitize(
     # The client's credential: the prefix cache's session space and the stash's key.
     scope = request_scope(route.config.upstream.url, request.headers, request.rel_url.query)
     started = time.perf_counter()  # the body parsed once, by the prefix cache if it can
-    reading = prefix.SKIP if big else _prefix_read(request, state, route, read, scope)
+    reading = prefix.SKIP if big else _prefix_read(flow, route, read, scope)
     try:
         async with asyncio.timeout(config.sanitize_deadline):
             if read.api.tool_turn is not None:  # one stash lookup before the rules
                 waiting = time.perf_counter()
                 reasoning = await _recall(
-                    request, route, read, reading, scope, offload=offload if big else None
+                    flow, route, read, reading, scope, offload=offload if big else None
                 )
                 started += time.perf_counter() - waiting  # the stash's wait is not the rules'
             given = given_to_rules(request, read.api, reasoning)
@@ -284,25 +288,21 @@ async def _sanitize(
                 )
     except TimeoutError:
         # Fail-open: the body goes as it came, as if chatmend were not there.
-        limit = "sanitize_deadline"
-        account.limited(app[METRICS_KEY], state, limit, seconds=config.sanitize_deadline)
+        events.limited(flow, "sanitize_deadline", seconds=config.sanitize_deadline)
     except Exception as exc:
         if not big:
             raise
         # A broken worker process or pool: fail-open too.
-        log.error("offload_failed", request_id=state.request_id, error=type(exc).__name__)
+        log.error("offload_failed", error=type(exc).__name__)
     if sanitized is None:
         return Repair(None, reasoning, scope=scope)
-    account.sanitized(app[METRICS_KEY], state, request.path, sanitized, started)
-    app[REASONING_KEY].report(state.request_id, sanitized.changes)
-    if sanitized.skipped == "json_too_deep":
-        state.outcome = "rejected"
-        return errors.too_deep()
+    flow.sanitize_ms = ms(started)
+    flow.record(sanitized)
     return Repair(sanitized, reasoning, source, scope)
 
 
 async def _recall(
-    request: web.Request,
+    flow: Flow,
     route: Route,
     read: Body,
     reading: prefix.Reading,
@@ -313,7 +313,7 @@ async def _recall(
     """What the reasoning stash recalls for this body (proxy/stash): one lookup before the
     rules, over the body as the prefix cache parsed it (or in a worker, for a big body)."""
     assert read.decoded is not None and read.api is not None
-    return await request.app[REASONING_KEY].before_rules(
+    return await flow.request.app[REASONING_KEY].before_rules(
         route.planner,
         read.decoded,
         scope,
@@ -352,22 +352,21 @@ def _inline(
     return source, sanitized
 
 
-def _prefix_read(
-    request: web.Request, state: RequestState, route: Route, read: Body, scope: str | None
-) -> prefix.Reading:
+def _prefix_read(flow: Flow, route: Route, read: Body, scope: str | None) -> prefix.Reading:
     """The body read through the prefix cache (proxy/relay/prefix.py), in the space of its
     credential ``scope``, route and API, and counted."""
     assert read.api is not None and read.decoded is not None
-    cache = request.app[PREFIX_KEY]
+    app = flow.request.app
+    cache = app[PREFIX_KEY]
     if not cache.config.enabled:
         return prefix.SKIP
     try:
         reading = cache.read((route.name, read.api.name, scope), read.api.api, read.decoded)
     except Exception as exc:  # fail-open: the cache only saves work; the body is read whole
-        log.error("prefix_cache_failed", request_id=state.request_id, error=type(exc).__name__)
+        log.error("prefix_cache_failed", error=type(exc).__name__)
         return prefix.SKIP
-    state.prefix = reading.outcome
-    meter = request.app[METRICS_KEY]
+    flow.prefix = reading.outcome
+    meter = app[METRICS_KEY]
     meter.child(meter.prefix_reads, reading.outcome).inc()
     if reading.reused:
         meter.prefix_reused.inc(reading.reused)
@@ -384,8 +383,8 @@ def _learned(
     scope: str | None,
 ) -> tuple[PlanSource, dict[str, Any] | None]:
     """The plan source for this body (``proxy.recovery.learned``): the route's planner, with what
-    was learned for this client, route, upstream, API and model enforced; and the body parsed, if
-    that took parsing it (a route with nothing learned pays one dict lookup, no parse)."""
+    was learned for this client, route, upstream, API and model enforced; and the body parsed,
+    if that took parsing it (a route with nothing learned pays one dict lookup, no parse)."""
     if (
         scope is None
         or not learned.on_route(route.name)
@@ -417,9 +416,9 @@ def _learned(
 def given_to_rules(
     request: web.Request, api: ServedApi | None, reasoning: RequestReasoning | None
 ) -> RequestFacts | None:
-    """What the server gives the rules of this request (``RequestFacts``): what the stash recalled
-    for it and, for a Messages request, its ``anthropic-beta`` values; ``None`` when there is
-    nothing to give (no RequestFacts is built, the plan runs as compiled)."""
+    """What the server gives the rules of this request (``RequestFacts``): what the stash
+    recalled for it and, for a Messages request, its ``anthropic-beta`` values; ``None`` when
+    there is nothing to give (no RequestFacts is built, the plan runs as compiled)."""
     given = None if reasoning is None else reasoning.given
     if api is not None and api.anthropic_headers and "anthropic-beta" in request.headers:
         betas = anthropic_betas(request.headers)
@@ -428,7 +427,7 @@ def given_to_rules(
     return given
 
 
-# 4. Relay -----------------------------------------------------------------------------------
+# 4. Send ------------------------------------------------------------------------------------
 
 
 def _upstream_headers(
@@ -448,9 +447,9 @@ def _upstream_headers(
     return headers
 
 
-async def _relay(
-    request: web.Request,
-    state: RequestState,
+async def _send(
+    flow: Flow,
+    events: Events,
     route: Route,
     read: Body,
     repair: Repair,
@@ -460,18 +459,18 @@ async def _relay(
 ) -> web.StreamResponse:
     """Send the body upstream (the client's bytes, compressed or not, if no rule changed them)
     and relay the answer; a 400 of a class a rule repairs is repaired and sent once more."""
-    sanitized, reasoning = repair.sanitized, repair.reasoning
+    sanitized = repair.sanitized
     rewritten = sanitized is not None and sanitized.changed
-    headers = _upstream_headers(request, route, read, repair, rewritten=rewritten)
-    profile = None if sanitized is None else sanitized.profile
+    headers = _upstream_headers(flow.request, route, read, repair, rewritten=rewritten)
     send = partial(
         _exchange,
-        request=request,
-        state=state,
+        flow=flow,
+        events=events,
         route=route,
         headers=headers,
-        profile=profile,
-        reasoning=reasoning,
+        api=read.api,
+        profile=None if sanitized is None else sanitized.profile,
+        reasoning=repair.reasoning,
     )
     answer = await send(sanitized.body if sanitized is not None and rewritten else read.raw, {})
     if isinstance(answer, web.Response):
@@ -484,8 +483,7 @@ async def _relay(
     ):
         headers.popall("Content-Encoding", None)  # the retry goes decoded
         retried = await _recover(
-            request,
-            state,
+            flow,
             route,
             repair,
             answer[1],
@@ -500,13 +498,13 @@ async def _relay(
             if isinstance(answer, web.Response):
                 return answer
     status, result = answer
-    account.sent(state, read.decoded, sanitized, status, recovered=recovered)
-    if 400 <= status < 500:
-        meter = request.app[METRICS_KEY]
-        account.rejected(meter, state, result, original=read.decoded, sent=sanitized, api=state.api)
-    state.outcome = result.outcome
+    # 5. Answer: what the upstream answered is the request's.
+    flow.original, flow.sanitized, flow.recovered = read.decoded, sanitized, recovered
+    flow.response, flow.outcome = result.response, result.outcome
+    flow.refusal = result.readable if 400 <= status < 500 else None
+    events.answered(flow)
     if result.outcome == "upstream_failed":
-        account.upstream_failed(state, result.error, bytes_relayed=result.bytes_relayed)
+        events.upstream_failed(flow, result.error, bytes_relayed=result.bytes_relayed)
     return result.response
 
 
@@ -524,59 +522,59 @@ async def _exchange(
     body: bytes | None,
     extra_headers: Mapping[str, str],
     *,
-    request: web.Request,
-    state: RequestState,
+    flow: Flow,
+    events: Events,
     route: Route,
     headers: CIMultiDict[str],
+    api: ServedApi | None,
     profile: str | None,
     reasoning: RequestReasoning | None,
 ) -> Answer:
     """Send ``body`` upstream and relay the answer: its status and the relay's result, or
     chatmend's own error response if the upstream could not be reached."""
+    request = flow.request
     app = request.app
-    hooks = app[REASONING_KEY]
     started = time.perf_counter()
+    upstream_base = route.config.upstream.url
     try:
         upstream = await open_upstream(
             app[SESSION_KEY],
             request.method,
-            upstream_url(
-                route.config.upstream.url, route.upstream_path(request.rel_url.raw_path_qs)
-            ),
+            upstream_url(upstream_base, route.upstream_path(request.rel_url.raw_path_qs)),
             headers,
             body,
             timeout=route.timeout,
         )
     except TimeoutError as exc:
-        state.outcome = "upstream_timeout"
-        account.upstream_failed(state, type(exc).__name__)
+        flow.outcome = "upstream_timeout"
+        events.upstream_failed(flow, type(exc).__name__)
         return errors.upstream_timeout()
     except ClientError as exc:
-        state.outcome = "upstream_unreachable"
-        account.unreachable(state, exc, route.config.upstream.url)
+        flow.outcome = "upstream_unreachable"
+        events.upstream_failed(flow, type(exc).__name__, **unreachable(exc, upstream_base))
         return errors.upstream_unreachable()
-    state.upstream_ms = account.ms(started)
-    meter = app[METRICS_KEY]
-    meter.upstream_seconds.observe(state.upstream_ms / 1000)
-    meter.streams.inc()
-    observer = None
-    if reasoning is not None:
-        kind = served_named(reasoning.api).observer
-        observer = hooks.observer(
-            route.planner, profile, reasoning, upstream, state.request_id, kind=kind
-        )
+    flow.upstream_ms = ms(started)
+    events.response_started(flow)
+    hooks = app[REASONING_KEY]
     try:
-        own = account.headers(state, reached=True)
-        result = await relay(request, upstream, {**own, **extra_headers}, observer)
+        # The stash reads a 200 answer as it is relayed, and stores what it kept before the
+        # answer ends (proxy/stash/hooks.py).
+        observer = None
+        if api is not None:
+            observer = hooks.observer(
+                route.planner, profile, reasoning, upstream, kind=api.observer
+            )
+        result = await relay(
+            request, upstream, {**flow.headers(reached=True), **extra_headers}, observer
+        )
         await hooks.after_relay(observer)
     finally:
-        meter.streams.dec()
+        events.response_ended(flow)
     return upstream.status, result
 
 
 async def _recover(
-    request: web.Request,
-    state: RequestState,
+    flow: Flow,
     route: Route,
     repair: Repair,
     first: RelayResult,
@@ -586,8 +584,8 @@ async def _recover(
     config: Config,
     epoch: int,
 ) -> tuple[Sanitized, Answer] | None:
-    """Send the retry a 400 calls for (``proxy.recovery.retry``): the body sent and the answer, or
-    ``None`` (the first answer stands; in report mode, what would have been sent is logged)."""
+    """Send the retry a 400 calls for (``proxy.recovery.retry``): the body sent and the answer,
+    or ``None`` (the first answer stands; in report mode, what would have been sent is logged)."""
     sanitized = repair.sanitized
     # A body only the standard library reads (lone surrogates) was skipped by a plan without the
     # surrogate rule: recovery reads it as the rules would.
@@ -595,40 +593,38 @@ async def _recover(
         return None
     if sanitized.skipped not in (None, "body_not_json"):
         return None
+    request = flow.request
     retry = plan_retry(
         first.readable,
         original,
         sanitized,
         repair.source or route.planner,
-        state.api,
-        given=given_to_rules(request, served_named(state.api), repair.reasoning),
+        flow.api,
+        given=given_to_rules(request, served_named(flow.api), repair.reasoning),
         policy=Policy(route.config.recover.lossy),
     )
     if retry is None:
         return None
     meter = request.app[METRICS_KEY]
     if route.config.mode == "report":  # report mode forwards the client's bytes, nothing else
-        reported(retry, request_id=state.request_id, route=route.name, meter=meter)
+        reported(retry, route=route.name, meter=meter)
         return None
-    if not may_retry(
-        request, first, retry, request_id=state.request_id, max_body_bytes=config.max_body_bytes
-    ):
+    if not may_retry(request, first, retry, max_body_bytes=config.max_body_bytes):
         return None
     # What X-Chatmend-Changes and request_done describe is the body the upstream accepted.
-    state.took(retry.sanitized.changes)
+    flow.took(retry.sanitized.changes)
     answer = await send(retry.sanitized.body, {RECOVERED_HEADER: retry.header})
     status, result = (answer.status, None) if isinstance(answer, web.Response) else answer
     record(
         retry,
         status,
         result,
-        request_id=state.request_id,
         route=route.name,
         meter=meter,
         suggestions=request.app[SUGGESTIONS_KEY],
     )
-    if status < 400 and state.api is not None:
-        _learn(request, route, repair, retry, api=state.api, epoch=epoch)
+    if status < 400:
+        _learn(request, route, repair, retry, api=flow.api, epoch=epoch)
     return retry.sanitized, answer
 
 

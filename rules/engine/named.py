@@ -23,13 +23,20 @@ _WORDLIKE = re.compile(r"[A-Za-z0-9_.:-]{0,32}")
 MAX_LOGGED_CHARS = 200
 
 
+def loggable(value: str) -> bool:
+    """Whether a string value is a word no client writes as text (an enum value such as ``auto``
+    or ``json_object``): logged as it is, where anything longer is logged only with
+    ``log_content``."""
+    return _WORDLIKE.fullmatch(value) is not None
+
+
 def described(value: Any, *, log_content: bool = False) -> dict[str, Any]:
     """What a log may say of a dropped or replaced value (never text the client wrote, unless
     the route logs content)."""
     if value is None or isinstance(value, bool | int | float):
         return {"value": value}
     if isinstance(value, str):
-        if log_content or _WORDLIKE.fullmatch(value):
+        if log_content or loggable(value):
             return {"value": value[:MAX_LOGGED_CHARS]}
         return {"type": "string", "length": len(value)}
     if isinstance(value, dict):

@@ -17,14 +17,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
 from proxy.config import CaptureConfig, ConfigError, parse_config, split_host
-from proxy.observe.capture import (
-    ENTRY_BYTES,
-    MAX_LISTED_CHANGES,
-    Bodies,
-    Entry,
-    Recent,
-    clipped,
-)
+from proxy.observe.capture import ENTRY_BYTES, Bodies, Entry, Recent, clipped
+from proxy.observe.flow import MAX_LISTED_CHANGES
 from rules.engine.base import Change
 from tests.conftest import ProxyFactory
 from tests.proxy.test_hostile import _recorder

@@ -539,10 +539,10 @@ def test_a_client_that_went_away_is_not_retried() -> None:
     request = make_mocked_request("POST", "/v1/chat/completions", transport=transport)
     first = RelayResult(web.Response(status=400), "completed", 10, body=b"{}")
     with capture_logs() as logs:
-        assert not may_retry(request, first, _retry(b"{}"), request_id="r", max_body_bytes=99)
+        assert not may_retry(request, first, _retry(b"{}"), max_body_bytes=99)
     assert logs[0]["reason"] == "client_disconnected"
     transport.is_closing.return_value = False
-    assert may_retry(request, first, _retry(b"{}"), request_id="r", max_body_bytes=99)
+    assert may_retry(request, first, _retry(b"{}"), max_body_bytes=99)
 
 
 def test_plan_retry_tries_each_class_a_shared_text_names() -> None:
