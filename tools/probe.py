@@ -1,19 +1,20 @@
 """``chatmend probe URL``: which catalogued shapes a live endpoint refuses, and the built-in
 profile that fits it best.
 
-A small battery: one clean request (the control: refused, and nothing else can be read) and one
-minimal request per catalogued shape a profile's contract refuses (``SHAPES``: one per check
-code, docs/providers.md cites each check's source), each with ``max_tokens: 1`` and
-``stream: false``. Every answer is read as recovery reads it (``rules.providers.refusals``); each
+A small battery: one clean request (the control: refused, and nothing else can be read) and the
+examples of every catalogued chat check (``Check.examples``, on each check's record: one per
+option value the profiles set; docs/providers.md cites each check's source), each with
+``max_tokens: 1`` and ``stream: false``; a check only some models get (``Check.probe_models``) is
+sent for those. Every answer is read as recovery reads it (``rules.providers.refusals``); each
 profile's contract predicts, for the same bodies, which are refused, with what status and
 what text; the profile whose predictions match best is named, with the YAML to use it.
 
-Cost: ``len(SHAPES) + 1`` requests, their prompts (about four characters per token) and at most
-one output token per accepted request; ``chatmend probe`` prints it first, and asks before
-spending on a host that is not loopback unless given ``--yes``. It follows no redirect: an
-answer that points elsewhere stops it (the battery, and the key, would go to a host nobody
-agreed to). It never prints a password the URL carries, and says which credential it sends:
-the URL's user and password (HTTP Basic) when it has them, else the key from ``--key-env``
+Cost: one request per example and the control, their prompts (about four characters per token)
+and at most one output token per accepted request; ``chatmend probe`` prints it first, and asks
+before spending on a host that is not loopback unless given ``--yes``. It follows no redirect:
+an answer that points elsewhere stops it (the battery, and the key, would go to a host nobody
+agreed to). It never prints a password the URL carries, and says which credential it sends: the
+URL's user and password (HTTP Basic) when it has them, else the key from ``--key-env``
 (``Authorization: Bearer``), never both.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -31,570 +32,12 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from rules.providers.contract import Violation, violations
+from rules.providers.contract import CHECKS_BY_CODE, Check, Violation, violations
 from rules.providers.profiles import PROFILES
 from rules.providers.refusals import error_text, read_error
 
 #: The control: a request every provider accepts.
 CLEAN: dict[str, Any] = {"messages": [{"role": "user", "content": "Say ok."}]}
-
-#: Check code -> a minimal request that breaks that check (and as little else as it can).
-SHAPES: dict[str, dict[str, Any]] = {
-    "arguments_not_string": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": {"a": 1}},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "bookkeeping_field": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {
-                "role": "tool",
-                "tool_call_id": "abcDEF123",
-                "content": "ok",
-                "tool_name": "read_file",
-            },
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "content_missing": {
-        "messages": [
-            {"role": "user"},
-            {"role": "assistant", "content": "?"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "content_not_string": {
-        "messages": [
-            {"role": "system", "content": [{"type": "text", "text": "Be terse."}]},
-            {"role": "user", "content": [{"type": "text", "text": "Read it."}]},
-        ]
-    },
-    "content_null": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "assistant", "content": "Ok."},
-            {"role": "user", "content": None},
-        ]
-    },
-    "content_object": {"messages": [{"role": "user", "content": {"type": "text", "text": "Hi"}}]},
-    "conversation_start": {"messages": [{"role": "assistant", "content": "Hello."}]},
-    "duplicate_tool_call_id": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "duplicate_tool_result": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "empty_assistant": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "assistant", "content": ""},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "empty_tool_calls": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "assistant", "content": "Hm.", "tool_calls": []},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "empty_tools": {
-        "messages": [{"role": "user", "content": "Read the file."}],
-        "tools": [],
-        "tool_choice": "auto",
-    },
-    "first_not_user": {
-        "messages": [
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "function_name_invalid": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ],
-        "tools": [{"type": "function", "function": {"name": "read file", "parameters": {}}}],
-    },
-    "image_not_user": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {
-                "role": "tool",
-                "tool_call_id": "abcDEF123",
-                "content": [
-                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
-                ],
-            },
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "image_unsupported": {
-        "messages": [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "?"},
-                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-                ],
-            }
-        ]
-    },
-    "invalid_arguments": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": '{"path": "a"'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "missing_tool_call_id": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "missing_tool_call_type": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {"id": "abcDEF123", "function": {"name": "read_file", "arguments": "{}"}}
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "multiple_system": {
-        "messages": [
-            {"role": "system", "content": "You are a coding agent."},
-            {"role": "system", "content": "Be terse."},
-            {"role": "user", "content": "Read the file."},
-        ]
-    },
-    "multiple_text_elements": {
-        "messages": [
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!"}],
-            }
-        ]
-    },
-    "no_content_element": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "no_user_message": {
-        "messages": [
-            {"role": "system", "content": "You are a coding agent."},
-            {"role": "assistant", "content": "Hello."},
-        ]
-    },
-    "orphan_tool_result": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "tool", "tool_call_id": "zzzZZZ999", "content": "ok"},
-            {"role": "assistant", "content": "?"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "reasoning_content_missing": {
-        "thinking": {"type": "enabled"},
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ],
-    },
-    "roles_not_alternating": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "user", "content": "Also the tests."},
-        ]
-    },
-    "successive_assistant": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "assistant", "content": "A."},
-            {"role": "assistant", "content": "B."},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "successive_user": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "user", "content": "Also the tests."},
-        ]
-    },
-    "system_not_first": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "assistant", "content": "Ok."},
-            {"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "thinking_part": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "thinking", "thinking": "Read it first.", "signature": "sig"},
-                    {"type": "text", "text": "Done."},
-                ],
-            },
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "thinking_tool_choice": {
-        "messages": [{"role": "user", "content": "Read the file."}],
-        "tools": [
-            {
-                "type": "function",
-                "function": {"name": "read_file", "parameters": {"type": "object"}},
-            }
-        ],
-        "tool_choice": "required",
-        "thinking": {"type": "enabled"},  # thinking mode whatever the model probed
-    },
-    "tool_choice_without_tools": {
-        "messages": [{"role": "user", "content": "Say ok."}],
-        "tool_choice": "auto",
-    },
-    "tool_parameters_empty": {
-        "messages": [{"role": "user", "content": "Say ok."}],
-        "tools": [{"type": "function", "function": {"name": "read_file"}}],
-    },
-    "duplicate_tool_names": {
-        "messages": [{"role": "user", "content": "Say ok."}],
-        "tools": [
-            {
-                "type": "function",
-                "function": {"name": "read_file", "parameters": {"type": "object"}},
-            },
-            {
-                "type": "function",
-                "function": {"name": "read_file", "parameters": {"type": "object"}},
-            },
-        ],
-    },
-    "tool_schema_anyof_type": {
-        "messages": [{"role": "user", "content": "Say ok."}],
-        "tools": [
-            {
-                "type": "function",
-                "function": {
-                    "name": "read_file",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {"path": {"type": "string", "anyOf": [{"minLength": 1}]}},
-                    },
-                },
-            }
-        ],
-    },
-    "thinking_type": {
-        "messages": [{"role": "user", "content": "Say ok."}],
-        "thinking": {"type": "enabled"},
-    },
-    "empty_text_part": {
-        "messages": [
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": ""}, {"type": "text", "text": "Say ok."}],
-            }
-        ]
-    },
-    "thinking_temperature": {
-        "messages": [{"role": "user", "content": "Say ok."}],
-        "temperature": 0.5,
-        "thinking": {"type": "enabled"},  # thinking mode whatever the model probed
-    },
-    "thought_signature_missing": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-        ]
-    },
-    "tool_call_content_empty": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "tool_call_id_format": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {
-                "role": "tool",
-                "tool_call_id": "call_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                "content": "ok",
-            },
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "tool_message_name": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok", "name": "write_file"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "trailing_assistant": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "assistant", "content": "Sure, I"},
-        ]
-    },
-    "unanswered_tool_call": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "unexpected_role_order": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "abcDEF123",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "abcDEF123", "content": "ok"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "unknown_field": {
-        "messages": [
-            {"role": "user", "content": "Read the file."},
-            {"role": "assistant", "content": "Done.", "finish_reason": "stop"},
-            {"role": "user", "content": "Thanks."},
-        ]
-    },
-    "unknown_role": {
-        "messages": [
-            {"role": "developer", "content": "Be terse."},
-            {"role": "session_meta", "content": {"session_id": "s1"}},
-            {"role": "user", "content": "Read the file."},
-        ]
-    },
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -613,22 +56,32 @@ class Outcome:
         return self.status >= 400
 
 
-#: Shapes whose check applies only to some models (globs): sent only when the probed model is
-#: one of them (Google validates thought signatures for Gemini 3 only).
-MODEL_BOUND: dict[str, tuple[str, ...]] = {
-    "thought_signature_missing": ("gemini-3*",),
-    "thinking_type": ("minimax-m3*",),  # MiniMax-M3 refuses the type M1/M2 take
-}
+def shapes() -> dict[str, Check]:
+    """Every shape of the battery and its check: each catalogued chat check's examples
+    (``Check.examples``), named by the check's code (``code#2`` for its second, ...)."""
+    return {
+        code if number == 0 else f"{code}#{number + 1}": check
+        for code, check in CHECKS_BY_CODE.items()
+        for number in range(len(check.examples))
+    }
+
+
+def _example(shape: str, check: Check) -> Mapping[str, Any]:
+    number = int(shape.partition("#")[2] or 1) - 1
+    return check.examples[number].request
 
 
 def bodies(model: str) -> dict[str, bytes]:
-    """The battery for ``model``: the control first, then every shape that applies to it."""
-    battery = {"clean": CLEAN, **SHAPES}
+    """The battery for ``model``: the control first, then every shape that applies to it (a
+    check bound to some models, ``Check.probe_models``, only for those)."""
     name = model.lower().rsplit("/", 1)[-1]
+    battery: dict[str, Mapping[str, Any]] = {"clean": CLEAN}
+    for shape, check in shapes().items():
+        if not check.probe_models or any(fnmatchcase(name, g) for g in check.probe_models):
+            battery[shape] = _example(shape, check)
     return {
         shape: orjson.dumps({**body, "model": model, "max_tokens": 1, "stream": False})
         for shape, body in battery.items()
-        if shape not in MODEL_BOUND or any(fnmatchcase(name, g) for g in MODEL_BOUND[shape])
     }
 
 

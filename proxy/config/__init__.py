@@ -15,13 +15,13 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 import yaml
 from yarl import URL
 
-from proxy.config.hosts import profile_for_upstream
 from proxy.config.reasoning import ReasoningConfig, parse_reasoning
 from proxy.config.validate import ConfigError
 from proxy.config.validate import boolean as _bool
@@ -32,7 +32,7 @@ from proxy.config.validate import seconds as _seconds
 from rules.chat import RULES_BY_NAME
 from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.planner import Planner
-from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
+from rules.providers.profiles import DEFAULT_PROFILE, HOST_PROFILES, PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
 
 #: ``ConfigError`` lives in proxy/config/validate.py (the stash settings raise it too); it is
@@ -868,3 +868,17 @@ def _url(value: Any, key: str) -> str:
     if url.query_string or url.fragment:
         raise ConfigError(f"{key}: must not carry a query or fragment, got {value!r}")
     return str(url).rstrip("/")
+
+
+def profile_for_upstream(url: str) -> tuple[str, str]:
+    """The profile an upstream URL implies for a config that names none, and why (for the
+    ``proxy_started`` line). ``profile:`` (top level, a route's, or ``--profile``) always wins.
+    Without one, the upstream's host picks the profile whose record lists it (``Profile.hosts``,
+    rendered in docs/profiles.md), so ``--upstream https://api.moonshot.ai`` runs under ``kimi``
+    rather than the default; a host no profile lists gets ``DEFAULT_PROFILE`` (``deepseek``,
+    chatmend's first target)."""
+    host = (URL(url).host or "").lower()
+    for pattern, profile in HOST_PROFILES:
+        if fnmatchcase(host, pattern):
+            return profile, f"upstream host {host} matches {pattern}"
+    return DEFAULT_PROFILE, f"upstream host {host} is not a known provider: the default profile"

@@ -35,8 +35,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from proxy.config import parse_config
-from proxy.config.hosts import profile_for_upstream
+from proxy.config import parse_config, profile_for_upstream
 from proxy.server.app import create_app
 from tests.conftest import base_url
 from tests.proxy.test_cli import CHATMEND, serving

@@ -12,8 +12,7 @@ import openai
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from proxy.config import parse_config
-from proxy.config.hosts import profile_for_upstream
+from proxy.config import parse_config, profile_for_upstream
 from proxy.server.app import create_app
 from rules.providers.planner import Planner
 from tests.rules.test_field_reports import REPORTS, Report

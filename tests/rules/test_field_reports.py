@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.config.hosts import profile_for_upstream
+from proxy.config import profile_for_upstream
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
 from rules.providers.sanitize import sanitize_body

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from rules.engine.base import Change, Outcome
-from rules.engine.pairing import Minter, answers
+from rules.engine.pairing import answers
 from rules.messages.blocks import content_list, role
 
 #: ``choose(original_id, ids_kept_so_far)`` -> the id the call leaves with.
 Choose = Callable[[str, set[str]], str]
 
-__all__ = ["Choose", "Minter", "Place", "all_ids", "answer_places", "remap"]
+__all__ = ["Choose", "Place", "all_ids", "answer_places", "remap"]
 
 
 def all_ids(messages: list[Any]) -> set[str]:
