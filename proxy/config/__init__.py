@@ -450,12 +450,8 @@ def parse_config(
     sources = dict(sources or {key: "file" if key in data else "default" for key in _TOP_KEYS})
     data, warnings = renamed(data)
     _no_unknown(data, _TOP_KEYS, "")
-    upstream = _upstream(
-        _mapping(data.get("upstream", {}), "upstream"),
-        "upstream",
-        env,
-        UpstreamConfig(default_upstream),
-    )
+    given_upstream = _mapping(data.get("upstream", {}), "upstream")
+    upstream = _upstream(given_upstream, "upstream", env, UpstreamConfig(default_upstream))
     client_tokens = _tokens(data.get("client_tokens_env"), "client_tokens_env", env)
     _needs_tokens(upstream, client_tokens, "client_tokens_env")
     if "profile" in data:
