@@ -64,6 +64,21 @@ def ids_of(item: Any, renames: dict[str, str]) -> set[str]:
     return {renames.get(value, value) for value in found}
 
 
+def without_blocks(item: Any) -> Any:
+    """What stays of an item without the blocks that may move to another item: a chat turn's
+    tool calls, a Messages turn's ``tool_use`` and ``tool_result`` blocks."""
+    if not isinstance(item, dict):
+        return item
+    kept = {k: v for k, v in item.items() if k != "tool_calls"}
+    if isinstance(kept.get("content"), list):
+        kept["content"] = [
+            b
+            for b in kept["content"]
+            if not (isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result"))
+        ]
+    return kept
+
+
 def kind_of(item: Any) -> Any:
     if isinstance(item, dict):
         return item.get("role", item.get("type"))
@@ -95,6 +110,8 @@ def judged(
             assert ids_of(before[i], {}) & ids_of(after[j], renames), pair
         if pair.by == "position":
             assert kind_of(before[i]) == kind_of(after[j]), pair
+        if pair.by == "residue":
+            assert without_blocks(before[i]) == without_blocks(after[j]), pair
     assert kept == sorted(kept) and [j for _, j in kept] == sorted(j for _, j in kept)
     # Shown in the order of the list after, an item removed where it stood before.
     shown = [p.after for p in rows if p.after is not None]
@@ -203,7 +220,9 @@ def test_a_renamed_id_pairs_by_its_old_name() -> None:
     before = [{"role": "user", "content": "go"}, *turn("x1", "{}"), *turn("x2", "{}")]
     after = [{"role": "user", "content": "go"}, *turn("x1", "{}"), *turn("y2", '{"a":1}')]
     rows = judged(before, after, {"y2": "x2"})
-    assert [(p.kind, p.by) for p in rows[3:]] == [("changed", "id"), ("changed", "id")]
+    # The call turn pairs by what stays of it without its calls (one such turn in the gap on
+    # each side), the result by its id, read through the rename.
+    assert [(p.kind, p.by) for p in rows[3:]] == [("changed", "residue"), ("changed", "id")]
 
 
 def test_a_merge_reads_as_the_first_changed_and_the_next_removed() -> None:
