@@ -32,6 +32,7 @@ from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as member
 from difflib import SequenceMatcher
 from html import escape
 from typing import Any, Final
@@ -220,12 +221,15 @@ def align(
     budget: Budget | None = None,
     *,
     residues: tuple[Sequence[bytes | None], Sequence[bytes | None]] | None = None,
+    movers: frozenset[int] = frozenset(),
 ) -> list[Pair]:
     """The items before (their canonical JSON ``a``) paired with the items after (``b``), in the
     order the view shows them: each item of each side exactly once, the pairs that are not
     ``moved`` increasing on both sides (see the module's docstring). ``ids`` and ``roles``:
     each item's identity and role, per side (none, and one role, if not given); ``residues``:
-    each item's canonical JSON without the blocks that may move between items (``residue``)."""
+    each item's canonical JSON without the blocks that may move between items (``residue``);
+    ``movers``: the items before a rule said it moved, read as the moved ones of a reordering
+    that could be told either way (two items swapped: either one moved)."""
     budget = budget or Budget()
     n, m = len(a), len(b)
     budget.spend(n + m)
@@ -252,13 +256,66 @@ def align(
     open_b = [j for j in middle_b if sides.to_a[j] < 0 and ids[1][j] is not None]
     for i, j in _unique(ids[0], ids[1], open_a, open_b, budget):
         sides.pair(i, j, "id")
-    anchored = [i for i in middle_a if sides.to_b[i] >= 0]
+    _ids_in_order(sides, ids, middle_a, middle_b, budget)
+    anchored = [i for i in middle_a if sides.to_b[i] >= 0 and i not in movers]
     budget.spend(len(anchored) * max(1, len(anchored).bit_length()))
     for i, kept in zip(anchored, _increasing([sides.to_b[i] for i in anchored]), strict=True):
         sides.moved[i] = not kept
+    if movers:
+        _place_movers(sides, [i for i in middle_a if sides.to_b[i] >= 0], movers, budget)
     _extend(sides, budget)
     _fill_gaps(sides, roles, budget)
     return _rows(sides, budget)
+
+
+def _ids_in_order(
+    sides: _Sides,
+    ids: tuple[Sequence[Hashable | None], Sequence[Hashable | None]],
+    among_a: range,
+    among_b: range,
+    budget: Budget,
+) -> None:
+    """An identity several items share (an id reused, renamed in its later uses): its k-th
+    item before paired with its k-th item after, when both are still free (the first use
+    kept its name, the later ones were renamed in order)."""
+    budget.spend(len(among_a) + len(among_b))
+    after: dict[Hashable, list[int]] = {}
+    for j in among_b:
+        if ids[1][j] is not None:
+            after.setdefault(ids[1][j], []).append(j)
+    seen: Counter[Hashable] = Counter()
+    for i in among_a:
+        key = ids[0][i]
+        if key is None or key not in after:
+            continue
+        k = seen[key]
+        seen[key] += 1
+        if k < len(after[key]):
+            j = after[key][k]
+            if sides.to_b[i] < 0 and sides.to_a[j] < 0:
+                sides.pair(i, j, "id")
+
+
+def _place_movers(
+    sides: _Sides, anchored: list[int], movers: frozenset[int], budget: Budget
+) -> None:
+    """Each anchored item of ``movers`` kept in order only if it fits between the kept anchors
+    around it (the others were laid out without it); else moved."""
+    budget.spend(2 * len(anchored))
+    to_b, moved = sides.to_b, sides.moved
+    upper: dict[int, int] = {}  # a mover -> the partner of the next kept non-mover
+    bound = len(sides.to_a)
+    for i in reversed(anchored):
+        if i in movers:
+            upper[i] = bound
+        elif not moved[i]:
+            bound = to_b[i]
+    lower = -1
+    for i in anchored:
+        if i in movers:
+            moved[i] = not lower < to_b[i] < upper[i]
+        if not moved[i]:
+            lower = to_b[i]
 
 
 def _unique(
@@ -436,9 +493,11 @@ def pairs(
     after: Sequence[Any],
     renames: Mapping[str, str] | None = None,
     budget: Budget | None = None,
+    movers: frozenset[int] = frozenset(),
 ) -> list[Pair]:
     """Two lists of items aligned (``align``), each item keyed by its canonical JSON, its
-    identity (an id of the list after read through ``renames``, new -> old) and its role."""
+    identity (an id of the list after read through ``renames``, new -> old), its role and its
+    residue; ``movers``: the items before that a rule said it moved."""
     budget = budget or Budget()
     budget.spend(KEY_UNITS * (len(before) + len(after)))
     keys = [canonical(x) for x in before], [canonical(x) for x in after]
@@ -448,7 +507,7 @@ def pairs(
         [residue(x) or key for x, key in zip(before, keys[0], strict=True)],
         [residue(x) or key for x, key in zip(after, keys[1], strict=True)],
     )
-    return align(keys[0], keys[1], ids, kinds, budget, residues=rests)
+    return align(keys[0], keys[1], ids, kinds, budget, residues=rests, movers=movers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -592,6 +651,8 @@ class Places:
     #: The rules whose indices count on the list before: each rule up to the first whose
     #: changes may shift items (an action not ``IN_PLACE``), that one included.
     on_before: frozenset[str]
+    #: For an item before, the items after its blocks moved to (``moved_blocks``).
+    moved_to: dict[int, list[int]] = member(default_factory=dict)
 
     @classmethod
     def of(
@@ -630,7 +691,13 @@ class Places:
 
     def _from_before(self, i: int) -> str:
         j = self.to_after.get(i)
-        there = "not in the body after" if j is None else f"after {self.field}[{j}]"
+        there = f"after {self.field}[{j}]"
+        if j is None:
+            went = self.moved_to.get(i)
+            there = "not in the body after"
+            if went:
+                named = ", ".join(f"after {self.field}[{k}]" for k in sorted(set(went)))
+                there = f"gone, its blocks moved to {named}"
         return f"before {self.field}[{i}] \u2192 {there}"
 
     def _from_after(self, j: int) -> str:
@@ -652,6 +719,20 @@ class Places:
             if i is not None:
                 return self._from_before(i)
         return None
+
+
+#: The actions whose change's index is the item the rule moved (a chat tool result moved to
+#: its call, a Responses output moved after its call): the alignment reads that item as the
+#: moved one (``align``'s ``movers``).
+ITEM_MOVES: Final = frozenset({"moved_result", "moved_item"})
+
+
+def movers_of(changes: Sequence[Noted]) -> frozenset[int]:
+    """The items before that the rules said they moved (their index counting on that list)."""
+    on_before = _counting_on_before(changes)
+    return frozenset(
+        c.index for c in changes if c.index >= 0 and c.rule in on_before and c.action in ITEM_MOVES
+    )
 
 
 def _counting_on_before(changes: Sequence[Noted]) -> frozenset[str]:
@@ -771,9 +852,11 @@ def view(
     renames = renames_of(changes)
     try:
         budget = Budget(units)
-        rows = pairs(items_a, items_b, renames, budget)
+        rows = pairs(items_a, items_b, renames, budget, movers_of(changes))
         moves = moved_blocks(items_a, items_b, rows, renames, budget)
         places = Places.of(field, rows, (items_a, items_b), changes, budget)
+        for move in moves:
+            places.moved_to.setdefault(move.before[0], []).append(move.after[0])
         parts = [
             *summary(changes, places.where),
             *_aligned(
