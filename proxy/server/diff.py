@@ -275,25 +275,24 @@ def _ids_in_order(
     among_b: range,
     budget: Budget,
 ) -> None:
-    """An identity several items share (an id reused, renamed in its later uses): its k-th
-    item before paired with its k-th item after, when both are still free (the first use
-    kept its name, the later ones were renamed in order)."""
-    budget.spend(len(among_a) + len(among_b))
+    """An identity as many items share on each side (an id reused, renamed in its later
+    uses): its k-th item before paired with its k-th item after, when both are still free
+    (the first use kept its name, the later ones were renamed in order)."""
+    budget.spend(2 * len(among_a) + len(among_b))
     after: dict[Hashable, list[int]] = {}
     for j in among_b:
         if ids[1][j] is not None:
             after.setdefault(ids[1][j], []).append(j)
+    before = Counter(ids[0][i] for i in among_a if ids[0][i] is not None)
     seen: Counter[Hashable] = Counter()
     for i in among_a:
         key = ids[0][i]
-        if key is None or key not in after:
+        if key is None or len(after.get(key, ())) != before[key]:
             continue
-        k = seen[key]
+        j = after[key][seen[key]]
         seen[key] += 1
-        if k < len(after[key]):
-            j = after[key][k]
-            if sides.to_b[i] < 0 and sides.to_a[j] < 0:
-                sides.pair(i, j, "id")
+        if sides.to_b[i] < 0 and sides.to_a[j] < 0:
+            sides.pair(i, j, "id")
 
 
 def _place_movers(
@@ -1037,10 +1036,17 @@ def _pretty(item: Any) -> str:
 
 
 def _cell(label: str, kind: str, pretty: str, marked: str | None = None) -> str:
-    head = (
-        f"<div class='{kind.split(maxsplit=1)[0].rstrip(':')}'>{escape(label)} {escape(kind)}</div>"
-    )
-    return f"{head}<pre>{escape(pretty) if marked is None else marked}</pre>"
+    """An item's cell: its label and kind, and its text; an item that stayed the same folded
+    (``<details>``, open on a click, no script), so that what changed comes first."""
+    css = kind.split(maxsplit=1)[0].rstrip(":")
+    text = escape(pretty) if marked is None else marked
+    if kind == "same":
+        lines = pretty.count("\n") + 1
+        return (
+            f"<details><summary class='same'>{escape(label)} same ({lines} lines)</summary>"
+            f"<pre>{text}</pre></details>"
+        )
+    return f"<div class='{css}'>{escape(label)} {escape(kind)}</div><pre>{text}</pre>"
 
 
 def _cells(

@@ -65,7 +65,7 @@ td.ins{background:#e6f6e6}
 mark.del{background:#f4a6a6}
 mark.ins{background:#9fdf9f}
 .note{font-size:12px;font-style:italic}
-#what-changed{margin:.3em 0 1em;padding-left:1.2em}
+#what-changed{margin:.3em 0 1em;padding:4px 8px 4px 1.6em;background:#eef3ff}
 #what-changed li{margin:.15em 0}
 .why{color:#555}
 #refusal{background:#fff6dd;padding:4px 8px}

@@ -326,3 +326,104 @@ def test_what_the_view_renders_is_bounded() -> None:
     body = orjson.dumps({"messages": [{"role": "user", "content": "w" * (2 * MAX_RAW_BYTES)}]})
     raw = view(body, b"{", "messages", ()).decode()
     assert raw.count("more bytes not shown)") == 1 and len(raw) < MAX_RAW_BYTES + 10_000
+
+
+# --- what the rules did, said on both sides ------------------------------------------------------
+
+
+def test_every_in_place_action_leaves_every_item_where_it_stood() -> None:
+    """``IN_PLACE`` (the actions after which the next rule counts on the same list) is held to
+    every fixture case of every rule: a case whose actions are all in place keeps its length
+    and each item's role and type at its index."""
+    from proxy.server.diff import IN_PLACE
+    from tests.rules.fixtures import (
+        FIXTURE_DIR,
+        MESSAGES_FIXTURE_DIR,
+        RESPONSES_FIXTURE_DIR,
+        load_cases,
+    )
+
+    def shape(item: Any) -> Any:
+        return item.get("type") if isinstance(item, dict) else type(item).__name__
+
+    checked = 0
+    for folder in (FIXTURE_DIR, MESSAGES_FIXTURE_DIR, RESPONSES_FIXTURE_DIR):
+        for case in load_cases(folder):
+            actions = {change.get("action") for change in case.changes}
+            if case.expected is None or not actions or not actions <= IN_PLACE:
+                continue
+            checked += 1
+            assert len(case.expected) == len(case.input), case.id
+            assert [shape(x) for x in case.expected] == [shape(x) for x in case.input], case.id
+    assert checked > 100
+
+
+def test_a_result_moved_into_another_message_reads_as_a_block_moved() -> None:
+    """The Messages case of the issue: the result sent after "never mind" and "ok" moves home
+    into "never mind", its own message dropped. "never mind" pairs with itself (what stays of
+    it without the moved block), the emptied message reads as removed, the block as moved."""
+    from proxy.server.diff import Budget, moved_blocks
+
+    def text(role: str, words: str) -> dict[str, Any]:
+        return {"role": role, "content": [{"type": "text", "text": words}]}
+
+    use = {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_01", "content": "a.txt"}
+    asked = {"role": "assistant", "content": [{"type": "text", "text": "Listing."}, use]}
+    before = [
+        text("user", "list"),
+        asked,
+        text("user", "never mind"),
+        text("assistant", "ok"),
+        {"role": "user", "content": [result]},
+    ]
+    home = {"role": "user", "content": [result, *before[2]["content"]]}
+    after = [before[0], asked, home, before[3]]
+    rows = judged(before, after)
+    assert [(p.kind, p.before, p.after, p.by) for p in rows] == [
+        ("same", 0, 0, "equal"),
+        ("same", 1, 1, "equal"),
+        ("changed", 2, 2, "residue"),
+        ("same", 3, 3, "equal"),
+        ("removed", 4, None, ""),
+    ]
+    (move,) = moved_blocks(before, after, rows, {}, Budget())
+    assert (move.before, move.after) == ((4, "content[0]"), (2, "content[0]"))
+
+
+def test_an_index_is_said_on_the_side_it_counts_on() -> None:
+    """duplicate-tool-call-ids after a merge: its index 3 counts on the list the merge left
+    (before messages[4], after messages[3]); the merge's own index counts on the list before.
+    The view says so, side by side, and names the rename's two ids."""
+    from proxy.server.diff import Noted
+
+    def turn(call_id: str, arg: str) -> list[Any]:
+        call = {"id": call_id, "type": "function", "function": {"name": "f", "arguments": arg}}
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": arg},
+        ]
+
+    before = [
+        {"role": "user", "content": "a"},
+        {"role": "user", "content": "b"},
+        *turn("call_1", "1"),
+        *turn("call_1", "2"),
+    ]
+    after = [{"role": "user", "content": "a\n\nb"}, *turn("call_1", "1"), *turn("call_1_d2", "2")]
+    after[4] = {**after[4], "content": "2"}
+    changes = (
+        Noted("consecutive-users", 0, "merged", {"count": 2}),
+        Noted("duplicate-tool-call-ids", 3, "renamed_id", {"from": "call_1", "to": "call_1_d2"}),
+        Noted("duplicate-tool-call-ids", 4, "renamed_id", {"from": "call_1", "to": "call_1_d2"}),
+    )
+    html = view(
+        orjson.dumps({"messages": before}), orjson.dumps({"messages": after}), "messages", changes
+    ).decode()
+    assert "merged at before messages[0] \u2192 after messages[0]" in html
+    rename = "renamed_id call_1 \u2192 call_1_d2 at "
+    assert rename + "before messages[4] \u2192 after messages[3]" in html
+    assert rename + "before messages[5] \u2192 after messages[4]" in html
+    assert "messages[3] of the list as" not in html
+    assert "<mark class='del'>&quot;call_1&quot;</mark>" in html
+    assert "<mark class='ins'>&quot;call_1_d2&quot;</mark>" in html

@@ -321,3 +321,134 @@ async def test_messages_moved_tool_results_read_as_moved_and_a_renamed_id_shows_
         in lines["messages-duplicate-tool-use-ids"]
     )
     assert "before messages[6] \u2192 after messages[4]" in lines["messages-duplicate-tool-use-ids"]
+
+
+async def test_a_recovered_request_shows_the_refusal_and_its_class(
+    aiohttp_server: Server, aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """Under ``passthrough`` no rule runs up front: the emulated DeepSeek refuses the history,
+    recovery reads the refusal, repairs and resends. The page quotes the refusal the provider
+    sent (read here from the emulator itself) and the class recovery read it as (the
+    ``X-Chatmend-Recovered`` header's)."""
+    emulator = await aiohttp_server(create_emulator(profile="deepseek"))
+    config = parse_config(
+        {**ON, "profile": "passthrough"}, default_upstream=base_url(emulator), env={}
+    )
+    server = await aiohttp_server(create_app(config), host="127.0.0.1")
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "ok", "tool_calls": []},
+        {"role": "user", "content": "next"},
+    ]
+    direct = await (await aiohttp_client(emulator)).post(
+        "/v1/chat/completions", json={"model": "deepseek-chat", "messages": history}
+    )
+    assert direct.status == 400
+    said = (await direct.json())["error"]["message"]
+    async with openai.AsyncOpenAI(
+        base_url=str(server.make_url("/v1")), api_key="sk-test", max_retries=0
+    ) as client:
+        raw = await client.chat.completions.with_raw_response.create(
+            model="deepseek-chat",
+            messages=history,  # type: ignore[arg-type]
+        )
+    recovered = raw.headers["X-Chatmend-Recovered"]
+    error_class = recovered.split("class=")[1]
+    request_id = raw.headers["X-Chatmend-Request-Id"]
+    page = await rendered(str(server.make_url(f"/chatmend/request/{request_id}")), tmp_path)
+    text = "".join(page.text)
+    assert "Recovered: the provider refused the request as first sent" in text
+    assert said in text and f"read as {error_class}" in text
+    rule = recovered.split(";")[0].split(",")[0]
+    assert any(line.startswith(rule) for line in page.summary), page.summary
+
+
+def _pixels(png: bytes) -> set[tuple[int, int, int]]:
+    """The colours of a PNG (8-bit RGB or RGBA, as Chromium writes its screenshots): decoded
+    here with zlib, the five row filters undone."""
+    import struct
+    import zlib
+
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    at, data, header = 8, b"", b""
+    while at < len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        kind, chunk = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
+        header = chunk if kind == b"IHDR" else header
+        data += chunk if kind == b"IDAT" else b""
+        at += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
+    assert depth == 8 and colour in (2, 6), (depth, colour)
+    size = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(data), width * size
+    previous = bytearray(stride)
+    seen: set[tuple[int, int, int]] = set()
+    for y in range(height):
+        line = raw[y * (stride + 1) : (y + 1) * (stride + 1)]
+        kind, row = line[0], bytearray(line[1:])
+        for x in range(stride):
+            a = row[x - size] if x >= size else 0
+            b = previous[x]
+            c = previous[x - size] if x >= size else 0
+            if kind == 1:
+                row[x] = (row[x] + a) & 255
+            elif kind == 2:
+                row[x] = (row[x] + b) & 255
+            elif kind == 3:
+                row[x] = (row[x] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                row[x] = (row[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        seen.update(tuple(row[x : x + 3]) for x in range(0, stride, size))  # type: ignore[misc]
+        previous = row
+    return seen
+
+
+async def test_at_1280x900_the_summary_and_the_first_change_are_above_the_fold(
+    aiohttp_server: Server, tmp_path: Path
+) -> None:
+    """A screenshot at 1280x900 holds the summary's colour (one line per rule) and a changed
+    item's marked value (the id renamed): what changed is seen without scrolling."""
+    server = await _chatmend(aiohttp_server)
+    history = [
+        {"role": "user", "content": "look around"},
+        {"role": "assistant", "content": None, "tool_calls": [call("call_1", "ls", {})]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
+        {"role": "assistant", "content": None, "tool_calls": [call("call_1", "cat", {})]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+    ]
+    async with openai.AsyncOpenAI(
+        base_url=str(server.make_url("/v1")), api_key="sk-test", max_retries=0
+    ) as client:
+        raw = await client.chat.completions.with_raw_response.create(
+            model="deepseek-chat",
+            messages=history,  # type: ignore[arg-type]
+        )
+    url = str(server.make_url(f"/chatmend/request/{raw.headers['X-Chatmend-Request-Id']}"))
+    shot = tmp_path / "shot.png"
+    assert CHROMIUM is not None
+    process = await asyncio.create_subprocess_exec(
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        "--window-size=1280,900",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--screenshot={shot}",
+        url,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert await asyncio.wait_for(process.wait(), timeout=60) == 0
+    colours = _pixels(shot.read_bytes())
+    summary = (0xEE, 0xF3, 0xFF)  # #what-changed's background (proxy/server/page.py)
+    marked = (0x9F, 0xDF, 0x9F)  # mark.ins: the renamed id's new name
+    assert summary in colours and marked in colours
