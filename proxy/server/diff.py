@@ -650,6 +650,8 @@ class Places:
     #: The rules whose indices count on the list before: each rule up to the first whose
     #: changes may shift items (an action not ``IN_PLACE``), that one included.
     on_before: frozenset[str]
+    #: Per rule and new id, the indices of its renames to it, in order.
+    renamed: dict[tuple[str, str], list[int]] = member(default_factory=dict)
     #: For an item before, the items after its blocks moved to (``moved_blocks``).
     moved_to: dict[int, list[int]] = member(default_factory=dict)
 
@@ -670,6 +672,7 @@ class Places:
             _carriers(items[1], budget),
             _carriers(items[0], budget),
             _counting_on_before(changes),
+            _renames_by_rule(changes),
         )
 
     def where(self, change: Noted) -> str:
@@ -705,18 +708,23 @@ class Places:
         return f"{was} \u2192 after {self.field}[{j}]"
 
     def _by_id(self, change: Noted) -> str | None:
+        """Where a change is, by the id it names: a renamed id by the rank of the change
+        among its rule's renames to that id (a rule renames in list order); another id when
+        one item carries it (after; before, for an item the change dropped)."""
         detail = change.detail
         new = detail.get("to") if change.action.endswith("_id") else None
-        named = [v for v in (new, *(detail.get(k) for k in _ID_KEYS)) if isinstance(v, str)]
+        if isinstance(new, str):
+            ranks = self.renamed.get((change.rule, new), [])
+            carriers = self.ids_after.get(new, [])
+            if len(ranks) == len(carriers) and change.index in ranks:
+                return self._from_after(carriers[ranks.index(change.index)])
+            return None
+        named = [v for k in _ID_KEYS if isinstance(v := detail.get(k), str)]
+        gone = change.action.startswith(("dropped_", "removed_"))
         for value in named:
-            j = _nearest(self.ids_after.get(value, []), change)
-            if j is not None:
-                return self._from_after(j)
-        old = detail.get("from") if new is not None else None
-        for value in [old] if isinstance(old, str) else named:
-            i = _nearest(self.ids_before.get(value, []), change)
-            if i is not None:
-                return self._from_before(i)
+            found = (self.ids_before if gone else self.ids_after).get(value, [])
+            if len(found) == 1:
+                return self._from_before(found[0]) if gone else self._from_after(found[0])
         return None
 
 
@@ -732,6 +740,15 @@ def movers_of(changes: Sequence[Noted]) -> frozenset[int]:
     return frozenset(
         c.index for c in changes if c.index >= 0 and c.rule in on_before and c.action in ITEM_MOVES
     )
+
+
+def _renames_by_rule(changes: Sequence[Noted]) -> dict[tuple[str, str], list[int]]:
+    found: dict[tuple[str, str], list[int]] = {}
+    for c in changes:
+        new = c.detail.get("to")
+        if c.action.endswith("_id") and isinstance(new, str) and c.index >= 0:
+            found.setdefault((c.rule, new), []).append(c.index)
+    return {key: sorted(indices) for key, indices in found.items()}
 
 
 def _counting_on_before(changes: Sequence[Noted]) -> frozenset[str]:
@@ -762,18 +779,6 @@ def _carriers(items: Sequence[Any], budget: Budget) -> dict[str, list[int]]:
         for value in ids:
             found.setdefault(value, []).append(k)
     return found
-
-
-def _nearest(candidates: list[int], change: Noted) -> int | None:
-    """The one item of ``candidates`` the change is about: the only one, or the one nearest
-    its index (the rule counted on a list shifted by at most what the rules before it did);
-    ``None`` when two are as near."""
-    if len(candidates) <= 1:
-        return candidates[0] if candidates else None
-    ranked = sorted(candidates, key=lambda k: abs(k - change.index))
-    if abs(ranked[0] - change.index) == abs(ranked[1] - change.index):
-        return None
-    return ranked[0]
 
 
 def _told(change: Noted) -> str:
