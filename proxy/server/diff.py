@@ -1,23 +1,31 @@
-"""The before/after view of a captured body (the page's ``/chatmend/request/<id>``): its list
-aligned item by item and rendered as HTML, in a worker process (``proxy.server.page.diff_view``).
+"""The before/after view of a captured body (the page's ``/chatmend/request/<id>``): what the
+rules did, one line per rule, then its list aligned item by item and rendered as HTML, in a
+worker process (``proxy.server.page.diff_view``); ``chatmend check`` reads the same places.
 
 ``align`` pairs each item of the list before with at most one item of the list after, and says
 what became of it (``Pair.kind``): ``same``, ``changed``, ``moved``, ``removed`` or ``added``.
 Items are paired in this order of trust:
 
 1. the common start and the common end of the two lists (equal items: the same canonical JSON);
-2. anchors: an item whose canonical JSON occurs once in each list, then one whose identity does
-   (``identity``: a tool-call turn by its first call's id, a tool result by the id it answers, a
-   Responses item by its ``call_id`` or ``id``, a Messages turn by its first ``tool_use`` id or
-   the ``tool_use_id`` it answers; an id a rule recorded renaming is read as the old one). The
-   longest run of anchors in the same order on both sides is the backbone; an anchor out of
-   that order was moved;
+2. anchors: an item whose canonical JSON occurs once in each list, then one whose ``residue``
+   does (the item without its movable blocks, a Messages ``tool_use``/``tool_result`` or a chat
+   tool call: a user message a result moved into still pairs with itself), then one whose
+   identity does (``identity``: a tool-call turn by its first call's id, a tool result by the
+   id it answers, a Responses item by its ``call_id`` or ``id``, a Messages turn by its first
+   ``tool_use`` id or the ``tool_use_id`` it answers; an id a rule recorded renaming is read as
+   the old one), then an identity as many items share on each side, in order (an id reused,
+   renamed in its later uses). The longest run of anchors in the same order on both sides is
+   the backbone; an anchor out of that order was moved (of two items swapped, the one a rule
+   said it moved: ``movers``);
 3. beside each backbone pair, equal neighbours on both sides (a run of copies);
 4. between two backbone pairs, equal items in order (by whichever greedy pass pairs more: the
    one that walks the list before finds every item of it when items were only inserted, the
    one that walks the list after when items were only removed), then the rest by position
    among items of the same role or type (two user messages merged read as the first changed,
    the next removed).
+
+Then the blocks that moved from one item to another (``moved_blocks``), and where each change
+is on both sides (``Places``: a rule's index counts on the list the rules before it left).
 
 Each step is linear in the items (the backbone: ``n log n``, by bisection, in C). ``Budget``
 counts the work; past ``WORK_BUDGET`` the view says so and shows the two bodies as they are.
@@ -67,8 +75,9 @@ class Pair:
     kind: str
     before: int | None
     after: int | None
-    #: What paired them: ``equal`` (the same canonical JSON), ``id`` (the same identity),
-    #: ``position`` (the same role or type in the same place); ``""`` for an unpaired item.
+    #: What paired them: ``equal`` (the same canonical JSON), ``residue`` (the same item but
+    #: for its movable blocks), ``id`` (the same identity), ``position`` (the same role or type
+    #: in the same place); ``""`` for an unpaired item.
     by: str = ""
 
 

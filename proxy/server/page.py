@@ -17,9 +17,11 @@ admin's ``Authorization`` on it.
 - ``/chatmend/``: the recent requests, the changes per rule, the sessions that keep being
   refused;
 - ``/chatmend/rules``: every rule's record under its name (the links of the changes);
-- ``/chatmend/request/<id>``: one request, its changes and, when it was captured, its body
-  before and after side by side, item by item (``proxy.server.diff``: aligned and rendered in a
-  worker process, never on the event loop).
+- ``/chatmend/request/<id>``: one request: what changed, one line per rule with its reason
+  (and for a recovered request the provider's refusal and its class), then, when it was
+  captured, its body before and after side by side, item by item, every index said on its side
+  (``proxy.server.diff``: aligned and rendered in a worker process, never on the event loop),
+  then every change and the facts.
 """
 
 from __future__ import annotations
