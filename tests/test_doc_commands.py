@@ -257,12 +257,12 @@ def script(block: list[Shown]) -> tuple[str, list[str]]:
             skipped.append(f"{shown.where}: not run: {why}")
             continue
         command = shown.text
-        server = next((d for p, d in _SERVERS if p.search(command)), None)
+        listens = next((d for p, d in _SERVERS if p.search(command)), None)
         tag = f"L{shown.line}"
-        if server is not None:
+        if listens is not None:
             code = _without_comment(command)
             lines.append(code if code.endswith("&") else code + " &")
-            lines.append(f"__wait {_port(command, server)} {tag}")
+            lines.append(f"__wait {_port(command, listens)} {tag}")
             continue
         allowed = "0 1" if re.search(r"chatmend check\b", command) else "0"
         lines += [

@@ -1094,7 +1094,7 @@ def _cells(
 
 #: Line pairs a changed item's line diff may compare (``difflib``, quadratic at worst); past
 #: it, the lines between the common start and end are marked whole.
-MAX_LINE_PAIRS: Final = 40_000
+MAX_LINE_PAIRS: Final = 10_000
 _KEYED = re.compile(r'^(\s*"(?:[^"\\]|\\.)*": )(.*?)(,?)$')
 
 
@@ -1110,7 +1110,7 @@ def _marked(a: list[str], b: list[str], budget: Budget) -> tuple[str, str]:
     mid_a, mid_b = a[start : len(a) - end], b[start : len(b) - end]
     ops: Sequence[tuple[str, int, int, int, int]]
     if len(mid_a) * len(mid_b) <= MAX_LINE_PAIRS:
-        budget.spend(len(mid_a) * len(mid_b) // 8)
+        budget.spend(len(mid_a) * len(mid_b) // 4)
         ops = SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
     else:
         ops = [("replace", 0, len(mid_a), 0, len(mid_b))]

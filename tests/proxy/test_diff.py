@@ -427,3 +427,22 @@ def test_an_index_is_said_on_the_side_it_counts_on() -> None:
     assert "messages[3] of the list as" not in html
     assert "<mark class='del'>&quot;call_1&quot;</mark>" in html
     assert "<mark class='ins'>&quot;call_1_d2&quot;</mark>" in html
+
+
+def test_keys_read_in_the_clients_order_and_a_changed_value_is_marked() -> None:
+    """Issue 40: keys were shown sorted. An item reads as the client wrote it (here ``role``
+    after ``content``, ``zeta`` before ``alpha``), and in a changed item only the value that
+    changed is marked, on both sides."""
+    before = [{"content": "x", "role": "user", "zeta": 1, "alpha": "old"}]
+    after = [{"content": "x", "role": "user", "zeta": 1, "alpha": "new"}]
+    html = view(
+        orjson.dumps({"messages": before, "model": "m"}),
+        orjson.dumps({"messages": after, "model": "m"}),
+        "messages",
+    ).decode()
+    cell = html[html.index("before messages[0]") :]
+    assert cell.index("&quot;content&quot;") < cell.index("&quot;role&quot;")
+    assert cell.index("&quot;zeta&quot;") < cell.index("&quot;alpha&quot;")
+    assert "&quot;alpha&quot;: <mark class='del'>&quot;old&quot;</mark>" in html
+    assert "&quot;alpha&quot;: <mark class='ins'>&quot;new&quot;</mark>" in html
+    assert html.count("<mark") == 2

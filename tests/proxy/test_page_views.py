@@ -385,18 +385,18 @@ def _pixels(png: bytes) -> set[tuple[int, int, int]]:
     seen: set[tuple[int, int, int]] = set()
     for y in range(height):
         line = raw[y * (stride + 1) : (y + 1) * (stride + 1)]
-        kind, row = line[0], bytearray(line[1:])
+        method, row = line[0], bytearray(line[1:])
         for x in range(stride):
             a = row[x - size] if x >= size else 0
             b = previous[x]
             c = previous[x - size] if x >= size else 0
-            if kind == 1:
+            if method == 1:
                 row[x] = (row[x] + a) & 255
-            elif kind == 2:
+            elif method == 2:
                 row[x] = (row[x] + b) & 255
-            elif kind == 3:
+            elif method == 3:
                 row[x] = (row[x] + (a + b) // 2) & 255
-            elif kind == 4:
+            elif method == 4:
                 p = a + b - c
                 pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
                 row[x] = (row[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
