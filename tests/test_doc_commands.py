@@ -111,10 +111,11 @@ def test_the_pages_do_show_commands() -> None:
 # --- every fenced command runs as written ------------------------------------------------------
 #
 # Each fenced shell block of README.md and docs/*.md (```sh, and the ``$ `` lines of a
-# transcript) runs as written, in a fresh shell (``chatmend`` not on PATH), from a directory that
-# holds the repository's files (the set-up already done: .venv is the repository's), each block
-# in a network namespace of its own (``unshare --net``: its own loopback, so 8787 and 8788 are
-# free whatever else runs, and no byte leaves the machine). A server a block starts in the
+# transcript; a ```python block whole, by .venv/bin/python) runs as written, in a fresh shell
+# (``chatmend`` not on PATH), from a directory that holds the repository's files (the set-up
+# already done: .venv is the repository's), each block in a network namespace of its own
+# (``unshare --net``: its own loopback, so 8787 and 8788 are free whatever else runs, and no
+# byte leaves the machine). A server a block starts in the
 # foreground (``make run``, ``chatmend serve``, ``chatmend emulate``) is started in the
 # background and waited for; a server a block only talks to (``chatmend learned``'s chatmend, a
 # ``probe``'s emulator) is started first by the test. Every command must exit 0 (``check``: 0 or
@@ -134,6 +135,10 @@ NOT_RUN: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^(\w+=\S+ )*\.venv/bin/pytest\b"), "a part of the suite (make test runs it)"),
     (re.compile(r"^(docker|kubectl|helm)\b"), "needs Docker or a cluster (tests/test_deploy.py)"),
     (re.compile(r"chatmend probe https://"), "spends on a live provider, with its key"),
+    (
+        re.compile(r"sanitize_messages\(messages\)"),
+        "a fragment: `messages` stands for the caller's list (tests/rules run the library)",
+    ),
 )
 #: The servers a command starts, and the port each listens on by default.
 _SERVERS = (
@@ -174,13 +179,17 @@ def _complete(text: str) -> bool:
 
 
 def fenced_commands(page: Path) -> list[list[Shown]]:
-    """Each fenced shell block's commands: every line of a ``sh``/``bash`` block, the ``$``
-    lines of an unlabelled one (a transcript; its other lines are output or a synopsis)."""
+    """Each fenced block's commands: every line of a ``sh``/``bash`` block, the ``$`` lines of
+    an unlabelled one (a transcript; its other lines are output or a synopsis), a ``python``
+    block whole (one command: the set-up's interpreter reading it)."""
     text = page.read_text(encoding="utf-8")
     found = []
     for block in _FENCE.finditer(text):
         lang, body = block.group(1), block.group(2)
         first = text[: block.start(2)].count("\n") + 1
+        if lang == "python":  # run whole, by the set-up's interpreter
+            found.append([Shown(page.name, first, f".venv/bin/python - <<'PY'\n{body}PY")])
+            continue
         if lang not in ("", "sh", "bash", "console", "shell"):
             continue
         commands: list[Shown] = []
