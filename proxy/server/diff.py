@@ -693,6 +693,8 @@ class Places:
         f = self.field
         if change.index < 0:
             return "the request's other keys"
+        if change.action.startswith("inserted_"):  # its index: where it went, not an item
+            return f"{f}[{change.index}] of the list as {change.rule} received it"
         if change.rule in self.on_before:
             return self._from_before(change.index)
         found = self._by_id(change)

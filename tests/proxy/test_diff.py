@@ -446,3 +446,19 @@ def test_keys_read_in_the_clients_order_and_a_changed_value_is_marked() -> None:
     assert "&quot;alpha&quot;: <mark class='del'>&quot;old&quot;</mark>" in html
     assert "&quot;alpha&quot;: <mark class='ins'>&quot;new&quot;</mark>" in html
     assert html.count("<mark") == 2
+
+
+def test_an_insertion_is_said_where_it_went_never_as_the_item_it_pushed_on() -> None:
+    """An ``inserted_*`` change's index is where the new item went in the list its rule
+    received, not an item of the list before: it is said so, never read as the item that
+    stood there."""
+    from proxy.server.diff import Noted
+
+    before = [{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]
+    after = [before[0], {"role": "user", "content": "."}, before[1]]
+    change = Noted("alternation", 1, "inserted_message", {"role": "user"})
+    html = view(
+        orjson.dumps({"messages": before}), orjson.dumps({"messages": after}), "messages", (change,)
+    ).decode()
+    assert "messages[1] of the list as alternation received it" in html
+    assert "before messages[1] \u2192" not in html
