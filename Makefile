@@ -26,7 +26,7 @@ PIP := $(BIN)/python -m pip install --quiet --no-build-isolation \
 	$(if $(LATEST),--upgrade --upgrade-strategy eager,--constraint $(LOCK)) \
 	$(if $(FLOORS),--constraint $(FLOORS))
 
-.PHONY: run test test-latest test-oldest lock quick deep lint typecheck pytest docs rule profile redis-server chromium \
+.PHONY: install run test test-latest test-oldest lock quick deep lint typecheck pytest docs rule profile redis-server chromium \
 	bench bench-observe bench-scaling soak fuzz clean
 
 # pip and setuptools come from the lock too (setuptools builds the editable install).
@@ -42,6 +42,9 @@ $(VENV)/.run-installed: pyproject.toml $(LOCK) | $(BIN)/python
 $(VENV)/.test-installed: pyproject.toml $(LOCK) | $(BIN)/python
 	$(PIP) -e '.[test]'
 	@touch $@ $(VENV)/.run-installed
+
+## Install .venv for `.venv/bin/chatmend` (what `make run` does first): README.md#quick-start.
+install: $(VENV)/.run-installed
 
 ## Run the proxy with its embedded defaults (127.0.0.1:8787 -> https://api.deepseek.com).
 run: $(VENV)/.run-installed

@@ -117,7 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("url", help="the endpoint's base URL (https://api.example.com or .../v1)")
     probe.add_argument(
-        "--model", default="deepseek-chat", help="the model to probe (default deepseek-chat)"
+        "--model",
+        default=None,
+        help="the model to probe (default: one the provider serves, by the profile the URL's "
+        "host picks; deepseek-chat for a host no profile lists)",
     )
     probe.add_argument(
         "--key-env",

@@ -99,8 +99,11 @@ class Flow:
     listed: tuple[Change, ...] = ()
     rules: tuple[str, ...] = ()
     reported: int = 0
-    #: Whether recovery sent the body that was answered.
+    #: Whether recovery sent the body that was answered; if it did, the refusal it recovered
+    #: from (the first answer's body, as read, and the class recovery read it as).
     recovered: bool = False
+    recovered_from: bytes | None = None
+    recovered_class: str | None = None
     #: Once the upstream answered: the body as the client sent it (decoded; a reference, not a
     #: copy), chatmend's answer, and the upstream's refusal as the classifier reads it (a 4xx
     #: body read whole, inflated).

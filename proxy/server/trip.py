@@ -613,6 +613,7 @@ async def _recover(
         return None
     # What X-Chatmend-Changes and request_done describe is the body the upstream accepted.
     flow.took(retry.sanitized.changes)
+    flow.recovered_from, flow.recovered_class = first.readable, retry.error_class
     answer = await send(retry.sanitized.body, {RECOVERED_HEADER: retry.header})
     status, result = (answer.status, None) if isinstance(answer, web.Response) else answer
     record(

@@ -135,7 +135,9 @@ def _content(content: Any, into: Pieces) -> None:
         kind = part.get("type")
         if kind == "tool_result":
             _content(part.get("content"), into)
-        elif kind == "tool_use":  # an input sent as JSON text means its object, as in chat
+        elif kind == "tool_use":
+            # An input sent as JSON text means the object it spells, as a chat call's
+            # arguments do (messages-tool-input reads it so, and calls that safe).
             into.arguments.append(_parsed(part.get("input")))
             if isinstance(part.get("name"), str):
                 into.names.append(part["name"])
