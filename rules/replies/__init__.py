@@ -1,0 +1,23 @@
+"""The reply rules: repairs of what the upstream sends back (chat completions, streamed or
+not), one module each, and ``REPLY_RULES``, their one explicit order.
+
+They run per choice over its steps (``rules.replies.base``), after the relay read them from the
+upstream and before the client gets them; the proxy arms them per request
+(``rules.replies.pipeline.ReplyRun``) and relays untouched whatever no armed rule changed.
+"""
+
+from __future__ import annotations
+
+from rules.replies import finish_reason, text_tool_calls, tool_call_shape
+from rules.replies.base import ReplyRule
+
+#: The one ordered tuple of reply rules. Each position is justified:
+REPLY_RULES: tuple[ReplyRule, ...] = (
+    # 0. The upstream's own tool-call deltas get their index and id first: the text rule
+    #    numbers the calls it makes after them, and leaves a choice alone once they come.
+    tool_call_shape.RULE,
+    # 1. Calls written as text become tool_calls.
+    text_tool_calls.RULE,
+    # 2. Last: the finish_reason follows the calls the text rule made.
+    finish_reason.RULE,
+)
