@@ -42,11 +42,16 @@ class Text:
 
 @dataclass(frozen=True, slots=True)
 class Calls:
-    """A block that read as calls: its format, the calls, and how many characters it held."""
+    """A block that read as calls: its format, the calls, and the block's text (what it
+    held)."""
 
     format: str
     calls: tuple[Call, ...]
-    chars: int
+    text: str
+
+    @property
+    def chars(self) -> int:
+        return len(self.text)
 
 
 Piece = Text | Calls
@@ -277,7 +282,7 @@ class TextCalls:
         for fmt, _, _ in block.candidates:
             calls = fmt.parse(text[:end], self.declared)
             if calls:
-                out.append(Calls(fmt.name, tuple(calls), end))
+                out.append(Calls(fmt.name, tuple(calls), text[:end]))
                 return text[end:]
         self.released.append(("not_a_call", end))
         self._code.read(text[:end])
@@ -298,3 +303,9 @@ def _emit(out: list[Piece], text: str) -> None:
 def text_of(pieces: Iterable[Piece]) -> str:
     """The text the pieces pass on (their calls left out)."""
     return "".join(p.text for p in pieces if isinstance(p, Text))
+
+
+def whole(pieces: Iterable[Piece]) -> str:
+    """Everything the pieces hold, calls as the text they were read from: always the text the
+    scanner was given (nothing lost, nothing added)."""
+    return "".join(p.text for p in pieces)
