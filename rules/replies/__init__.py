@@ -8,16 +8,19 @@ upstream and before the client gets them; the proxy arms them per request
 
 from __future__ import annotations
 
-from rules.replies import finish_reason, text_tool_calls, tool_call_shape
+from rules.replies import finish_reason, text_tool_calls, think_tags, tool_call_shape
 from rules.replies.base import ReplyRule
 
 #: The one ordered tuple of reply rules. Each position is justified:
 REPLY_RULES: tuple[ReplyRule, ...] = (
-    # 0. The upstream's own tool-call deltas get their index and id first: the text rule
+    # Thinking out of the content first: a call the model wrote inside its thinking is part of
+    #    its reasoning, not an answer the text rule should read.
+    think_tags.RULE,
+    # The upstream's own tool-call deltas get their index and id first: the text rule
     #    numbers the calls it makes after them, and leaves a choice alone once they come.
     tool_call_shape.RULE,
-    # 1. Calls written as text become tool_calls.
+    # Calls written as text become tool_calls.
     text_tool_calls.RULE,
-    # 2. Last: the finish_reason follows the calls the text rule made.
+    # Last: the finish_reason follows the calls the text rule made.
     finish_reason.RULE,
 )

@@ -140,10 +140,21 @@ def test_mutants_never_crash_lose_text_or_invent_a_call(case: dict[str, Any]) ->
 
 
 def run_steps(formats: list[str]) -> ReplyRun:
-    options = {"response-text-tool-calls": {"formats": formats}}
-    steps = [(rule, RuleContext(options.get(rule.name, {}))) for rule in REPLY_RULES]
     counter = itertools.count()
-    return ReplyRun(steps, {"tools": TOOLS}, new_id=lambda: f"call_{next(counter)}")
+    return ReplyRun(
+        plan({"response-text-tool-calls": {"formats": formats}}),
+        {"tools": TOOLS},
+        new_id=lambda: f"call_{next(counter)}",
+    )
+
+
+def plan(options: dict[str, dict[str, Any]]) -> list[tuple[Any, RuleContext]]:
+    """The rules a route runs: those on by default, and those given options."""
+    return [
+        (rule, RuleContext(options.get(rule.name, {})))
+        for rule in REPLY_RULES
+        if rule.default or rule.name in options
+    ]
 
 
 def streamed(run: ReplyRun, chunks: list[str], finish: str) -> tuple[str, list[Any], str | None]:
@@ -205,3 +216,37 @@ def test_hold_back_is_bounded_by_one_opener() -> None:
         scanner.feed(char)
         assert scanner.holding < longest
     assert scanner.end() == [Text("<tool_ca")]
+
+
+def think(chunks: list[str], tags: list[str] | None = None) -> tuple[str, str]:
+    """``chunks`` of content through response-think-tags: (reasoning, content) as a client
+    rebuilds them."""
+    pipe = ReplyRun(plan({"response-think-tags": {"tags": tags or ["think", "thinking"]}}), {}).choice(0)
+    out = [s for chunk in chunks for s in pipe.feed(Step({"content": chunk}))]
+    out += pipe.feed(Step({}, "stop")) + pipe.end()
+    reasoning = "".join(s.delta.get("reasoning_content") or "" for s in out)
+    return reasoning, "".join(s.delta.get("content") or "" for s in out)
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning", "content"),
+    [
+        ("<think>The user wants X.</think>Here is X.", "The user wants X.", "Here is X."),
+        ("\n<thinking>a < b </thin</thinking>\n\nAnswer", "a < b </thin", "\n\n\nAnswer"),
+        ("<think>cut off", "cut off", ""),
+        ("Answer with <think> later", "", "Answer with <think> later"),
+        ("<thin", "", "<thin"),
+        ("", "", ""),
+    ],
+)
+def test_leading_thinking_moves_to_reasoning_content_whatever_the_split(
+    text: str, reasoning: str, content: str
+) -> None:
+    for strategy, chunks in splits(text, ["<think>", "</think>", "<thinking>", "</thinking>"]):
+        assert think(chunks) == (reasoning, content), strategy
+
+
+def test_no_think_rule_unless_asked() -> None:
+    pipe = run_steps(list(FORMATS)).choice(0)
+    step = Step({"content": "<think>kept</think>"})
+    assert pipe.feed(step) == [step]
