@@ -21,6 +21,7 @@ from proxy.app import OFFLOAD_KEY, create_app
 from proxy.check import open_source, run_check, run_error_check
 from proxy.config import Config, ConfigError, load_config
 from proxy.emulate import create_emulator
+from proxy.emulate_text_calls import WRITERS
 from proxy.learned import format_table, learned_table
 from proxy.log import configure_logging, get_logger
 from proxy.probe import probe
@@ -107,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="deepseek",
         metavar="PROFILE",
         help="the provider to emulate: its contract, error texts and envelope (default deepseek)",
+    )
+    emulate.add_argument(
+        "--text-calls",
+        choices=sorted(WRITERS),
+        default=None,
+        metavar="FORMAT",
+        help="write the tool call as text in content in this markup, with finish_reason stop, "
+        f"as models do ({', '.join(WRITERS)})",
     )
     probe = commands.add_parser(
         "probe",
@@ -360,8 +369,12 @@ def emulate(args: argparse.Namespace) -> int:
         return 2
     with sock:
         configure_logging()
-        get_logger().info("emulate_started", listen=listen, profile=args.profile)
-        app = create_emulator(chunks=args.stream_chunks, profile=args.profile)
+        get_logger().info(
+            "emulate_started", listen=listen, profile=args.profile, text_calls=args.text_calls
+        )
+        app = create_emulator(
+            chunks=args.stream_chunks, profile=args.profile, text_calls=args.text_calls
+        )
         web.run_app(app, sock=sock, access_log=None, print=None)
     return 0
 

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy import emulate_messages, emulate_responses
+from proxy import emulate_messages, emulate_responses, emulate_text_calls
 from proxy.log import get_logger
 from proxy.upstream import anthropic_betas
 from rules.providers.contract import violations
@@ -86,12 +86,20 @@ def tool_call(payload: Any, n: int) -> dict[str, Any] | None:
     return {"id": call_id, "type": "function", "function": {"name": tools[0], "arguments": "{}"}}
 
 
-def completion(call: dict[str, Any] | None) -> dict[str, Any]:
-    """The canned completion: text, or the tool call."""
+def completion(
+    call: dict[str, Any] | None, text_calls: str | None = None, payload: Any = None
+) -> dict[str, Any]:
+    """The canned completion: text, or the tool call (written as text in ``text_calls``'s
+    format, with ``stop``, when given: proxy/emulate_text_calls.py)."""
     if call is None:
         return COMPLETION
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    finish = "tool_calls"
+    if text_calls is not None:
+        text = emulate_text_calls.as_text(text_calls, call, payload)
+        message = {"role": "assistant", "content": text}
+        finish = "stop"
+    choice = {"index": 0, "message": message, "finish_reason": finish}
     return {**COMPLETION, "choices": [choice]}
 
 
@@ -128,18 +136,33 @@ def rejection(body: bytes, profile: str = DEFAULT_PROFILE) -> web.Response | Non
     return provider_error(first.status, first.message, envelope)
 
 
+#: How many characters of a call written as text go in one streamed chunk (a token or two).
+TEXT_CALL_CHUNK = 7
+
+
 async def stream_completion(
     request: web.Request,
     *,
     chunks: int = 5,
     delay: float = 0.0,
     call: dict[str, Any] | None = None,
+    text_calls: str | None = None,
+    payload: Any = None,
 ) -> web.StreamResponse:
     """The canned completion as SSE: a role chunk, ``chunks`` text chunks, stop, ``[DONE]``
-    (or, with ``call``, the tool call in one chunk and ``tool_calls``)."""
+    (or, with ``call``, the tool call in one chunk and ``tool_calls``; with ``text_calls`` too,
+    the call written as text, a few characters per chunk, then ``stop``)."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     await response.write(sse_chunk(""))
+    if call is not None and text_calls is not None:
+        text = emulate_text_calls.as_text(text_calls, call, payload)
+        for at in range(0, len(text), TEXT_CALL_CHUNK):
+            await response.write(sse_chunk(text[at : at + TEXT_CALL_CHUNK]))
+        await response.write(sse_chunk(None, "stop"))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
     if call is not None:
         await response.write(sse_chunk(None, call=call))
         await response.write(sse_chunk(None, "tool_calls"))
@@ -157,7 +180,11 @@ async def stream_completion(
 
 
 def create_emulator(
-    *, chunks: int = 5, delay: float = 0.0, profile: str = DEFAULT_PROFILE
+    *,
+    chunks: int = 5,
+    delay: float = 0.0,
+    profile: str = DEFAULT_PROFILE,
+    text_calls: str | None = None,
 ) -> web.Application:
     answered = 0
     responses_contract = emulate_responses.contract_of(profile)
@@ -200,8 +227,15 @@ def create_emulator(
             answered += 1
             call = tool_call(payload, answered)
             if payload.get("stream"):
-                return await stream_completion(request, chunks=chunks, delay=delay, call=call)
-            return web.json_response(completion(call))
+                return await stream_completion(
+                    request,
+                    chunks=chunks,
+                    delay=delay,
+                    call=call,
+                    text_calls=text_calls,
+                    payload=payload,
+                )
+            return web.json_response(completion(call, text_calls, payload))
         if request.method == "GET" and path.endswith("/models"):
             return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
         text = f"Unknown request URL: {request.method} {request.path}."
