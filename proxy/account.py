@@ -19,14 +19,14 @@ from yarl import URL
 
 from proxy import otel
 from proxy.body import Hold
-from proxy.capture import MAX_LISTED_CHANGES, Bodies, Entry, Recent, model_of
+from proxy.capture import MAX_LISTED_CHANGES, Bodies, Entry, Recent, clipped, model_of
 from proxy.log import MAX_FIELD_ITEMS, get_logger
 from proxy.metrics import Metrics, classify
 from proxy.provenance import explain
 from proxy.sanitize import Sanitized
 from proxy.streaming import RelayResult
 from rules.engine.base import Change
-from rules.providers.apis import api_named
+from rules.providers.apis import api_named, safety_of
 
 log = get_logger()
 
@@ -225,7 +225,9 @@ def _changes(
     count = sum(rules.values())
     # The first changes, as the log would cap the list (proxy.log): never 100,000 dicts built.
     shown = MAX_FIELD_ITEMS if count <= MAX_FIELD_ITEMS else MAX_FIELD_ITEMS - 1
-    listed: list[Any] = [change.as_dict() for change in changes[:shown]]
+    # Each unsafe or lossy change says so (``Rule.safety``): what it changed or dropped is in
+    # its detail (ids, counts, names; never content unless the route logs content).
+    listed: list[Any] = [_described(change) for change in changes[:shown]]
     if count > len(listed):
         listed.append(f"...[{count - len(listed)} more]")
     log.info(
@@ -237,6 +239,11 @@ def _changes(
         rules=dict(rules),
         changes=listed,
     )
+
+
+def _described(change: Change) -> dict[str, Any]:
+    kind = safety_of(change)
+    return change.as_dict() if kind == "safe" else {**change.as_dict(), "safety": kind}
 
 
 def rejected(
@@ -356,7 +363,7 @@ def remember(recent: Recent | None, request: web.Request, state: RequestState, s
         recovered=state.recovered,
         outcome=state.outcome,
         client=request.remote or "",
-        listed=state.listed,
+        listed=clipped(state.listed),
     )
     both = (
         None if state.before is None or state.after is None else Bodies(state.before, state.after)

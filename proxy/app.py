@@ -24,6 +24,7 @@ from proxy.appkeys import (
     SESSION_KEY,
     SUGGESTIONS_KEY,
     TRACER_KEY,
+    UI_KEY,
 )
 from proxy.body import MAX_HEADER_BYTES, InflightBudget
 from proxy.capture import Recent
@@ -105,6 +106,7 @@ def create_app(config: Config) -> web.Application:
     # The page at /chatmend/ (off by default) and the recent requests it lists.
     if config.ui.enabled:
         app[RECENT_KEY] = Recent(config.capture)
+        app[UI_KEY] = config.ui
         page.add_routes(app, config.ui)
     # One catch-all route whose handler observes the request itself: no middleware chain and
     # no response signal to run per request (both measurable on the hot path).
@@ -117,8 +119,20 @@ READYZ = "/readyz"
 METRICS = "/metrics"
 
 
+def _misdirected(request: web.Request) -> web.Response | None:
+    """While the page is on, ``/metrics`` and ``/readyz`` answer only the ``Host`` it answers
+    (``proxy.page.host_named``): a DNS-rebinding page would read them too."""
+    ui = request.app.get(UI_KEY)
+    if ui is None or page.host_named(request, ui):
+        return None
+    return page.misdirected()
+
+
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus exposition of this instance's counters (served here, never forwarded)."""
+    refused = _misdirected(request)
+    if refused is not None:
+        return refused
     meter = request.app[METRICS_KEY]
     meter.sync_log_failures(SINK.failures)
     body = meter.exposition()
@@ -133,6 +147,9 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     """Readiness: the config is loaded and the upstream session is open (it closes on shutdown,
     so a draining instance stops receiving traffic)."""
+    refused = _misdirected(request)
+    if refused is not None:
+        return refused
     session = request.app.get(SESSION_KEY)
     if session is None or session.closed:
         return web.json_response({"status": "not_ready", "reason": "upstream_session"}, status=503)

@@ -6,6 +6,7 @@ from aiohttp import ClientSession, web
 
 from proxy.body import InflightBudget
 from proxy.capture import Recent
+from proxy.config import UiConfig
 from proxy.learned import LearnedRepairs
 from proxy.metrics import Metrics
 from proxy.offload import Offloader
@@ -26,5 +27,7 @@ LEARNED_KEY = web.AppKey("learned_repairs", LearnedRepairs)
 PREFIX_KEY = web.AppKey("prefix_cache", PrefixCache)
 #: The page's recent requests and captured bodies (proxy/capture.py): set only when ``ui`` is on.
 RECENT_KEY = web.AppKey("recent", Recent)
+#: The page's settings (proxy/page.py): set only when ``ui`` is on.
+UI_KEY = web.AppKey("ui", UiConfig)
 #: The OpenTelemetry tracer (proxy/otel.py): set only when the OTEL_* variables ask for traces.
 TRACER_KEY = web.AppKey("tracer", object)

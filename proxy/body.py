@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import zlib
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 
 from aiohttp import HttpVersion11, web
@@ -16,8 +19,12 @@ from proxy.errors import error_response, too_large
 MAX_HEADER_BYTES = 32 * 1024
 #: Request encodings chatmend decodes to repair a body (others go upstream as they came).
 DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
-#: Decoded bytes per step of inflating a body; the event loop runs between two steps.
+#: Decoded bytes per step of inflating a body, and compressed bytes fed to it at a time.
 INFLATE_STEP = 256 * 1024
+INFLATE_INPUT = 64 * 1024
+#: Threads that inflate request bodies, per server process: each step runs there (zlib lets go
+#: of the GIL while it inflates), and the event loop only counts what the step gave.
+INFLATE_THREADS = 2
 
 
 class TooLarge(Exception):
@@ -95,37 +102,72 @@ async def read(request: web.Request, config: Config) -> bytes:
 
 
 async def decoded(raw: bytes, encoding: str, limit: int, hold: Hold | None = None) -> bytes | None:
-    """A gzip or deflate body inflated, ``INFLATE_STEP`` bytes at a time (the event loop runs
-    in between), never past ``limit`` decoded bytes (``TooLarge``) nor past what ``hold`` may
-    take (``Overloaded``); ``None`` if the encoding is not one chatmend reads or the data is
-    broken."""
+    """A gzip or deflate body inflated off the event loop, ``INFLATE_STEP`` bytes at a time in
+    the inflating threads (each step counted on the loop), never past ``limit`` decoded bytes
+    (``TooLarge``) nor past what ``hold`` may take (``Overloaded``); ``None`` if the encoding is
+    not one chatmend reads or the data is broken."""
     if encoding not in DECODABLE:
         return None
+    loop = asyncio.get_running_loop()
+    pool = _pool()
+
+    def step(
+        inflate: Callable[[bytes | memoryview, int], bytes], data: memoryview
+    ) -> Awaitable[bytes]:
+        return loop.run_in_executor(pool, inflate, data, INFLATE_STEP)
+
     # gzip and zlib by their header (32 + 15); a raw deflate stream (-15) as some clients send.
     for wbits in (32 + zlib.MAX_WBITS, -zlib.MAX_WBITS):
-        parts: list[bytes] = []  # joined once at the end: a growing buffer would copy itself
-        size = 0
-        data = raw
         try:
-            while data:
-                inflater = zlib.decompressobj(wbits)
-                while not inflater.eof:
-                    chunk = inflater.decompress(data, INFLATE_STEP)
-                    parts.append(chunk)
-                    size += len(chunk)
-                    if size > limit:
-                        raise TooLarge
-                    if hold is not None and not hold.take(len(chunk)):
-                        raise Overloaded
-                    data = inflater.unconsumed_tail
-                    if not data and not chunk:
-                        break  # cut off
-                    await asyncio.sleep(0)
-                if not inflater.eof:
-                    break
-                data = inflater.unused_data  # gzip members may follow each other
-            else:
-                return b"".join(parts)
+            parts = await _inflated(memoryview(raw), wbits, limit, hold, step)
         except zlib.error:
             continue
+        if parts is not None:  # joined once, off the loop: a growing buffer would copy itself
+            return await loop.run_in_executor(pool, b"".join, parts)
     return None
+
+
+async def _inflated(
+    raw: memoryview,
+    wbits: int,
+    limit: int,
+    hold: Hold | None,
+    step: Callable[[Callable[[bytes | memoryview, int], bytes], memoryview], Awaitable[bytes]],
+) -> list[bytes] | None:
+    """The pieces ``raw`` inflates to (``None``: cut off), fed ``INFLATE_INPUT`` bytes at a time
+    (a zlib tail is a copy of what is left of its input: never the whole body per step)."""
+    parts: list[bytes] = []
+    size = at = 0
+    while at < len(raw):  # gzip members may follow each other
+        inflater = zlib.decompressobj(wbits)
+        pending: bytes | memoryview = b""
+        fed = at
+        while not inflater.eof:
+            if not pending:
+                if fed >= len(raw):
+                    return None  # cut off
+                pending, fed = raw[fed : fed + INFLATE_INPUT], fed + INFLATE_INPUT
+            chunk = await step(inflater.decompress, memoryview(pending))
+            pending = inflater.unconsumed_tail
+            parts.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge
+            if hold is not None and not hold.take(len(chunk)):
+                raise Overloaded
+        at = min(fed, len(raw)) - len(inflater.unused_data)  # where the next member starts
+    return parts
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's inflating threads (started on first use; a forked server process starts
+    its own)."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(INFLATE_THREADS, thread_name_prefix="chatmend-inflate"))
+    return _POOL[0]
+
+
+os.register_at_fork(after_in_child=_POOL.clear)

@@ -14,17 +14,31 @@ from __future__ import annotations
 import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
 
 from rules.engine.base import Change
 from rules.providers.apis import APIS
 
-#: The recent requests the page lists (metadata only: a few hundred bytes each).
+#: The recent requests the page lists (ids, names and counts, each clipped: ``ENTRY_BYTES``).
 RECENT_REQUESTS = 500
 #: A session (route, client address, model) refused this many times in a row by the upstream
 #: is listed as "keeps being refused".
 REFUSED_STREAK = 3
-#: Changes kept per captured request (the page lists them; the rest are counted).
-MAX_LISTED_CHANGES = 200
+#: Changes kept per request (the page lists them; the rest are counted), each with its detail
+#: clipped (``clipped``): a change's detail carries the clients' strings (ids, names), so a
+#: 100 KB tool-call id would otherwise be kept whole, with every change that names it.
+MAX_LISTED_CHANGES = 50
+#: Characters of a change's detail kept in all (its keys, strings and numbers as written):
+#: a string is cut to ``CLIP_STRING`` characters, a list or mapping to ``CLIP_ITEMS`` items,
+#: nesting to ``CLIP_DEPTH`` levels; the rest is marked (``...``), never kept.
+CLIP_DETAIL = 256
+CLIP_STRING = 64
+CLIP_ITEMS = 8
+CLIP_DEPTH = 3
+#: The most one entry of the list holds, measured (tracemalloc, tests/proxy/test_page.py):
+#: its fixed fields and ``MAX_LISTED_CHANGES`` clipped changes.
+ENTRY_BYTES = 64 * 1024
 #: The model name, read without parsing the body (the first ``"model": "..."`` of its first
 #: 64 KiB; a JSON string's own quotes are escaped, so this is a key, not message text).
 _MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,128})"')
@@ -57,7 +71,7 @@ class Entry:
     recovered: bool = False
     outcome: str | None = None
     client: str = ""
-    #: The changes as the rules reported them (at most ``MAX_LISTED_CHANGES``).
+    #: The changes as the rules reported them (the first ``MAX_LISTED_CHANGES``, ``clipped``).
     listed: tuple[Change, ...] = ()
 
 
@@ -126,6 +140,49 @@ class Recent:
         """The sessions refused at least ``REFUSED_STREAK`` times in a row, most first."""
         streaks = [(key, n) for key, n in self.streaks.items() if n >= REFUSED_STREAK]
         return sorted(streaks, key=lambda item: -item[1])
+
+
+def clipped(changes: tuple[Change, ...]) -> tuple[Change, ...]:
+    """The first ``MAX_LISTED_CHANGES`` changes, each with its detail clipped to
+    ``CLIP_DETAIL`` characters (what the page shows; the list keeps nothing more)."""
+    return tuple(
+        Change(c.rule, c.index, c.action[:CLIP_STRING], _clip_mapping(c.detail, [CLIP_DETAIL], 0))
+        for c in changes[:MAX_LISTED_CHANGES]
+    )
+
+
+def _clip(value: Any, left: list[int], depth: int) -> Any:
+    """``value`` within the characters ``left[0]`` still allows (spent here)."""
+    if value is None or isinstance(value, bool | int | float):
+        left[0] -= 8
+        return value if left[0] >= 0 else "..."
+    if isinstance(value, str):
+        room = max(0, min(CLIP_STRING, left[0]))
+        left[0] -= min(len(value), room) + 2
+        return value if len(value) <= room else value[:room] + f"...[{len(value)} chars]"
+    if depth >= CLIP_DEPTH or left[0] <= 0:
+        left[0] -= 3
+        return "..."
+    if isinstance(value, dict):
+        return _clip_mapping(value, left, depth + 1)
+    if isinstance(value, list | tuple):
+        kept = [_clip(item, left, depth + 1) for item in value[:CLIP_ITEMS] if left[0] > 0]
+        if len(kept) < len(value):
+            kept.append(f"...[{len(value)} items]")
+        return kept
+    return _clip(type(value).__name__, left, depth)
+
+
+def _clip_mapping(value: Any, left: list[int], depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, item in islice(value.items(), CLIP_ITEMS):
+        if left[0] <= 0:
+            break
+        name = _clip(str(key), left, depth)
+        out[name] = _clip(item, left, depth)
+    if len(out) < len(value):
+        out["..."] = f"{len(value)} keys"
+    return out
 
 
 def model_of(body: bytes | None) -> str | None:

@@ -18,6 +18,7 @@ the request too, whether that repair changes it (what ``recover:`` would retry).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
@@ -26,7 +27,16 @@ import orjson
 from proxy.metrics import classes
 from proxy.recover import enable_line, plan_retry
 from proxy.sanitize import PlanSource, Sanitized, plan_for, read_with_surrogates, sanitize_body
-from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api, api_named
+from rules.engine.base import SAFETY_CLASSES
+from rules.providers.apis import (
+    CHAT_API,
+    MESSAGES_API,
+    RESPONSES_API,
+    RULES_BY_NAME,
+    Api,
+    api_named,
+    safety_of,
+)
 from rules.providers.contract import Violation
 from rules.providers.contract.repairs import repair_for
 
@@ -53,7 +63,7 @@ class Report:
             "status": ("clean", "repaired", "invalid")[self.status],
             "profile": self.profile,
             "violations": [v.as_dict() for v in self.before],
-            "changes": [c.as_dict() for c in self.result.changes],
+            "changes": [{**c.as_dict(), "safety": safety_of(c)} for c in self.result.changes],
             "rule_failures": [
                 {"rule": f.rule, "error": f.error, "where": f.where} for f in self.result.failures
             ],
@@ -140,7 +150,9 @@ def render_text(report: Report) -> str:
         for change in report.result.changes:
             detail = orjson.dumps(dict(change.detail)).decode() if change.detail else ""
             where = _where(change.index, report.api)
-            lines.append(f"  {where} {change.rule} {change.action} {detail}".rstrip())
+            kind = safety_of(change)
+            said = "" if kind == "safe" else f" ({kind})"
+            lines.append(f"  {where} {change.rule} {change.action}{said} {detail}".rstrip())
     for failure in report.result.failures:
         lines.append(f"rule failed (skipped): {failure.rule} {failure.error} at {failure.where}")
     if report.result.changed:
@@ -192,40 +204,63 @@ def run_error_check(
     error: bytes, request: bytes | None, planner: PlanSource, *, fmt: str, out: BinaryIO
 ) -> int:
     """``check --error``: the class of a captured provider error body, the rules that repair
-    it and the YAML that enables them; with the request, which of them change it (what
-    ``recover:`` would retry). Exit status: 0 a class a rule repairs, 2 otherwise."""
+    it, their fix safety and the YAML that enables them; with the request, the repair recovery
+    would send (what the refusal names in it first, then its class) and the rules it would
+    leave out (lossy, where the route does not opt in). Exit status: 0 a repair, 2 none."""
     payload: Any = None
     if request is not None:
         try:
             payload = orjson.loads(request)
         except orjson.JSONDecodeError:
-            payload = None
+            payload = read_with_surrogates(request)
     apis = (api_of_body(payload).name,) if payload is not None else CHAT_OR_RESPONSES
-    found = [(api, code) for code in classes(error) for api in apis if repair_for(api, code)]
     report: dict[str, Any] = {"error_class": None, "api": None, "rules": {}, "key": "rules"}
     retry = None
-    if found:
+    if request is not None and payload is not None:
+        sent = sanitize_body(request, planner, apis[0])
+        retry = plan_retry(error, request, sent, planner, apis[0])
+    found = [(api, code) for code in classes(error) for api in apis if repair_for(api, code)]
+    rules: Mapping[str, Mapping[str, Any]] = {}
+    if retry is not None:
+        report.update(error_class=retry.error_class, api=apis[0])
+        rules = retry.rules
+    elif found:
         api, code = found[0]
-        if request is not None:
-            sent = sanitize_body(request, planner, api)
-            retry = plan_retry(error, request, sent, planner, api)
-            if retry is not None:
-                code = retry.error_class
         repair = repair_for(api, code)
         assert repair is not None
-        rules = repair.rules if retry is None else retry.rules
-        report.update(error_class=code, api=api, rules={k: dict(v) for k, v in rules.items()})
-        if request is not None:
-            report["changes_request"] = retry is not None
+        report.update(error_class=code, api=api)
+        rules = repair.rules
     else:
         known = classes(error)
         report["error_class"] = known[0] if known else "unclassified"
+    report["rules"] = {name: dict(options) for name, options in rules.items()}
+    report["safety"] = {name: safety_text(name) for name in rules}
+    if request is not None and rules:
+        report["changes_request"] = retry is not None
+        report["withheld"] = list(retry.withheld) if retry is not None else []
     if fmt == "json":
         out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         out.write(_error_text(report).encode())
     out.flush()
     return 0 if report["rules"] else INVALID
+
+
+def safety_text(rule: str) -> str:
+    """A rule's fix safety in a line: its class, or each class with its actions."""
+    found = RULES_BY_NAME.get(rule)
+    if found is None:
+        return "unknown"
+    if isinstance(found.safety, str):
+        return found.safety
+    by_class: dict[str, list[str]] = {}
+    for action, kind in found.safety.items():
+        by_class.setdefault(kind, []).append(action)
+    return "; ".join(
+        f"{kind}: {', '.join(sorted(by_class[kind]))}"
+        for kind in SAFETY_CLASSES
+        if kind in by_class
+    )
 
 
 def _error_text(report: dict[str, Any]) -> str:
@@ -237,6 +272,13 @@ def _error_text(report: dict[str, Any]) -> str:
             lines.append("no rule repairs this class")
         return "\n".join(lines) + "\n"
     lines.append(f"repaired by: {', '.join(report['rules'])} ({report['api']})")
+    for rule, kind in report.get("safety", {}).items():
+        lines.append(f"  {rule}: {kind}")
+    if report.get("withheld"):
+        lines.append(
+            f"left out of the retry: {', '.join(report['withheld'])} (lossy: a route opts in "
+            "with recover.lossy)"
+        )
     if report.get("changes_request") is False:
         lines.append(
             "the repair changes nothing in this request (its plan repairs it already, or the "

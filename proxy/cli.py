@@ -395,6 +395,7 @@ def run_probe(args: argparse.Namespace) -> int:
         yes=args.yes,
         say=sys.stdout.write,
         ask=ask,
+        key_env=args.key_env,
     )
 
 

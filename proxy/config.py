@@ -9,6 +9,7 @@ dotted key at fault.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import sys
@@ -121,8 +122,11 @@ class RecoverConfig:
     enabled: bool = True
     max_attempts: int = 1
     #: How long a repair that recovered a refusal is applied before sending to the same
-    #: route, upstream and model (proxy/learned.py); 0: nothing is learned.
+    #: client, route, upstream and model (proxy/learned.py); 0: nothing is learned.
     learn_ttl: float = 3600.0
+    #: The rules whose ``lossy`` changes (they drop something the client sent) a retry may
+    #: make, for what the refusal names (``*``: every rule); empty, the default: none.
+    lossy: frozenset[str] = frozenset()
 
     @property
     def active(self) -> bool:
@@ -191,10 +195,14 @@ class RouteConfig:
 class UiConfig:
     """``ui:``: the page at ``/chatmend/``: off by default; loopback clients only unless
     ``admin_token_env`` names a variable holding a token (then ``Authorization: Bearer`` it,
-    from anywhere)."""
+    from anywhere). Only to a request whose ``Host`` names the address it reached, or one of
+    ``allowed_hosts`` (a DNS-rebinding page in the operator's browser names its own host)."""
 
     enabled: bool = False
     admin_token: Secret | None = None
+    #: ``(name, port)``: names the page (and ``/metrics``, ``/readyz``) also answers to, as
+    #: ``split_host`` reads them; a ``None`` port matches any port, or none.
+    allowed_hosts: tuple[tuple[str, int | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,10 +458,24 @@ def parse_config(
         prefix_cache=_prefix_cache(data.get("prefix_cache")),
         sources=sources,
     )
-    routes = _mapping(data.get("routes", {}), "routes")
-    return replace(
-        config, routes=_routes(routes, config.default, env, inherit_profile="profile" in data)
+    routes = _routes(
+        _mapping(data.get("routes", {}), "routes"),
+        config.default,
+        env,
+        inherit_profile="profile" in data,
     )
+    _not_under_the_page(routes, config.ui)
+    return replace(config, routes=routes)
+
+
+def _not_under_the_page(routes: tuple[RouteConfig, ...], ui: UiConfig) -> None:
+    """With the page on, every path under ``/chatmend`` is its own (``proxy.page.claims``)."""
+    for route in routes:
+        if ui.enabled and route.prefix.split("/", 2)[1].lower() == "chatmend":
+            raise ConfigError(
+                f"routes.{route.name}.prefix: {route.prefix} is under the page's /chatmend/, "
+                "which is the page's own while ui.enabled is true: give the route another prefix"
+            )
 
 
 def _listen(value: Any) -> ListenConfig:
@@ -610,7 +632,7 @@ def _routes(
 def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
     """A ``recover`` mapping over ``base`` (a route's defaults to the top level's)."""
     given = _mapping(value, key)
-    _no_unknown(given, ("enabled", "max_attempts", "learn_ttl"), key)
+    _no_unknown(given, ("enabled", "max_attempts", "learn_ttl", "lossy"), key)
     attempts = given.get("max_attempts", base.max_attempts)
     if isinstance(attempts, bool) or attempts not in (0, 1):
         raise ConfigError(
@@ -621,16 +643,86 @@ def _recover(value: Any, key: str, base: RecoverConfig) -> RecoverConfig:
     ttl = given.get("learn_ttl", base.learn_ttl)
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 <= ttl <= 7 * 86400:
         raise ConfigError(f"{key}.learn_ttl: must be seconds from 0 to 604800, got {ttl!r}")
-    return RecoverConfig(enabled=enabled, max_attempts=attempts, learn_ttl=float(ttl))
+    lossy = _lossy(given["lossy"], f"{key}.lossy") if "lossy" in given else base.lossy
+    return RecoverConfig(enabled=enabled, max_attempts=attempts, learn_ttl=float(ttl), lossy=lossy)
+
+
+def _lossy(value: Any, key: str) -> frozenset[str]:
+    """``recover.lossy``: ``true`` (every rule, ``*``), ``false`` (none) or a list of the
+    rules whose lossy changes a retry may make (each must be a rule that has some)."""
+    if value is True:
+        return frozenset({"*"})
+    if value is False:
+        return frozenset()
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ConfigError(f"{key}: must be true, false or a list of rule names, got {value!r}")
+    lossy = {name for name, rule in KNOWN_RULES.items() if "lossy" in rule.classes}
+    for name in value:
+        if name not in KNOWN_RULES:
+            raise ConfigError(f"{key}: unknown rule {name!r}")
+        if name not in lossy:
+            raise ConfigError(f"{key}: {name} makes no lossy change (see docs/rules.md)")
+    return frozenset(value)
 
 
 def _ui(value: Any, env: Mapping[str, str]) -> UiConfig:
     ui = _mapping(value, "ui")
-    _no_unknown(ui, ("enabled", "admin_token_env"), "ui")
+    _no_unknown(ui, ("enabled", "admin_token_env", "allowed_hosts"), "ui")
     token = None
     if ui.get("admin_token_env") is not None:
         token = _secret(ui["admin_token_env"], "ui.admin_token_env", env)
-    return UiConfig(enabled=_bool(ui.get("enabled", False), "ui.enabled"), admin_token=token)
+    return UiConfig(
+        enabled=_bool(ui.get("enabled", False), "ui.enabled"),
+        admin_token=token,
+        allowed_hosts=_allowed_hosts(ui.get("allowed_hosts", [])),
+    )
+
+
+def _allowed_hosts(value: Any) -> tuple[tuple[str, int | None], ...]:
+    if not isinstance(value, list):
+        raise ConfigError(f"ui.allowed_hosts: must be a list of host names, got {value!r}")
+    hosts = []
+    for index, entry in enumerate(value):
+        parsed = split_host(entry) if isinstance(entry, str) else None
+        if parsed is None:
+            raise ConfigError(
+                f"ui.allowed_hosts[{index}]: must be a host name or address as a Host header "
+                "names it (chatmend.internal, chatmend.internal:8787, 10.0.0.5, [fd00::5]:8787),"
+                f" with no scheme, path or wildcard; got {entry!r}"
+            )
+        hosts.append(parsed)
+    return tuple(hosts)
+
+
+#: A host name's labels (letters, digits, '-', and '_' as container names use them).
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+
+
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """A ``Host`` header's name (lower case, without a trailing dot; an IPv6 address without
+    its brackets) and port (``None`` when it names none), or ``None`` if it is not a host."""
+    text = value.strip().lower()
+    port_text: str | None
+    if text.startswith("["):
+        address, bracket, rest = text[1:].partition("]")
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            return None
+        if not bracket or (rest and not rest.startswith(":")):
+            return None
+        name, port_text = address, (rest[1:] if rest else None)
+    else:
+        name, colon, after = text.partition(":")
+        name, port_text = name.removesuffix("."), (after if colon else None)
+        if len(name) > 253 or not _HOST_NAME.fullmatch(name):
+            return None
+    if port_text is None:
+        return name, None
+    if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text[:6]) < 65536:
+        return None
+    return name, int(port_text)
 
 
 def _capture(value: Any) -> CaptureConfig:

@@ -22,7 +22,7 @@ import yaml
 
 from proxy.provider_hosts import HOST_PROFILES
 from rules.chat import RULES
-from rules.engine.base import Option, Rule, TextOption
+from rules.engine.base import SAFETY_CLASSES, Option, Rule, TextOption
 from rules.messages import MESSAGES_RULES
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.contract import CHECKS_BY_CODE
@@ -153,6 +153,21 @@ def _allowed(option: Option[Any]) -> str:
     return {bool: "true, false", int: "an integer", float: "a number"}.get(kind, kind.__name__)
 
 
+def safety_text(rule: Rule) -> str:
+    """A rule's fix safety for a person: its class, or each class with the change actions that
+    have it (``unsafe: added_stub; lossy: dropped_result``), mildest first."""
+    if isinstance(rule.safety, str):
+        return rule.safety
+    by_class: dict[str, list[str]] = {}
+    for action, kind in rule.safety.items():
+        by_class.setdefault(kind, []).append(action)
+    return "; ".join(
+        f"{kind}: {', '.join(code(a) for a in sorted(by_class[kind]))}"
+        for kind in SAFETY_CLASSES
+        if kind in by_class
+    )
+
+
 def _rule_section(
     rule: Rule, position: int, profiles: Mapping[str, Profile] | None, api: Api = CHAT_API
 ) -> list[str]:
@@ -163,9 +178,10 @@ def _rule_section(
         "",
         f"{rule.summary}",
         "",
-        f"- **Default:** {'on' if rule.default else 'off'} ({level}{rule.safety})",
+        f"- **Default:** {'on' if rule.default else 'off'} ({level}{rule.worst})",
+        f"- **Safety:** {safety_text(rule)}",
         f"- **Defect:** {linked(rule.defect)}",
-        f"- **Repair ({rule.safety}):** {linked(rule.repair)}",
+        f"- **Repair:** {linked(rule.repair)}",
         "",
         *_option_table(rule),
         "",
@@ -207,9 +223,15 @@ _RULES_INTRO: tuple[str, ...] = (
     "The provider texts quoted here, with their public sources, are collected in the "
     "provider catalogue ([providers.md](providers.md)).",
     "",
-    "Safety follows ruff's fix safety: `safe` repairs cannot change what the model reads "
-    "beyond the shape the provider refuses; `unsafe` ones can (a dropped record, a renamed "
-    "function, a moved instruction), are named as such, and log what they did.",
+    "Safety follows ruff's fix applicability, per change a rule makes: `safe` keeps every "
+    "text, part, tool call, argument and result the client sent and writes no words of its "
+    "own (a renamed id, a moved or merged message, a coerced type, an empty shape filled); "
+    "`unsafe` keeps them but changes what the request asks or says (a sampling value, "
+    "`tool_choice`, a dropped parameter or field, a turn, stub or placeholder chatmend writes); "
+    "`lossy` drops something the client sent (a message, a result, a part, arguments). A rule "
+    "whose changes differ lists each action with its class; the column shows the worst. "
+    "Recovery reads it: `safe` always, `unsafe` only for what the refusal names, `lossy` only "
+    "where the route opts in ([recovery.md](recovery.md#safety)).",
     "",
     "After the chat pipeline the payload satisfies every rule at once: no lone surrogate, "
     "no two assistant messages in a row, every `arguments` a JSON object string, every call "
@@ -261,7 +283,7 @@ def render_rules() -> str:
 def _index_row(position: int, rule: Rule) -> str:
     link = f"[{code(rule.name)}](#{rule.name})"
     default = "on" if rule.default else "off"
-    return f"| {position} | {link} | {default} | {rule.safety} | {cell(rule.summary)} |"
+    return f"| {position} | {link} | {default} | {rule.worst} | {cell(rule.summary)} |"
 
 
 # --- docs/profiles.md -------------------------------------------------------------------------

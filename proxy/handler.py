@@ -20,7 +20,7 @@ import orjson
 from aiohttp import ClientError, web
 from multidict import CIMultiDict
 
-from proxy import account, body, errors, prefix
+from proxy import account, body, errors, page, prefix
 from proxy.account import RequestState
 from proxy.apis import ServedApi, served_api, served_named
 from proxy.appkeys import (
@@ -42,7 +42,16 @@ from proxy.learned import LearnedRepairs
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.offload import Offloader
-from proxy.recover import RECOVERABLE, RECOVERED_HEADER, may_retry, plan_retry, record
+from proxy.recover import (
+    RECOVERABLE,
+    RECOVERED_HEADER,
+    Policy,
+    Retry,
+    may_retry,
+    plan_retry,
+    record,
+    reported,
+)
 from proxy.routing import RefusedPath, Route, Runtime, route_path
 from proxy.sanitize import PlanSource, Sanitized, sanitize_body
 from proxy.stash.hooks import RequestReasoning
@@ -82,6 +91,9 @@ class Repair:
     reasoning: RequestReasoning | None = None
     #: The plan source the rules ran under: the route's, or with a learned repair enforced.
     source: PlanSource | None = None
+    #: The client's credential scope (``proxy.stash.keys.request_scope``; ``None``: no
+    #: credential): the prefix cache's space, the stash's and the learned repairs' key.
+    scope: str | None = None
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
@@ -114,6 +126,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
 
 async def _serve(request: web.Request, state: RequestState) -> web.StreamResponse:
     runtime = request.app[RUNTIME_KEY].current  # read once: a reload does not touch this request
+    epoch = request.app[LEARNED_KEY].epoch  # what it learns is dropped if a reload comes first
     # 1. Route and limits: nothing is read of a request chatmend will not serve.
     route = _admit(request, state, runtime)
     if isinstance(route, web.Response):
@@ -127,7 +140,7 @@ async def _serve(request: web.Request, state: RequestState) -> web.StreamRespons
     if isinstance(repair, web.Response):
         return repair
     # 4. Relay: send it upstream and stream the answer back (a 400 a rule repairs: once more).
-    return await _relay(request, state, route, read, repair, config=runtime.config)
+    return await _relay(request, state, route, read, repair, config=runtime.config, epoch=epoch)
 
 
 # 1. Route and limits ------------------------------------------------------------------------
@@ -141,6 +154,11 @@ def _admit(request: web.Request, state: RequestState, runtime: Runtime) -> Route
         path = route_path(request.rel_url.raw_path)
     except RefusedPath as exc:
         return _refused(meter, state, "path", errors.bad_path(str(exc)), reason=str(exc))
+    if RECENT_KEY in request.app and page.claims(path):
+        # Under the page's name but not one of its paths: never forwarded, with the
+        # admin's Authorization on it.
+        state.outcome = "rejected"
+        return errors.closing(page.not_a_page())
     route = runtime.route_for(path)
     state.route = route.name
     if runtime.retired and runtime.retired_prefix(path, route) is not None:
@@ -262,7 +280,7 @@ async def _sanitize(
                 )
             else:  # here, on the event loop
                 source, sanitized = _inline(
-                    app, route, read, reading, reasoning=reasoning, given=given
+                    app, route, read, reading, scope, reasoning=reasoning, given=given
                 )
     except TimeoutError:
         # Fail-open: the body goes as it came, as if chatmend were not there.
@@ -274,13 +292,13 @@ async def _sanitize(
         # A broken worker process or pool: fail-open too.
         log.error("offload_failed", request_id=state.request_id, error=type(exc).__name__)
     if sanitized is None:
-        return Repair(None, reasoning)
+        return Repair(None, reasoning, scope=scope)
     account.sanitized(app[METRICS_KEY], state, request.path, sanitized, started)
     app[REASONING_KEY].report(state.request_id, sanitized.changes)
     if sanitized.skipped == "json_too_deep":
         state.outcome = "rejected"
         return errors.too_deep()
-    return Repair(sanitized, reasoning, source)
+    return Repair(sanitized, reasoning, source, scope)
 
 
 async def _recall(
@@ -310,15 +328,17 @@ def _inline(
     route: Route,
     read: Body,
     reading: prefix.Reading,
+    scope: str | None,
     *,
     reasoning: RequestReasoning | None,
     given: RequestFacts | None,
 ) -> tuple[PlanSource, Sanitized]:
     """The rules over a body parsed once (by the prefix cache, or by the stash lookup), with
-    what was learned for its route: the plan source they ran under, and what they made of it."""
+    what was learned for its client and route: the plan source they ran under, and what they
+    made of it."""
     assert read.decoded is not None and read.api is not None
     parsed = reading.payload if reasoning is None else reasoning.payload
-    source, parsed = _learned(app[LEARNED_KEY], route, read, parsed)
+    source, parsed = _learned(app[LEARNED_KEY], route, read, parsed, scope)
     sanitized = sanitize_body(
         read.decoded,
         source,
@@ -356,12 +376,21 @@ def _prefix_read(
 
 
 def _learned(
-    learned: LearnedRepairs, route: Route, read: Body, parsed: dict[str, Any] | None
+    learned: LearnedRepairs,
+    route: Route,
+    read: Body,
+    parsed: dict[str, Any] | None,
+    scope: str | None,
 ) -> tuple[PlanSource, dict[str, Any] | None]:
     """The plan source for this body (``proxy.learned``): the route's planner, with what was
-    learned for this route, upstream, API and model enforced; and the body parsed, if that
-    took parsing it (a route with nothing learned pays one dict lookup, no parse)."""
-    if not learned.on_route(route.name) or route.config.mode == "report" or read.api is None:
+    learned for this client, route, upstream, API and model enforced; and the body parsed, if
+    that took parsing it (a route with nothing learned pays one dict lookup, no parse)."""
+    if (
+        scope is None
+        or not learned.on_route(route.name)
+        or route.config.mode == "report"
+        or read.api is None
+    ):
         return route.planner, parsed
     if parsed is None:
         try:
@@ -373,7 +402,15 @@ def _learned(
         parsed = loaded
     upstream = route.config.upstream.url
     model = parsed.get("model")
-    return learned.source(route.name, upstream, read.api.name, model, route.planner), parsed
+    source = learned.source(
+        route=route.name,
+        upstream=upstream,
+        api=read.api.name,
+        model=model,
+        scope=scope,
+        planner=route.planner,
+    )
+    return source, parsed
 
 
 def given_to_rules(
@@ -418,6 +455,7 @@ async def _relay(
     repair: Repair,
     *,
     config: Config,
+    epoch: int,
 ) -> web.StreamResponse:
     """Send the body upstream (the client's bytes, compressed or not, if no rule changed them)
     and relay the answer; a 400 of a class a rule repairs is repaired and sent once more."""
@@ -448,13 +486,12 @@ async def _relay(
             request,
             state,
             route,
-            repair.source or route.planner,
+            repair,
             answer[1],
             original=read.decoded,
-            sanitized=sanitized,
-            reasoning=reasoning,
-            max_body_bytes=config.max_body_bytes,
             send=send,
+            config=config,
+            epoch=epoch,
         )
         if retried is not None:
             sanitized, answer = retried
@@ -535,29 +572,40 @@ async def _recover(
     request: web.Request,
     state: RequestState,
     route: Route,
-    source: PlanSource,
+    repair: Repair,
     first: RelayResult,
     *,
     original: bytes,
-    sanitized: Sanitized,
-    reasoning: RequestReasoning | None,
-    max_body_bytes: int,
     send: Callable[[bytes, Mapping[str, str]], Awaitable[Answer]],
+    config: Config,
+    epoch: int,
 ) -> tuple[Sanitized, Answer] | None:
     """Send the retry a 400 calls for (``proxy.recover``): the body sent and the answer, or
-    ``None`` (the first answer stands)."""
-    if first.readable is None or sanitized.skipped:
+    ``None`` (the first answer stands; in report mode, what would have been sent is logged)."""
+    sanitized = repair.sanitized
+    # A body only the standard library reads (lone surrogates) was skipped by a plan without the
+    # surrogate rule: recovery reads it as the rules would.
+    if sanitized is None or first.readable is None:
+        return None
+    if sanitized.skipped not in (None, "body_not_json"):
         return None
     retry = plan_retry(
         first.readable,
         original,
         sanitized,
-        source,
+        repair.source or route.planner,
         state.api,
-        given=given_to_rules(request, served_named(state.api), reasoning),
+        given=given_to_rules(request, served_named(state.api), repair.reasoning),
+        policy=Policy(route.config.recover.lossy),
     )
-    if retry is None or not may_retry(
-        request, first, retry, request_id=state.request_id, max_body_bytes=max_body_bytes
+    if retry is None:
+        return None
+    meter = request.app[METRICS_KEY]
+    if route.config.mode == "report":  # report mode forwards the client's bytes, nothing else
+        reported(retry, request_id=state.request_id, route=route.name, meter=meter)
+        return None
+    if not may_retry(
+        request, first, retry, request_id=state.request_id, max_body_bytes=config.max_body_bytes
     ):
         return None
     # What X-Chatmend-Changes and request_done describe is the body the upstream accepted.
@@ -570,17 +618,26 @@ async def _recover(
         result,
         request_id=state.request_id,
         route=route.name,
-        meter=request.app[METRICS_KEY],
+        meter=meter,
         suggestions=request.app[SUGGESTIONS_KEY],
     )
-    if status < 400 and state.api is not None:  # what recovered it, for the next requests
-        request.app[LEARNED_KEY].learn(
-            route=route.name,
-            upstream=route.config.upstream.url,
-            api=state.api,
-            model=retry.model,
-            rules=retry.rules,
-            error_class=retry.error_class,
-            ttl=route.config.recover.learn_ttl,
-        )
+    if status < 400 and state.api is not None:
+        _learn(request, route, repair, retry, api=state.api, epoch=epoch)
     return retry.sanitized, answer
+
+
+def _learn(
+    request: web.Request, route: Route, repair: Repair, retry: Retry, *, api: str, epoch: int
+) -> None:
+    """What recovered the request, for this client's next requests (``proxy.learned``)."""
+    request.app[LEARNED_KEY].learn(
+        route=route.name,
+        upstream=route.config.upstream.url,
+        api=api,
+        model=retry.model,
+        scope=repair.scope,
+        rules=retry.plan,
+        error_class=retry.error_class,
+        ttl=route.config.recover.learn_ttl,
+        epoch=epoch,
+    )

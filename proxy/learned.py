@@ -1,27 +1,36 @@
-"""Learned repairs: a repair that recovered a refusal, applied before sending to the
-later requests of the same route, upstream, API and model, so a stuck session pays one refusal,
-not one per request.
+"""Learned repairs: a repair that recovered a refusal, applied before sending to the later
+requests of the same client, route, upstream, API and model, so a stuck session pays one
+refusal, not one per request.
 
-What is learned is exactly what recovered: the rules of the retry whose changes differ from the
-first send's, with the options the repair gave them (``proxy.recover.Retry.rules``); a later
-recovery on the same key adds its own rules, each of which recovered a refusal of its own. Never
-more: a learned repair is never widened to its class's whole repair, let alone to escalation.
+Scoped like the reasoning stash (proxy/stash/keys.py): the key holds the client's credential
+scope (a digest of the credential it sent, never the credential), so what one client's refusal
+taught never changes another client's request; a request without a credential has no scope, and
+nothing is learned for it or applied to it. Never wider than what was refused: the model of the
+refused request, the repair's own rules (each acts only where its defect is), and a rule's model
+gate opened by the repair (``models: ["*"]``) opened for that model only.
+
+What is learned is the whole repair that recovered the request, as it ran
+(``proxy.recover.Retry.plan``: the rules that changed the body and those that stood with them,
+with their options), never a part of it: a stub for an unanswered call is never applied without
+the move that puts a displaced result back first. A later recovery on the same key adds its own
+repair. Nothing is learned or applied on a route in ``mode: report``.
 
 Bounded: at most ``MAX_ENTRIES`` keys (the oldest learned goes first), each forgotten
 ``learn_ttl`` seconds after it was learned (``recover.learn_ttl``; 0: nothing is learned), and
 everything forgotten on a config reload (the routes, profiles and rules it was learned against
-may have changed). Only bodies repaired on the event loop get a learned repair (those over
-``offload_body_bytes`` are repaired in a worker with the route's own plan, and are never
-recovered either).
+may have changed), in-flight recoveries included: a request carries the ``epoch`` it started
+in, and what it learns after a reload is dropped. Only bodies repaired on the event loop get a
+learned repair (those over ``offload_body_bytes`` are repaired in a worker with the route's own
+plan, and are never recovered either).
 
 With the reasoning stash in Redis (``reasoning.store: redis``) the learned repairs are shared by
 the replicas through one Redis hash (``<prefix>learned``): a replica writes what it learns and
 reads the others' every ``REFRESH_SECONDS``; a Redis failure only means a replica learns on its
 own for a while.
 
-What is learned is shown in ``chatmend_learned_repairs{route,model,rule,error_class}`` (1 per
-learned rule) and by ``chatmend learned URL``; learning is logged (``recovery_learned``) and
-counted (``chatmend_recovery_learned_total``), applying it counted
+What is learned is shown in ``chatmend_learned_repairs{route,model,rule,error_class}`` (how
+many clients it is learned for) and by ``chatmend learned URL``; learning is logged
+(``recovery_learned``) and counted (``chatmend_recovery_learned_total``), applying it counted
 (``chatmend_learned_applied_total``).
 """
 
@@ -52,8 +61,10 @@ MAX_MODEL_CHARS = 256
 #: How often a replica reads the others' learned repairs from Redis.
 REFRESH_SECONDS = 5.0
 
-Key = tuple[str, str, str, str]  # route, upstream URL, API, model
+Key = tuple[str, str, str, str, str]  # route, upstream URL, API, model, client scope
 Rules = Mapping[str, Mapping[str, Any]]
+#: The labels of ``chatmend_learned_repairs``: route, model, rule, error class.
+Shown = tuple[str, str, str, str]
 
 
 @dataclass(slots=True)
@@ -75,6 +86,11 @@ class LearnedRepairs:
         self._entries: OrderedDict[Key, Entry] = OrderedDict()
         #: route -> how many keys are learned for it: the clean path's only lookup.
         self._routes: dict[str, int] = {}
+        #: The gauge's label sets -> how many keys (clients) show each.
+        self._shown: dict[Shown, int] = {}
+        #: Bumped by every reload (``forget_all``): a recovery that started before it learns
+        #: nothing.
+        self.epoch = 0
         self.redis: Any = None
         self.redis_key = ""
 
@@ -86,13 +102,20 @@ class LearnedRepairs:
         return route in self._routes
 
     def source(
-        self, route: str, upstream: str, api: str, model: Any, planner: PlanSource
+        self,
+        *,
+        route: str,
+        upstream: str,
+        api: str,
+        model: Any,
+        scope: str | None,
+        planner: PlanSource,
     ) -> PlanSource:
-        """The plan a request of ``model`` runs under: ``planner``'s, with the rules learned
-        for this key enforced; ``planner`` itself when nothing is learned for it."""
-        if not isinstance(model, str):
+        """The plan a request of ``model`` from the client ``scope`` runs under: ``planner``'s,
+        with what was learned for this key enforced; ``planner`` itself when nothing is."""
+        if not isinstance(model, str) or scope is None:
             return planner
-        key = (route, upstream, api, model)
+        key = (route, upstream, api, model, scope)
         entry = self._entries.get(key)
         if entry is None:
             return planner
@@ -115,17 +138,27 @@ class LearnedRepairs:
         upstream: str,
         api: str,
         model: Any,
+        scope: str | None,
         rules: Rules,
         error_class: str,
         ttl: float,
+        epoch: int,
     ) -> None:
-        """Remember ``rules`` (what recovered a refusal) for this key, ``ttl`` seconds."""
+        """Remember ``rules`` (the whole repair that recovered a refusal) for this key, ``ttl``
+        seconds: not for a request without a credential (``scope`` ``None``), nor one that
+        started before the last reload (``epoch``)."""
         if ttl <= 0 or not isinstance(model, str) or len(model) > MAX_MODEL_CHARS:
             return
-        key = (route, upstream, api, model)
+        if scope is None or epoch != self.epoch:
+            reason = "no_credential" if scope is None else "reloaded"
+            log.info("recovery_not_learned", route=route, api=api, reason=reason)
+            return
+        key = (route, upstream, api, model, scope)
         entry = self._entries.get(key)
         known = dict(entry.rules) if entry is not None else {}
-        added = {name: dict(options) for name, options in rules.items() if name not in known}
+        added = {
+            name: narrowed(options, model) for name, options in rules.items() if name not in known
+        }
         merged = {**known, **added}
         self._put(key, Entry(merged, error_class, time.time() + ttl))
         if not added and entry is not None:
@@ -146,7 +179,8 @@ class LearnedRepairs:
             task.add_done_callback(_PENDING.discard)
 
     def forget_all(self) -> None:
-        """Forget everything (a config reload)."""
+        """Forget everything (a config reload), and what recoveries in flight would learn."""
+        self.epoch += 1
         for key in list(self._entries):
             self._forget(key)
         if self.redis is not None:
@@ -172,7 +206,9 @@ class LearnedRepairs:
             self._routes[key[0]] = self._routes.get(key[0], 0) + 1
         self._entries[key] = entry
         for rule in entry.rules:
-            self.metrics.learned.labels(key[0], key[3], rule, entry.error_class).set(1)
+            shown = (key[0], key[3], rule, entry.error_class)
+            self._shown[shown] = self._shown.get(shown, 0) + 1
+            self.metrics.learned.labels(*shown).set(self._shown[shown])
         while len(self._entries) > self.max_entries:
             self._forget(next(iter(self._entries)))
 
@@ -189,8 +225,15 @@ class LearnedRepairs:
 
     def _unshow(self, key: Key, entry: Entry) -> None:
         for rule in entry.rules:
+            shown = (key[0], key[3], rule, entry.error_class)
+            left = self._shown.get(shown, 0) - 1
+            if left > 0:
+                self._shown[shown] = left
+                self.metrics.learned.labels(*shown).set(left)
+                continue
+            self._shown.pop(shown, None)
             with contextlib.suppress(KeyError):
-                self.metrics.learned.remove(key[0], key[3], rule, entry.error_class)
+                self.metrics.learned.remove(*shown)
 
     # --- sharing through Redis -----------------------------------------------------------
 
@@ -235,12 +278,12 @@ class LearnedRepairs:
                 error_class = str(value["class"])
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
                 continue
-            if len(key) != 4 or not all(isinstance(part, str) for part in key):
+            if len(key) != 5 or not all(isinstance(part, str) for part in key):
                 continue
             if expires <= now:
                 expired.append(raw_key)
                 continue
-            typed: Key = (key[0], key[1], key[2], key[3])
+            typed: Key = (key[0], key[1], key[2], key[3], key[4])
             mine = self._entries.get(typed)
             if mine is None or mine.expires < expires or set(rules) - set(mine.rules):
                 merged = {**rules, **(mine.rules if mine else {})}
@@ -259,6 +302,21 @@ class LearnedRepairs:
 
 #: Publishing tasks in flight (kept so they are not collected before they ran).
 _PENDING: set[asyncio.Task[None]] = set()
+
+
+def narrowed(options: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """A repair's options as learned for ``model``: a model gate the repair opened for every
+    model (``models: ["*"]``) opens for this one (its name matched literally, as the rules
+    match it: lower-cased)."""
+    out = dict(options)
+    if out.get("models") == ["*"]:
+        out["models"] = [_literal(model.lower())]
+    return out
+
+
+def _literal(name: str) -> str:
+    """``name`` as an ``fnmatch`` pattern that matches only itself."""
+    return "".join(f"[{char}]" if char in "*?[" else char for char in name)
 
 
 def _enforced(plan: Plan, rules: Rules) -> Plan:

@@ -143,8 +143,16 @@ class Offloader:
         ended in the worker after ``deadline`` seconds, or as soon as the caller is cancelled."""
         key, blob = self._planner(planner)
         big = len(body) > self.big_bytes
+        return await self._job((function, key, blob, body, args, deadline), big)
+
+    async def run(self, function: Any, *args: Any, deadline: float | None = None) -> Any:
+        """``function(*args)`` in a worker process, in the big lane: work no request waits on
+        (the page's diff view) holds at most ``big_share`` workers, and a waiting repair goes
+        first. Ended as ``call`` ends its jobs."""
+        return await self._job((function, None, None, None, args, deadline), big=True)
+
+    async def _job(self, job: tuple[Any, ...], big: bool) -> Any:
         worker = await self._acquire(big)
-        job = (function, key, blob, body, args, deadline)
         loop = asyncio.get_running_loop()
         assert self._threads is not None
         exchange = loop.run_in_executor(self._threads, _exchange, worker.conn, job)
@@ -351,7 +359,10 @@ def _serve_jobs(conn: Connection, parent: int) -> None:
             if deadline:
                 signal.setitimer(signal.ITIMER_REAL, deadline)
             try:
-                answer = (True, function(body, _unpickled(key, blob), *args))
+                if key is None:  # ``Offloader.run``: no body, no planner
+                    answer = (True, function(*args))
+                else:
+                    answer = (True, function(body, _unpickled(key, blob), *args))
             finally:
                 _Job.running = False
                 signal.setitimer(signal.ITIMER_REAL, 0)

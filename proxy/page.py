@@ -6,34 +6,50 @@ are the clients' strings. Served to loopback clients only, unless ``ui.admin_tok
 token: then to anyone sending it as ``Authorization: Bearer <token>`` (compared in constant time).
 Nothing on the page is written to a log.
 
+Only to a request whose ``Host`` names the address it reached (its IP, or ``localhost`` on
+loopback, with its port) or one of ``ui.allowed_hosts`` (``host_named``): a page on another site
+that makes the operator's browser resolve its own name to 127.0.0.1 (DNS rebinding) sends its
+own name, and gets a 421. ``/metrics`` and ``/readyz`` are held to the same ``Host`` while the
+page is on (proxy/app.py). Every path whose first segment spells ``chatmend`` is the page's
+(``claims``): one that is not a page path gets a 404 and is never forwarded upstream, with the
+admin's ``Authorization`` on it.
+
 - ``/chatmend/``: the recent requests, the changes per rule, the sessions that keep being
   refused;
 - ``/chatmend/request/<id>``: one request, its changes and, when it was captured, its body
-  before and after side by side, message by message (``diff``).
+  before and after side by side, item by item (``proxy.diff``: aligned and rendered in a worker
+  process, never on the event loop).
 """
 
 from __future__ import annotations
 
-import difflib
+import asyncio
 import hmac
 import ipaddress
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from html import escape
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from aiohttp import web
 
-from proxy.appkeys import RECENT_KEY
-from proxy.capture import Bodies, Entry, Recent
-from proxy.config import UiConfig
-from rules.providers.apis import APIS
+from proxy import diff
+from proxy.appkeys import OFFLOAD_KEY, RECENT_KEY
+from proxy.capture import Entry, Recent
+from proxy.config import UiConfig, split_host
+from proxy.log import get_logger
+from proxy.offload import WorkerDied
+from rules.engine.base import Change
+from rules.providers.apis import APIS, safety_of
+
+log = get_logger()
 
 PREFIX = "/chatmend/"
-#: Messages a diff view shows at most per side (a captured body is bounded by
-#: ``capture.max_bytes``; the alignment is quadratic in the worst case).
-MAX_DIFF_ITEMS = 2000
+#: Seconds a diff view may take in its worker (it is ended there past them).
+DIFF_DEADLINE: Final = 10.0
+#: Bytes of the page written at a time (the event loop runs between two writes).
+WRITE_CHUNK: Final = 256 * 1024
 
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em;color:#222}
@@ -42,12 +58,18 @@ th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}
 td.num{text-align:right}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:12px;max-height:30em;overflow:auto}
-tr.equal td{color:#666}
+tr.same td{color:#666}
 td.del{background:#fde8e8}
 td.ins{background:#e6f6e6}
-.changed{font-weight:bold}
+.changed,.moved,.removed,.added{font-weight:bold}
 code{font-size:12px}
 """
+_HEADERS: Final = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 def add_routes(app: web.Application, ui: UiConfig) -> None:
@@ -58,10 +80,67 @@ def add_routes(app: web.Application, ui: UiConfig) -> None:
     app.router.add_get(PREFIX + "request/{request_id}", partial_request(ui))
 
 
+def claims(path: str) -> bool:
+    """Whether ``path`` (decoded, ``proxy.routing.route_path``) is under the page's name, in any
+    case: ``/chatmend``, ``/CHATMEND/``, ``/chatmend/request``... The page's own paths never
+    reach the proxy's route; the rest of these are refused there, not forwarded."""
+    return path.split("/", 2)[1].lower() == PREFIX.strip("/")
+
+
+def not_a_page() -> web.Response:
+    """The answer to a path ``claims`` that is not one of the page's."""
+    text = "No such page: the page is at /chatmend/ and /chatmend/request/<id>.\n"
+    return web.Response(status=404, text=text, headers={"Cache-Control": "no-store"})
+
+
 #: Headers a reverse proxy adds: behind one, every client reaches chatmend from its address
 #: (loopback, for a proxy on the same host or in the same pod), so "loopback" no longer says who
 #: is asking; without a token such a request is refused.
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
+
+
+def host_named(request: web.Request, ui: UiConfig) -> bool:
+    """Whether the request's ``Host`` names the address it reached (the connection's own IP,
+    or ``localhost`` when that is loopback, and its port; port 80 when it names none) or one of
+    ``ui.allowed_hosts``. A request without ``Host`` (HTTP/1.0) passes: every browser sends
+    one, and only a browser can be led to a page by another site."""
+    given = request.headers.getall("Host", [])
+    if not given:
+        return True
+    parsed = split_host(given[0]) if len(given) == 1 else None
+    if parsed is None:
+        return False
+    name, port = parsed
+    for allowed_name, allowed_port in ui.allowed_hosts:
+        if name == allowed_name and allowed_port in (None, port):
+            return True
+    local = request.transport.get_extra_info("sockname") if request.transport else None
+    if not isinstance(local, tuple) or len(local) < 2 or (port or 80) != local[1]:
+        return False
+    address = _address(str(local[0]))
+    if address is None:
+        return False
+    return (name == "localhost" and address.is_loopback) or _address(name) == address
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An IP address (an IPv4 one mapped into IPv6 as itself), or ``None``."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def misdirected() -> web.Response:
+    """The answer to a ``Host`` that names neither this server nor ``ui.allowed_hosts``."""
+    text = (
+        "421 Misdirected Request: this Host header names neither the address chatmend was "
+        "reached at nor one of ui.allowed_hosts.\n"
+    )
+    return web.Response(status=421, text=text, headers={"Cache-Control": "no-store"})
 
 
 def allowed(request: web.Request, ui: UiConfig) -> bool:
@@ -79,48 +158,106 @@ def allowed(request: web.Request, ui: UiConfig) -> bool:
         return False
 
 
-def _refused() -> web.Response:
-    return web.Response(status=403, text="The page is served to loopback clients only.\n")
+def _gate(request: web.Request, ui: UiConfig) -> web.Response | None:
+    """The page's refusal of this request (421 for its ``Host``, 403 for who sent it), if any."""
+    if not host_named(request, ui):
+        return misdirected()
+    if not allowed(request, ui):
+        return web.Response(status=403, text="The page is served to loopback clients only.\n")
+    return None
 
 
 def partial_index(ui: UiConfig) -> Any:
-    async def index(request: web.Request) -> web.Response:
-        if not allowed(request, ui):
-            return _refused()
-        return _html("chatmend: recent requests", "".join(render_index(request.app[RECENT_KEY])))
+    async def index(request: web.Request) -> web.StreamResponse:
+        refused = _gate(request, ui)
+        if refused is not None:
+            return refused
+        body = "".join(render_index(request.app[RECENT_KEY]))
+        return await _send(request, "chatmend: recent requests", body)
 
     return index
 
 
 def partial_request(ui: UiConfig) -> Any:
-    async def one(request: web.Request) -> web.Response:
-        if not allowed(request, ui):
-            return _refused()
+    async def one(request: web.Request) -> web.StreamResponse:
+        refused = _gate(request, ui)
+        if refused is not None:
+            return refused
         recent = request.app[RECENT_KEY]
         request_id = request.match_info["request_id"]
         entry = recent.find(request_id)
         if entry is None:
             return web.Response(status=404, text="No such request in the recent ones.\n")
-        body = "".join(render_request(entry, recent.bodies.get(request_id)))
-        return _html(f"chatmend: request {request_id}", body)
+        head = "".join(render_request(entry))
+        bodies = recent.bodies.get(request_id)
+        if bodies is None:
+            view = b"<p>Body not captured (capture is off, or the request was not rewritten).</p>"
+        else:
+            view = await diff_view(request.app, bodies.before, bodies.after, entry)
+        return await _send(request, f"chatmend: request {request_id}", head, view)
 
     return one
 
 
-def _html(title: str, body: str) -> web.Response:
-    page = (
+async def diff_view(app: web.Application, before: bytes, after: bytes, entry: Entry) -> bytes:
+    """The captured bodies aligned and rendered (``proxy.diff.view``) off the event loop: in a
+    worker process of the offload pool (a thread would not do: orjson's parse and the
+    alignment hold the GIL, so the loop would wait as long), in its big lane (a view never
+    takes more than half the workers, and a waiting repair goes first), ended there past
+    ``DIFF_DEADLINE``. With ``offload_processes: 0``, in a thread."""
+    record = APIS.get(entry.api)  # a path chatmend passes through has none: read it like chat
+    args = (before, after, "messages" if record is None else record.field, renames(entry.listed))
+    offload = app[OFFLOAD_KEY]
+    try:
+        if offload.enabled:
+            html: bytes = await offload.run(diff.view, *args, deadline=DIFF_DEADLINE)
+            return html
+        async with asyncio.timeout(DIFF_DEADLINE):
+            return await asyncio.to_thread(diff.view, *args)
+    except (TimeoutError, WorkerDied, RuntimeError) as exc:
+        log.warning("page_diff_failed", error=type(exc).__name__)
+        why = (
+            f"did not finish within {DIFF_DEADLINE:g} s"
+            if isinstance(exc, TimeoutError)
+            else "failed in its worker"
+        )
+        return (
+            f"<p id='unaligned'>The bodies could not be shown: their alignment {why} "
+            f"({escape(type(exc).__name__)}).</p>"
+        ).encode()
+
+
+def renames(changes: Sequence[Change]) -> tuple[tuple[str, str], ...]:
+    """The ids the rules recorded renaming, ``(new, old)``: the diff pairs an item by its old
+    id."""
+    found = []
+    for change in changes:
+        old, new = change.detail.get("from"), change.detail.get("to")
+        if change.action.endswith("_id") and isinstance(old, str) and isinstance(new, str):
+            found.append((new, old))
+    return tuple(found)
+
+
+async def _send(request: web.Request, title: str, *parts: str | bytes) -> web.StreamResponse:
+    """The page, written ``WRITE_CHUNK`` bytes at a time (a view of a big body is megabytes)."""
+    head = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head>"
-        f'<body><h1><a href="{PREFIX}">chatmend</a></h1>{body}</body></html>'
+        f'<body><h1><a href="{PREFIX}">chatmend</a></h1>'
     )
-    headers = {
-        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-        "X-Content-Type-Options": "nosniff",
-        "Cache-Control": "no-store",
-        "Referrer-Policy": "no-referrer",
-    }
-    return web.Response(text=page, content_type="text/html", headers=headers)
+    chunks = [head.encode(), *(p.encode() if isinstance(p, str) else p for p in parts)]
+    chunks.append(b"</body></html>")
+    response = web.StreamResponse(headers=_HEADERS)
+    response.content_type, response.charset = "text/html", "utf-8"
+    response.content_length = sum(map(len, chunks))
+    await response.prepare(request)
+    for chunk in chunks if request.method != "HEAD" else ():
+        view = memoryview(chunk)
+        for at in range(0, len(view), WRITE_CHUNK):
+            await response.write(view[at : at + WRITE_CHUNK])
+    await response.write_eof()
+    return response
 
 
 def _when(at: float) -> str:
@@ -166,7 +303,8 @@ def render_index(recent: Recent) -> Iterator[str]:
     yield "</table>"
 
 
-def render_request(entry: Entry, bodies: Bodies | None) -> Iterator[str]:
+def render_request(entry: Entry) -> Iterator[str]:
+    """A request's facts and its changes (the body's view follows: ``diff_view``)."""
     e = entry
     yield f"<h2>Request <code id='request-id'>{escape(e.request_id)}</code></h2><table>"
     facts = (
@@ -184,97 +322,20 @@ def render_request(entry: Entry, bodies: Bodies | None) -> Iterator[str]:
     )
     for name, value in facts:
         yield f"<tr><th>{name}</th><td>{escape(value)}</td></tr>"
-    yield "</table><h3>Changes</h3>" + _table("changes", "rule", "index", "action", "detail")
+    yield "</table><h3>Changes</h3>" + _table(
+        "changes", "rule", "index", "action", "safety", "detail"
+    )
     for change in e.listed:
         detail = orjson.dumps(dict(change.detail), default=str).decode()
         yield (
             f"<tr><td>{escape(change.rule)}</td><td class='num'>{change.index}</td>"
-            f"<td>{escape(change.action)}</td><td><code>{escape(detail)}</code></td></tr>"
+            f"<td>{escape(change.action)}</td><td>{safety_of(change)}</td>"
+            f"<td><code>{escape(detail)}</code></td></tr>"
         )
-    yield "</table>"
-    if bodies is None:
-        yield "<p>Body not captured (capture is off, or the request was not rewritten).</p>"
-        return
-    yield from render_diff(bodies, e.api)
-
-
-def _items(body: bytes, field: str) -> tuple[list[Any], dict[str, Any]] | None:
-    """A body's list (``messages``, ``input``) and its other keys, or ``None`` if not JSON."""
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(parsed, dict):
-        return None
-    items = parsed.get(field)
-    rest = {k: v for k, v in parsed.items() if k != field}
-    return (items if isinstance(items, list) else []), rest
-
-
-def _pretty(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
-
-
-def diff(before: list[Any], after: list[Any]) -> list[tuple[str, int | None, int | None]]:
-    """The two lists aligned item by item: ``(tag, before index, after index)``, ``tag`` one
-    of ``equal``, ``changed``, ``removed``, ``added`` (items compared as canonical JSON)."""
-    a = [_pretty(item) for item in before[:MAX_DIFF_ITEMS]]
-    b = [_pretty(item) for item in after[:MAX_DIFF_ITEMS]]
-    rows: list[tuple[str, int | None, int | None]] = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            rows.extend(("equal", i1 + k, j1 + k) for k in range(i2 - i1))
-            continue
-        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        rows.extend(("changed", i1 + k, j1 + k) for k in range(paired))
-        rows.extend(("removed", i, None) for i in range(i1 + paired, i2))
-        rows.extend(("added", None, j) for j in range(j1 + paired, j2))
-    return rows
-
-
-def render_diff(bodies: Bodies, api: str) -> Iterator[str]:
-    record = APIS.get(api)  # a path chatmend passes through has none: read it like chat
-    field = "messages" if record is None else record.field
-    before, after = _items(bodies.before, field), _items(bodies.after, field)
-    if before is None or after is None:
-        yield "<h3>Bodies</h3><table id='diff'><tr><th>before</th><th>after</th></tr>"
-        yield (
-            f"<tr><td><pre>{escape(bodies.before.decode('utf-8', 'replace'))}</pre></td>"
-            f"<td><pre>{escape(bodies.after.decode('utf-8', 'replace'))}</pre></td></tr></table>"
-        )
-        return
-    (items_a, rest_a), (items_b, rest_b) = before, after
-    yield f"<h3>Body before and after, by <code>{escape(field)}</code> index</h3>"
-    yield "<table id='diff'><tr><th>before</th><th>after</th></tr>"
-    rest_tag = "equal" if rest_a == rest_b else "changed"
-    yield _row(
-        rest_tag,
-        _cell("other keys", None, rest_a, rest_tag),
-        _cell("other keys", None, rest_b, rest_tag),
-    )
-    for tag, i, j in diff(items_a, items_b):
-        left = "" if i is None else _cell(field, i, items_a[i], tag)
-        right = "" if j is None else _cell(field, j, items_b[j], tag)
-        yield _row(tag, left, right)
-    if max(len(items_a), len(items_b)) > MAX_DIFF_ITEMS:
-        yield f"<tr><td colspan='2'>Only the first {MAX_DIFF_ITEMS} items are shown.</td></tr>"
+    if e.changes > len(e.listed):
+        yield f"<tr><td colspan='5'>{e.changes - len(e.listed)} more, not listed.</td></tr>"
     yield "</table>"
 
 
 def _table(table_id: str, *names: str) -> str:
     return f"<table id='{table_id}'><tr>" + "".join(f"<th>{n}</th>" for n in names) + "</tr>"
-
-
-def _row(tag: str, left: str, right: str) -> str:
-    """A diff row: a changed item's two sides marked (red before, green after)."""
-    before, after = ("", "") if tag == "equal" else ("del", "ins")
-    return (
-        f"<tr class='{tag}'><td class='{before}'>{left}</td><td class='{after}'>{right}</td></tr>"
-    )
-
-
-def _cell(field: str, index: int | None, item: Any, tag: str) -> str:
-    label = field if index is None else f"{field}[{index}]"
-    head = f"<div class='{tag}'>{escape(label)} {tag}</div>"
-    return head + f"<pre>{escape(_pretty(item))}</pre>"

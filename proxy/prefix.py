@@ -64,14 +64,24 @@ _STEPS_BACK: Final = 3
 #: spaces are remembered (``PrefixCache._still_loose``).
 _RETRY: Final = 32
 _LOOSE_SPACES: Final = 4096
-#: Bytes charged per byte of prefix: the prefix itself and its parsed messages (measured on
-#: agent transcripts: 1.9x the body's bytes, 2.9x with the prefix; bodies made of many tiny
-#: values take more, see docs/performance.md#prefix).
-CHARGE_PER_BYTE: Final = 4
-#: Bytes charged per message (its place in the body, ``Layout``) and per entry (the walk's
-#: state: the call ids seen, the entry itself).
-BOUND_BYTES: Final = 40
-ENTRY_BYTES: Final = 2048
+#: What an entry is charged, so that ``max_bytes`` bounds what the cache really holds (traced
+#: allocations; tests/proxy/test_prefix.py measures it over agent sessions and bodies made of
+#: tiny containers): each byte of its prefix once, and for the objects parsed from its list,
+#: ``CHARGE_ASCII`` more per byte of ASCII (one byte a character) or ``CHARGE_WIDE`` more per
+#: byte once any byte is not (a string with one character past U+FFFF takes four bytes a
+#: character, and keeps its UTF-8 once orjson wrote it), and ``CHARGE_PER_VALUE`` for each
+#: ``,``, ``[`` and ``{`` (every value in a list, and every key and value in an object, follows
+#: one of them: a dict, a list, a string or a number object, the entry that holds it, and a
+#: walk state's share; one in text is charged too). Counted over the bytes an entry adds only,
+#: never again over what it keeps (``bytes.translate``: about 1 ms per MB, on a miss).
+CHARGE_ASCII: Final = 1
+CHARGE_WIDE: Final = 6
+CHARGE_PER_VALUE: Final = 192
+_VALUE_MARKS: Final = b",[{"
+#: Bytes charged per message (its place in the body, ``Layout``, and in the list) and per entry
+#: (the entry itself, its place in the spaces and the LRU, the walk's fixed state).
+BOUND_BYTES: Final = 48
+ENTRY_BYTES: Final = 4096
 DEFAULT_MAX_BYTES: Final = 128 * 1024 * 1024
 DEFAULT_TTL: Final = 600.0
 
@@ -81,7 +91,7 @@ class PrefixConfig:
     """``prefix_cache:``: verified-prefix reuse (on by default)."""
 
     enabled: bool = True
-    #: Bytes the cache may charge in all (each entry ``CHARGE_PER_BYTE`` x its prefix).
+    #: Bytes the cache may charge in all: what its entries hold (``_Entry.parsed``).
     max_bytes: int = DEFAULT_MAX_BYTES
     #: Seconds an entry lives without being used.
     ttl: float = DEFAULT_TTL
@@ -113,6 +123,8 @@ class _Entry:
     #: ascending, the whole prefix last: a client that rewrites its last messages (Claude Code
     #: moves its ``cache_control`` marker to the newest turn) still reuses what comes before.
     ends: tuple[tuple[int, int], ...] = ()
+    #: What the objects parsed from the list are charged (``parsed_charge`` of its bytes).
+    parsed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,6 +423,7 @@ class PrefixCache:
         length = start + len(written) - 1
         entry = _Entry(space, body[:length], head, start + 1, items, state, 0, 0.0)
         entry.ends = _last_ends(items, length)
+        entry.parsed = parsed_charge(written)
         made = self._add(entry)
         return Reading("miss", payload, walked, layout=None if made is None else Layout(made))
 
@@ -461,16 +474,20 @@ class PrefixCache:
             ends.append((length, count))
             if bounds is not None:
                 bounds.append(length + 1)  # where the next message would start
+        # What the entry was charged up to its boundary (at least: the bytes it leaves behind
+        # are taken off at the lower, ASCII rate), and what the new messages are.
+        kept = entry.parsed - parsed_charge(entry.prefix[end[0] :], floor=True)
         self._drop(entry)
         new = _Entry(
             entry.space, body[:length], entry.head, entry.first, items, state, 0, 0.0, bounds
         )
         new.ends = tuple(ends[-_STEPS_BACK - 1 :])
+        new.parsed = max(0, kept) + parsed_charge(written)
         return self._add(new)
 
     def _add(self, entry: _Entry) -> _Entry | None:
         """Keep ``entry`` (charged, and timed from now); ``None`` if it alone is over the bound."""
-        charge = CHARGE_PER_BYTE * len(entry.prefix) + len(entry.head) + ENTRY_BYTES
+        charge = len(entry.prefix) + len(entry.head) + ENTRY_BYTES + entry.parsed
         charge += BOUND_BYTES * len(entry.items)
         if charge > self.config.max_bytes:
             return None
@@ -507,6 +524,14 @@ class PrefixCache:
             if oldest.expires > now:
                 return
             self._drop(oldest)
+
+
+def parsed_charge(data: bytes, *, floor: bool = False) -> int:
+    """What the objects parsed from ``data`` (JSON text) are charged (see ``CHARGE_ASCII``);
+    ``floor``: at the ASCII rate whatever the bytes, at most what they were charged."""
+    values = len(data) - len(data.translate(None, _VALUE_MARKS))
+    rate = CHARGE_ASCII if floor or data.isascii() else CHARGE_WIDE
+    return rate * len(data) + CHARGE_PER_VALUE * values
 
 
 def _walk(

@@ -10,7 +10,11 @@ what text; the profile whose predictions match best is named, with the YAML to u
 
 Cost: ``len(SHAPES) + 1`` requests, their prompts (about four characters per token) and at most
 one output token per accepted request; ``chatmend probe`` prints it first, and asks before
-spending on a host that is not loopback unless given ``--yes``.
+spending on a host that is not loopback unless given ``--yes``. It follows no redirect: an
+answer that points elsewhere stops it (the battery, and the key, would go to a host nobody
+agreed to). It never prints a password the URL carries, and says which credential it sends:
+the URL's user and password (HTTP Basic) when it has them, else the key from ``--key-env``
+(``Authorization: Bearer``), never both.
 """
 
 from __future__ import annotations
@@ -428,6 +432,33 @@ SHAPES: dict[str, dict[str, Any]] = {
             },
         ],
     },
+    "tool_schema_anyof_type": {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "read_file",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"path": {"type": "string", "anyOf": [{"minLength": 1}]}},
+                    },
+                },
+            }
+        ],
+    },
+    "thinking_type": {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "thinking": {"type": "enabled"},
+    },
+    "empty_text_part": {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": ""}, {"type": "text", "text": "Say ok."}],
+            }
+        ]
+    },
     "thinking_temperature": {
         "messages": [{"role": "user", "content": "Say ok."}],
         "temperature": 0.5,
@@ -584,7 +615,10 @@ class Outcome:
 
 #: Shapes whose check applies only to some models (globs): sent only when the probed model is
 #: one of them (Google validates thought signatures for Gemini 3 only).
-MODEL_BOUND: dict[str, tuple[str, ...]] = {"thought_signature_missing": ("gemini-3*",)}
+MODEL_BOUND: dict[str, tuple[str, ...]] = {
+    "thought_signature_missing": ("gemini-3*",),
+    "thinking_type": ("minimax-m3*",),  # MiniMax-M3 refuses the type M1/M2 take
+}
 
 
 def bodies(model: str) -> dict[str, bytes]:
@@ -609,6 +643,39 @@ def endpoint(url: str) -> str:
     return base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
 
 
+def shown(url: str) -> str:
+    """``url`` as it may be printed: a password it carries written ``***`` (read from the text
+    itself: a ``Location`` is the server's, and need not parse), and text that is not printable
+    as a Python literal."""
+    scheme, sep, rest = url.partition("://")
+    authority_end = min((rest.find(c) for c in "/?#" if c in rest), default=len(rest))
+    userinfo, at, host = rest[:authority_end].rpartition("@")
+    if sep and at and ":" in userinfo:
+        user = userinfo.split(":", 1)[0]
+        url = f"{scheme}://{user}:***@{host}{rest[authority_end:]}"
+    return url if url.isprintable() else ascii(url)
+
+
+class Redirected(Exception):
+    """An answer that points elsewhere (3xx): the probe does not follow it."""
+
+    def __init__(self, shape: str, status: int, location: str) -> None:
+        super().__init__(shape, status, location)
+        self.shape, self.status, self.location = shape, status, location
+
+
+def credential(url: str, key: str | None, key_env: str) -> tuple[str, str | None]:
+    """Which credential the probe sends, said in words, and the key to send as a bearer token
+    (``None``: the URL's own user and password, or nothing)."""
+    parsed = URL(url)
+    if parsed.user is not None or parsed.password is not None:
+        unused = f"; ${key_env} is set but not sent" if key else ""
+        return f"the user and password in the URL (HTTP Basic){unused}", None
+    if key:
+        return f"the key in ${key_env} (Authorization: Bearer)", key
+    return f"none (${key_env} is not set, and the URL carries none)", None
+
+
 def is_loopback(url: str) -> bool:
     host = URL(url).host or ""
     if host == "localhost":
@@ -622,7 +689,8 @@ def is_loopback(url: str) -> bool:
 async def run(
     url: str, battery: dict[str, bytes], *, key: str | None = None, timeout: float = 60.0
 ) -> list[Outcome]:
-    """Send the battery one request at a time and read each answer."""
+    """Send the battery one request at a time and read each answer (``key``: a bearer token;
+    a redirect raises ``Redirected``, and is never followed)."""
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -630,8 +698,14 @@ async def run(
     limit = aiohttp.ClientTimeout(total=timeout)
     async with aiohttp.ClientSession(timeout=limit) as http:
         for shape, body in battery.items():
-            async with http.post(endpoint(url), data=body, headers=headers) as response:
+            target = endpoint(url)
+            async with http.post(
+                target, data=body, headers=headers, allow_redirects=False
+            ) as response:
                 answer = await response.content.read(256 * 1024)
+                if 300 <= response.status < 400:
+                    location = response.headers.get("Location", "")
+                    raise Redirected(shape, response.status, location)
                 if response.status < 400:
                     outcomes.append(Outcome(shape, response.status))
                     continue
@@ -728,21 +802,37 @@ def probe(
     yes: bool,
     say: Callable[[str], object],
     ask: Callable[[str], str],
+    key_env: str = "OPENAI_API_KEY",
 ) -> int:
     """``chatmend probe``: 0 when the endpoint was probed, 1 when the operator declined, 2 when
-    the control was refused (a wrong model or key: nothing else can be read)."""
+    the control was refused (a wrong model or key: nothing else can be read), an answer
+    pointed elsewhere (a redirect, not followed) or the endpoint could not be reached."""
     battery = bodies(model)
     requests, tokens = cost(battery)
+    said, bearer = credential(url, key, key_env)
     say(
-        f"chatmend probe: {requests} requests to {endpoint(url)} (model {model}, max_tokens: 1):"
-        f" about {tokens} prompt tokens and at most {requests} output tokens.\n"
+        f"chatmend probe: {requests} requests to {shown(endpoint(url))} (model {model}, "
+        f"max_tokens: 1): about {tokens} prompt tokens and at most {requests} output tokens.\n"
+        f"credentials: {said}.\n"
     )
     if not yes and not is_loopback(url):
         answer = ask("Send them? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             say("nothing sent.\n")
             return 1
-    outcomes = asyncio.run(run(url, battery, key=key))
+    try:
+        outcomes = asyncio.run(run(url, battery, key=bearer))
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        say(f"cannot reach {shown(endpoint(url))}: {type(exc).__name__}; nothing read.\n")
+        return 2
+    except Redirected as moved:
+        say(
+            f"the {moved.shape} request was answered {moved.status} with a redirect to "
+            f"{shown(moved.location) or '(no Location)'}: chatmend probe follows no redirect "
+            "(the battery, and the key, would go to a host you did not name); probe that URL "
+            "itself if you trust it.\n"
+        )
+        return 2
     control = outcomes[0]
     if control.refused:
         say(
@@ -750,5 +840,7 @@ def probe(
             "URL, --model and the key; nothing else can be read.\n"
         )
         return 2
-    say(report(url, battery, outcomes))
+    parsed = URL(url)
+    plain = url if parsed.user is None and parsed.password is None else str(parsed.with_user(None))
+    say(report(plain, battery, outcomes))  # the config's upstream URL takes no credentials
     return 0

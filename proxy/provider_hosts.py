@@ -20,6 +20,7 @@ HOST_PROFILES: tuple[tuple[str, str], ...] = (
     ("api.deepseek.com", "deepseek"),
     ("api.moonshot.ai", "kimi"),
     ("api.moonshot.cn", "kimi"),
+    ("api.kimi.com", "kimi"),  # Kimi Code (kimi-for-coding), MoonshotAI/kimi-code#269
     ("api.mistral.ai", "mistral"),
     ("api.groq.com", "groq"),
     ("api.openai.com", "openai"),

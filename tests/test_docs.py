@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from proxy import docs
+from proxy.config import RecoverConfig
 from proxy.provider_hosts import HOST_PROFILES
 from rules.chat import RULES
 from rules.messages import MESSAGES_RULES
@@ -185,3 +186,14 @@ def test_the_documented_settings_are_what_the_planner_runs() -> None:
             if on:
                 defaults = {o.name: o.default for o in rule.options}
                 assert {**defaults, **options} == dict(steps[rule.name]), (name, rule.name)
+
+
+def test_the_docs_say_recovery_is_on_by_default() -> None:
+    """Issue 35: SECURITY.md and the end of docs/recovery.md said recovery was off by default
+    while it had been on for a release. What the docs say is what the config does."""
+    assert RecoverConfig().enabled
+    off = re.compile(r"recover[^.]{0,80}\(off by default|recovery is off by default", re.I)
+    for page in (ROOT / "SECURITY.md", ROOT / "docs" / "recovery.md", ROOT / "README.md"):
+        text = page.read_text()
+        assert not off.search(text), page.name
+        assert "on by default" in text.lower(), page.name

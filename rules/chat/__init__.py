@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.chat import (
+    anyof_parent_types,
+    blank_tool_call_ids,
     bookkeeping_keys,
     codex_call_ids,
     consecutive_assistant_messages,
@@ -15,6 +17,7 @@ from rules.chat import (
     displaced_tool_results,
     duplicate_tool_call_ids,
     duplicate_tool_names,
+    empty_text_parts,
     empty_tool_calls,
     empty_tool_parameters,
     empty_tools,
@@ -29,6 +32,7 @@ from rules.chat import (
     orphan_tool_results,
     reasoning_content,
     replayed_history,
+    request_values,
     system_messages,
     text_part_arrays,
     thinking_parts,
@@ -43,6 +47,10 @@ from rules.chat import (
     unanswered_tool_calls,
     unknown_message_fields,
     unknown_roles,
+    unsupported_message_keys,
+    unsupported_parameters,
+    unsupported_part_types,
+    unsupported_tool_keys,
 )
 from rules.engine.base import Rule
 from rules.engine.pipeline import PipelineResult, default_steps, run_rules
@@ -62,6 +70,10 @@ RULES: tuple[Rule, ...] = (
     #    before the key rules strip `call_id` from the calls; after replayed-history, so a doubled
     #    transcript is collapsed first and each alias is declared by the one copy that stays.
     codex_call_ids.RULE,
+    # Blank call ids right after (an alias the previous rule read is the call's id by now):
+    #    a call and its result naming the same empty id get one id before any rule pairs by id,
+    #    which would take the result for an orphan.
+    blank_tool_call_ids.RULE,
     # Roles and keys in the upstream's schema before any rule reads them: `developer` is a
     #    system message to the system rules below, and no merge carries a key the upstream
     #    refuses (`timestamp`, `reasoning_content`, hermes E16).
@@ -77,7 +89,13 @@ RULES: tuple[Rule, ...] = (
     #    placeholder's place), and before text-part-arrays and empty-tool-calls, which collapse
     #    the text parts left behind and remove a turn left with nothing.
     thinking_parts.RULE,
+    # Part types the provider named as refused, as text where one reads as text: after the
+    #    thinking parts (left to the rule above) and before text-part-arrays collapses the text
+    #    parts it leaves.
+    unsupported_part_types.RULE,
     unknown_message_fields.RULE,
+    # The message keys a refusal named, with the allowlist: before any merge carries one.
+    unsupported_message_keys.RULE,
     # An agent's bookkeeping keys (`timestamp`, `_…`, `call_id` on calls) go with the other
     #    keys no provider reads; after the allowlist (which, where on, already dropped most) and
     #    before any rule copies or merges a message that carries one.
@@ -128,6 +146,8 @@ RULES: tuple[Rule, ...] = (
     #    becomes a string except next to tool calls, then those calls' empty content takes the
     #    provider's shape; before 9, which removes an assistant left with no content and no
     #    calls (`""` and `null` alike).
+    # Empty text parts beside others go first, so a list left with one text part collapses.
+    empty_text_parts.RULE,
     text_part_arrays.RULE,
     null_content.RULE,
     tool_call_content.RULE,
@@ -162,8 +182,15 @@ RULES: tuple[Rule, ...] = (
     empty_tools.RULE,
     duplicate_tool_names.RULE,
     empty_tool_parameters.RULE,
+    # A completed schema (the rule above) can then have its anyOf types moved.
+    anyof_parent_types.RULE,
     thinking_tool_choice.RULE,
     thinking_sampling.RULE,
+    # What a refusal named of the request's own fields last: the thinking rules above read
+    # thinking mode as the client set it, before a value is replaced or a parameter dropped.
+    request_values.RULE,
+    unsupported_parameters.RULE,
+    unsupported_tool_keys.RULE,
 )
 
 RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}

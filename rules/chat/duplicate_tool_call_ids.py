@@ -379,7 +379,12 @@ RULE = Rule(
     "result sent in another turn or before its call too (the k-th result naming X answers the "
     "k-th call naming X its block left unanswered); a second result for one call gives way to "
     "the first. Only copies and second answers are dropped, so no result is lost",
-    safety="safe",
+    safety={
+        "renamed_id": "safe",
+        "merged_assistants": "safe",
+        "dropped_replayed_call": "safe",
+        "dropped_duplicate_result": "lossy",
+    },
     default=True,
     apply=apply,
     scan=scan.scan,

@@ -65,6 +65,12 @@ CARRIER = Option(
     'the text part before the moved images in the new user message ("": none)',
 )
 TYPES = Option("types", list(DEFAULT_TYPES), "content part types counted as images")
+KEEP_LAST = Option(
+    "keep_last",
+    0,
+    "strip: how many of the request's last images stay (an upstream that takes so many per "
+    "request); 0: none",
+)
 
 
 def image_types(options: Mapping[str, Any]) -> frozenset[str]:
@@ -98,12 +104,48 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if not suspects:
         return Outcome(messages)  # the common case: no image anywhere
     text = str(PLACEHOLDER.of(ctx))
+    keep = KEEP_LAST.of(ctx)
+    if isinstance(keep, int) and not isinstance(keep, bool) and keep > 0:
+        return _strip_before_last(messages, suspects, types, text, keep)
     changes = tuple(
         Change(NAME, index, "replaced_images", {"count": count_images(messages[index], types)})
         for index in suspects
     )
     out = rewrite_at(messages, suspects, lambda index, m: _replaced(m, types, text)[0])
     return Outcome(out, changes)
+
+
+def _strip_before_last(
+    messages: list[Any], suspects: list[int], types: frozenset[str], text: str, keep: int
+) -> Outcome:
+    """Every image but the request's last ``keep`` replaced by the placeholder."""
+    left = keep
+    stripped: dict[int, int] = {}  # message index -> how many of its first images go
+    for index in reversed(suspects):
+        count = count_images(messages[index], types)
+        kept = min(left, count)
+        left -= kept
+        if count > kept:
+            stripped[index] = count - kept
+    if not stripped:
+        return Outcome(messages)
+
+    def strip(index: int, message: dict[str, Any]) -> Any:
+        budget = stripped[index]
+        parts: list[Any] = []
+        for part in message["content"]:
+            if budget and type(part) is dict and part.get("type") in types:
+                parts.append({"type": "text", "text": text})
+                budget -= 1
+            else:
+                parts.append(part)
+        return {**message, "content": parts}
+
+    changes = tuple(
+        Change(NAME, index, "replaced_images", {"count": count, "kept_last": keep})
+        for index, count in sorted(stripped.items())
+    )
+    return Outcome(rewrite_at(messages, sorted(stripped), strip), changes)
 
 
 def _replaced(message: dict[str, Any], types: frozenset[str], text: str) -> tuple[Any, list[Any]]:
@@ -173,7 +215,11 @@ RULE = Rule(
     "message or after its whole tool block, so results stay right after their call); option "
     "`types` names the part types counted as images. Unsafe with `strip` (the image is gone); "
     "`relocate` keeps every image",
-    safety="unsafe",
+    safety={
+        "moved_images": "safe",
+        "inserted_message": "unsafe",
+        "replaced_images": "lossy",
+    },
     default=False,
     apply=apply,
     scan=scan.scan,
@@ -181,6 +227,7 @@ RULE = Rule(
     options=(
         ACTION,
         PLACEHOLDER,
+        KEEP_LAST,
         MOVED,
         CARRIER,
         TYPES,

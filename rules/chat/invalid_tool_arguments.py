@@ -151,7 +151,13 @@ RULE = Rule(
     "string is closed or emptied (option `truncated`); only what cannot be repaired becomes "
     '`"{}"`, with the original\'s length and sha256 logged (its text with `log_content: true`). '
     "Every value that was sent is kept, except in text that was already incomplete",
-    safety="safe",
+    safety={
+        "filled_empty": "safe",
+        "serialized_object": "safe",
+        "repaired_arguments": "safe",
+        "trimmed_arguments": "lossy",
+        "replaced_unrepairable": "lossy",
+    },
     default=True,
     apply=apply,
     scan=scan.scan,

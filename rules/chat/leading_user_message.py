@@ -95,7 +95,7 @@ RULE = Rule(
     repair="insert a user message with option `content` (langchain4j's placeholder) right before "
     "it, or append one; an empty list is left alone. One neutral user turn is added, nothing is "
     "changed",
-    safety="safe",
+    safety="unsafe",
     default=False,
     apply=apply,
     options=(CONTENT,),

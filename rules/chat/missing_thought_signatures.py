@@ -102,7 +102,7 @@ RULE = Rule(
     repair="the first call of each step of the current turn that has none gets "
     '`extra_content.google.thought_signature: "skip_thought_signature_validator"`, the value '
     "Google documents for history it did not sign; a signature the client sent is kept as sent",
-    safety="safe",
+    safety="unsafe",
     default=False,
     apply=apply,
     options=(SIGNATURE, MODELS),

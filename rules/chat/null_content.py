@@ -59,7 +59,9 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     def fix(index: int, message: Any) -> Any:
         role = message["role"]
         was = "null" if "content" in message else "absent"
-        changes.append(Change(NAME, index, "filled_content", {"role": role, "was": was}))
+        # a tool message gets words of chatmend's ("(no output)"): its own action (``unsafe``)
+        action = "filled_tool_content" if role == "tool" else "filled_content"
+        changes.append(Change(NAME, index, action, {"role": role, "was": was}))
         return {**message, "content": tool_content if role == "tool" else content}
 
     return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
@@ -88,7 +90,10 @@ RULE = Rule(
     "returned None); option `roles` limits it; an assistant with tool calls is left to "
     '`tool-call-content`, and one left with `""` and no calls is removed by `empty-tool-calls`. '
     "Nothing is removed; the placeholder says the tool returned nothing",
-    safety="safe",
+    safety={
+        "filled_content": "safe",
+        "filled_tool_content": "unsafe",
+    },
     default=False,
     apply=apply,
     scan=scan.scan,

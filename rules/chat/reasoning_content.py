@@ -224,7 +224,10 @@ RULE = Rule(
     "the placeholder too (docs/providers.md#deepseek-plain-turns); the log names the tool-call ids "
     "and the length, never the text. Restored text is the model's own; a placeholder loses only "
     "what the client had already dropped",
-    safety="safe",
+    safety={
+        "restored_reasoning": "unsafe",
+        "inserted_placeholder": "unsafe",
+    },
     default=False,
     apply=apply,
     options=(

@@ -189,7 +189,7 @@ class _Walk:
         if call.get("type") != "function":
             self.found.add(CALL_TYPE)
         cid = call.get("id")
-        if type(cid) is not str or not cid:
+        if type(cid) is not str or not cid.strip():  # a blank id is no usable one either
             self.found.add(UNPAIRED)
         elif cid in self.ids:
             self.found.add(DUP_CALL_ID)

@@ -20,10 +20,10 @@ ggml-org/llama.cpp#27367), and MiniMax answers "invalid params, chat content has
 role: system (2013)" (docs/providers.md#minimax-roles, BigPizzaV3/CodexPlusPlus#267; the fix in
 netease-youdao/LobsterAI#123 merges them). can1357/oh-my-pi#958 lists the strict-template hosts that
 need this (Qwen via vLLM, MiniMax, DashScope, Qwen Portal).
-Safety: unsafe. The leading merge is lossless, and no text is ever dropped; but with ``hoist`` a
-mid-conversation instruction moves to the start and reads as part of the opening one (the change
-log records each move), and with ``user`` it keeps its place but reads as the user's words
-(marked by the prefix).
+Safety: by action: the leading merge is ``safe`` (lossless), and no text is ever dropped; but with
+``hoist`` a mid-conversation instruction moves to the start and reads as part of the opening one
+(``unsafe``; the change log records each move), and with ``user`` it keeps its place but reads as
+the user's words (``unsafe``, marked by the prefix).
 """
 
 from __future__ import annotations
@@ -174,7 +174,12 @@ RULE = Rule(
     "with its text after option `prefix` (`later: user`); two assistants a hoisted message stood "
     "between are merged. Unsafe: no text is lost, but a later instruction moves to the start "
     "(`hoist`) or reads as the user's (`user`)",
-    safety="unsafe",
+    safety={
+        "hoisted": "unsafe",
+        "merged": "safe",
+        "merged_assistants": "safe",
+        "renamed_role": "unsafe",
+    },
     default=False,
     apply=apply,
     options=(

@@ -172,7 +172,11 @@ RULE = Rule(
     "becomes the turn's `reasoning_content`, joined after an existing different one with a blank "
     "line); `redacted_thinking` is always dropped. Unsafe with `drop`: the earlier reasoning is "
     "gone (its length is logged); `reasoning_content` keeps it where DeepSeek and Kimi read it",
-    safety="unsafe",
+    safety={
+        "moved_thinking": "safe",
+        "dropped_thinking": "lossy",
+        "dropped_redacted_thinking": "lossy",
+    },
     default=False,
     apply=apply,
     scan=scan.scan,

@@ -92,7 +92,7 @@ RULE = Rule(
     "empty, since Mistral rejects an assistant with neither content nor tool calls. A system "
     "message after a tool is `system-messages`'. One assistant turn saying the results were "
     "received is added",
-    safety="safe",
+    safety="unsafe",
     default=False,
     apply=apply,
     options=(CONTENT,),

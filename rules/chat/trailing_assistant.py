@@ -169,7 +169,12 @@ RULE = Rule(
     "`continue`); `drop` removes the trailing plain assistants (never all messages); one sent with "
     "`prefix: true` is kept unless option `prefix_allowed` is false (llama.cpp). Safe with "
     "`continue` and `prefix`; `drop` loses the text (index and length logged)",
-    safety="safe",
+    safety={
+        "inserted_message": "unsafe",
+        "set_prefix": "unsafe",
+        "dropped_fields": "unsafe",
+        "removed_message": "lossy",
+    },
     default=False,
     apply=apply,
     options=(

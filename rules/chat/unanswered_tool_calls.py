@@ -70,7 +70,7 @@ RULE = Rule(
     repair="insert a stub tool message per missing result right after the block's results, in call "
     "order, with the fixed text of option `content` (the same request always gives the same "
     "bytes). The stub says no result was recorded",
-    safety="safe",
+    safety="unsafe",
     default=True,
     apply=apply,
     scan=scan.scan,

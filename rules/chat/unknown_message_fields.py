@@ -219,7 +219,7 @@ RULE = Rule(
     "`name`), `drop_null` also drops null optional keys (never role, content or tool_call_id); the "
     "log names the keys, never values; a message with an unknown role is left to `unknown-roles`. "
     "Safe for the upstreams that refuse these keys: none of them reads one",
-    safety="safe",
+    safety="unsafe",
     default=False,
     apply=apply,
     options=(

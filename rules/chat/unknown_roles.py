@@ -19,8 +19,13 @@ OpenAI "Invalid value: 'tooool'. Supported values are: 'system', 'assistant', 'u
 'tool', and 'developer'." (code invalid_value, param messages[N].role). One such row makes every
 later request of the session fail. It runs after ``developer-role``, which turns ``developer`` into
 ``system`` where the provider knows only that.
-Safety: unsafe in the narrow sense that the removed message no longer reaches the model; it is
-a record no provider can read (the request fails while it is there), and its length is logged.
+With option ``action: rename`` such a message is kept under the accepted role nearest in
+meaning (``NEAREST``: ``model`` and ``ai`` an assistant, ``human`` a user, a ``function`` or
+``ipython`` result a tool message when it names its call, else a user message), its text and
+all; one with no near role accepted becomes a user message.
+Safety: by action: a removed message is ``lossy`` (it no longer reaches the model; a record no
+provider can read, the request fails while it is there; its length is logged); a renamed one is
+``unsafe`` (the model reads it under another role).
 """
 
 from __future__ import annotations
@@ -52,6 +57,39 @@ ROLES = Option("roles", list(OPENAI_ROLES), "the roles the provider accepts")
 KEEP: Option[list[str]] = Option(
     "keep", [], "roles let through although the provider's list lacks them"
 )
+ACTION = Option(
+    "action",
+    "drop",
+    "What happens to a message whose role the provider does not know: `drop`, or `rename` "
+    "(kept under the accepted role nearest in meaning, else as a user message).",
+    choices=("drop", "rename"),
+)
+
+#: A role the provider refuses -> the roles nearest in meaning, in order (the first accepted one
+#: is taken; ``user`` when none is).
+NEAREST: Final = {
+    "developer": ("system", "user"),
+    "system": ("developer", "user"),
+    "model": ("assistant",),
+    "ai": ("assistant",),
+    "bot": ("assistant",),
+    "chatbot": ("assistant",),
+    "human": ("user",),
+    "function": ("tool", "user"),
+    "ipython": ("tool", "user"),
+    "tool": ("function", "user"),
+}
+
+
+def nearest(message: dict[str, Any], accepted: frozenset[str]) -> str | None:
+    """The accepted role nearest to ``message``'s (a tool role only for a message that names its
+    call), ``None`` if not even ``user`` is accepted."""
+    for candidate in NEAREST.get(message["role"].lower(), ()):
+        if candidate in ("tool", "function") and "tool_call_id" not in message:
+            continue
+        if candidate in accepted:
+            return candidate
+    return "user" if "user" in accepted else None
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
@@ -68,6 +106,10 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     ]
     if not suspects:
         return Outcome(messages)  # the common case: every role is known
+    if ACTION.of(ctx) == "rename":
+        renamed = _renamed(messages, suspects, accepted)
+        if renamed is not None:
+            return renamed
     changes = tuple(
         Change(
             NAME,
@@ -81,6 +123,24 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         for index in suspects
     )
     return Outcome(rewrite_at(messages, suspects, lambda index, message: None), changes)
+
+
+def _renamed(messages: list[Any], suspects: list[int], accepted: frozenset[str]) -> Outcome | None:
+    """Each suspect under its nearest accepted role (``None``: some has none: drop them all)."""
+    roles = {index: nearest(messages[index], accepted) for index in suspects}
+    if any(role is None for role in roles.values()):
+        return None
+    changes = tuple(
+        Change(
+            NAME,
+            index,
+            "renamed_role",
+            {"from": messages[index]["role"][:_ROLE_LOG_LIMIT], "to": roles[index]},
+        )
+        for index in suspects
+    )
+    out = rewrite_at(messages, suspects, lambda index, message: {**message, "role": roles[index]})
+    return Outcome(out, changes)
 
 
 def _wakes(options: Mapping[str, Any]) -> frozenset[str] | None:
@@ -103,8 +163,12 @@ RULE = Rule(
     repair="remove it, logging its role, index and content length (the text with `log_content: "
     "true`); option `roles` is the provider's list (each profile sets its own, the list its "
     "`unknown_role` check uses), `keep` lets more roles through; an entry with no string role is "
-    "left alone. Unsafe: the record no longer reaches the model, but no provider can read it",
-    safety="unsafe",
+    "left alone. Lossy: the record no longer reaches the model, but no provider can read it; with "
+    "`action: rename` it is kept under the accepted role nearest in meaning (unsafe)",
+    safety={
+        "renamed_role": "unsafe",
+        "removed_message": "lossy",
+    },
     default=True,
     apply=apply,
     scan=scan.scan,
@@ -112,5 +176,6 @@ RULE = Rule(
     options=(
         ROLES,
         KEEP,
+        ACTION,
     ),
 )

@@ -48,7 +48,8 @@ def repair_arguments(
     raw: Any, detail: dict[str, Any], budget: Budget, *, close_strings: bool, log_content: bool
 ) -> tuple[str, str]:
     """The new arguments text and the change action (``filled_empty``, ``serialized_object``,
-    ``repaired_arguments``, ``replaced_unrepairable``); fills ``detail`` as it goes. Raises
+    ``repaired_arguments``, ``trimmed_arguments`` (repaired, cutting what it could not read),
+    ``replaced_unrepairable``); fills ``detail`` as it goes. Raises
     ``WorkBudgetExceeded`` when the request's scan budget runs out."""
     if raw is MISSING or raw is None or (isinstance(raw, str) and not raw.strip()):
         detail["was"] = _describe_empty(raw)
@@ -69,9 +70,12 @@ def repair_arguments(
             if repaired.dropped_values:
                 detail["dropped_values"] = repaired.dropped_values
                 detail["dropped_chars"] = repaired.dropped_chars
-            if log_content and LOSSY_FIXES.intersection(repaired.fixes):
+            lossy = bool(LOSSY_FIXES.intersection(repaired.fixes))
+            if log_content and lossy:
                 detail["original"] = raw[:MAX_LOGGED_CHARS]
-            return repaired.text, "repaired_arguments"
+            # A repair that cut what it could not read (a value cut off mid-way) lost a part of
+            # the client's arguments: its own action, so its class can say so (``lossy``).
+            return repaired.text, "trimmed_arguments" if lossy else "repaired_arguments"
         if repaired.over_cap:
             detail["over_cost_cap"] = MAX_SCAN_TOKENS
     text = raw if isinstance(raw, str) else _as_text(raw)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -10,7 +10,31 @@ from typing import Any, Generic, Literal, TypeVar
 #: non-dict, a field may have any JSON type.
 Message = dict[str, Any]
 
-Safety = Literal["safe", "unsafe"]
+#: Fix safety (ruff's fix applicability): what a change may do to the request. The one
+#: vocabulary, declared on each rule's record (``Rule.safety``) and read by recovery, escalation,
+#: learned repairs, ``chatmend check``, the docs and the page:
+#:
+#: - ``safe``: every piece of the conversation the client sent reaches the provider (each text,
+#:   content part and image, each tool call with its name and arguments, each tool result,
+#:   each thinking block) and chatmend writes no words of its own: an id renamed in the call
+#:   and its result together, a message moved or merged, a JSON type coerced, what carried
+#:   nothing removed (an empty list, an empty text block), a shape filled with what says nothing
+#:   (``""``, ``type: function``, the empty schema), keys no provider reads dropped (an agent's
+#:   own bookkeeping).
+#: - ``unsafe``: the conversation is kept, but the request asks or says something else: a
+#:   sampling value, ``tool_choice`` or thinking changed, a request parameter or a message field
+#:   dropped, a tool renamed, a turn, a stub result, a placeholder or a text rendering written
+#:   by chatmend.
+#: - ``lossy``: something the client sent does not reach the provider: a message, a text, a
+#:   part or image, a thinking block, tool arguments, a tool result.
+Safety = Literal["safe", "unsafe", "lossy"]
+#: The classes, mildest first.
+SAFETY_CLASSES: tuple[Safety, ...] = ("safe", "unsafe", "lossy")
+
+
+def worst(classes: Iterable[Safety]) -> Safety:
+    """The worst of ``classes`` (``safe`` for none)."""
+    return max(classes, key=SAFETY_CLASSES.index, default="safe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +195,13 @@ class Rule:
 
     name: str
     summary: str
-    #: The defect, the repair, and whether the repair can change meaning (docs/rules.md).
+    #: The defect and the repair (docs/rules.md).
     defect: str
     repair: str
-    safety: Safety
+    #: Its fix safety (``Safety``): one class for every change it makes, or a class per change
+    #: ``action`` it reports, each one listed (tests/rules/test_safety.py holds every rule to its
+    #: declaration, with an oracle of its own).
+    safety: Safety | Mapping[str, Safety]
     default: bool
     apply: Apply
     options: tuple[Option[Any], ...] = ()
@@ -202,6 +229,24 @@ class Rule:
     #: ``recall`` reads it anyway): only such steps get the request's ``RequestFacts``
     #: (``Plan.given``).
     reads_facts: bool = False
+
+    def safety_of(self, action: str) -> Safety:
+        """The class of a change of this rule with ``action`` (an action its declaration does
+        not list counts as ``lossy``: what is not declared is not trusted)."""
+        if isinstance(self.safety, str):
+            return self.safety
+        return self.safety.get(action, "lossy")
+
+    @property
+    def classes(self) -> tuple[Safety, ...]:
+        """The classes its changes can have, mildest first."""
+        given = {self.safety} if isinstance(self.safety, str) else set(self.safety.values())
+        return tuple(kind for kind in SAFETY_CLASSES if kind in given)
+
+    @property
+    def worst(self) -> Safety:
+        """The worst class a change of this rule can have."""
+        return worst(self.classes)
 
     @property
     def gets_facts(self) -> bool:

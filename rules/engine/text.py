@@ -1,9 +1,11 @@
-"""Text repairs every rule set shares: lone UTF-16 surrogates."""
+"""Text repairs every rule set shares: lone UTF-16 surrogates; a tool result as text."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+import orjson
 
 from rules.engine.base import Change
 from rules.engine.messages import rewrite_each
@@ -83,3 +85,31 @@ def replace_lone_surrogates(items: list[Any], rule: str) -> tuple[list[Any], lis
         return fixed
 
     return rewrite_each(items, fix), changes
+
+
+def result_text(content: Any) -> str:
+    """A tool result's content as one text, nothing of it lost: a string as it is; the texts of
+    a part or block list joined by newlines, each other part as its JSON text (an image's URL
+    and all); anything else as its JSON text."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "\n".join(_part_text(part) for part in content)
+    return _json_text(content)
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
+        text = part.get("text")
+        if isinstance(text, str):
+            return text
+    return part if isinstance(part, str) else _json_text(part)
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # nested past what orjson writes: its repr, never an error
+        return repr(value)

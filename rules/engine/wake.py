@@ -51,6 +51,23 @@ class FieldsOf:
         return frozenset(FIELD + key for key in value if isinstance(key, str))
 
 
+@dataclass(frozen=True, slots=True)
+class FieldsNamed:
+    """The ``woken_by`` of a request-level rule that acts on the top-level keys its options
+    name: a list of names, or a mapping whose keys are names or dotted paths (their first
+    step). Picklable, like ``Signals``; nothing named wakes nothing."""
+
+    options: tuple[str, ...]
+
+    def __call__(self, options: Mapping[str, Any]) -> frozenset[str]:
+        keys: set[str] = set()
+        for name in self.options:
+            value = options.get(name)
+            if isinstance(value, list | Mapping):
+                keys.update(key.split(".", 1)[0] for key in value if isinstance(key, str))
+        return frozenset(FIELD + key for key in keys)
+
+
 def field_signals(request: Mapping[str, Any]) -> frozenset[str]:
     """The signals of a request's top-level keys, for the steps ``fields`` declares."""
     return frozenset(FIELD + key for key in request if isinstance(key, str))

@@ -16,6 +16,8 @@ from typing import Any
 from rules.engine.base import Rule
 from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 from rules.messages import (
+    blank_tool_use_ids,
+    cache_control,
     consecutive_roles,
     context_management,
     duplicate_tool_names,
@@ -26,7 +28,9 @@ from rules.messages import (
     lone_surrogates,
     metadata_user_id,
     missing_thinking,
+    request_values,
     server_tools,
+    system_messages,
     thinking_disabled,
     thinking_order,
     thinking_tool_choice,
@@ -38,12 +42,22 @@ from rules.messages import (
     tool_use_id_charset,
     trailing_prefill,
     unsigned_thinking,
+    unsupported_blocks,
+    unsupported_keys,
+    unsupported_parameters,
+    unsupported_tool_keys,
 )
 
 #: The one ordered tuple of Messages rules. Order is behaviour; each position is justified:
 MESSAGES_RULES: tuple[Rule, ...] = (
     # 0. Text first, as for chat: every later rule compares and copies strings.
     lone_surrogates.RULE,
+    # The keys and block types a refusal named, before any rule judges a block or a message
+    #    (a block rendered as text is then judged as the text it is).
+    unsupported_keys.RULE,
+    unsupported_blocks.RULE,
+    # A `system` message out of `messages` before any rule judges roles or merges turns.
+    system_messages.RULE,
     # 1-3. Blocks refused wherever they stand go before anything judges a message empty: blank
     #    text blocks, then thinking no signature covers (before the thinking rules below, so
     #    that they never move or weigh a block that is going; before the tool loop's check,
@@ -61,8 +75,10 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     #    edits the block, which pairing then carries as it is).
     tool_input.RULE,
     tool_result_cache_control.RULE,
-    # 7-8. Ids before pairing: first the charset (one original id, one new id), then reuse
-    #    (one id, one call), so that pairing reads one call per id and renames nothing.
+    # 7-8. Ids before pairing: a blank id given (a call and its result naming ""), then the
+    #    charset (one original id, one new id), then reuse (one id, one call), so that pairing
+    #    reads one call per id and renames nothing.
+    blank_tool_use_ids.RULE,
     tool_use_id_charset.RULE,
     duplicate_tool_use_ids.RULE,
     # 9. Pairing on final ids; it may remove a user message that held only orphans.
@@ -100,6 +116,12 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     # 21. Tool definitions: after server-tools, which may remove some (a server tool and a
     #    custom one can share a name); it reads no message and no rule after it reads `tools`.
     duplicate_tool_names.RULE,
+    # What a refusal named of the request's own fields last: a value replaced, a parameter
+    #    dropped (the thinking rules above read `thinking` as the client set it).
+    cache_control.RULE,
+    request_values.RULE,
+    unsupported_parameters.RULE,
+    unsupported_tool_keys.RULE,
 )
 
 MESSAGES_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in MESSAGES_RULES}

@@ -65,7 +65,10 @@ RULE = Rule(
     'for the optional final assistant message"',
     repair="an empty assistant is removed (a final one is kept); an empty user message gets the "
     'text of option `content` (".")',
-    safety="safe",
+    safety={
+        "dropped_message": "safe",
+        "filled_content": "unsafe",
+    },
     default=True,
     apply=apply,
     scan=scan.signals,

@@ -39,7 +39,7 @@ RULE = Rule(
     defect='the first message is an assistant message: Anthropic "messages: first message must '
     'use the \\"user\\" role"',
     repair='insert a user message with the text of option `content` (".") before it',
-    safety="safe",
+    safety="unsafe",
     default=False,
     apply=apply,
     options=(CONTENT,),

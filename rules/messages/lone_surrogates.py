@@ -74,7 +74,10 @@ RULE = Rule(
     defect='a lone surrogate (half of a cut emoji): Anthropic "no low surrogate in string"',
     repair="replace it with U+FFFD (the chat rule's repair); a signed thinking or redacted "
     "thinking block holding one is removed whole, never rewritten under its signature",
-    safety="safe",
+    safety={
+        "replaced": "safe",
+        "dropped_signed_thinking": "lossy",
+    },
     default=True,
     apply=apply,
 )

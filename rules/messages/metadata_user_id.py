@@ -70,7 +70,7 @@ RULE = Rule(
     "'user_id': string does not match pattern. Expected a string that matches the pattern "
     "'^[a-zA-Z0-9_-]+$'.\"",
     repair="`user_<32 hex digits of its sha256>` (deterministic), or option `action: drop`",
-    safety="safe",
+    safety="unsafe",
     default=False,
     apply=apply,
     options=(ACTION,),

@@ -179,7 +179,10 @@ RULE = Rule(
     "(the reasoning stash, keyed by the turn's `tool_use` ids, names and inputs), at its front; "
     'else `{type: thinking, thinking: <placeholder>, signature: ""}` (option `placeholder`, '
     "empty); the log names the ids, block counts and lengths, never the text",
-    safety="safe",
+    safety={
+        "restored_thinking": "unsafe",
+        "added_thinking": "unsafe",
+    },
     default=False,
     apply=apply,
     scan=scan.signals,

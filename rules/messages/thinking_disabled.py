@@ -65,7 +65,7 @@ RULE = Rule(
     '`thinking`"',
     repair="remove its thinking blocks (the message too if nothing is left); the final "
     "assistant is the last message, or the turn whose tool results end the conversation",
-    safety="unsafe",
+    safety="lossy",
     default=False,
     apply=apply,
     reads_request=True,

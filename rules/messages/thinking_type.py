@@ -86,7 +86,7 @@ RULE = Rule(
     repair='`adaptive` (or any other type) becomes `{"type": "enabled", "budget_tokens": N}` (the '
     "client's budget, else `max_tokens - 1`, at least 1024); `disabled` is removed (the model "
     "always thinks); for option `models` only",
-    safety="safe",
+    safety="unsafe",
     default=False,
     apply=apply,
     options=(MODELS,),

@@ -22,6 +22,7 @@ import orjson
 
 from rules.engine.base import Change, Outcome, Rule, RuleContext, WorkBudgetExceeded
 from rules.engine.json_repair_passes import (
+    LOSSY_FIXES,
     MAX_LOGGED_CHARS,
     MAX_REQUEST_TOKENS,
     MAX_SCAN_TOKENS,
@@ -97,7 +98,9 @@ def _fixed(  # noqa: PLR0917
             if repaired.text is not None:
                 parsed = orjson.loads(repaired.text)
                 if type(parsed) is dict:
-                    new, action = parsed, "repaired_input"
+                    # a repair that cut what it could not read lost a part of the input
+                    lossy = LOSSY_FIXES.intersection(repaired.fixes)
+                    new, action = parsed, "trimmed_input" if lossy else "repaired_input"
                     detail["fixes"] = list(repaired.fixes)
         if action == "replaced_unrepairable":
             text = raw if type(raw) is str else _as_text(raw)
@@ -127,7 +130,12 @@ RULE = Rule(
     repair="object text is parsed (the chat arguments repair: trailing commas, cut-off text, "
     "fences, ...); absent, null or blank becomes `{}`; anything else `{}` with its length and "
     "sha256 logged",
-    safety="safe",
+    safety={
+        "filled_empty": "safe",
+        "repaired_input": "safe",
+        "trimmed_input": "lossy",
+        "replaced_unrepairable": "lossy",
+    },
     default=True,
     apply=apply,
     scan=scan.signals,

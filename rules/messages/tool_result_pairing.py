@@ -12,7 +12,9 @@ takes the place a stub would have. A ``tool_result`` that then answers no call (
 id names no call, a history cut after a compaction) or that answers a call a second time is
 removed, logged with its id, the reason and its length (the text only with ``log_content``).
 A user message left with nothing is removed, and two assistant messages that this leaves
-adjacent are joined.
+adjacent are joined. With option ``orphans: text`` such a result is not removed but kept as a
+text block the model reads (its content under the heading of option ``heading``, ``{id}``: its
+tool_use_id), after the results of its message.
 Why: Anthropic answers 400 "messages.33: `tool_use` ids were found without `tool_result` blocks
 immediately after: toolu_…. Each `tool_use` block must have a corresponding `tool_result` block
 in the next message." (anthropics/claude-code#1237, #2697, #5989; DeepSeek's Anthropic endpoint
@@ -21,9 +23,10 @@ block(s) at the beginning of this message" (anthropic-sdk-typescript#653; live-v
 NousResearch/hermes-agent#65369, QwenLM/qwen-code#8161), and for orphans "unexpected
 `tool_use_id` found in `tool_result` blocks: toolu_…. Each `tool_result` block must have a
 corresponding `tool_use` block in the previous message." (anthropics/claude-code#13460, #18947).
-Safety: a stub tells the model the result is unknown, which is true; moving results loses
-nothing. Dropping an orphan is unsafe in principle (its text no longer reaches the model), but
-the provider refuses the whole request while it is there; it is logged.
+Safety: by action: moving results loses nothing (``safe``); a stub, an inserted user message or
+an orphan kept as text is chatmend's words (``unsafe``: the stub says the result is unknown,
+which is true); dropping an orphan is ``lossy`` (its text no longer reaches the model; the
+provider refuses the whole request while it is there; it is logged).
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
 from rules.engine.messages import dropped_content
+from rules.engine.text import result_text
 from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import (
@@ -52,6 +56,18 @@ DEFAULT_CONTENT: Final = "[chatmend] No result was recorded for this tool call."
 
 #: The rule's options (the record below lists them; read them through these).
 CONTENT = Option("content", DEFAULT_CONTENT, "The text of a stub tool_result.")
+ORPHANS = Option(
+    "orphans",
+    "drop",
+    "What happens to a result that answers no call (or answers one a second time): `drop`, or "
+    "`text` (kept as a text block of its message).",
+    choices=("drop", "text"),
+)
+HEADING = TextOption(
+    "heading",
+    "[chatmend] The result of tool call {id}, whose call is not in this conversation:",
+    "The line above a result kept as text (`orphans: text`); `{id}` is its tool_use_id.",
+)
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
@@ -105,6 +121,8 @@ class _Run:
         self.messages = messages
         self.ctx = ctx
         self.stub_text = CONTENT.of(ctx)
+        self.as_text = ORPHANS.of(ctx) == "text"
+        self.heading = HEADING.of(ctx)
         #: (message, position) of a result -> the assistant message of the call it answers;
         #: per assistant message, its results that stand elsewhere (``_assign``).
         self.owner_of, self.late = _assign(messages)
@@ -122,13 +140,22 @@ class _Run:
             if (index, position) in self.owner_of:
                 continue  # it moves home
             if is_tool_result(block):
-                self.drop(block, index, position, _why(block, self.named))
+                self.drop(block, index, position, _why(block, self.named), kept)
             else:
                 kept.append(block)
         return kept
 
-    def drop(self, block: Any, index: int, position: int, why: str) -> None:
-        """Log a result being removed."""
+    def drop(self, block: Any, index: int, position: int, why: str, into: list[Any]) -> None:
+        """A result that answers no call: kept as a text block at the end of ``into``
+        (``orphans: text``), else removed; logged either way."""
+        if self.as_text:
+            tid = tool_result_id(block)
+            shown = tid if tid and tid.strip() else "(no id)"
+            text = self.heading.replace("{id}", shown) + "\n" + result_text(block.get("content"))
+            into.append({"type": "text", "text": text})
+            detail = {"tool_use_id": tid, "position": position, "reason": why}
+            self.changes.append(Change(NAME, index, "rendered_result", detail))
+            return
         detail = {
             "tool_use_id": tool_result_id(block),
             "position": position,
@@ -172,7 +199,7 @@ class _Run:
                     found.append(block)
                 elif owner is None:
                     why = "second_answer" if tool_result_id(block) in ids else "orphan"
-                    self.drop(block, at, position, why)
+                    self.drop(block, at, position, why, rest)
                 # else: it answers a call of another turn, and moves there
             rests.append(rest)
         for block in self.late.get(start, []):
@@ -264,11 +291,21 @@ RULE = Rule(
     "result of the turn's call sent in a later turn or before the call (the leftover k-th "
     "naming X answers the leftover k-th call naming X); stub a missing one (`is_error`, option "
     "`content`), insert that user message if absent; drop orphan and second results (logged "
-    "with id and length)",
-    safety="unsafe",
+    "with id and length; lossy), or with `orphans: text` keep each as a text block under a "
+    "heading (unsafe)",
+    safety={
+        "moved_results": "safe",
+        "moved_result_home": "safe",
+        "rejoined": "safe",
+        "dropped_message": "safe",
+        "added_stubs": "unsafe",
+        "inserted_user": "unsafe",
+        "rendered_result": "unsafe",
+        "dropped_result": "lossy",
+    },
     default=True,
     apply=apply,
     scan=scan.signals,
     woken_by=on(scan.UNPAIRED),
-    options=(CONTENT,),
+    options=(CONTENT, ORPHANS, HEADING),
 )

@@ -59,7 +59,10 @@ RULE = Rule(
     'support assistant message prefill. The conversation must end with a user message."',
     repair='append a user message with the text of option `content` ("Continue.") when the '
     "model matches option `models`",
-    safety="safe",
+    safety={
+        "dropped_empty_prefill": "safe",
+        "appended_user": "unsafe",
+    },
     default=False,
     apply=apply,
     options=(CONTENT, MODELS),

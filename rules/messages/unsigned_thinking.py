@@ -102,7 +102,7 @@ RULE = Rule(
     repair="remove those blocks (with option `signatures: anthropic`, a block signed in another "
     "issuer's shape too, such as DeepSeek's UUID; a signature in Anthropic's shape is never "
     "touched; every text, `tool_use` and `tool_result` stays); the log counts them",
-    safety="safe",
+    safety="lossy",
     default=False,
     apply=apply,
     scan=scan.signals,

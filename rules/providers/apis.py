@@ -14,7 +14,7 @@ from typing import Any
 
 from rules.chat import RULES
 from rules.chat import scan as chat_scan
-from rules.engine.base import Rule
+from rules.engine.base import Change, Rule, Safety
 from rules.messages import MESSAGES_RULES
 from rules.providers.contract import DEFAULT_CONTRACT, Contract, Violation
 from rules.providers.contract import messages as messages_contract
@@ -116,3 +116,16 @@ APIS: Mapping[str, Api] = {api.name: api for api in (CHAT_API, RESPONSES_API, ME
 def api_named(name: str) -> Api:
     """The record of the API called ``name`` (``KeyError`` for an unknown one)."""
     return APIS[name]
+
+
+#: Every rule of every API, by name (names are unique across the three registries).
+RULES_BY_NAME: Mapping[str, Rule] = {
+    rule.name: rule for api in (CHAT_API, RESPONSES_API, MESSAGES_API) for rule in api.rules
+}
+
+
+def safety_of(change: Change) -> Safety:
+    """The fix safety of ``change``: its rule's class for its action (``Rule.safety_of``); a
+    change of no known rule counts as ``lossy``."""
+    rule = RULES_BY_NAME.get(change.rule)
+    return "lossy" if rule is None else rule.safety_of(change.action)

@@ -18,6 +18,7 @@ from rules.chat.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
 from rules.messages import MESSAGES_RULES
 from rules.providers.contract import DEFAULT_CONTRACT, Contract, content, fields, ids, reasoning
 from rules.providers.contract import messages as anthropic
+from rules.responses import RESPONSES_RULES
 
 Settings = Mapping[str, bool | Mapping[str, Any]]
 
@@ -160,6 +161,9 @@ DEEPSEEK = Profile(
         # docs/providers.md#deepseek-request: "Tool names must be unique." (decolua/9router
         # PR#3333: two `Bash` tools from Claude Code)
         "messages-duplicate-tool-names": True,
+        # docs/providers.md#anthropic-roles: a `system` message Claude Code injects
+        # (deepseek-ai/awesome-deepseek-agent#167)
+        "messages-system-messages": True,
     },
     messages_contract=_contract(
         anthropic.MESSAGES_CORE,
@@ -167,6 +171,7 @@ DEEPSEEK = Profile(
         messages_thinking_tool_choice={},
         messages_thinking_missing={},
         messages_duplicate_tool_names={},  # docs/providers.md#deepseek-request (9router PR#3333)
+        messages_system_role={},  # deepseek-ai/awesome-deepseek-agent#167
     ),
     # DeepSeek answers its Anthropic endpoint in OpenAI's shape (farion1231/cc-switch#2600)
     messages_envelope="openai",
@@ -249,9 +254,14 @@ KIMI = Profile(
             "fixed": {"temperature": 1.0},
             "models": KIMI_THINKING_MODELS,
         },
+        # docs/providers.md#kimi-request: a tool schema's `type` beside `anyOf`
+        # (openJiuwen-ai/jiuwenswarm#3942, openclaw/openclaw#113130)
+        "anyof-parent-types": True,
     },
     contract=_contract(
         PAIRING,
+        # docs/providers.md#kimi-request, Moonshot/Kimi (openJiuwen-ai/jiuwenswarm#3942)
+        tool_schema_anyof_type={},
         # docs/providers.md#kimi-reasoning, Kimi K2.5/K2.6 thinking (iOfficeAI/AionUi#2746)
         reasoning_content_missing={"text": reasoning.KIMI_TEXT, "models": KIMI_THINKING_MODELS},
         # docs/providers.md#kimi-request, Kimi K2.5/K2.6 (bestruirui/octopus#251,
@@ -421,9 +431,17 @@ QWEN = Profile(
 GLM = Profile(
     "glm",
     "Zhipu GLM (open.bigmodel.cn, api.z.ai): one generic 1214 error for many causes",
-    rules={"text-part-arrays": True, "leading-user-message": True},
+    rules={
+        "text-part-arrays": True,
+        "leading-user-message": True,
+        # docs/providers.md#glm-content: an empty text part beside an image
+        # (justrach/codegraff#812)
+        "empty-text-parts": True,
+    },
     contract=_contract(
         PAIRING,
+        # docs/providers.md#glm-content, GLM's generic 1210 (justrach/codegraff#812)
+        empty_text_part={},
         # docs/providers.md#glm-content, GLM-5.1 via a platform (BigPizzaV3/CodexPlusPlus#329)
         content_not_string={
             "text": "request param validation error, Value error, "
@@ -449,11 +467,21 @@ MINIMAX = Profile(
         "system-messages": {"enabled": True, "later": "hoist"},
         # docs/providers.md#minimax-request (QwenLM/qwen-code#11834)
         "empty-tool-parameters": True,
+        # docs/providers.md#minimax-request: MiniMax-M3 refuses `thinking.type: "enabled"`, the
+        # value M1/M2 take; `adaptive` keeps thinking on (CherryHQ/cherry-studio#16247, fixed
+        # the same way in #15991)
+        "request-values": {
+            "enabled": True,
+            "replace": {"thinking.type": {"enabled": "adaptive"}},
+            "models": ["minimax-m3*"],
+        },
     },
     contract=_contract(
         PAIRING,
         # docs/providers.md#minimax-request, MiniMax (QwenLM/qwen-code#11834)
         tool_parameters_empty={},
+        # docs/providers.md#minimax-request, MiniMax-M3 (CherryHQ/cherry-studio#16247)
+        thinking_type={},
         # docs/providers.md#minimax-pairing, MiniMax (Kilo-Org/kilocode#3967)
         unanswered_tool_call={"text": "invalid params, tool call and result not match (2013)"},
         # docs/providers.md#minimax-pairing, MiniMax (MiniMax-AI/MiniMax-M2#76)
@@ -463,8 +491,17 @@ MINIMAX = Profile(
     ),
     # Its Anthropic-format endpoint: no refusal beyond the Messages core is on record
     # (docs/anthropic.md): the core rules and checks, nothing more.
-    messages={},
-    messages_contract=anthropic.MESSAGES_CORE,
+    messages={
+        # MiniMax-AI/MiniMax-M2.7#43: a `system` message inside `messages`
+        "messages-system-messages": True,
+    },
+    messages_contract=_contract(
+        anthropic.MESSAGES_CORE,
+        # docs/providers.md#minimax-roles, MiniMax's Anthropic endpoint (MiniMax-AI/MiniMax-M2.7#43)
+        messages_system_role={
+            "text": "invalid params, chat content has invalid message role: system (2013)"
+        },
+    ),
 )
 
 GEMINI_OPENAI = Profile(
@@ -564,6 +601,11 @@ OPENAI = Profile(
         # docs/providers.md#openai-content, OpenAI unknown part type (aallam/openai-kotlin#320)
         thinking_part={},
     ),
+    # docs/providers.md#openai-responses: a message item replayed after its call, away from its
+    # reasoning item (continuedev/continue#11994)
+    # ... and reasoning items replayed by id with `store: false` (anomalyco/opencode#4445)
+    responses={"responses-reasoning-order": True, "responses-unpersisted-items": True},
+    responses_contract={"responses_reasoning_order": {}, "responses_unpersisted_item": {}},
 )
 
 AZURE = Profile(
@@ -575,6 +617,9 @@ AZURE = Profile(
         # docs/providers.md#azure-fields (microsoft/azurechat#503)
         unknown_field={"text": fields.AZURE_FIELD_TEXT},
     ),
+    # Azure serves OpenAI's reasoning models on the same Responses API
+    responses=OPENAI.responses,
+    responses_contract=OPENAI.responses_contract,
 )
 
 CHAT_TEMPLATE = Profile(
@@ -596,6 +641,11 @@ CHAT_TEMPLATE = Profile(
         system_not_first={},
         # docs/providers.md#chat-templates-roles, HF templates (microsoft/autogen#1037)
         roles_not_alternating={},
+        # docs/providers.md#chat-templates-roles, llama.cpp's server (amd/gaia#1667): two
+        # assistant messages at the end of the list
+        successive_assistant={
+            "text": "Cannot have 2 or more assistant messages at the end of the list."
+        },
         # docs/providers.md#chat-templates-roles, llama.cpp (ggml-org/llama.cpp#20861)
         trailing_assistant={
             "text": "Assistant response prefill is incompatible with enable_thinking.",
@@ -632,6 +682,8 @@ ANTHROPIC = Profile(
         # channels), docs/providers.md#anthropic-reasoning
         "messages-unsigned-thinking": {"enabled": True, "signatures": "anthropic"},
         "messages-context-management": True,  # ericc-ch/copilot-api#217
+        # griffinmartin/opencode-claude-auth#123: two clients' breakpoints, five in all
+        "messages-cache-control": {"enabled": True, "max_markers": 4},
     },
     messages_contract=_contract(
         anthropic.MESSAGES_CORE,
@@ -651,6 +703,7 @@ ANTHROPIC = Profile(
         messages_prefill={},
         messages_thinking_signature={"shape": "anthropic"},
         messages_context_management={},
+        messages_cache_markers={},  # griffinmartin/opencode-claude-auth#123
     ),
 )
 
@@ -682,6 +735,8 @@ PASSTHROUGH = Profile(
     "No repair and no contract: chatmend only relays (and logs)",
     rules=dict.fromkeys((rule.name for rule in RULES), False),
     contract={},
+    # No rule on any API (the Responses rules too: passthrough relays only; recovery alone acts)
+    responses=dict.fromkeys((rule.name for rule in RESPONSES_RULES), False),
     messages=dict.fromkeys((rule.name for rule in MESSAGES_RULES), False),
     messages_contract={},
 )

@@ -15,6 +15,7 @@ from typing import Any
 from rules.engine.base import Rule
 from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 from rules.responses import (
+    blank_call_ids,
     call_ids,
     compaction,
     context_management,
@@ -22,10 +23,18 @@ from rules.responses import (
     duplicate_items,
     early_outputs,
     invalid_arguments,
+    item_ids,
     lone_surrogates,
     orphan_outputs,
+    reasoning_order,
     replayed_history,
+    request_values,
     unanswered_calls,
+    unpersisted_items,
+    unsupported_item_keys,
+    unsupported_parameters,
+    unsupported_parts,
+    unsupported_tool_keys,
 )
 
 #: The one ordered tuple of Responses rules. Order is behaviour; each position is justified:
@@ -38,6 +47,14 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     # 2. A doubled history before anything dedupes or renames: the replay repeats every item id
     #    and call_id, which 3 and 4 would otherwise drop piecemeal or rename and keep.
     replayed_history.RULE,
+    # The item keys and part types a refusal named, before any rule compares or moves items
+    #    (a dropped `id` is then no duplicate to remove).
+    unsupported_item_keys.RULE,
+    item_ids.RULE,
+    unsupported_parts.RULE,
+    # With `store: false`, items that only point to a stored one go before any rule pairs or
+    #    moves items (a reasoning reference is no item a message needs after it then).
+    unpersisted_items.RULE,
     # 3. Unique item ids (a duplicated `id` field removed, the item kept), before pairing: no
     #    call or output is dropped here, so every output still has the call it answers.
     duplicate_items.RULE,
@@ -48,9 +65,13 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     #    call after it (kept, not dropped as an orphan); then move what stands between a call
     #    and its (now single, later) output; stubs last, right after their call, where nothing
     #    can come between.
+    blank_call_ids.RULE,
     call_ids.RULE,
     orphan_outputs.RULE,
     early_outputs.RULE,
+    # A message item of a reasoning response back after its reasoning item, before the
+    #    displaced messages move what stands between a call and its output after the output.
+    reasoning_order.RULE,
     displaced_messages.RULE,
     unanswered_calls.RULE,
     # 9. Inside a call item: its arguments (no rule above reads them but replayed-history,
@@ -58,6 +79,11 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     invalid_arguments.RULE,
     # 10. Request level: reads no item, and no item rule reads it.
     context_management.RULE,
+    # What a refusal named of the request's own fields: a value replaced, then a parameter
+    #    dropped (`instructions` moved into `input`, so after every item rule).
+    request_values.RULE,
+    unsupported_parameters.RULE,
+    unsupported_tool_keys.RULE,
 )
 
 RESPONSES_RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RESPONSES_RULES}

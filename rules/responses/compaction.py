@@ -93,7 +93,7 @@ RULE = Rule(
     "the user messages from before it chosen newest-first within option `user_budget_tokens` (text "
     "characters / 4) and kept in order, then everything after the run unchanged. Unsafe: the items "
     "a checkpoint stands for are no longer sent (counted in the log)",
-    safety="unsafe",
+    safety="lossy",
     default=True,
     apply=apply,
     options=(USER_BUDGET_TOKENS,),

@@ -81,7 +81,7 @@ RULE = Rule(
     repair="drop it unless option `direct_openai` is true (filled from the configuration: the "
     "route's `upstream.url` host is api.openai.com) and the model matches option `models`. The "
     "upstream could not honour the field; the request is served without server-side compaction",
-    safety="safe",
+    safety="unsafe",
     default=True,
     apply=apply,
     options=(

@@ -93,7 +93,10 @@ RULE = Rule(
     repair="the later item keeps its content and loses the duplicated `id` field (the first "
     "keeps it); an exact copy of the earlier item is dropped, a call or an output only when "
     "that leaves nothing unpaired (a replayed duplicate), so no call loses its output",
-    safety="safe",
+    safety={
+        "dropped_id": "safe",
+        "dropped_item": "lossy",
+    },
     default=True,
     apply=apply,
 )

@@ -76,7 +76,13 @@ RULE = Rule(
     "each lossless fix is named in the log, text cut inside a string is closed or emptied "
     '(option `truncated`), only what cannot be repaired becomes `"{}"`, with its length and '
     "sha256 logged",
-    safety="safe",
+    safety={
+        "filled_empty": "safe",
+        "serialized_object": "safe",
+        "repaired_arguments": "safe",
+        "trimmed_arguments": "lossy",
+        "replaced_unrepairable": "lossy",
+    },
     default=False,
     apply=apply,
     options=(TRUNCATED,),

@@ -56,7 +56,7 @@ RULE = Rule(
     "(tjardoo/openai-client#124; docs/providers.md#openai-responses)",
     repair="a stub `function_call_output` with option `output` right after the call. The stub says "
     "no result was recorded",
-    safety="safe",
+    safety="unsafe",
     default=True,
     apply=apply,
     options=(OUTPUT_OPTION,),

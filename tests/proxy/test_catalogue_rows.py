@@ -131,6 +131,36 @@ CASES: dict[str, dict[str, Any]] = {
         "tools": [{"type": "function", "function": {"name": "cron_list"}}],
     },
     "duplicate_tool_names": {"messages": [USER], "tools": TOOLS + TOOLS},
+    # openJiuwen-ai/jiuwenswarm#3942: a typed schema beside anyOf
+    "tool_schema_anyof_type": {
+        "messages": [USER],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "ask_user",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            "options": {"type": "array", "anyOf": [{"items": {"type": "string"}}]}
+                        },
+                    },
+                },
+            }
+        ],
+    },
+    # CherryHQ/cherry-studio#16247: MiniMax-M3 refuses the type M1/M2 take
+    "thinking_type": {"model": "MiniMax-M3", "messages": [USER], "thinking": {"type": "enabled"}},
+    # Simpleyyt/ai-manus#101: the JSON mode beside function tools (Gemini)
+    "json_mode_with_tools": {
+        "messages": [USER],
+        "tools": TOOLS,
+        "response_format": {"type": "json_object"},
+    },
+    # justrach/codegraff#812: an empty text part beside an image
+    "empty_text_part": {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": ""}, IMAGE]}]
+    },
     "thought_signature_missing": {
         "model": "gemini-3.1-pro-preview",
         "messages": [USER, turn(call()), result()],

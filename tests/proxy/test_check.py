@@ -241,8 +241,46 @@ def test_check_error_with_the_request_says_whether_the_repair_changes_it() -> No
         "api": "chat",
         "rules": {"empty-tool-calls": {}},
         "key": "rules",
+        "safety": {"empty-tool-calls": "safe"},
         "changes_request": False,
+        "withheld": [],
     }
+
+
+def test_check_error_says_what_a_retry_would_change_and_what_it_would_leave_out() -> None:
+    """Each rule of the repair with its fix safety; a lossy change the route has not opted in
+    to is left out of the retry (recover.lossy), and check says so."""
+    error = orjson.dumps(
+        {
+            "error": {
+                "message": "Duplicate value for 'tool_call_id' of call_1 in message[3]",
+            }
+        }
+    )
+    request = body(
+        [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "ls", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.py"},
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.py again"},
+            {"role": "user", "content": "next"},
+        ]
+    )
+    _, out = check_error(error, request, fmt="json")
+    report = orjson.loads(out)
+    assert "duplicate-tool-call-ids" in report["withheld"]
+    _, text = check_error(error)
+    assert "duplicate-tool-call-ids: safe: " in text and "lossy: dropped_duplicate_result" in text
 
 
 def test_check_error_with_options_prints_them_in_the_yaml() -> None:

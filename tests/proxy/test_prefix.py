@@ -10,6 +10,7 @@ cache and compares each request with a run that never saw the cache.
 
 from __future__ import annotations
 
+import gc
 import json
 import tracemalloc
 from collections.abc import Sequence
@@ -346,6 +347,112 @@ def test_ten_thousand_sessions_stay_inside_the_bound() -> None:
     tracemalloc.stop()
     assert cache.entries < 10_000  # the oldest went
     assert held <= bound, f"{held} bytes held for a {bound} byte bound"
+
+
+#: What the cache may hold per byte it charges (docs/performance.md#prefix, SECURITY.md):
+#: never more than it charges, measured in traced allocations.
+HELD_PER_CHARGE = 1.0
+
+
+def _held(bodies: Sequence[bytes], api: Api = CHAT_API) -> tuple[int, int, int]:
+    """One session's ``bodies`` through a fresh, unbounded cache: the bytes it then holds
+    (traced allocations still live), what it charges, and what the charge before issue 36
+    (4 bytes per byte of prefix, 40 per message, 2 KiB per entry) would have been."""
+    cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for body in bodies:
+            reading = cache.read("s", api, body)
+            del reading
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    entries = list(cache._lru.values())
+    old = sum(4 * len(e.prefix) + len(e.head) + 2048 + 40 * len(e.items) for e in entries)
+    return held, cache.charged, old
+
+
+def _content(value: Any, copies: int) -> bytes:
+    return orjson.dumps({"messages": [{"role": "user", "content": [value] * copies}]})
+
+
+#: Bodies made of small values, the shapes that cost the most objects per byte: empty
+#: containers, nested ones, small strings and numbers, wide characters, an object of distinct
+#: keys (too many for orjson's key cache; longer than it caches), a turn of many tool calls.
+TINY = {
+    "empty objects": _content({}, 30_000),
+    "empty lists": _content([], 30_000),
+    "nested objects": _content({"a": {"b": {}}}, 20_000),
+    "one-key objects": _content({"a": "b"}, 20_000),
+    "lists of one": _content([[1]], 20_000),
+    "short strings": _content("a", 30_000),
+    "wide strings": _content("\u00e9", 30_000),
+    "astral strings": _content("\U0001f600", 30_000),
+    "numbers": orjson.dumps({"messages": [{"role": "user", "content": list(range(1000, 31000))}]}),
+    "floats": _content(1.5, 30_000),
+    "long keys": orjson.dumps(
+        {"messages": [{"role": "user", "content": {"k" * 65 + str(n): "v" for n in range(43691)}}]}
+    ),
+    "tiny messages": orjson.dumps({"messages": [{"role": "user", "content": "a"}] * 10_000}),
+    "tool calls": orjson.dumps(
+        {
+            "messages": [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": f"c{n}", "type": "function", "function": {"name": "f"}}
+                        for n in range(5000)
+                    ],
+                },
+            ]
+        }
+    ),
+    "one wide text": orjson.dumps(
+        {"messages": [{"role": "user", "content": "x" * 100_000 + "\U0001f600"}] * 4}
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(TINY))
+def test_what_the_cache_holds_is_at_most_its_charge(shape: str) -> None:
+    """Was: bodies of tiny containers held up to 6x what they were charged (670 MB at the
+    default 128 MiB). Now the charge counts their values: whatever a body is made of, the
+    cache holds (traced allocations) at most ``HELD_PER_CHARGE`` times what it charges. The
+    control: the charge before fell short of what the same bodies hold, for the shapes whose
+    values are containers."""
+    body = TINY[shape]
+    # The body, then a session going on from it (a hit extends the entry).
+    grown = body[:-2] + b',{"role":"user","content":[{},{},{}]}]}'
+    held, charged, old = _held([body, grown])
+    assert held <= HELD_PER_CHARGE * charged, f"{held} held for {charged} charged"
+    if shape in ("empty objects", "empty lists", "nested objects", "one-key objects"):
+        assert held > 3 * old, f"the control: {held} held for {old} charged before"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["clean", "clean-kimi", "stuck", "broken"])
+def test_an_agent_session_is_charged_what_it_holds(workload: str) -> None:
+    """The benchmark's sessions (120 requests, each a hit extending the entry): the cache holds
+    at most its charge, and no less than a third of it (a charge far above what is held would
+    crowd sessions out for nothing)."""
+    held, charged, _ = _held(bench_session(120, workload, seed=3))
+    assert charged / 3 <= held <= HELD_PER_CHARGE * charged, (held, charged)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@settings(SETTINGS, max_examples=examples(0.1))
+@given(data=st.data())
+def test_generated_sessions_hold_at_most_their_charge(api: str, data: st.DataObject) -> None:
+    items = RENDER[api](data.draw(conversations(FATES_ALL)))
+    field = APIS[api].field
+    session = bodies(items, data.draw(cuts(len(items))), {"model": "m"}, field)
+    held, charged, _ = _held(session, APIS[api])
+    assert held <= HELD_PER_CHARGE * charged, (held, charged)
 
 
 def test_one_body_over_the_bound_is_not_kept() -> None:

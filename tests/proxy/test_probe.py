@@ -6,8 +6,11 @@ control request is refused."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Awaitable, Callable
+from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 from aiohttp import web
@@ -15,7 +18,16 @@ from aiohttp.test_utils import TestServer
 
 from proxy.cli import main as cli_main
 from proxy.emulate import create_emulator, provider_error
-from proxy.probe import MODEL_BOUND, SHAPES, bodies, cost, endpoint, is_loopback, probe
+from proxy.probe import (
+    MODEL_BOUND,
+    SHAPES,
+    bodies,
+    cost,
+    endpoint,
+    is_loopback,
+    probe,
+    shown,
+)
 from rules.providers.contract import violations
 from rules.providers.profiles import PROFILES
 from tests.conftest import base_url
@@ -70,7 +82,8 @@ def test_every_contract_code_has_a_shape_its_check_refuses() -> None:
     codes = {code for profile in PROFILES.values() for code in profile.contract}
     assert codes <= set(SHAPES)
     for code in codes:
-        model = "gemini-3-pro-preview" if code in MODEL_BOUND else "deepseek-chat"
+        bound = {"thought_signature_missing": "gemini-3-pro-preview", "thinking_type": "MiniMax-M3"}
+        model = bound[code] if code in MODEL_BOUND else "deepseek-chat"
         payload = orjson.loads(bodies(model)[code])
         holding = [p for p in PROFILES.values() if code in p.contract]
         assert any(violations(payload, p.contract)[:1] for p in holding), code
@@ -116,3 +129,87 @@ async def test_the_cli_runs_it(aiohttp_server: Server, capsys: pytest.CaptureFix
     assert await asyncio.to_thread(cli_main, ["probe", base_url(server), "--yes"]) == 0
     out = capsys.readouterr().out
     assert "best fit: kimi " in out and "profile: kimi" in out
+
+
+# --- Issue 36: redirects, a password in the URL, two credentials ------------------------------
+
+
+async def _recording(server_app: web.Application, seen: list[dict[str, str]]) -> web.Application:
+    """``server_app`` with every request's headers noted in ``seen``."""
+
+    @web.middleware
+    async def note(request: web.Request, handler: Any) -> web.StreamResponse:
+        seen.append(dict(request.headers))
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    server_app.middlewares.append(note)
+    return server_app
+
+
+async def test_a_redirect_is_never_followed(aiohttp_server: Server) -> None:
+    """Was: a loopback URL answering 307 to 0.0.0.0 (not loopback to the probe) got the whole
+    battery there, unasked (44 POST bodies). Now the first redirect stops the probe."""
+    elsewhere: list[dict[str, str]] = []
+    target = await aiohttp_server(await _recording(create_emulator(profile="kimi"), elsewhere))
+    location = f"http://0.0.0.0:{target.port}/v1/chat/completions"
+
+    async def redirect(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(status=307, headers={"Location": location})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", redirect)
+    server = await aiohttp_server(app)
+    # The control: a client that follows redirects does reach the other host.
+    endpoint_url = base_url(server) + "/v1/chat/completions"
+    async with aiohttp.ClientSession() as http, http.post(endpoint_url, data=b"{}") as response:
+        assert response.url.host == "0.0.0.0"
+    assert len(elsewhere) == 1
+    code, out, asked = await asyncio.to_thread(_probe, base_url(server))
+    assert code == 2 and asked == [] and len(elsewhere) == 1
+    assert f"answered 307 with a redirect to {location}" in out
+    assert "follows no redirect" in out and "best fit" not in out
+
+
+async def test_the_url_password_is_never_printed_and_one_credential_is_sent(
+    aiohttp_server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: the password in the URL was printed (the request line and the YAML), and with a key
+    set as well the probe died on aiohttp's ValueError. Now it is printed as ***, the YAML has
+    no credentials, and the probe says which credential it sends: the URL's, not the key."""
+    seen: list[dict[str, str]] = []
+    server = await aiohttp_server(await _recording(create_emulator(profile="kimi"), seen))
+    url = f"http://bob:s3cret-pw@127.0.0.1:{server.port}"
+    monkeypatch.setenv("PROBE_KEY", "sk-probe-key")
+    args = ["probe", url, "--yes", "--key-env", "PROBE_KEY"]
+    assert await asyncio.to_thread(cli_main, args) == 0
+    out = capsys.readouterr().out
+    assert "s3cret-pw" not in out and f"http://bob:***@127.0.0.1:{server.port}/v1/" in out
+    said = "credentials: the user and password in the URL (HTTP Basic); $PROBE_KEY is set but "
+    assert said + "not sent." in out and f"url: http://127.0.0.1:{server.port}\n" in out
+    basic = "Basic " + base64.b64encode(b"bob:s3cret-pw").decode()
+    assert seen and all(headers.get("Authorization") == basic for headers in seen)
+    # The key alone: sent as a bearer token, and said so.
+    seen.clear()
+    plain = f"http://127.0.0.1:{server.port}"
+    assert (
+        await asyncio.to_thread(cli_main, ["probe", plain, "--yes", "--key-env", "PROBE_KEY"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "credentials: the key in $PROBE_KEY (Authorization: Bearer)." in out
+    assert seen and all(h.get("Authorization") == "Bearer sk-probe-key" for h in seen)
+    assert "sk-probe-key" not in out
+
+
+def test_an_unreachable_endpoint_is_said_plainly() -> None:
+    code, out, _ = _probe("http://user:pw-secret@127.0.0.1:1")
+    assert code == 2 and "pw-secret" not in out
+    assert "cannot reach http://user:***@127.0.0.1:1/v1/chat/completions: Client" in out
+
+
+def test_a_printed_location_is_the_servers_text_made_safe() -> None:
+    assert shown("http://u:p@h:1/x") == "http://u:***@h:1/x"
+    assert shown("http://:p@h/") == "http://:***@h/"
+    assert shown("/relative") == "/relative"
+    assert "\x1b" not in shown("http://h/\x1b[31mred") and "\x1b" not in shown("\x1b]0;x\x07")

@@ -20,6 +20,7 @@ EXAMPLES = {
     "api.deepseek.com": "https://api.deepseek.com",
     "api.moonshot.ai": "https://api.moonshot.ai/v1",
     "api.moonshot.cn": "https://api.moonshot.cn",
+    "api.kimi.com": "https://api.kimi.com/coding/v1",
     "api.mistral.ai": "https://api.mistral.ai",
     "api.groq.com": "https://api.groq.com/openai",
     "api.openai.com": "https://api.openai.com",

@@ -140,9 +140,14 @@ SESSIONS: dict[str, tuple[bytes, str]] = {
                 {"role": "user", "content": "Thanks."},
             ]
         ),
-        "unknown_field",
+        # the refusal names the key: only that key goes (issue 35), not the allowlist
+        "unsupported_field",
     ),
 }
+
+#: A client's key: learned repairs are kept per client (proxy/learned.py).
+KEY_A = {"Authorization": "Bearer sk-client-a"}
+KEY_B = {"Authorization": "Bearer sk-client-b"}
 
 
 async def _start(
@@ -260,22 +265,47 @@ DANGLING = chat(
 )
 
 
+#: A result that strayed past the next user message: moving it home keeps everything (safe).
+DISPLACED = chat(
+    [
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [call("call_d", "ls", "{}")]},
+        {"role": "user", "content": "Go on."},
+        result("call_d", "a.py"),
+    ]
+)
+
+
 async def test_an_unknown_refusal_that_names_a_tool_call_is_escalated_once(
     aiohttp_server: Server, aiohttp_client: ClientFactory
 ) -> None:
     upstream = Refusing("Bad request: messages[1].tool_calls[0] has no matching tool response.")
-    response, logs, proxy = await _refused(aiohttp_server, aiohttp_client, upstream, DANGLING)
+    response, logs, proxy = await _refused(aiohttp_server, aiohttp_client, upstream, DISPLACED)
     assert response.status == 200
     assert len(upstream.received) == 2
     retried = orjson.loads(upstream.received[1])["messages"]
     assert [m["role"] for m in retried] == ["user", "assistant", "tool", "user"]
-    assert retried[2]["tool_call_id"] == "call_d"
+    assert retried[2] == {"role": "tool", "tool_call_id": "call_d", "content": "a.py"}
     assert response.headers[RECOVERED_HEADER].endswith(f"class={ESCALATED}")
     (recovered,) = [e for e in logs if e["event"] == "request_recovered"]
     assert recovered["error_class"] == ESCALATED and recovered["index"] == 1
     samples = await scrape(proxy)
     labels = {"route": "default", "error_class": ESCALATED, "result": "recovered"}
     assert value(samples, "chatmend_recovery_retries_total", **labels) == 1
+
+
+async def test_an_escalation_writes_no_stub_and_drops_nothing(
+    aiohttp_server: Server, aiohttp_client: ClientFactory
+) -> None:
+    """Issue 35: an unclassified refusal gets only the safe changes of what it names. A call
+    with no result would need a stub (chatmend's words) and an orphan a drop: neither is
+    sent on the upstream's unknown word, and the first answer stands."""
+    upstream = Refusing("Bad request: messages[1].tool_calls[0] has no matching tool response.")
+    with capture_logs() as logs:
+        response, _, _ = await _refused(aiohttp_server, aiohttp_client, upstream, DANGLING)
+    assert response.status == 400
+    assert upstream.received == [DANGLING]
+    assert not [e for e in logs if e["event"] == "request_recovered"]
 
 
 async def test_an_unknown_refusal_naming_a_key_strips_only_by_the_allowlist(
@@ -355,7 +385,7 @@ async def test_the_default_profile_passes_an_upstream_that_refuses_unknown_keys(
         body, _ = SESSIONS["finish_reason copied into history"]
         response = await proxy.post("/v1/chat/completions", data=body)
         assert response.status == 200, await response.text()
-        assert response.headers[RECOVERED_HEADER].endswith("class=unknown_field")
+        assert response.headers[RECOVERED_HEADER].endswith("class=unsupported_field")
         retried = orjson.loads(upstream.received[-1])["messages"]
         assert retried[1] == {"role": "assistant", "content": "Done."}
 
@@ -377,26 +407,30 @@ async def test_a_second_request_of_the_same_kind_reaches_the_upstream_repaired(
     aiohttp_server: Server, aiohttp_client: ClientFactory
 ) -> None:
     """A stuck session pays one refusal: the repair that recovered the first request is applied
-    before sending to the next of the same route and model (one upstream request), and only
-    that repair (a developer message is renamed; ``unknown-roles`` was in the class's repair but
-    changed nothing, so it is not learned)."""
+    before sending to the next of the same client, route and model (one upstream request), the
+    whole repair as it ran (a developer message renamed by ``developer-role``, with the
+    ``unknown-roles`` that stood with it), never a wider one."""
     upstream = Worded()
     proxy = await _start(aiohttp_server, aiohttp_client, upstream)
     body, _ = SESSIONS["a developer message"]
     with capture_logs() as logs:
-        first = await proxy.post("/v1/chat/completions", data=body)
+        first = await proxy.post("/v1/chat/completions", data=body, headers=KEY_A)
         assert first.status == 200 and len(upstream.received) == 2
-        second = await proxy.post("/v1/chat/completions", data=body)
+        second = await proxy.post("/v1/chat/completions", data=body, headers=KEY_A)
     assert second.status == 200
     assert len(upstream.received) == 3  # one upstream request for the second
     assert upstream.received[2] == upstream.received[1]  # repaired as the retry was
     assert RECOVERED_HEADER not in second.headers
     assert "developer-role" in second.headers["X-Chatmend-Changes"]
     (learned,) = [e for e in logs if e["event"] == "recovery_learned"]
-    assert learned["rules"] == ["developer-role"] and learned["error_class"] == "unknown_role"
+    assert learned["rules"] == ["developer-role", "unknown-roles"]
+    assert learned["error_class"] == "unknown_role"
     assert learned["model"] == "deepseek-chat" and learned["route"] == "default"
     samples = await scrape(proxy)
-    assert _learned(samples) == {("default", "deepseek-chat", "developer-role", "unknown_role")}
+    assert _learned(samples) == {
+        ("default", "deepseek-chat", "developer-role", "unknown_role"),
+        ("default", "deepseek-chat", "unknown-roles", "unknown_role"),
+    }
     assert (
         value(
             samples, "chatmend_recovery_learned_total", route="default", error_class="unknown_role"
@@ -409,18 +443,22 @@ async def test_a_second_request_of_the_same_kind_reaches_the_upstream_repaired(
     )
     # another defect is not repaired in advance: the learned repair does not widen
     other, _ = SESSIONS["finish_reason copied into history"]
-    response = await proxy.post("/v1/chat/completions", data=other)
+    response = await proxy.post("/v1/chat/completions", data=other, headers=KEY_A)
     assert response.status == 200 and RECOVERED_HEADER in response.headers
     assert len(upstream.received) == 5
     # another model on the same route has learned nothing
     payload = orjson.loads(body)
     payload["model"] = "deepseek-reasoner"
-    response = await proxy.post("/v1/chat/completions", data=orjson.dumps(payload))
+    response = await proxy.post("/v1/chat/completions", data=orjson.dumps(payload), headers=KEY_A)
     assert response.status == 200 and RECOVERED_HEADER in response.headers
     assert len(upstream.received) == 7
+    # another client has learned nothing either: its identical request pays its own refusal
+    response = await proxy.post("/v1/chat/completions", data=body, headers=KEY_B)
+    assert response.status == 200 and RECOVERED_HEADER in response.headers
+    assert upstream.received[7] == body and len(upstream.received) == 9
     # and a clean request still goes byte for byte
     clean = chat([USER])
-    assert (await proxy.post("/v1/chat/completions", data=clean)).status == 200
+    assert (await proxy.post("/v1/chat/completions", data=clean, headers=KEY_A)).status == 200
     assert upstream.received[-1] == clean
 
 
@@ -436,7 +474,8 @@ async def test_a_learned_repair_is_forgotten_on_ttl_and_on_reload(
 
     async def sends() -> int:
         before = len(upstream.received)
-        assert (await proxy.post("/v1/chat/completions", data=body)).status == 200
+        response = await proxy.post("/v1/chat/completions", data=body, headers=KEY_A)
+        assert response.status == 200
         return len(upstream.received) - before
 
     assert [await sends(), await sends()] == [2, 1]
@@ -455,7 +494,7 @@ async def test_learn_ttl_zero_learns_nothing(
     proxy = await _start(aiohttp_server, aiohttp_client, upstream, recover={"learn_ttl": 0})
     body, _ = SESSIONS["a call without its type"]
     for _ in range(2):
-        assert (await proxy.post("/v1/chat/completions", data=body)).status == 200
+        assert (await proxy.post("/v1/chat/completions", data=body, headers=KEY_A)).status == 200
     assert len(upstream.received) == 4
 
 
@@ -467,9 +506,11 @@ def test_the_learned_store_is_bounded() -> None:
             upstream="http://u",
             api="chat",
             model=f"m{number}",
+            scope="http://u\nclient",
             rules={"tool-call-type": {}},
             error_class="missing_tool_call_type",
             ttl=60,
+            epoch=learned.epoch,
         )
     assert [key[3] for key, _ in learned.entries()] == ["m2", "m3", "m4"]
     learned.learn(
@@ -477,9 +518,11 @@ def test_the_learned_store_is_bounded() -> None:
         upstream="http://u",
         api="chat",
         model="m" * 300,  # a model name this long is not remembered
+        scope="http://u\nclient",
         rules={"tool-call-type": {}},
         error_class="missing_tool_call_type",
         ttl=60,
+        epoch=learned.epoch,
     )
     assert len(learned.entries()) == 3
 
@@ -498,14 +541,14 @@ async def test_replicas_share_what_they_learn_through_redis(
     apps = [create_app(parse_config(settings, default_upstream=base_url(server))) for _ in "ab"]
     one, two = [await aiohttp_client(app) for app in apps]
     body, _ = SESSIONS["a call without its type"]
-    assert (await one.post("/v1/chat/completions", data=body)).status == 200
+    assert (await one.post("/v1/chat/completions", data=body, headers=KEY_A)).status == 200
     assert len(upstream.received) == 2
     for _ in range(50):  # the write is sent after the answer
         await apps[1][LEARNED_KEY].refresh()
         if apps[1][LEARNED_KEY].entries():
             break
         await asyncio.sleep(0.02)
-    assert (await two.post("/v1/chat/completions", data=body)).status == 200
+    assert (await two.post("/v1/chat/completions", data=body, headers=KEY_A)).status == 200
     assert len(upstream.received) == 3
     assert _learned(await scrape(two)) == {
         ("default", "deepseek-chat", "tool-call-type", "missing_tool_call_type")
@@ -523,7 +566,7 @@ async def test_chatmend_learned_prints_what_a_running_proxy_learned(
     assert await asyncio.to_thread(cli_main, ["learned", url]) == 0
     assert capsys.readouterr().out == "nothing learned\n"
     body, _ = SESSIONS["a call without its type"]
-    status, _ = await _post(url + "/v1/chat/completions", body, {})
+    status, _ = await _post(url + "/v1/chat/completions", body, KEY_A)
     assert status == 200
     capsys.readouterr()  # the proxy's own log lines
     assert await asyncio.to_thread(cli_main, ["learned", url]) == 0

@@ -47,9 +47,12 @@ def test_check_reads_a_responses_body() -> None:
         "input[1] responses_unanswered_call: No tool output found for function call call_1." in text
     )
     assert "after repair: accepted" in text
-    # --profile names a chat profile: a Responses body still gets the Responses rules
-    chat_plan = parse_config({}).planner().plans["passthrough"]
+    # --profile names a chat profile: a Responses body gets that profile's Responses rules
+    chat_plan = parse_config({}).planner().plans["groq"]
     assert check_body(body, chat_plan).status == REPAIRED
+    # ... and passthrough's none: it runs no rule on any API
+    passthrough = parse_config({}).planner().plans["passthrough"]
+    assert check_body(body, passthrough).status != REPAIRED
 
 
 def test_check_reports_and_repairs_invalid_arguments_where_the_provider_refuses_them() -> None:

@@ -47,7 +47,8 @@ def check(messages: list[Any]) -> list[Any]:
 
 def test_rule_record() -> None:
     assert RULE.name == NAME == "duplicate-tool-call-ids"
-    assert RULE.safety == "safe"
+    assert RULE.safety_of("renamed_id") == "safe"
+    assert RULE.safety_of("dropped_duplicate_result") == "lossy"  # a second result's text
     assert RULE.default is True
     assert RULE.options == ()
     assert RULE.apply is apply

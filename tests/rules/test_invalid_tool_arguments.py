@@ -244,7 +244,7 @@ def test_copy_on_write_shares_what_did_not_change() -> None:
         '{"broken":1}',
         '{"dict":true}',
     ]
-    assert [c.action for c in outcome.changes] == ["repaired_arguments", "serialized_object"]
+    assert [c.action for c in outcome.changes] == ["trimmed_arguments", "serialized_object"]
 
 
 def test_other_keys_are_kept() -> None:

@@ -20,7 +20,7 @@ CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": 
 def test_rule_record() -> None:
     assert RULE.name == NAME == "leading-user-message"
     assert RULE.default is False
-    assert RULE.safety == "safe"
+    assert RULE.safety == "unsafe"  # a user turn chatmend writes
     assert [(o.name, o.default) for o in RULE.options] == [("content", ".")]
     assert DEFAULT_CONTENT == "."
     assert RULE in RULES

@@ -25,7 +25,8 @@ role_lists = st.lists(st.sampled_from(ROLES), unique=True).map(list)
 
 def test_rule_record() -> None:
     assert RULE.name == NAME == "null-content"
-    assert RULE.default is False and RULE.safety == "safe"
+    assert RULE.default is False and RULE.safety_of("filled_content") == "safe"
+    assert RULE.safety_of("filled_tool_content") == "unsafe"  # "(no output)" is chatmend's
     assert RULE in RULES
     assert {o.name for o in RULE.options} == {"content", "tool_content", "roles"}
 

@@ -14,7 +14,7 @@ from tests.work import assert_linear
 def test_rule_record() -> None:
     assert RULE.name == NAME == "orphan-tool-results"
     assert RULE.default is True
-    assert RULE.safety == "unsafe"  # a dropped result's text no longer reaches the model
+    assert RULE.safety_of("dropped_result") == "lossy"  # its text no longer reaches the model
     assert RULE in RULES
 
 

@@ -49,6 +49,21 @@ RESPONSES_CASES: dict[str, dict[str, Any]] = {
         "input": [USER],
         "context_management": [{"type": "compaction", "compact_threshold": 1000}],
     },
+    # continuedev/continue#11994: the message item replayed after its call
+    "responses_reasoning_order": {
+        "input": [
+            USER,
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            CALL,
+            {"type": "message", "id": "msg_1", "role": "assistant", "content": "Reading."},
+            OUTPUT,
+        ]
+    },
+    # anomalyco/opencode#4445: a reasoning item replayed by id with store false
+    "responses_unpersisted_item": {
+        "store": False,
+        "input": [USER, {"type": "reasoning", "id": "rs_1", "summary": []}, USER],
+    },
 }
 
 
@@ -200,6 +215,12 @@ MESSAGES_CASES: dict[str, dict[str, Any]] = {
     },
     "messages_context_management": {"messages": [_u(_GO)], "context_management": {"edits": []}},
     "messages_thinking_type": {"messages": [_u(_GO)], "thinking": {"type": "adaptive"}},
+    # deepseek-ai/awesome-deepseek-agent#167: a system message Claude Code injects
+    "messages_system_role": {"messages": [_u(_GO), {"role": "system", "content": "Skills: pdf"}]},
+    # griffinmartin/opencode-claude-auth#123: five breakpoints
+    "messages_cache_markers": {
+        "messages": [_u(*[{**_GO, "cache_control": {"type": "ephemeral"}}] * 5)],
+    },
 }
 
 

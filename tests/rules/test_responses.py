@@ -215,7 +215,8 @@ def test_the_planner_fills_direct_openai_from_the_upstream_and_the_operator_wins
     openai = parse_config({"upstream": {"url": "https://api.openai.com/v1"}})
     assert options(openai.planner())["direct_openai"] is True
     plan = openai.planner().responses
-    assert plan.api == "responses" and plan.profile == "responses"
+    # openai's own Responses settings (responses-reasoning-order) name the plan after it
+    assert plan.api == "responses" and plan.profile == "responses:openai"
     assert plan.contract["responses_context_management"]["direct_openai"] is True
     relay = parse_config(
         {
@@ -229,11 +230,19 @@ def test_the_planner_fills_direct_openai_from_the_upstream_and_the_operator_wins
 
 
 def test_a_profile_without_responses_settings_gets_the_rules_defaults() -> None:
-    planner = Planner("passthrough")
-    assert planner.plan("any").steps == []
+    planner = Planner("groq")
     defaults = [r.name for r in RESPONSES_RULES if r.default]
     assert [r.name for r, _ in planner.responses.steps] == defaults
     assert compile_responses_plan().contract.keys() == RESPONSES_CONTRACT.keys()
+
+
+def test_passthrough_runs_no_rule_on_any_api() -> None:
+    """Issue 35: under passthrough the Responses rules ran (their defaults); it relays only, on
+    every API: recovery alone acts."""
+    planner = Planner("passthrough")
+    assert planner.plan("any").steps == []
+    assert planner.responses.steps == []
+    assert planner.messages("any").steps == []
 
 
 def test_a_profile_adds_the_responses_repairs_its_provider_needs() -> None:

@@ -25,7 +25,7 @@ def order_errors(messages: list[Any]) -> list[Any]:
 
 def test_rule_record_and_option() -> None:
     assert RULE.name == NAME == "tool-user-bridge"
-    assert RULE.default is False and RULE.safety == "safe"
+    assert RULE.default is False and RULE.safety == "unsafe"
     assert RULES_BY_NAME[NAME] is RULE
     names = [rule.name for rule in RULES]
     assert names.index("leading-user-message") < names.index(NAME)

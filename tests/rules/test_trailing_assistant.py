@@ -38,7 +38,8 @@ def open_end(messages: list[Any], **options: Any) -> list[tuple[int | None, str]
 
 def test_rule_record_and_options() -> None:
     assert RULE.name == NAME == "trailing-assistant"
-    assert RULE.default is False and RULE.safety == "safe"
+    assert RULE.default is False and RULE.safety_of("inserted_message") == "unsafe"
+    assert RULE.safety_of("removed_message") == "lossy"
     assert RULES_BY_NAME[NAME] is RULE
     action, content, prefix_allowed = RULE.options
     assert (action.name, action.default, action.choices) == ("action", "continue", ACTIONS)

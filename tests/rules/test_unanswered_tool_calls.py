@@ -19,7 +19,7 @@ def stub(cid: str, content: str = DEFAULT_CONTENT) -> dict[str, Any]:
 def test_rule_record_and_option() -> None:
     assert RULE.name == NAME == "unanswered-tool-calls"
     assert RULE.default is True
-    assert RULE.safety == "safe"
+    assert RULE.safety == "unsafe"  # the stub is chatmend's words
     assert RULE in RULES
     (option,) = RULE.options
     assert (option.name, option.default) == ("content", DEFAULT_CONTENT)

@@ -27,7 +27,7 @@ CHECK = CHECKS_BY_CODE["unknown_field"]
 
 def test_rule_record() -> None:
     assert RULE.name == NAME == "unknown-message-fields"
-    assert RULE.default is False and RULE.safety == "safe"
+    assert RULE.default is False and RULE.safety == "unsafe"
     assert RULE in RULES
     assert {o.name for o in RULE.options} == {"allow", "deny", "drop_null"}
     for option in RULE.options:

@@ -145,6 +145,21 @@ def _content_object(
             yield Found(index, {"role": role})
 
 
+def _empty_text_part(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    """A part list that holds a text part with no visible text next to another part."""
+    for index, message in enumerate(messages):
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is not list or len(content) < 2:
+            continue
+        for position, part in enumerate(content):
+            text = part.get("text") if type(part) is dict and part.get("type") == "text" else None
+            if type(text) is str and not text.strip():
+                yield Found(index, {"position": position})
+                break
+
+
 #: Schema checks (a provider deserializes before it validates), in the order of the
 #: docs/providers.md#content rows.
 CHECKS: tuple[Check, ...] = (
@@ -221,5 +236,12 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#kimi-content, Moonshot / Kimi (MoonshotAI/kimi-cli#2621, #2035)
         "text content is empty",
         options={"roles": ["assistant"], "kinds": list(KINDS)},
+    ),
+    Check(
+        "empty_text_part",
+        "no empty text part in a content list that holds another part",
+        _empty_text_part,
+        # docs/providers.md#glm-content, Zhipu GLM's generic 1210 (justrach/codegraff#812)
+        "Invalid API parameter, please check the documentation.",
     ),
 )

@@ -284,6 +284,38 @@ def _duplicate_tool_names(
         yield Found(None)
 
 
+def _system_role(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    for index, message in enumerate(messages):
+        if type(message) is dict and message.get("role") == "system":
+            yield Found(index)
+            return
+
+
+def _cache_markers(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    """More cache_control markers than the endpoint takes, counted over tools, system blocks,
+    messages' blocks and tool results' own."""
+    count = 0
+    for field in ("tools", "system"):
+        values = request.get(field)
+        for value in values if type(values) is list else ():
+            count += type(value) is dict and "cache_control" in value
+    for message in messages:
+        content = message.get("content") if type(message) is dict else None
+        for block in content if type(content) is list else ():
+            if type(block) is not dict:
+                continue
+            count += "cache_control" in block
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for part in inner if type(inner) is list else ():
+                count += type(part) is dict and "cache_control" in part
+    if count > options["max"]:
+        yield Found(None, {"max": options["max"], "count": count})
+
+
 MESSAGES_CHECKS: tuple[Check, ...] = (
     Check(
         "messages_unanswered_tool_use",
@@ -467,6 +499,22 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _server_tools,
         # an Anthropic-format relay in front of DeepSeek (QuantumNous/new-api#5380)
         "Invalid type for 'tools.{position}', expected an json object.",
+    ),
+    Check(
+        "messages_system_role",
+        "no message with role system inside messages",
+        _system_role,
+        # DeepSeek's Anthropic endpoint (deepseek-ai/awesome-deepseek-agent#167)
+        "Failed to deserialize the JSON body into the target type: messages[{index}].role: "
+        "unknown variant `system`, expected `user` or `assistant`",
+    ),
+    Check(
+        "messages_cache_markers",
+        "at most so many cache_control markers",
+        _cache_markers,
+        # Anthropic (griffinmartin/opencode-claude-auth#123)
+        "A maximum of {max} blocks with cache_control may be provided. Found {count}.",
+        options={"max": 4},
     ),
 )
 MESSAGES_CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in MESSAGES_CHECKS}

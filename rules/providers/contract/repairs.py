@@ -9,6 +9,12 @@ field allowlist, every empty content shape, any model). Several rules stand in o
 one refusal has several causes: an unanswered call may be a split turn, a displaced result or a
 dangling call, and the pairing rules only ever act where their own defect is.
 
+What a repair may change is its rules' fix safety (``Rule.safety``): recovery runs its ``safe``
+and ``unsafe`` changes (the refusal named the class) and its ``lossy`` ones only where the route
+opts in (``recover.lossy``). Where a rule can keep the client's data or drop it, the table asks
+for the keeping form: an orphan result kept as text, a refused role renamed, thinking parts moved
+to ``reasoning_content``.
+
 A class no rule can repair is not here (``UNREPAIRABLE`` says why).
 """
 
@@ -40,9 +46,10 @@ class Repair:
 #: hermes E1), a result displaced past a message, or a call never answered.
 _PAIRING: Settings = {
     "consecutive-assistant-messages": {},
+    "blank-tool-call-ids": {},
     "displaced-tool-results": {},
     "missing-tool-call-ids": {},
-    "orphan-tool-results": {},
+    "orphan-tool-results": {"action": "text"},
     "unanswered-tool-calls": {},
 }
 #: Every empty content shape next to tool calls, in the shape Kimi asks for
@@ -72,6 +79,14 @@ _CHAT: dict[str, Settings] = {
     "duplicate_tool_names": {"duplicate-tool-names": {}},
     "thinking_temperature": {"thinking-sampling": {"fixed": {"temperature": 1.0}, "models": ["*"]}},
     "thought_signature_missing": {"missing-thought-signatures": {"models": ["*"]}},
+    "tool_schema_anyof_type": {"anyof-parent-types": {}},
+    # the JSON mode goes, the tools stay: the request's own instructions still ask for JSON
+    # (Simpleyyt/ai-manus#101)
+    "json_mode_with_tools": {"unsupported-parameters": {"drop": ["response_format"]}},
+    # the one value MiniMax-M3 refuses, with the one nearest in meaning it takes
+    "thinking_type": {
+        "request-values": {"replace": {"thinking.type": {"enabled": "adaptive"}}, "models": ["*"]}
+    },
     # Mistral's nine characters also satisfy OpenAI's forty.
     "tool_call_id_format": {"tool-call-ids": {"format": "mistral9"}},
     "function_name_invalid": {"function-names": {"pattern": "strict"}},
@@ -79,9 +94,11 @@ _CHAT: dict[str, Settings] = {
     # role sequence (docs/providers.md#roles)
     "successive_assistant": {"consecutive-assistant-messages": {}},
     "successive_user": {"consecutive-user-messages": {}},
+    # two system messages break a template's alternation too (suitenumerique/conversations#197)
     "roles_not_alternating": {
         "consecutive-assistant-messages": {},
         "consecutive-user-messages": {},
+        "system-messages": {"later": "hoist"},
     },
     "system_not_first": {"system-messages": {"later": "hoist"}},
     "multiple_system": {"system-messages": {"later": "hoist"}},
@@ -90,17 +107,18 @@ _CHAT: dict[str, Settings] = {
     "no_user_message": {"leading-user-message": {}},
     "trailing_assistant": {"trailing-assistant": {"action": "continue", "prefix_allowed": False}},
     "unexpected_role_order": {"tool-user-bridge": {}},
-    "unknown_role": {"developer-role": {}, "unknown-roles": {}},
+    "unknown_role": {"developer-role": {}, "unknown-roles": {"action": "rename"}},
     # content shape (docs/providers.md#content)
     "content_missing": {"null-content": _ALL_ROLES},
     "content_null": {"null-content": _ALL_ROLES},
     "content_not_string": {
-        "thinking-parts": {},
+        "thinking-parts": {"action": "reasoning_content"},
         "text-part-arrays": {**_ALL_ROLES, "lists": True, "min_parts": 1},
     },
     "content_object": {"text-part-arrays": _ALL_ROLES},
     "multiple_text_elements": {"text-part-arrays": {**_ALL_ROLES, "lists": True}},
-    "thinking_part": {"thinking-parts": {}},
+    "empty_text_part": {"empty-text-parts": {}},
+    "thinking_part": {"thinking-parts": {"action": "reasoning_content"}},
     "tool_call_content_empty": {"tool-call-content": _CALL_CONTENT_OMIT},
     # xAI wants "" where other providers want nothing (docs/providers.md#xai-content,
     # langchain-ai/langchain#34140).
@@ -119,8 +137,9 @@ _CHAT: dict[str, Settings] = {
 
 _RESPONSES: dict[str, Settings] = {
     "responses_orphan_output": {
+        "responses-blank-call-ids": {},
         "responses-displaced-messages": {},
-        "responses-orphan-outputs": {},
+        "responses-orphan-outputs": {"action": "text"},
         "responses-early-outputs": {},
     },
     "responses_interrupted_output": {"responses-displaced-messages": {}},
@@ -130,11 +149,13 @@ _RESPONSES: dict[str, Settings] = {
         "responses-early-outputs": {},
         "responses-displaced-messages": {"adjacency": "strict"},
     },
-    "responses_unanswered_call": {"responses-unanswered-calls": {}},
+    "responses_unanswered_call": {"responses-blank-call-ids": {}, "responses-unanswered-calls": {}},
     "responses_invalid_arguments": {"responses-invalid-arguments": {}},
     "responses_duplicate_item": {"responses-duplicate-items": {}},
     "responses_call_id_too_long": {"responses-call-ids": {}},
     "responses_context_management": {"responses-context-management": {}},
+    "responses_reasoning_order": {"responses-reasoning-order": {}},
+    "responses_unpersisted_item": {"responses-unpersisted-items": {}},
 }
 
 #: Anthropic Messages (docs/anthropic.md): a missing result or an orphan may come from a split
@@ -142,7 +163,8 @@ _RESPONSES: dict[str, Settings] = {
 #: mode is on, or the model refuses a prefill, whatever the profile's model patterns say.
 _MESSAGES_PAIRING: Settings = {
     "messages-consecutive-roles": {},
-    "messages-tool-result-pairing": {},
+    "messages-blank-tool-use-ids": {},
+    "messages-tool-result-pairing": {"orphans": "text"},
 }
 _MESSAGES: dict[str, Settings] = {
     "messages_unanswered_tool_use": _MESSAGES_PAIRING,
@@ -172,6 +194,8 @@ _MESSAGES: dict[str, Settings] = {
     "messages_tool_result_cache_control": {"messages-tool-result-cache-control": {}},
     "messages_context_management": {"messages-context-management": {}},
     "messages_thinking_type": {"messages-thinking-type": {"models": ["*"]}},
+    "messages_system_role": {"messages-system-messages": {}},
+    "messages_cache_markers": {"messages-cache-control": {"max_markers": 4}},
 }
 
 #: Error class -> its repair, per API.

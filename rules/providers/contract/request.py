@@ -5,6 +5,7 @@ request on their own (never through the rules' predicates)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.engine.thinking import THINKING_MODELS
@@ -70,6 +71,51 @@ def _thinking_sampling(
         yield Found(None, {"temperature": options["temperature"]})
 
 
+def _schemas(value: Any, path: str, depth: int) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every schema object in a tool's ``parameters``, with its dotted path (``root`` for the
+    top), as Moonshot names the place (at most 64 levels deep)."""
+    if depth > 64:
+        return
+    if isinstance(value, dict):
+        yield path or "root", value
+        for key, inner in value.items():
+            yield from _schemas(inner, f"{path}.{key}" if path else str(key), depth + 1)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _schemas(inner, path, depth + 1)
+
+
+def _anyof_parent_type(
+    messages: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    for position, function in _functions(request):
+        for path, schema in _schemas(function.get("parameters"), "", 0):
+            if isinstance(schema.get("anyOf"), list) and "type" in schema:
+                yield Found(None, {"position": position, "path": path})
+                return
+
+
+def _thinking_type(
+    messages: list[Any], request: Mapping[str, Any], options: Mapping[str, Any]
+) -> Iterator[Found]:
+    thinking = request.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    model = request.get("model")
+    if kind not in options["refused"] or not isinstance(model, str):
+        return
+    if any(fnmatchcase(model.lower(), str(p).lower()) for p in options["models"]):
+        yield Found(None, {"type": kind})
+
+
+def _json_mode_with_tools(
+    messages: list[Any], request: Mapping[str, Any], options: Any
+) -> Iterator[Found]:
+    response_format = request.get("response_format")
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind in ("json_object", "json_schema") and request.get("tools"):
+        yield Found(None, {"type": kind})
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         "empty_tools",
@@ -116,5 +162,30 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#kimi-request, Kimi thinking models (lsdefine/GenericAgent#30)
         "invalid temperature: only 1 is allowed for this model",
         options={"models": THINKING_MODELS, "temperature": 1},
+    ),
+    Check(
+        "tool_schema_anyof_type",
+        "no schema of a tool's parameters has both anyOf and its own type",
+        _anyof_parent_type,
+        # docs/providers.md#kimi-request, Moonshot/Kimi (openJiuwen-ai/jiuwenswarm#3942,
+        # openclaw/openclaw#113130)
+        "tools.function.parameters is not a valid moonshot flavored json schema, details: <At "
+        "path '{path}': when using anyOf, type should be defined in anyOf items instead of the "
+        "parent schema>",
+    ),
+    Check(
+        "thinking_type",
+        "thinking.type is one the model takes",
+        _thinking_type,
+        # docs/providers.md#minimax-request, MiniMax-M3 (CherryHQ/cherry-studio#16247)
+        'invalid params, invalid thinking.type: "{type}" (allowed: adaptive, disabled) (2013)',
+        options={"models": ["minimax-m3*"], "refused": ["enabled"]},
+    ),
+    Check(
+        "json_mode_with_tools",
+        "no JSON response format beside function tools",
+        _json_mode_with_tools,
+        # docs/providers.md#gemini-request, Gemini's OpenAI endpoint (Simpleyyt/ai-manus#101)
+        "Function calling with a response mime type: 'application/json' is unsupported",
     ),
 )

@@ -183,6 +183,40 @@ def _context_management(
         yield Found(None)
 
 
+def _reasoning_order(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
+    """An assistant message item with an id that stands between a call and that call's output
+    while a reasoning item opened its response's items: OpenAI wants it right after that
+    reasoning item, as the response gave them."""
+    reasoning: str | None = None
+    waiting: set[str] = set()
+    for index, item in enumerate(items):
+        if _typed(item, "reasoning"):
+            reasoning, waiting = item_id(item) or "", set()
+        elif is_call(item):
+            waiting.add(call_id(item) or "")
+        elif is_output(item):
+            waiting.discard(call_id(item) or "")
+            if not waiting:
+                reasoning = None
+        elif is_message(item) and item.get("role") == "assistant" and item_id(item):
+            if reasoning is not None and waiting:
+                yield Found(index, {"id": item["id"], "reasoning": reasoning})
+        else:
+            reasoning, waiting = None, set()
+
+
+def _unpersisted(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
+    """With ``store: false``, an item that only points to a stored one (OpenAI)."""
+    if request.get("store") is not False:
+        return
+    for index, item in enumerate(items):
+        reference = _typed(item, "item_reference")
+        bare = _typed(item, "reasoning") and item_id(item) and not item.get("encrypted_content")
+        if reference or bare:
+            yield Found(index, {"id": item_id(item) or ""})
+            return
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         "responses_orphan_output",
@@ -252,11 +286,34 @@ CHECKS: tuple[Check, ...] = (
         "context_management: Extra inputs are not permitted",
         options={"direct_openai": False, "models": list(ELIGIBLE_MODELS)},
     ),
+    Check(
+        "responses_reasoning_order",
+        "A message item of a reasoning response replayed after its call instead of right after "
+        "its reasoning item (OpenAI).",
+        _reasoning_order,
+        # docs/providers.md#openai-responses, OpenAI Responses (continuedev/continue#11994)
+        "Item '{id}' was provided without its required 'reasoning' item: '{reasoning}'.",
+    ),
+    Check(
+        "responses_unpersisted_item",
+        "With store false, an item that only points to a stored one (OpenAI).",
+        _unpersisted,
+        # docs/providers.md#openai-responses, OpenAI Responses (anomalyco/opencode#4445)
+        "Item with id '{id}' not found. Items are not persisted when `store` is set to false. "
+        "Try again with `store` set to true, or remove this item from your input.",
+    ),
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 
 #: Checks only some providers apply: a profile adds them (``Profile.responses_contract``).
-PROFILE_ONLY = frozenset({"responses_nonadjacent_output", "responses_invalid_arguments"})
+PROFILE_ONLY = frozenset(
+    {
+        "responses_nonadjacent_output",
+        "responses_invalid_arguments",
+        "responses_reasoning_order",
+        "responses_unpersisted_item",
+    }
+)
 
 #: The strict Responses contract every profile applies: every check but ``PROFILE_ONLY``, in its
 #: default words.

@@ -1,0 +1,47 @@
+"""messages-unsupported-tool-keys: a tool definition key the endpoint refuses by name is not sent.
+
+What: request level. Each key named in option ``keys`` is removed from every ``tools[]`` entry
+(a client tool or a server tool). A tool's ``type``, ``name``, ``description`` and
+``input_schema`` are never removed. Empty by default: recovery fills it from the refusal that
+names the key (proxy/named.py). The change names the keys and the tools' positions, never their
+values.
+Why: clients send the tool keys of a newer Messages API (``defer_loading``, a ``custom``
+wrapper, ``strict``) to endpoints whose schema refuses them: Bedrock's (BerriAI/litellm#36855),
+Cohere's through OpenRouter "unknown field: parameter 'strict' is not a valid field"
+(OpenRouterTeam/openrouter-examples#71; docs/providers.md#request).
+Safety: unsafe: the request no longer asks what the key asked (``strict``: schema adherence);
+the tool and its schema stay.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.engine.base import Option, Outcome, Rule, RuleContext
+from rules.engine.named import names, without_tool_keys
+from rules.engine.wake import fields
+
+NAME = "messages-unsupported-tool-keys"
+
+KEYS: Option[list[str]] = Option("keys", [], "Tool definition keys removed (names).")
+
+
+def apply(items: list[Any], ctx: RuleContext) -> Outcome:
+    return without_tool_keys(items, ctx.request, rule=NAME, keys=names(KEYS.of(ctx)))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Drop the tool definition keys the endpoint refuses by name.",
+    defect="request level: a tool key the endpoint's schema does not take (a `custom` wrapper on "
+    "Bedrock, BerriAI/litellm#36855; \"unknown field: parameter 'strict' is not a valid field\", "
+    "OpenRouterTeam/openrouter-examples#71; docs/providers.md#request)",
+    repair="remove each key in option `keys` from every tool; never what makes the tool. "
+    "Recovery fills it from the refusal",
+    safety="unsafe",
+    default=False,
+    apply=apply,
+    options=(KEYS,),
+    reads_request=True,
+    woken_by=fields("tools"),
+)

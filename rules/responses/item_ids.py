@@ -1,0 +1,78 @@
+"""responses-item-ids: an ``input`` item's ``id`` the endpoint refuses is not sent.
+
+What: an item's ``id`` is optional (``call_id`` pairs a call with its output; a message or
+reasoning item is read by its content). It is removed where the endpoint refuses it: an item of
+a type named in option ``prefixes`` whose ``id`` does not begin with the prefix given for it
+(``{"function_call": "fc", "reasoning": "rs"}``), or any ``id`` longer than option
+``max_length`` (0: no limit). Empty by default: recovery fills them from the refusal (the
+prefix, or the length it names, proxy/named.py). The change names the item's type and the
+reason, never the id.
+Why: OpenAI's and Copilot's Responses API check the ids a client carries over from another
+source: "Invalid 'input[1].id': 'item_A9v…'. Expected an ID that begins with 'fc'."
+(Wei-Shaw/sub2api#3785), "… Expected an ID that begins with 'rs'." for a ``thinking_0``
+(github/copilot-language-server-release#46), "Invalid 'input[2].id': string too long.
+Expected a string with maximum length 64, but got a string with length 416 instead."
+(can1357/oh-my-pi#284; docs/providers.md#openai-responses).
+Safety: unsafe: the item goes without its id (what it says is kept; a stored item it named is
+no longer referred to).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.named import renames
+from rules.responses.items import item_type
+
+NAME = "responses-item-ids"
+
+PREFIXES: Option[dict[str, str]] = Option(
+    "prefixes", {}, "Item type -> the prefix its id must begin with: `{function_call: fc}`."
+)
+MAX_LENGTH = Option("max_length", 0, "The longest id kept (0: no limit).")
+
+
+def apply(items: list[Any], ctx: RuleContext) -> Outcome:
+    prefixes = renames(PREFIXES.of(ctx))
+    limit = MAX_LENGTH.of(ctx)
+    limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else 0
+    if not prefixes and not limit:
+        return Outcome(items)
+    out: list[Any] | None = None
+    changes: list[Change] = []
+    for index, item in enumerate(items):
+        value = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(value, str):
+            continue
+        kind = item_type(item)
+        prefix = prefixes.get(kind or "")
+        reason = None
+        if prefix is not None and not value.startswith(prefix):
+            reason = "prefix"
+        elif limit and len(value) > limit:
+            reason = "too_long"
+        if reason is None:
+            continue
+        out = list(items) if out is None else out
+        out[index] = {key: inner for key, inner in item.items() if key != "id"}
+        detail = {"type": kind, "reason": reason, "length": len(value)}
+        changes.append(Change(NAME, index, "dropped_id", detail))
+    return Outcome(items) if out is None else Outcome(out, tuple(changes))
+
+
+RULE = Rule(
+    name=NAME,
+    summary="Drop an `input` item's id the endpoint refuses (a foreign prefix, too long).",
+    defect="an item id the endpoint refuses: \"Invalid 'input[1].id': 'item_…'. Expected an ID "
+    "that begins with 'fc'.\" (Wei-Shaw/sub2api#3785), \"Invalid 'input[2].id': string too long. "
+    'Expected a string with maximum length 64" (can1357/oh-my-pi#284; '
+    "docs/providers.md#openai-responses)",
+    repair="remove the id of an item of a type in option `prefixes` that does not begin with its "
+    "prefix, or longer than option `max_length`; recovery fills them from the refusal. The item "
+    "is kept",
+    safety="unsafe",
+    default=False,
+    apply=apply,
+    options=(PREFIXES, MAX_LENGTH),
+)
