@@ -297,20 +297,17 @@ class MessagesStream:
         return bytes(out)
 
     def _close_text(self, index: int, stop_event: dict[str, Any] | None) -> bytes:
-        block = self._text.pop(index)
-        out = bytearray(self._pieces_keep(index, block, block.scanner.end()))
+        """The end of a text block: what its scanner holds, then its stop (or, for a block
+        that showed nothing, the blocks after it move up by one)."""
+        block = self._text[index]
+        out = bytearray(self._pieces(index, block.scanner.end()))
+        del self._text[index]
         if block.started:
-            out += _frame({**(stop_event or {"type": "content_block_stop"}), "index": index + self._shift})
+            stop = stop_event or {"type": "content_block_stop"}
+            out += _frame({**stop, "index": index + self._shift})
         else:
-            self._shift -= 1  # the block showed nothing: the next ones move up by one
+            self._shift -= 1
         return bytes(out)
-
-    def _pieces_keep(self, index: int, block: _TextBlock, pieces: list[Piece]) -> bytes:
-        self._text[index] = block
-        try:
-            return self._pieces(index, pieces)
-        finally:
-            self._text.pop(index, None)
 
 
 class _TextBlock:
