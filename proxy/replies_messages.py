@@ -221,7 +221,7 @@ class MessagesStream:
         if kind == "content_block_start" and isinstance(index, int):
             block = payload.get("content_block")
             if isinstance(block, dict) and block.get("type") == "text":
-                self._text[index] = _TextBlock(self.reply.scanner(), payload)
+                self._text[index] = _TextBlock(self.reply.scanner(), payload, event)
                 if block.get("text"):
                     return self._pieces(index, self._text[index].scanner.feed(block["text"]))
                 return b""  # held until its first text passes
@@ -255,8 +255,10 @@ class MessagesStream:
         block = self._text[index]
         pieces = block.scanner.feed(text)
         unchanged = len(pieces) == 1 and isinstance(pieces[0], Text) and pieces[0].text == text
-        if unchanged and block.started and not self._shift:
-            return event
+        if unchanged and not self._shift:
+            start = b"" if block.started else block.raw
+            block.started = True
+            return start + event
         return self._pieces(index, pieces)
 
     def _pieces(self, index: int, pieces: list[Piece]) -> bytes:
@@ -267,7 +269,8 @@ class MessagesStream:
         for piece in pieces:
             if isinstance(piece, Text):
                 if not block.started:
-                    out += _frame({**block.start, "index": index + self._shift})
+                    moved = {**block.start, "index": index + self._shift}
+                    out += block.raw if not self._shift else _frame(moved)
                     block.started = True
                 out += _frame(
                     {
@@ -311,11 +314,15 @@ class MessagesStream:
 
 
 class _TextBlock:
-    __slots__ = ("scanner", "start", "started")
+    """A text block being read: its scanner, its start event (as parsed and as it came), and
+    whether that start was passed on yet."""
 
-    def __init__(self, scanner: TextCalls, start: dict[str, Any]) -> None:
+    __slots__ = ("raw", "scanner", "start", "started")
+
+    def __init__(self, scanner: TextCalls, start: dict[str, Any], raw: bytes) -> None:
         self.scanner = scanner
         self.start = start
+        self.raw = raw
         self.started = False
 
 
