@@ -119,11 +119,11 @@ $(CLAUDE_CODE):
 ## Regenerate docs/rules.md, docs/profiles.md and config.example.yaml's rules section from the
 ## records (rule, option, profile and check records); tests/test_docs.py fails until they match.
 docs: $(VENV)/.run-installed
-	$(BIN)/python -m proxy.docs --write
+	$(BIN)/python -m tools.docs --write
 
 ## Scaffold a rule (CONTRIBUTING.md#add-a-rule): make rule NAME=<kebab-name> API=chat|responses|messages
 rule: $(VENV)/.test-installed
-	$(BIN)/python -m bench.new_rule $(NAME) $(API)
+	$(BIN)/python -m tools.new_rule $(NAME) $(API)
 
 ## The reasoning stash's Redis backend is tested against a real redis-server on loopback
 ## (each test starts its own on a free port, no persistence): installed here if missing.

@@ -1,13 +1,13 @@
 """Byte-for-byte behaviour record: every built-in profile x every API x a corpus of bodies.
 
-``python -m bench.equivalence --write FILE`` runs ``proxy.sanitize.sanitize_body`` (plans from
-``rules.providers.planner.Planner``, contract checks on) over the corpus and writes, per case, the
-sha256 of the body it returns, its changes ``(rule, index, action, detail)``, why it was skipped,
-the contract's violations and the rules that failed. ``--check FILE`` runs the same corpus and
-prints every case whose record differs (exit status 1 if any does): a reorganization that keeps
+``python -m bench.equivalence --write FILE`` runs ``rules.providers.sanitize.sanitize_body`` (plans
+from ``rules.providers.planner.Planner``, contract checks on) over the corpus and writes, per case,
+the sha256 of the body it returns, its changes ``(rule, index, action, detail)``, why it was
+skipped, the contract's violations and the rules that failed. ``--check FILE`` runs the same corpus
+and prints every case whose record differs (exit status 1 if any does): a reorganization that keeps
 behaviour reports ``0 differences``.
 
-The corpus: ``bench.payloads`` variants at 10/100/500 messages with 3 seeds, the tests' broken and
+The corpus: ``tests.payloads`` variants at 10/100/500 messages with 3 seeds, the tests' broken and
 clean transcripts (tests/transcripts.py, tests/client_shapes.py), the Messages sessions of
 tests/anthropic_bodies.py, the Responses output items of tests/fake_responses.py, and every case
 input of the rule fixtures under tests/fixtures/. Each body's list goes to each API under that
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import payloads
+from tests import payloads
 
 ROOT = Path(__file__).resolve().parent.parent
 APIS = {"chat": "messages", "responses": "input", "messages": "messages"}
@@ -95,9 +95,9 @@ def _digest(result: Any) -> dict[str, Any]:
 
 
 def record() -> dict[str, Any]:
-    from proxy.sanitize import sanitize_body
     from rules.providers.planner import Planner
     from rules.providers.profiles import PROFILES
+    from rules.providers.sanitize import sanitize_body
 
     planners = {name: Planner(default=name, verify=True) for name in sorted(PROFILES)}
     cases = list(corpus())

@@ -1,6 +1,6 @@
 """The fixed cost per request: chatmend's own CPU time per request on a small body.
 
-wrk posts one ``bench.payloads`` body (``--messages``, default 10, ``--variant``, default clean) to
+wrk posts one ``tests.payloads`` body (``--messages``, default 10, ``--variant``, default clean) to
 each target in turn, round after round (a 1 s warm-up of each first), as ``bench.http`` does.
 Besides req/s, each target's CPU time per request (user + system, from ``/proc/PID/stat``, the
 server process alone) is read around each wrk run: on a shared 2-core machine it moves far less
@@ -131,14 +131,14 @@ def serve(upstream: str, port: int, off: Sequence[str]) -> None:
     import orjson
     from aiohttp import web
 
-    import proxy.account
-    import proxy.handler
-    from proxy.app import create_app
-    from proxy.appkeys import METRICS_KEY, REASONING_KEY
+    import proxy.observe.accounting
+    import proxy.server.trip
     from proxy.cli import event_loop_factory
     from proxy.config import load_config
-    from proxy.log import configure_logging
-    from proxy.sanitize import Sanitized
+    from proxy.observe.log import configure_logging
+    from proxy.server.app import create_app
+    from proxy.server.appkeys import METRICS_KEY, REASONING_KEY
+    from rules.providers.sanitize import Sanitized
 
     class Nothing:
         def __getattr__(self, name: str) -> Any:
@@ -150,8 +150,8 @@ def serve(upstream: str, port: int, off: Sequence[str]) -> None:
     configure_logging()
     app = create_app(load_config(None, upstream=upstream, port=port))
     if "log" in off:
-        proxy.account.log = Nothing()
-        setattr(proxy.handler, "log", proxy.account.log)  # noqa: B010 - not exported
+        proxy.observe.accounting.log = Nothing()
+        setattr(proxy.server.trip, "log", proxy.observe.accounting.log)  # noqa: B010 - not exported
     if "metrics" in off:
         app[METRICS_KEY] = Nothing()  # type: ignore[misc]
     if "stash" in off:
@@ -167,7 +167,7 @@ def serve(upstream: str, port: int, off: Sequence[str]) -> None:
                 orjson.loads(body)
             return Sanitized(body, profile="none")
 
-        setattr(proxy.handler, "sanitize_body", parsed_only)  # noqa: B010 - not exported
+        setattr(proxy.server.trip, "sanitize_body", parsed_only)  # noqa: B010 - not exported
     loop = event_loop_factory("auto")()
     web.run_app(
         app,

@@ -39,7 +39,8 @@ import orjson
 
 from bench.procs import Fleet, fleet, free_port, handle_sigterm, rss_kb, venv_bin
 from bench.servers import start_fake
-from proxy.prefix import PrefixCache, PrefixConfig
+from proxy.config import PrefixConfig
+from proxy.relay.prefix import PrefixCache
 from rules.providers.apis import CHAT_API
 
 CHAT = "/v1/chat/completions"
@@ -266,7 +267,7 @@ def measure_prefix(upstream: str, directory: Path, say: Callable[[str], object])
 def _held_per_charge() -> tuple[float, float]:
     """The most the cache held per byte it charged over the tiny shapes, and over the
     benchmark's agent sessions."""
-    from bench.sessions import session
+    from tests.sessions import session
 
     def content(value: Any, copies: int) -> bytes:
         return orjson.dumps({"messages": [{"role": "user", "content": [value] * copies}]})

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import peers as peer_mod
-from bench.payloads import SIZES, VARIANTS, build_variant
 from bench.procs import fleet, handle_sigterm, uvloop_available
 from bench.servers import API_KEY, default_loop, start_chatmend, start_fake, start_floor
+from tests.payloads import SIZES, VARIANTS, build_variant
 
 CONCURRENCY: tuple[int, ...] = (1, 4, 16, 64)
 QUICK_SIZES: tuple[int, ...] = (10, 500)

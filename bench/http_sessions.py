@@ -1,7 +1,7 @@
 """Growing sessions over HTTP, driven by ``wrk``: what a server pays when agents re-send their
 history plus a turn.
 
-The bodies are ``bench.sessions``' (each request the previous one of its session plus a turn;
+The bodies are ``tests.sessions``' (each request the previous one of its session plus a turn;
 ``clean``, ``stuck``: one early defect carried by every later request, ``broken``: a defect every
 fourth tool turn), several sessions interleaved step by step, as concurrent agents send them.
 ``wrk``'s Lua script posts them in that order, over and over (a session that starts again is a
@@ -30,7 +30,7 @@ from bench import peers as peer_mod
 from bench.http import Measured, measure
 from bench.procs import fleet
 from bench.servers import API_KEY, start_chatmend, start_fake, start_floor
-from bench.sessions import session
+from tests.sessions import interleaved
 
 WORKLOADS: tuple[str, ...] = ("clean", "stuck", "broken")
 #: The bodies, one per line (compact JSON holds no raw newline), posted in turn.
@@ -61,13 +61,6 @@ class SessionsRow:
 
     def ratio(self, target: str) -> float:
         return self.measured.ratio(target, "floor-json")
-
-
-def interleaved(workload: str, sessions: int, messages: int) -> list[bytes]:
-    """Step 1 of every session, then step 2 of every session, ...: one body per line."""
-    each = [session(messages, workload, seed=101 + n) for n in range(sessions)]
-    steps = max(len(one) for one in each)
-    return [one[k] for k in range(steps) for one in each if k < len(one)]
 
 
 def run(

@@ -3,8 +3,8 @@
 For each payload size, clean and broken, one run measures interleaved round by round:
 
 - ``baseline``: ``orjson.dumps(orjson.loads(body))``, the least any JSON-aware proxy pays;
-- ``pipeline``: ``proxy.sanitize.sanitize_body(body, plan)`` under the default profile's plan
-  (parse, the one walk, the rules it woken_by, serialize only if something changed);
+- ``pipeline``: ``rules.providers.sanitize.sanitize_body(body, plan)`` under the default
+  profile's plan (parse, the one walk, the rules it woken_by, serialize only if something changed);
 - ``parse`` (``orjson.loads`` alone) and ``walk`` (``rules.chat.scan.scan`` on the parsed
 messages):
   what a clean request costs.
@@ -28,10 +28,10 @@ from typing import Any
 
 import orjson
 
-from bench.payloads import SIZES, VARIANTS, build_variant
-from proxy.sanitize import sanitize_body
 from rules.chat import scan
 from rules.providers.planner import Plan, Planner
+from rules.providers.sanitize import sanitize_body
+from tests.payloads import SIZES, VARIANTS, build_variant
 
 
 @dataclass(frozen=True, slots=True)

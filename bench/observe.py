@@ -27,12 +27,12 @@ from typing import Any
 import orjson
 from aiohttp import ClientSession, web
 
-from proxy.app import create_app
 from proxy.config import parse_config
-from proxy.emulate_messages import sse
-from proxy.log import configure_logging
+from proxy.observe.log import configure_logging
+from proxy.server.app import create_app
 from proxy.stash.messages_observer import MessagesObserver
 from proxy.stash.observer import BodyObserver, ResponseObserver
+from tools.emulate.messages import sse
 
 REASONING_EVENT_SHARE = 0.9  # the rest: content-less deltas, the tool call, the finish
 

@@ -24,9 +24,9 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.payloads import build
 from bench.procs import Fleet, fleet, free_port, handle_sigterm, wait_http
 from bench.servers import API_KEY, MODEL, start_fake
+from tests.payloads import build
 
 PEERS: tuple[str, ...] = ("litellm",)
 VENVS = Path(__file__).resolve().parent / ".venvs"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import http, loops, micro, streams
-from bench.payloads import VARIANTS
+from tests.payloads import VARIANTS
 
 CLEAN_TARGET = 1.0
 BROKEN_TARGET = 0.80

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import http, http_sessions, loops, micro, peers, report, sessions, streams
-from bench.payloads import SIZES
 from bench.procs import handle_sigterm
+from tests.payloads import SIZES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: Where a run writes unless asked to replace the committed results (``--save``); git ignores it.

@@ -35,10 +35,10 @@ import tests.rules.test_replayed_history as replayed
 import tests.rules.test_system_messages as systems
 import tests.rules.test_tool_user_bridge as bridge
 import tests.rules.test_unanswered_tool_calls as unanswered
-from proxy.sanitize import sanitize_body
 from rules.chat import RULES, RULES_BY_NAME
 from rules.engine import json_repair_passes
 from rules.engine.pipeline import default_steps
+from rules.providers.sanitize import sanitize_body
 from tests.bodies import SCALING_SHAPES, scaled_body
 
 #: A quadratic pass multiplies the time by ``factor ** 2``; linear code by about ``factor``, up

@@ -29,9 +29,9 @@ import orjson
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
 from bench.procs import Fleet, chatmend_has_loop_flag, free_port, uvloop_available, venv_bin
-from proxy.upstream import HOP_BY_HOP
+from proxy.relay.upstream import HOP_BY_HOP
 
-MODEL = "deepseek-chat"  # the model name bench.payloads puts in every request
+MODEL = "deepseek-chat"  # the model name tests.payloads puts in every request
 # Every client sends this key; chatmend forwards it, a peer that requires a key is given it.
 API_KEY = "sk-bench-5f0c2a9e7b1d4c3a8e6f0b2d4a7c9e1f"
 COMPLETION = orjson.dumps(

@@ -1,24 +1,15 @@
 """Growing sessions in process: an agent re-sends its whole history, one turn more each request.
 
-A session is the transcript of ``bench.payloads`` cut at every turn boundary (before each
-assistant message that follows a user or tool message): request ``k`` is request ``k - 1`` plus a
-turn, so a session of T turns is T bodies, 3 KB up to the whole transcript. Workloads
-(``WORKLOADS``):
+The sessions and their workloads are the tests' (tests/sessions.py: each request the previous
+one plus a turn; ``clean``, ``clean-empty``, ``clean-kimi``, ``stuck``, ``broken``).
 
-- ``clean`` (tool-call turns with ``null`` content or a short thought), ``clean-empty``
-  (``"content": ""``) and ``clean-kimi`` (``""`` and Kimi's ``functions.<name>:<n>`` ids): what a
-  strict provider accepts, nothing to repair;
-- ``stuck``: the ``clean`` session with one early defect (the second tool turn's arguments end
-  with a trailing comma), carried by every later request, as a stuck agent re-sends it;
-- ``broken``: the ``clean`` session with that defect in every fourth tool turn.
-
-Subjects, timed over the whole session (every request in order) and interleaved round by round
-in the same run: ``floor-json`` (``orjson.dumps(orjson.loads(body))``, the least a JSON-aware
-proxy pays), ``relay`` (``bytes(body)``: a byte relay's copy, the limit), ``prefix`` (chatmend
-as the server runs it: each session through a prefix cache of its own, proxy/prefix.py, then
-``proxy.sanitize.sanitize_body`` under the default profile's plan) and ``chatmend`` (the same
-without the prefix cache: every request parsed and walked whole). Each round starts with nothing
-remembered (``rules.engine.known`` emptied, each session's cache empty). The ratio is
+Subjects, timed over the whole session (every request in order) and interleaved round by round in
+the same run: ``floor-json`` (``orjson.dumps(orjson.loads(body))``, the least a JSON-aware proxy
+pays), ``relay`` (``bytes(body)``: a byte relay's copy, the limit), ``prefix`` (chatmend as the
+server runs it: each session through a prefix cache of its own, proxy/relay/prefix.py, then
+``rules.providers.sanitize.sanitize_body`` under the default profile's plan) and ``chatmend`` (the
+same without the prefix cache: every request parsed and walked whole). Each round starts with
+nothing remembered (``rules.engine.known`` emptied, each session's cache empty). The ratio is
 floor-json's time over the subject's (the median of the per-round ratios): above 1, chatmend is
 faster than the floor, as the HTTP benchmark's throughput ratio reads.
 
@@ -34,82 +25,15 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
-from bench.payloads import build_messages
-from proxy.prefix import PrefixCache
-from proxy.sanitize import sanitize_body
+from proxy.relay.prefix import PrefixCache
 from rules.engine import known
 from rules.providers.apis import CHAT_API
 from rules.providers.planner import Plan, Planner
-
-WORKLOADS: tuple[str, ...] = ("clean", "clean-empty", "clean-kimi", "stuck", "broken")
-#: The tools of ``bench.payloads.build`` (the request's other fields, as the OpenAI SDK sends
-#: them: ``messages`` first).
-_TOOLS = ("bash", "read_file", "write_file", "grep", "list_dir")
-
-
-def _trailing_comma(message: dict[str, Any]) -> dict[str, Any]:
-    """``message`` (an assistant tool-call turn) with its last call's arguments ending ``,}``."""
-    calls = [dict(call) for call in message["tool_calls"]]
-    function = dict(calls[-1]["function"])
-    function["arguments"] = function["arguments"][:-1] + ",}"
-    calls[-1] = {**calls[-1], "function": function}
-    return {**message, "tool_calls": calls}
-
-
-def _defects(messages: list[dict[str, Any]], workload: str) -> list[dict[str, Any]]:
-    if workload not in ("stuck", "broken"):
-        return messages
-    out: list[dict[str, Any]] = []
-    turn = 0
-    for message in messages:
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            turn += 1
-            if (workload == "stuck" and turn == 2) or (workload == "broken" and turn % 4 == 0):
-                out.append(_trailing_comma(message))
-                continue
-        out.append(message)
-    return out
-
-
-def session(messages_count: int, workload: str, *, seed: int) -> list[bytes]:
-    """The bodies of one growing session over a transcript of ``messages_count`` messages."""
-    if workload not in WORKLOADS:
-        raise ValueError(f"unknown workload {workload!r}")
-    shape = workload if workload.startswith("clean") else "clean"
-    messages = _defects(build_messages(messages_count, seed=seed, shape=shape), workload)
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": f"The {name} tool.",
-                "parameters": {"type": "object", "properties": {}},
-            },
-        }
-        for name in _TOOLS
-    ]
-    cuts = [
-        k
-        for k in range(2, len(messages) + 1)
-        if k == len(messages)
-        or (messages[k]["role"] == "assistant" and messages[k - 1]["role"] in ("user", "tool"))
-    ]
-    return [
-        orjson.dumps(
-            {
-                "messages": messages[:k],
-                "model": "deepseek-chat",
-                "tools": tools,
-                "temperature": 0.2,
-                "stream": False,
-            }
-        )
-        for k in cuts
-    ]
+from rules.providers.sanitize import sanitize_body
+from tests.sessions import WORKLOADS, session
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +58,7 @@ def _full(flat: Sequence[bytes], plan: Plan) -> list[object]:
 
 
 def _through_cache(bodies: Sequence[Sequence[bytes]], plan: Plan) -> list[object]:
-    """Every request repaired as the server does it (proxy/prefix.py): each session through
+    """Every request repaired as the server does it (proxy/relay/prefix.py): each session through
     a cache of its own, empty when the session starts."""
     known.forget()
     out: list[object] = []

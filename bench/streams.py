@@ -44,7 +44,6 @@ from urllib.parse import urlsplit
 import orjson
 from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
-from bench.payloads import build
 from bench.procs import fleet, handle_sigterm, rss_kb
 from bench.servers import (
     API_KEY,
@@ -54,6 +53,7 @@ from bench.servers import (
     start_fake,
     start_floor,
 )
+from tests.payloads import build
 
 TARGETS: tuple[str, ...] = ("direct", "floor-raw", "chatmend")
 MEMORY_TARGETS: tuple[str, ...] = ("chatmend", "floor-raw")

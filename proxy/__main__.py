@@ -4,5 +4,5 @@ import sys
 
 from proxy.cli import main
 
-if __name__ == "__main__":  # a worker process (proxy/offload.py) imports this module too
+if __name__ == "__main__":  # a worker process (proxy/relay/offload.py) imports this module too
     sys.exit(main())

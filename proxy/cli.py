@@ -1,4 +1,10 @@
-"""The ``chatmend`` command line (also ``python -m proxy``)."""
+"""The ``chatmend`` command line (also ``python -m proxy``).
+
+``serve`` runs the server; ``learned`` reads a running one's /metrics. ``check``, ``emulate`` and
+``probe`` are developer tools (tools/, imported only when one of them runs): they run from a clone
+of the repository (``make run``), and an install that carries the server alone (the image) says so
+and exits 2.
+"""
 
 from __future__ import annotations
 
@@ -17,20 +23,17 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from proxy.app import OFFLOAD_KEY, create_app
-from proxy.check import open_source, run_check, run_error_check
 from proxy.config import Config, ConfigError, load_config
-from proxy.emulate import create_emulator
-from proxy.emulate_text_calls import WRITERS
-from proxy.learned import format_table, learned_table
-from proxy.log import configure_logging, get_logger
-from proxy.probe import probe
-from proxy.reload import reload_config
-from proxy.routing import ends_in_v1
-from proxy.sanitize import PlanSource
-from proxy.workers import bind, run_workers
+from proxy.observe.log import configure_logging, get_logger
+from proxy.recovery.learned import format_table, learned_table
+from proxy.relay.routing import ends_in_v1
+from proxy.server.app import OFFLOAD_KEY, create_app
+from proxy.server.reload import reload_config
+from proxy.server.workers import bind, run_workers
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import PlanSource
+from rules.replies.formats import FORMATS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,11 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     emulate.add_argument(
         "--text-calls",
-        choices=sorted(WRITERS),
+        choices=sorted(FORMATS),
         default=None,
         metavar="FORMAT",
         help="write the tool call as text in content in this markup, with finish_reason stop, "
-        f"as models do ({', '.join(WRITERS)})",
+        f"as models do ({', '.join(FORMATS)})",
     )
     probe = commands.add_parser(
         "probe",
@@ -145,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 LOOPS = ("auto", "asyncio", "uvloop")
+#: The package of the developer tools (``check``, ``emulate``, ``probe``): in a clone, not in the
+#: image nor in a plain ``pip install``.
+TOOLS = "tools"
 
 
 def version() -> str:
@@ -327,6 +333,8 @@ def check(args: argparse.Namespace) -> int:
     if args.file is None:
         print("chatmend: check needs a request FILE (or --error FILE)", file=sys.stderr)
         return 2
+    from tools.check import open_source, run_check
+
     source_plan = planner if args.profile is None else planner.under(args.profile)
     try:
         source = open_source(args.file)
@@ -346,6 +354,8 @@ def check(args: argparse.Namespace) -> int:
 
 def check_error(args: argparse.Namespace, planner: Planner) -> int:
     """``check --error FILE [REQUEST]``: classify a provider's error body."""
+    from tools.check import open_source, run_error_check
+
     source: PlanSource = planner if args.profile is None else planner.under(args.profile)
     try:
         with open_source(args.error) as stream:
@@ -361,6 +371,8 @@ def check_error(args: argparse.Namespace, planner: Planner) -> int:
 
 
 def emulate(args: argparse.Namespace) -> int:
+    from tools.emulate.app import create_emulator
+
     listen = f"{args.host}:{args.port}"
     try:
         sock = bind(args.host, args.port)
@@ -381,6 +393,7 @@ def emulate(args: argparse.Namespace) -> int:
 
 def run_probe(args: argparse.Namespace) -> int:
     """``probe URL``: the battery, the table, the best-fitting profile and its YAML."""
+    from tools.probe import probe
 
     def ask(prompt: str) -> str:
         if not sys.stdin.isatty():
@@ -426,6 +439,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "probe":
             return run_probe(args)
     except Exception as exc:
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == TOOLS:
+            print(
+                f"chatmend {args.command}: a developer tool ({TOOLS}/): it runs from a clone of "
+                "the repository (make run); this install carries the server only",
+                file=sys.stderr,
+            )
+            return 2
         # Anything else that stops chatmend (at start-up: the known causes above have their
         # own messages) is one line naming it, never a traceback.
         cause = " ".join(str(exc).split())  # one line, whatever the exception's text holds

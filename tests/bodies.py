@@ -1,4 +1,4 @@
-"""Hostile request *bodies* (bytes) for fuzzing ``proxy.sanitize.sanitize_body``.
+"""Hostile request *bodies* (bytes) for fuzzing ``rules.providers.sanitize.sanitize_body``.
 
 ``tests/strategies.py`` draws message lists; this module turns them into what a client can
 really send: arbitrary bytes, any JSON document, and chat payloads with byte-level tricks a

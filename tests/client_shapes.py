@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from bench.payloads import build_messages
 from tests.builders import call
+from tests.payloads import build_messages
 
 Message = dict[str, Any]
 

@@ -12,8 +12,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, settings
 
-from proxy.app import create_app
 from proxy.config import Config, UpstreamConfig, parse_config
+from proxy.server.app import create_app
 from tests.fake_upstream import FakeUpstream, create_fake_upstream
 from tests.redis_server import RedisServer
 

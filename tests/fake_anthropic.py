@@ -1,6 +1,6 @@
 """A fake *strict* Anthropic Messages endpoint for end-to-end tests, on loopback:
 ``chatmend emulate``'s Messages contract, envelope, answers and SSE events
-(proxy/emulate_messages.py), plus recording, a required key and the hooks the tests need.
+(tools/emulate/messages.py), plus recording, a required key and the hooks the tests need.
 
 It refuses what a profile's Messages contract refuses (rules/providers/contract/messages.py,
 each check citing its public source), in Anthropic's envelope or, for DeepSeek's endpoint,
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from proxy import emulate_messages
-from proxy.upstream import anthropic_betas
+from proxy.relay.upstream import anthropic_betas
 from rules.providers.contract.messages import MESSAGES_CORE, Contract
 from tests.fake_upstream import Received
+from tools.emulate import messages as emulate_messages
 
 TEXT = "Hello from the strict fake Anthropic."
 

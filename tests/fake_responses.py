@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.emulate import provider_error
-from proxy.emulate_responses import response_object as emulated_response
-from proxy.emulate_responses import sse_event
 from rules.providers.contract.responses import violations
+from tools.emulate.errors import provider_error
+from tools.emulate.responses import response_object as emulated_response
+from tools.emulate.responses import sse_event
 
 TEXT = "Hello from the strict Responses fake."
 

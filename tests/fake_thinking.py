@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.emulate import rejection
+from tools.emulate.chat import rejection
 
 MODEL = "deepseek-v4-pro"
 

@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy import emulate_messages
 from rules.providers.profiles import PROFILES
+from tools.emulate import messages as emulate_messages
 
 MODEL = "deepseek-v4-pro"
 TOOLS = [

@@ -17,8 +17,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from proxy.emulate import provider_error, sse_chunk
 from rules.providers.contract import Contract, violations
+from tools.emulate.chat import sse_chunk
+from tools.emulate.errors import provider_error
 
 
 @dataclass

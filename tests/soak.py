@@ -49,9 +49,9 @@ import orjson
 from aiohttp import web
 
 from proxy.config import parse_config
-from proxy.sanitize import sanitize_body
 from rules.chat import RULES
 from rules.engine.pipeline import default_steps
+from rules.providers.sanitize import sanitize_body
 from tests.transcripts import BROKEN, CLEAN_BODY
 
 MARKER = re.compile(rb"soak-[0-9a-f]{8}-[0-9]+-[a-z0-9_]+")

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from proxy import docs
 from proxy.config import RecoverConfig
-from proxy.provider_hosts import HOST_PROFILES
 from rules.chat import RULES
 from rules.messages import MESSAGES_RULES
 from rules.providers.apis import MESSAGES_API
 from rules.providers.planner import compile_messages_plan, compile_plan
-from rules.providers.profiles import PROFILES
+from rules.providers.profiles import HOST_PROFILES, PROFILES
 from rules.responses import RESPONSES_RULES
+from tools import docs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from proxy.sanitize import Sanitized, sanitize_body
 from rules.chat import RULES
 from rules.engine.pipeline import default_steps
 from rules.engine.text import repair_value
+from rules.providers.sanitize import Sanitized, sanitize_body
 from tests.bodies import (
     NESTING_DEPTHS,
     SCALING_SHAPES,

@@ -1,4 +1,4 @@
-"""`make rule` (bench/new_rule.py): the scaffold writes a rule's module, its fixture file and its
+"""`make rule` (tools/new_rule.py): the scaffold writes a rule's module, its fixture file and its
 registry line, in a copy of the tree, with the import list kept in ruff's order."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import new_rule
+from tools import new_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 #: API -> a new rule's name, its room and its fixture folder.

@@ -19,12 +19,12 @@ from typing import Any, Protocol
 
 from redis.exceptions import RedisError
 
-from proxy.log import get_logger
-from proxy.metrics import Metrics
+from proxy.config.reasoning import ReasoningConfig
+from proxy.observe.log import get_logger
+from proxy.observe.metrics import Metrics
 from proxy.stash.memory import MemoryStore
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, OnLimit, ResponseObserver
 from proxy.stash.redis_store import RedisStore
-from proxy.stash.settings import ReasoningConfig
 
 log = get_logger()
 
@@ -88,7 +88,7 @@ class Stash:
         kind: type[BodyObserver] = ResponseObserver,
         on_limit: OnLimit | None = None,
     ) -> BodyObserver | None:
-        """An observer of ``kind`` (the request's API's, ``proxy.apis``) for a 200 response,
+        """An observer of ``kind`` (the request's API's, ``proxy.relay.served``) for a 200 response,
         or ``None`` for a body it cannot read (a compression other than
         gzip or deflate). ``on_limit`` hears of a response past the observer's bounds."""
         if encoding not in READABLE_ENCODINGS:

@@ -12,9 +12,8 @@ the API's observer. No rule is looked up by name (but for counting, in ``report`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -22,13 +21,13 @@ import orjson
 from aiohttp import ClientResponse
 from multidict import CIMultiDict
 
-from proxy.apis import served_named
-from proxy.log import get_logger
-from proxy.metrics import Metrics
+from proxy.observe.flow import Flow, Subscriber
+from proxy.observe.log import get_logger
+from proxy.observe.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_accept_encoding
 from rules.chat import reasoning_content
-from rules.engine.base import Change, RequestFacts
+from rules.engine.base import RequestFacts
 from rules.messages import missing_thinking
 from rules.providers.apis import api_named
 from rules.providers.planner import Plan, Planner
@@ -83,7 +82,11 @@ def wanted_keys_of(body: bytes, planner: Planner, scope: str, api: str = "chat")
     return _wanted(payload, planner, scope, api) if type(payload) is dict else []
 
 
-class ReasoningHooks:
+class ReasoningHooks(Subscriber):
+    """The stash as the server meets it: the lookup before the rules (``before_rules``), the
+    observer of a response (``observes``, ``observer``, ``after_relay``), and a subscriber of
+    the flow's ``repaired`` (the restores and placeholders counted)."""
+
     def __init__(self, stash: Stash | None, metrics: Metrics) -> None:
         self.stash = stash
         self.metrics = metrics
@@ -111,16 +114,17 @@ class ReasoningHooks:
         *,
         offload: Offload | None = None,
         api: str = "chat",
+        mark: bytes | None,
         parsed: dict[str, Any] | None = None,
     ) -> RequestReasoning | None:
         """The recalled reasoning for a request of ``api`` (``chat`` or ``messages``) whose
-        client's credential scope is ``scope`` (``proxy.stash.keys.request_scope``), or
+        client's credential scope is ``scope`` (``proxy.relay.credentials.request_scope``), or
         ``None`` when nothing is stashed (or the client sent no credential, ``scope`` is
         ``None``: an anonymous request is never stored or recalled). ``offload`` runs the
         parse and the key walk elsewhere (a big body, see proxy/offload): the payload is then
         not kept, ``sanitize_body`` parses it again where it runs. ``parsed``: the body,
-        already parsed (proxy/prefix.py), then not parsed here."""
-        mark = served_named(api).tool_turn
+        already parsed (proxy/relay/prefix.py), then not parsed here. ``mark``: what marks a
+        body of ``api`` holding a tool turn (``proxy.relay.served.ServedApi.tool_turn``)."""
         if self.stash is None or mark is None or not self.profiles(planner, api):
             return None
         if scope is None:
@@ -183,10 +187,11 @@ class ReasoningHooks:
         profile: str | None,
         reasoning: RequestReasoning | None,
         upstream: ClientResponse,
-        request_id: str = "",
+        *,
+        kind: type[BodyObserver],
     ) -> BodyObserver | None:
-        """An observer (the request's API's) for a 200 response to a request whose profile
-        has the rule."""
+        """An observer of ``kind`` (the request's API's: ``ServedApi.observer``) for a 200
+        response to a request whose profile has the rule."""
         if (
             self.stash is None
             or reasoning is None
@@ -200,31 +205,30 @@ class ReasoningHooks:
             # The upstream compressed it anyway (chatmend offered it only what it reads).
             log.warning(
                 "reasoning_not_observed",
-                request_id=request_id,
                 reason="unreadable_content_encoding",
                 encoding=encoding[:32],
             )
             return None
         scope = reasoning.given.scope
-        on_limit = partial(self._not_observed, request_id)
         return self.stash.observer_for(
-            scope, upstream.content_type, encoding, served_named(reasoning.api).observer, on_limit
+            scope, upstream.content_type, encoding, kind, self._not_observed
         )
 
-    def _not_observed(self, request_id: str, bound: str) -> None:
+    def _not_observed(self, bound: str) -> None:
         """A response past the observer's bounds: counted and logged; the relay went
         on untouched, nothing of it is stored."""
         self.metrics.limits.labels(OBSERVED_LIMIT).inc()
-        log.warning("limit_exceeded", request_id=request_id, limit=OBSERVED_LIMIT, bound=bound)
+        log.warning("limit_exceeded", limit=OBSERVED_LIMIT, bound=bound)
 
     async def after_relay(self, observer: BodyObserver | None) -> None:
         """Wait for the observer's writes: the response ends only once they are stored."""
         if observer is not None and observer.pending and self.stash is not None:
             await self.stash.settle(observer.pending)
 
-    def report(self, request_id: str, changes: Sequence[Change]) -> None:
+    def repaired(self, flow: Flow) -> None:
         """Count the restoring rules' restores and placeholders; log ``reasoning_placeholder``
         (message indices and counts only, never text)."""
+        changes = () if flow.sanitized is None else flow.sanitized.changes
         if not changes:  # the clean path
             return
         actions: Counter[str] = Counter()
@@ -244,7 +248,6 @@ class ReasoningHooks:
             self.metrics.reasoning.labels("placeholder").inc(len(placed))
             log.info(
                 "reasoning_placeholder",
-                request_id=request_id,
                 count=len(placed),
                 indices=placed,
                 restored=restored,

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from proxy.log import get_logger
+from proxy.observe.log import get_logger
 from rules.chat.reasoning_content import turn_key
 
 log = get_logger()

@@ -59,7 +59,7 @@ from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 RULES: tuple[Rule, ...] = (
     # 0. Text first: every later rule compares and copies strings, and a lone surrogate cannot
     #    even be serialized back to UTF-8 (the proxy reads such bodies specially, see
-    #    proxy/sanitize.py, and skips this step for bodies orjson could read).
+    #    rules/providers/sanitize.py, and skips this step for bodies orjson could read).
     lone_surrogates.RULE,
     # Replayed history before anything merges or renames: a doubled transcript is recognized
     #    as the agent stored it (a merge across its seam would hide the replay), and the replay

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from functools import partial
 from typing import Any, Final
 
-from rules.chat.ids import digest62
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.ids import Renames, digest62, fresh_from
 from rules.engine.messages import rewrite_at
 
 NAME = "function-names"
@@ -68,7 +69,7 @@ def conforms(name: str, pattern: str) -> bool:
     return _VALID[pattern].fullmatch(name) is not None
 
 
-def coerce(name: str, pattern: str, empty: str, attempt: int = 0) -> str:
+def coerce(name: str, attempt: int = 0, *, pattern: str, empty: str) -> str:
     """The new name for ``name`` at collision ``attempt`` (0 first); always matches ``pattern``."""
     base = _INVALID_CHAR[pattern].sub("_", name if name else empty) or "invalid_tool_call"
     if pattern == "gemini" and not _FIRST.match(base):
@@ -122,35 +123,23 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     empty = EMPTY.of(ctx)
     empty = empty if type(empty) is str else "invalid_tool_call"
     request = ctx.request
-    order: dict[str, None] = {}
-    bad: set[str] = set()
-    suspects: list[int] = []
-
-    def see(name: str) -> bool:
-        order.setdefault(name)
-        if name in bad or not conforms(name, pattern):
-            bad.add(name)
-            return True
-        return False
-
+    renames = Renames(lambda name: conforms(name, pattern))
     tools = _request_tools(request)
-    for tool in tools:
-        name = _name(tool)
-        if name is not None:
-            see(name)
-    for index, message in enumerate(messages):
-        suspect = False
-        for name in _message_names(message):  # every name is seen: no short circuit
-            suspect = see(name) or suspect
-        if suspect:
-            suspects.append(index)
+    renames.see_all(name for tool in tools if (name := _name(tool)) is not None)
+    suspects = [
+        index
+        for index, message in enumerate(messages)
+        if renames.see_all(list(_message_names(message)))  # every name is seen
+    ]
     choice = _tool_choice_name(request)
     if choice is not None:
-        see(choice)
-    if not bad:
+        renames.see(choice)
+    if not renames:
         return Outcome(messages)  # the common case: every name already fits
 
-    mapping = _map(list(order), bad, pattern, empty)
+    mapping = renames.mapping(
+        fresh_from(partial(coerce, pattern=pattern, empty=empty), renames.kept())
+    )
     changes: list[Change] = []
 
     def fix(index: int, message: Any) -> Any:
@@ -201,23 +190,6 @@ def _renamed(holder: Any, mapping: dict[str, str], renamed: dict[str, str]) -> A
     function = _function(holder)
     assert function is not None
     return {**holder, "function": {**function, "name": mapping[old]}}
-
-
-def _map(order: list[str], bad: set[str], pattern: str, empty: str) -> dict[str, str]:
-    """One new, conforming name per name that does not fit, unique among the request's names."""
-    taken = {name for name in order if name not in bad}
-    mapping: dict[str, str] = {}
-    for name in order:
-        if name not in bad:
-            continue
-        attempt = 0
-        new = coerce(name, pattern, empty, attempt)
-        while new in taken:
-            attempt += 1
-            new = coerce(name, pattern, empty, attempt)
-        taken.add(new)
-        mapping[name] = new
-    return mapping
 
 
 RULE = Rule(

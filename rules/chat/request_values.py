@@ -1,18 +1,17 @@
 """request-values: a request value the endpoint refuses, replaced by the one it takes nearest in
 meaning.
 
-What: request level. For each dotted field of option ``replace`` (``{"thinking.type":
-{"enabled": "adaptive"}}``) that holds one of the values it maps, the value mapped is sent
-instead, for a model matching option ``models`` (globs, case-insensitive; ``["*"]`` by default).
-Empty by default: recovery fills it from a refusal that names the field, the value and the values
-allowed (proxy/named.py picks the nearest in meaning: a thinking switch stays on), and a profile
-sets it where the refusal is on record. Each change names the field and both values (words
-only).
-Why: one field, two spellings across a provider's models: MiniMax-M3 "invalid params, invalid
+What: request level. For each dotted field of option ``replace`` (``{"thinking.type": {"enabled":
+"adaptive"}}``) that holds one of the values it maps, the value mapped is sent instead, for a model
+matching option ``models`` (globs, case-insensitive; ``["*"]`` by default). Empty by default:
+recovery fills it from a refusal that names the field, the value and the values allowed
+(rules/providers/named_repairs.py picks the nearest in meaning: a thinking switch stays on), and a
+profile sets it where the refusal is on record. Each change names the field and both values (words
+only). Why: one field, two spellings across a provider's models: MiniMax-M3 "invalid params, invalid
 thinking.type: "enabled" (allowed: adaptive, disabled) (2013)" where M1/M2 take ``enabled``
-(CherryHQ/cherry-studio#16247; docs/providers.md#minimax-request).
-Safety: unsafe: the request asks for something else (``adaptive`` lets the model decide when
-to think); the refusal said the value could not be honoured as sent.
+(CherryHQ/cherry-studio#16247; docs/providers.md#minimax-request). Safety: unsafe: the request asks
+for something else (``adaptive`` lets the model decide when to think); the refusal said the value
+could not be honoured as sent.
 """
 
 from __future__ import annotations

@@ -303,7 +303,7 @@ def walk(
 ) -> tuple[frozenset[str] | None, WalkState | None]:
     """``scan`` of the messages an earlier walk read (up to ``state``) followed by ``messages``,
     and the state after them, to go on from with the messages a later request adds
-    (proxy/prefix.py). ``walk(b, walk(a)[1])`` gives the signals of ``scan(a + b)``, exactly:
+    (proxy/relay/prefix.py). ``walk(b, walk(a)[1])`` gives the signals of ``scan(a + b)``, exactly:
     a state holds all the walk carries from one message to the next. ``(None, None)`` for a
     shape the walk does not model."""
     reading = _Walk(state)

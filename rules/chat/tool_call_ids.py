@@ -29,10 +29,12 @@ same new id. The model's next reply does not refer to past ids.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from functools import partial
 from typing import Any, Final
 
-from rules.chat.ids import digest62
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.ids import Renames, digest62, fresh_from
 from rules.engine.messages import rewrite_at
 
 NAME = "tool-call-ids"
@@ -65,7 +67,7 @@ def conforms(value: str, fmt: str) -> bool:
     return True
 
 
-def _candidate(value: str, fmt: str, attempt: int) -> str:
+def _candidate(value: str, attempt: int, *, fmt: str) -> str:
     """The new id for ``value`` at collision ``attempt`` (0 first); always conforms to ``fmt``."""
     if fmt == "mistral9":
         return digest62(value, attempt)[:9]
@@ -79,10 +81,11 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     fmt = FORMAT.of(ctx)
     if fmt not in FORMATS or fmt == "preserve":
         return Outcome(messages)
-    order, suspects, bad = _scan(messages, fmt)
-    if not bad:
+    renames = Renames(lambda value: conforms(value, fmt))
+    suspects = [index for index, ids in _ids(messages) if renames.see_all(ids)]
+    if not renames:
         return Outcome(messages)  # the common case: every id already fits
-    mapping = _map(order, bad, fmt)
+    mapping = renames.mapping(fresh_from(partial(_candidate, fmt=fmt), renames.kept()))
     changes: list[Change] = []
 
     def fix(index: int, message: Any) -> Any:
@@ -112,50 +115,20 @@ def _id(holder: Any, key: str) -> str | None:
     return value if type(value) is str and value else None
 
 
-def _scan(messages: list[Any], fmt: str) -> tuple[list[str], list[int], set[str]]:
-    """Every id in order of first appearance, the indices of messages holding an id that does
-    not fit, and those ids."""
-    seen: dict[str, None] = {}
-    suspects: list[int] = []
-    bad: set[str] = set()
+def _ids(messages: list[Any]) -> Iterator[tuple[int, list[str]]]:
+    """Each message holding ids (a tool message's ``tool_call_id``, an assistant's calls'
+    ``id``): its index and its ids, in order."""
     for index, message in enumerate(messages):
         if type(message) is not dict:
             continue
         role = message.get("role")
         if role == "tool":
-            ids = [_id(message, "tool_call_id")]
+            found = [_id(message, "tool_call_id")]
         elif role == "assistant" and type(message.get("tool_calls")) is list:
-            ids = [_id(call, "id") for call in message["tool_calls"]]
+            found = [_id(call, "id") for call in message["tool_calls"]]
         else:
             continue
-        suspect = False
-        for value in ids:
-            if value is None:
-                continue
-            seen.setdefault(value)
-            if value in bad or not conforms(value, fmt):
-                bad.add(value)
-                suspect = True
-        if suspect:
-            suspects.append(index)
-    return list(seen), suspects, bad
-
-
-def _map(order: list[str], bad: set[str], fmt: str) -> dict[str, str]:
-    """One new, conforming id per id that does not fit, unique among every id of the request."""
-    taken = {value for value in order if value not in bad}
-    mapping: dict[str, str] = {}
-    for value in order:
-        if value not in bad:
-            continue
-        attempt = 0
-        new = _candidate(value, fmt, attempt)
-        while new in taken:
-            attempt += 1
-            new = _candidate(value, fmt, attempt)
-        taken.add(new)
-        mapping[value] = new
-    return mapping
+        yield index, [value for value in found if value is not None]
 
 
 RULE = Rule(

@@ -1,20 +1,18 @@
 """unsupported-message-keys: a message key the endpoint refuses by name is not sent.
 
-What: each key named in option ``keys`` is removed from every message that has it, and each
-named in option ``call_keys`` from every tool call of an assistant's ``tool_calls``. ``role``,
-``content``, ``tool_calls`` and ``tool_call_id`` (of a message) and ``id``, ``type`` and
-``function`` (of a call) are never removed. Both options are empty by default: recovery fills
-them from the refusal that names the key, with or without its path (proxy/named.py). Unlike
+What: each key named in option ``keys`` is removed from every message that has it, and each named in
+option ``call_keys`` from every tool call of an assistant's ``tool_calls``. ``role``, ``content``,
+``tool_calls`` and ``tool_call_id`` (of a message) and ``id``, ``type`` and ``function`` (of a call)
+are never removed. Both options are empty by default: recovery fills them from the refusal that
+names the key, with or without its path (rules/providers/named_repairs.py). Unlike
 ``unknown-message-fields`` (the per-role allowlist) it drops only what is named. The change names
-the keys, never their values.
-Why: strict endpoints refuse a key they do not take, on every later turn of the session: Groq
-"property 'id' is unsupported, did you mean 'role'?" for a client's own message ids
-(chatboxai/chatbox#2083; docs/providers.md#groq-fields), Cerebras
+the keys, never their values. Why: strict endpoints refuse a key they do not take, on every later
+turn of the session: Groq "property 'id' is unsupported, did you mean 'role'?" for a client's own
+message ids (chatboxai/chatbox#2083; docs/providers.md#groq-fields), Cerebras
 "messages.2.assistant.reasoning_content: property 'messages.2.assistant.reasoning_content' is
 unsupported" for replayed reasoning (darrenhinde/OpenAgentsControl#317;
-docs/providers.md#cerebras-reasoning).
-Safety: unsafe: what the key carried (an id, replayed reasoning) no longer reaches the model; the
-conversation's texts are kept.
+docs/providers.md#cerebras-reasoning). Safety: unsafe: what the key carried (an id, replayed
+reasoning) no longer reaches the model; the conversation's texts are kept.
 """
 
 from __future__ import annotations

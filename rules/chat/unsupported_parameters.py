@@ -1,19 +1,18 @@
 """unsupported-parameters: a request parameter the endpoint refuses by name is not sent.
 
 What: request level. Each top-level parameter named in option ``drop`` is removed, and each in
-option ``rename`` is sent under its new name (``{"max_tokens": "max_completion_tokens"}``; not
-over a parameter the request already has). ``model`` and ``messages`` are never touched. Both
-options are empty by default: recovery fills them from the refusal that names the parameter
-(proxy/named.py), and an operator may set them for an endpoint whose refusal is known. Each
-change names the parameter and its value (a number, a boolean, a short word; else its type and
-length, never text).
-Why: OpenAI-compatible endpoints refuse what they do not implement, one parameter at a time:
-"Unrecognized request argument supplied: thinking" (nashsu/llm_wiki#336), Azure's
-"Unrecognized request argument supplied: stream_options" (Pythagora-io/gpt-pilot#1022), OpenAI's
-reasoning models "Unsupported parameter: 'max_tokens' is not supported with this model. Use
-'max_completion_tokens' instead." (teilomillet/gollm#33; docs/providers.md#request).
-Safety: unsafe: the request no longer asks for what the parameter asked; the refusal said the
-endpoint would not honour it as sent.
+option ``rename`` is sent under its new name (``{"max_tokens": "max_completion_tokens"}``; not over
+a parameter the request already has). ``model`` and ``messages`` are never touched. Both options are
+empty by default: recovery fills them from the refusal that names the parameter
+(rules/providers/named_repairs.py), and an operator may set them for an endpoint whose refusal is
+known. Each change names the parameter and its value (a number, a boolean, a short word; else its
+type and length, never text). Why: OpenAI-compatible endpoints refuse what they do not implement,
+one parameter at a time: "Unrecognized request argument supplied: thinking" (nashsu/llm_wiki#336),
+Azure's "Unrecognized request argument supplied: stream_options" (Pythagora-io/gpt-pilot#1022),
+OpenAI's reasoning models "Unsupported parameter: 'max_tokens' is not supported with this model. Use
+'max_completion_tokens' instead." (teilomillet/gollm#33; docs/providers.md#request). Safety: unsafe:
+the request no longer asks for what the parameter asked; the refusal said the endpoint would not
+honour it as sent.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ holding its refusal; a ``tool_reference`` part becomes the text ``Tool reference
 part with no text rendering (an image, a file, an audio clip, an unknown type) is dropped, and
 a list left empty becomes ``""``. Thinking parts are ``thinking-parts``' business and are left
 alone. Empty by default: recovery fills it from the refusal that names the type
-(proxy/named.py).
+(rules/providers/named_repairs.py).
 Why: each endpoint takes its own closed set of part types and refuses the rest by name: OpenAI
 "Invalid value: 'thinking'. Supported values are: 'text' and 'image_url'."
 (docs/providers.md#content), serde-based endpoints "unknown variant `tool_reference`, expected

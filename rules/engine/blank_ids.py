@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rules.engine.pairing import Minter, answers
+from rules.engine.ids import Minter
+from rules.engine.pairing import answers
 
 
 def is_blank(value: Any) -> bool:

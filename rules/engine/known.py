@@ -4,7 +4,7 @@ An agent re-sends its history on every request, and a stuck session re-sends the
 ``arguments`` strings each time. Whether a string holds a JSON object, and what repairing it
 gives, depend on the string alone: each is worked out once per process and looked up after. A
 string keeps its own hash, so a re-sent one (the very object the prefix cache kept, see
-proxy/prefix.py) costs one dict lookup. The memo is bounded by the characters it holds, the
+proxy/relay/prefix.py) costs one dict lookup. The memo is bounded by the characters it holds, the
 oldest entries out first: it never changes an answer, only what the answer costs.
 """
 

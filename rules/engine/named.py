@@ -1,7 +1,7 @@
-"""Repairs of what a refusal names, shared by the three APIs' rules: a request parameter, a key
-of a message or an item, a request value. Each rule reads the names from its options (recovery
-fills them from the refusal, proxy/named.py; an operator may set them too) and acts on nothing
-else; copy on write, like every rule.
+"""Repairs of what a refusal names, shared by the three APIs' rules: a request parameter, a key of a
+message or an item, a request value. Each rule reads the names from its options (recovery fills them
+from the refusal, rules/providers/named_repairs.py; an operator may set them too) and acts on
+nothing else; copy on write, like every rule.
 
 A value is logged only when it cannot be text the client wrote (a number, a boolean, ``null``,
 a short word such as ``auto`` or ``json_object``), else by its type and length; with
@@ -23,13 +23,20 @@ _WORDLIKE = re.compile(r"[A-Za-z0-9_.:-]{0,32}")
 MAX_LOGGED_CHARS = 200
 
 
+def loggable(value: str) -> bool:
+    """Whether a string value is a word no client writes as text (an enum value such as ``auto``
+    or ``json_object``): logged as it is, where anything longer is logged only with
+    ``log_content``."""
+    return _WORDLIKE.fullmatch(value) is not None
+
+
 def described(value: Any, *, log_content: bool = False) -> dict[str, Any]:
     """What a log may say of a dropped or replaced value (never text the client wrote, unless
     the route logs content)."""
     if value is None or isinstance(value, bool | int | float):
         return {"value": value}
     if isinstance(value, str):
-        if log_content or _WORDLIKE.fullmatch(value):
+        if log_content or loggable(value):
             return {"value": value[:MAX_LOGGED_CHARS]}
         return {"type": "string", "length": len(value)}
     if isinstance(value, dict):

@@ -44,26 +44,3 @@ def answers(events: Iterable[tuple[bool, str | None]]) -> list[int | None]:
 def answered_by(pairs: Sequence[int | None]) -> dict[int, int]:
     """``answers``' result read the other way: call event index -> the result that answers it."""
     return {call: result for result, call in enumerate(pairs) if call is not None}
-
-
-class Minter:
-    """Fresh ids for one request: ``base``, or ``base_d<n>`` with the smallest n >= 2 that no
-    id in ``taken`` holds; the id minted joins ``taken``. The search resumes per base where it
-    stopped (``taken`` only grows, so no smaller n can have come free): linear over a request,
-    where starting at 2 each time made a hostile run of one id quadratic."""
-
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
-        self._next: dict[str, int] = {}
-
-    def mint(self, base: str) -> str:
-        if base not in self.taken:
-            self.taken.add(base)
-            return base
-        n = self._next.get(base, 2)
-        while f"{base}_d{n}" in self.taken:
-            n += 1
-        self._next[base] = n + 1
-        new = f"{base}_d{n}"
-        self.taken.add(new)
-        return new

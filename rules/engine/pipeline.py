@@ -18,7 +18,7 @@ Prescan = Callable[[list[Any]], Any]
 
 @dataclass(frozen=True, slots=True)
 class Walked:
-    """What a walk the caller did already knows of the list (proxy/prefix.py walks only what a
+    """What a walk the caller did already knows of the list (proxy/relay/prefix.py walks only what a
     request added): what each scan returns for it, and the answers of prescans it gives."""
 
     signals: Mapping[Scan, frozenset[str] | None] = field(default_factory=dict)

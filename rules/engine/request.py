@@ -1,14 +1,13 @@
 """Request-level repairs: reading and rewriting a request's own fields, copy on write.
 
 A rule with ``Rule.reads_request`` gets the request's top-level fields (``model``, ``tools``,
-``tool_choice``, ``temperature``, ...) in ``RuleContext.request``, read-only, and returns the
-new ones in ``Outcome.request``: a fresh dict built by ``with_fields``, sharing every value it
-does not replace (the pipeline hands it to the next rule; ``proxy/sanitize.py`` writes it back
-only when a rule reported a change, so a clean request still leaves as its original bytes).
-The predicates over tool definitions live here, in the engine, so the chat rules and the
-Messages rules read them alike; each API says where a tool's name is (chat's
-``tools[].function.name``: ``rules.chat.message_fields.chat_tool_name``; Messages'
-``tools[].name``).
+``tool_choice``, ``temperature``, ...) in ``RuleContext.request``, read-only, and returns the new
+ones in ``Outcome.request``: a fresh dict built by ``with_fields``, sharing every value it does not
+replace (the pipeline hands it to the next rule; ``rules/providers/sanitize.py`` writes it back only
+when a rule reported a change, so a clean request still leaves as its original bytes). The
+predicates over tool definitions live here, in the engine, so the chat rules and the Messages rules
+read them alike; each API says where a tool's name is (chat's ``tools[].function.name``:
+``rules.chat.message_fields.chat_tool_name``; Messages' ``tools[].name``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ What: a ``tool_use`` block whose id an earlier ``tool_use`` of the request alrea
 the same assistant turn or an earlier one) is renamed ``<id>_d<n>`` (the smallest n >= 2 no id
 of the request holds), and the ``tool_result`` answering it is renamed with it: in the next user
 turn the k-th result with that id answers the k-th call that had it
-(``rules/messages/ids.py``). No call and no result is dropped: a copied call without its own
+(``rules/messages/remap.py``). No call and no result is dropped: a copied call without its own
 result is answered by ``messages-tool-result-pairing``'s stub.
 Why: Anthropic answers 400 "messages.43.content.2: tool_use ids must be unique"
 (anthropics/claude-code#28515, anthropics/anthropic-sdk-csharp#53, trycua/cua#524) and DeepSeek's
@@ -19,9 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.ids import Minter
 from rules.engine.wake import on
 from rules.messages import scan
-from rules.messages.ids import Minter, all_ids, remap
+from rules.messages.remap import all_ids, remap
 
 NAME = "messages-duplicate-tool-use-ids"
 

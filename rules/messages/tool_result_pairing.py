@@ -47,7 +47,7 @@ from rules.messages.blocks import (
     tool_result_id,
     tool_use_ids,
 )
-from rules.messages.ids import answer_places
+from rules.messages.remap import answer_places
 
 NAME = "messages-tool-result-pairing"
 
@@ -251,7 +251,7 @@ class _Run:
 
 
 def _assign(messages: list[Any]) -> tuple[dict[tuple[int, int], int], dict[int, list[Any]]]:
-    """Which call each result answers (``rules.messages.ids.answer_places``): (message,
+    """Which call each result answers (``rules.messages.remap.answer_places``): (message,
     position) of each result that answers a call -> the index of that call's assistant
     message; and, per assistant message, its results that stand outside the user message right
     after it (a later turn, or before the call), in document order. A result given no call is

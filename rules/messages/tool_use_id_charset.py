@@ -4,7 +4,7 @@ What: a ``tool_use`` id holding a character outside ``[a-zA-Z0-9_-]`` (Kimi's
 ``functions.Bash:0``, OpenAI-style ids from a translated history, ``call.1``) has each such
 character replaced by ``_``; an empty id becomes ``toolu_chatmend``. If the result is an id the
 request already holds, ``_d<n>`` is appended. One original id always maps to the same new id,
-and the ``tool_result`` blocks answering the call are renamed with it (``rules/messages/ids.py``).
+and the ``tool_result`` blocks answering the call are renamed with it (``rules/messages/remap.py``).
 A reused id stays reused: ``messages-duplicate-tool-use-ids`` (next) handles that.
 Why: Anthropic answers 400 "messages.92.content.0.tool_use.id: String should match pattern
 '^[a-zA-Z0-9_-]+$'" (docs/providers.md, Anthropic; BlockRunAI/ClawRouter#17, maximhq/bifrost#5097
@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.ids import Minter
 from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import sanitized_id, valid_id
-from rules.messages.ids import Minter, all_ids, remap
+from rules.messages.remap import all_ids, remap
 
 NAME = "messages-tool-use-id-charset"
 

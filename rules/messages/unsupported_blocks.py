@@ -1,22 +1,21 @@
 """messages-unsupported-blocks: a content block of a type the endpoint refuses leaves as text,
 where a text rendering exists.
 
-What: in every message's ``content`` list, and in every ``tool_result``'s own ``content``
-list, each block whose ``type`` is named in option ``types`` is rewritten: a ``tool_reference``
-(Claude Code's tool search: the tool it loaded) becomes the text block ``Tool reference:
-<name>``; a ``document`` with a text source becomes a text block of that text; a
-``search_result`` becomes a text block of its title and texts; an ``input_text`` or
-``output_text`` block becomes a ``text`` block with the same text. A block with no text
-rendering (an image, a PDF, an unknown type) is dropped; a ``tool_result`` content left empty
-becomes ``""``. ``text``, ``tool_use``, ``tool_result`` and thinking blocks are never touched.
-Empty by default: recovery fills it from the refusal that names the type (proxy/named.py).
-Why: Anthropic-format endpoints other than Anthropic's take a closed set of block types:
-DeepSeek's "Failed to deserialize the JSON body into the target type: messages[4].content:
-unknown variant `tool_reference`, expected `text`" for a tool search result Claude Code sends
-(zhukunpenglinyutong/jetbrains-cc-gui#591; docs/providers.md#anthropic-content).
-Safety: by change: a renamed text block is ``safe``; a rendered block is ``unsafe`` (chatmend's
-words around the client's); a dropped block is ``lossy``, run by recovery only where the route
-opts in (``recover.lossy``).
+What: in every message's ``content`` list, and in every ``tool_result``'s own ``content`` list, each
+block whose ``type`` is named in option ``types`` is rewritten: a ``tool_reference`` (Claude Code's
+tool search: the tool it loaded) becomes the text block ``Tool reference: <name>``; a ``document``
+with a text source becomes a text block of that text; a ``search_result`` becomes a text block of
+its title and texts; an ``input_text`` or ``output_text`` block becomes a ``text`` block with the
+same text. A block with no text rendering (an image, a PDF, an unknown type) is dropped; a
+``tool_result`` content left empty becomes ``""``. ``text``, ``tool_use``, ``tool_result`` and
+thinking blocks are never touched. Empty by default: recovery fills it from the refusal that names
+the type (rules/providers/named_repairs.py). Why: Anthropic-format endpoints other than Anthropic's
+take a closed set of block types: DeepSeek's "Failed to deserialize the JSON body into the target
+type: messages[4].content: unknown variant `tool_reference`, expected `text`" for a tool search
+result Claude Code sends (zhukunpenglinyutong/jetbrains-cc-gui#591;
+docs/providers.md#anthropic-content). Safety: by change: a renamed text block is ``safe``; a
+rendered block is ``unsafe`` (chatmend's words around the client's); a dropped block is ``lossy``,
+run by recovery only where the route opts in (``recover.lossy``).
 """
 
 from __future__ import annotations

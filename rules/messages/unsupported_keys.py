@@ -6,7 +6,7 @@ named in option ``block_keys`` from every content block of a message's ``content
 ``role`` and ``content`` (of a message) and ``type``, ``text``, ``id``, ``tool_use_id``,
 ``input``, ``name``, ``content``, ``thinking``, ``signature``, ``source`` and ``data`` (of a
 block) are never removed. Empty by default: recovery fills them from the refusal that names the
-key (proxy/named.py). The change names the keys, never their values.
+key (rules/providers/named_repairs.py). The change names the keys, never their values.
 Why: Anthropic-format endpoints other than Anthropic's refuse keys they do not take: a
 ``cache_control`` where the endpoint has none (docs/providers.md#anthropic-fields), a client's
 own message ``id`` (as Groq refuses it in chat: chatboxai/chatbox#2083).

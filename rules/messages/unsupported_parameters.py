@@ -5,12 +5,12 @@ What: request level, as ``unsupported-parameters`` for chat: each top-level para
 option ``drop`` is removed, each in option ``rename`` sent under its new name. ``model``,
 ``messages``, ``max_tokens`` (required by the API) and ``system`` (text the client wrote, which a
 Messages request has nowhere else to put) are never touched. Both options are empty by default:
-recovery fills them from the refusal (proxy/named.py). Each change names the parameter and its
-value (a number, a boolean, a short word; else its type and length).
-Why: Anthropic-format endpoints other than Anthropic's refuse what they do not implement:
+recovery fills them from the refusal (rules/providers/named_repairs.py). Each change names the
+parameter and its value (a number, a boolean, a short word; else its type and length). Why:
+Anthropic-format endpoints other than Anthropic's refuse what they do not implement:
 "context_management: Extra inputs are not permitted" (ericc-ch/copilot-api#217;
-docs/providers.md#anthropic-request), one parameter at a time.
-Safety: unsafe: the request no longer asks for what the parameter asked.
+docs/providers.md#anthropic-request), one parameter at a time. Safety: unsafe: the request no longer
+asks for what the parameter asked.
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
 """messages-unsupported-tool-keys: a tool definition key the endpoint refuses by name is not sent.
 
-What: request level. Each key named in option ``keys`` is removed from every ``tools[]`` entry
-(a client tool or a server tool). A tool's ``type``, ``name``, ``description`` and
-``input_schema`` are never removed. Empty by default: recovery fills it from the refusal that
-names the key (proxy/named.py). The change names the keys and the tools' positions, never their
-values.
-Why: clients send the tool keys of a newer Messages API (``defer_loading``, a ``custom``
+What: request level. Each key named in option ``keys`` is removed from every ``tools[]`` entry (a
+client tool or a server tool). A tool's ``type``, ``name``, ``description`` and ``input_schema`` are
+never removed. Empty by default: recovery fills it from the refusal that names the key
+(rules/providers/named_repairs.py). The change names the keys and the tools' positions, never their
+values. Why: clients send the tool keys of a newer Messages API (``defer_loading``, a ``custom``
 wrapper, ``strict``) to endpoints whose schema refuses them: Bedrock's (BerriAI/litellm#36855),
 Cohere's through OpenRouter "unknown field: parameter 'strict' is not a valid field"
-(OpenRouterTeam/openrouter-examples#71; docs/providers.md#request).
-Safety: unsafe: the request no longer asks what the key asked (``strict``: schema adherence);
-the tool and its schema stay.
+(OpenRouterTeam/openrouter-examples#71; docs/providers.md#request). Safety: unsafe: the request no
+longer asks what the key asked (``strict``: schema adherence); the tool and its schema stay.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ Anthropic Messages, in one place. Code that must act differently per API reads t
 record (looked up once, by name, with ``api_named``); nothing compares API names.
 
 The proxy side extends these records with what only the server needs (the path, the response
-observer, the stash lookup): ``proxy/apis.py``.
+observer, the stash lookup): ``proxy/relay/served.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ Check = Callable[[Any, Contract, Collection[str]], list[Violation]]
 class Resumable:
     """An API's one walk (``Rule.scan``) and the same walk able to go on from where an earlier
     one stopped (``rules.chat.scan.walk``): a request that adds a turn to the last one is
-    walked over that turn only (proxy/prefix.py)."""
+    walked over that turn only (proxy/relay/prefix.py)."""
 
     scan: Callable[[list[Any]], frozenset[str] | None]
     walk: Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]

@@ -24,10 +24,22 @@ Settings = Mapping[str, bool | Mapping[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
+class Host:
+    """An upstream host that picks a profile when the config names none: its glob (compared in
+    lower case; no two profiles' globs match one host, tests/proxy/test_provider_hosts.py) and a
+    base URL the provider documents for it."""
+
+    pattern: str
+    example: str
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     name: str
     #: The provider and endpoint it describes.
     summary: str
+    #: The upstream hosts that select it (docs/profiles.md renders them).
+    hosts: tuple[Host, ...] = ()
     #: Rule settings over each rule's default (``True``/``False`` or ``{"enabled": ..., **opts}``).
     rules: Settings = field(default_factory=dict)
     contract: Contract = field(default_factory=dict)
@@ -121,6 +133,7 @@ _DEEPSEEK_SHAPE: Settings = {
 DEEPSEEK = Profile(
     "deepseek",
     "DeepSeek (api.deepseek.com, deepseek-chat and V3.2/V4 models); the default",
+    hosts=(Host("api.deepseek.com", "https://api.deepseek.com"),),
     rules={
         **_DEEPSEEK_SHAPE,
         "empty-tools": True,
@@ -223,6 +236,12 @@ KIMI_THINKING_MODELS = ["*kimi-k2.5*", "*kimi-k2.6*", "*kimi-k2-thinking*", "*ki
 KIMI = Profile(
     "kimi",
     "Moonshot / Kimi (api.moonshot.ai, api.moonshot.cn, kimi-code); tool ids are preserved",
+    hosts=(
+        Host("api.moonshot.ai", "https://api.moonshot.ai/v1"),
+        Host("api.moonshot.cn", "https://api.moonshot.cn"),
+        # Kimi Code (kimi-for-coding), MoonshotAI/kimi-code#269
+        Host("api.kimi.com", "https://api.kimi.com/coding/v1"),
+    ),
     rules={
         "developer-role": True,
         "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
@@ -303,6 +322,7 @@ KIMI = Profile(
 MISTRAL = Profile(
     "mistral",
     "Mistral (api.mistral.ai; vLLM --tokenizer-mode mistral, NVIDIA NIM)",
+    hosts=(Host("api.mistral.ai", "https://api.mistral.ai"),),
     rules={
         "developer-role": True,
         "unknown-roles": {"enabled": True, "roles": list(DEEPSEEK_ROLES)},
@@ -352,6 +372,7 @@ MISTRAL = Profile(
 GROQ = Profile(
     "groq",
     "Groq (api.groq.com/openai): strict per-role field allowlist",
+    hosts=(Host("api.groq.com", "https://api.groq.com/openai"),),
     rules={
         "unknown-message-fields": True,
         "text-part-arrays": {"enabled": True, "roles": ["system"]},
@@ -376,6 +397,7 @@ GROQ = Profile(
 CEREBRAS = Profile(
     "cerebras",
     "Cerebras (api.cerebras.ai): strict fields, strict JSON",
+    hosts=(Host("api.cerebras.ai", "https://api.cerebras.ai"),),
     rules={"unknown-message-fields": True},
     contract=_contract(
         PAIRING,
@@ -387,6 +409,7 @@ CEREBRAS = Profile(
 QWEN = Profile(
     "qwen",
     "Qwen / DashScope (Bailian, Qwen Portal) and Qwen3.5+ chat templates",
+    hosts=(Host("dashscope*.aliyuncs.com", "https://dashscope-intl.aliyuncs.com/compatible-mode"),),
     rules={
         "developer-role": True,
         "unknown-roles": {"enabled": True, "roles": list(QWEN_ROLES)},
@@ -431,6 +454,10 @@ QWEN = Profile(
 GLM = Profile(
     "glm",
     "Zhipu GLM (open.bigmodel.cn, api.z.ai): one generic 1214 error for many causes",
+    hosts=(
+        Host("open.bigmodel.cn", "https://open.bigmodel.cn/api/paas/v4"),
+        Host("api.z.ai", "https://api.z.ai/api/paas/v4"),
+    ),
     rules={
         "text-part-arrays": True,
         "leading-user-message": True,
@@ -463,6 +490,7 @@ GLM = Profile(
 MINIMAX = Profile(
     "minimax",
     "MiniMax (api.minimax.io): error code 2013",
+    hosts=(Host("api.minimax*", "https://api.minimax.io"),),
     rules={
         "system-messages": {"enabled": True, "later": "hoist"},
         # docs/providers.md#minimax-request (QwenLM/qwen-code#11834)
@@ -507,6 +535,12 @@ MINIMAX = Profile(
 GEMINI_OPENAI = Profile(
     "gemini-openai",
     "Google Gemini's OpenAI-compatible endpoint (generativelanguage.googleapis.com/v1beta/openai)",
+    hosts=(
+        Host(
+            "generativelanguage.googleapis.com",
+            "https://generativelanguage.googleapis.com/v1beta/openai",
+        ),
+    ),
     rules={
         "leading-user-message": True,
         "function-names": {"enabled": True, "pattern": "gemini"},
@@ -549,6 +583,7 @@ GEMINI_OPENAI = Profile(
 XAI = Profile(
     "xai",
     "xAI Grok (api.x.ai): every message needs a content element",
+    hosts=(Host("api.x.ai", "https://api.x.ai"),),
     rules={
         "thinking-parts": True,
         # more than one text element is refused, one is not (docs/providers.md#xai-content,
@@ -580,6 +615,7 @@ XAI = Profile(
 OPENAI = Profile(
     "openai",
     "OpenAI (api.openai.com) Chat Completions: `developer` is kept, images only in user messages",
+    hosts=(Host("api.openai.com", "https://api.openai.com"),),
     rules={
         "empty-tools": True,
         "thinking-parts": True,
@@ -611,6 +647,7 @@ OPENAI = Profile(
 AZURE = Profile(
     "azure",
     "Azure OpenAI / Azure AI Inference: OpenAI's rules plus a strict field allowlist",
+    hosts=(Host("*.openai.azure.com", "https://my-resource.openai.azure.com/openai"),),
     rules={**OPENAI.rules, "unknown-message-fields": True},
     contract=_contract(
         OPENAI.contract,
@@ -663,6 +700,7 @@ ANTHROPIC = Profile(
     "anthropic",
     "Anthropic (api.anthropic.com): the Messages API; its OpenAI-compatible chat endpoint gets "
     "the core",
+    hosts=(Host("api.anthropic.com", "https://api.anthropic.com"),),
     # The chat side: the OpenAI-compatible layer translates to the native rules (inferred,
     # docs/providers.md): the core pairing checks.
     contract=PAIRING,
@@ -716,6 +754,7 @@ ANTHROPIC = Profile(
 OPENROUTER = Profile(
     "openrouter",
     "OpenRouter (openrouter.ai): a router; the model's vendor prefix picks the downstream profile",
+    hosts=(Host("openrouter.ai", "https://openrouter.ai/api/v1"),),
     contract=PAIRING,
     variants=(
         # BerriAI/litellm#27439: DeepSeek V4 via OpenRouter, thinking-mode tool turns
@@ -765,3 +804,8 @@ PROFILES: Mapping[str, Profile] = {
     )
 }
 DEFAULT_PROFILE = DEEPSEEK.name
+#: (host glob, profile) of every profile's hosts, in the order PROFILES lists them: what picks
+#: the profile of an upstream the config names none for (``proxy.config.profile_for_upstream``).
+HOST_PROFILES: tuple[tuple[str, str], ...] = tuple(
+    (host.pattern, profile.name) for profile in PROFILES.values() for host in profile.hosts
+)

@@ -90,7 +90,9 @@ class ReplyRule:
     arms: Callable[[Mapping[str, Any], RuleContext], bool]
     options: tuple[Option[Any], ...] = ()
 
-    def context(self, options: Mapping[str, Any] | None = None, *, log_content: bool = False) -> RuleContext:
+    def context(
+        self, options: Mapping[str, Any] | None = None, *, log_content: bool = False
+    ) -> RuleContext:
         return RuleContext(options or {}, log_content)
 
 

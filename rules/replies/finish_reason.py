@@ -30,7 +30,9 @@ class _Fix(ChoiceFix):
         if step.finish != "stop" or not self.state.made:
             return [step]
         self.state.changes.append(
-            Change(NAME, self.state.index, "set_finish_reason", {"from": "stop", "to": "tool_calls"})
+            Change(
+                NAME, self.state.index, "set_finish_reason", {"from": "stop", "to": "tool_calls"}
+            )
         )
         return [Step(step.delta, "tool_calls")]
 

@@ -267,7 +267,7 @@ def _types(schema: Any) -> set[str]:
     return found or {"string"}
 
 
-_JSON_TYPES: Final = {
+_JSON_TYPES: Final[dict[str, Callable[[Any], bool]]] = {
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
@@ -289,7 +289,7 @@ def typed(text: str, schema: Any) -> tuple[bool, Any]:
         value = orjson.loads(text.strip())
     except orjson.JSONDecodeError:
         return ("string" in kinds, text if "string" in kinds else None)
-    if any(_JSON_TYPES.get(kind, lambda v: False)(value) for kind in kinds):
+    if any(kind in _JSON_TYPES and _JSON_TYPES[kind](value) for kind in kinds):
         return True, value
     return ("string" in kinds, text if "string" in kinds else None)
 
@@ -363,9 +363,7 @@ def parse_deepseek_dsml(block: str, declared: Declared) -> list[Call] | None:
         return None
     body = block[block.index(">") + 1 : -len(closer)]
     m = re.escape(mark)
-    invoke = re.compile(
-        rf'<{m}invoke name="([^"<>]*)"\s*(?:/>|>(.*?)</{m}invoke>)', re.DOTALL
-    )
+    invoke = re.compile(rf'<{m}invoke name="([^"<>]*)"\s*(?:/>|>(.*?)</{m}invoke>)', re.DOTALL)
     param = re.compile(
         rf'<{m}parameter name="([^"<>]*)" string="(true|false)">(.*?)</{m}parameter>', re.DOTALL
     )

@@ -250,7 +250,8 @@ class TextCalls:
         window = self.confirm_window + len(block.opener)
         ended = -1
         alive: list[tuple[Format, Reader, bool]] = []
-        for fmt, reader, confirmed in block.candidates:
+        for fmt, reader, was_confirmed in block.candidates:
+            confirmed = was_confirmed
             if not confirmed and fmt.early is not None:
                 verdict = fmt.early(block.text[:window], self.declared)
                 if verdict is False or (verdict is None and block.size > window):

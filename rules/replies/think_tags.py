@@ -77,7 +77,9 @@ class _Fix(ChoiceFix):
                 self.close = "</" + opener[1:]
                 lead = text[: len(text) - len(body)]
                 out = [Step({**_rest(step.delta), "content": lead})] if lead else []
-                return out + self._split(Step({} if lead else _rest(step.delta), step.finish), body[len(opener) :])
+                return out + self._split(
+                    Step({} if lead else _rest(step.delta), step.finish), body[len(opener) :]
+                )
         if any(opener.startswith(body) for opener in self.opens) and step.finish is None:
             self.held = text
             return [Step(_rest(step.delta))] if _rest(step.delta) else []

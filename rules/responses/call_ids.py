@@ -22,7 +22,7 @@ import hashlib
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
-from rules.engine.pairing import Minter
+from rules.engine.ids import Minter
 from rules.responses.items import answer_map, call_id, is_call
 
 NAME = "responses-call-ids"

@@ -1,20 +1,18 @@
 """responses-item-ids: an ``input`` item's ``id`` the endpoint refuses is not sent.
 
-What: an item's ``id`` is optional (``call_id`` pairs a call with its output; a message or
-reasoning item is read by its content). It is removed where the endpoint refuses it: an item of
-a type named in option ``prefixes`` whose ``id`` does not begin with the prefix given for it
-(``{"function_call": "fc", "reasoning": "rs"}``), or any ``id`` longer than option
-``max_length`` (0: no limit). Empty by default: recovery fills them from the refusal (the
-prefix, or the length it names, proxy/named.py). The change names the item's type and the
-reason, never the id.
-Why: OpenAI's and Copilot's Responses API check the ids a client carries over from another
-source: "Invalid 'input[1].id': 'item_A9v…'. Expected an ID that begins with 'fc'."
-(Wei-Shaw/sub2api#3785), "… Expected an ID that begins with 'rs'." for a ``thinking_0``
-(github/copilot-language-server-release#46), "Invalid 'input[2].id': string too long.
-Expected a string with maximum length 64, but got a string with length 416 instead."
-(can1357/oh-my-pi#284; docs/providers.md#openai-responses).
-Safety: unsafe: the item goes without its id (what it says is kept; a stored item it named is
-no longer referred to).
+What: an item's ``id`` is optional (``call_id`` pairs a call with its output; a message or reasoning
+item is read by its content). It is removed where the endpoint refuses it: an item of a type named
+in option ``prefixes`` whose ``id`` does not begin with the prefix given for it (``{"function_call":
+"fc", "reasoning": "rs"}``), or any ``id`` longer than option ``max_length`` (0: no limit). Empty by
+default: recovery fills them from the refusal (the prefix, or the length it names,
+rules/providers/named_repairs.py). The change names the item's type and the reason, never the id.
+Why: OpenAI's and Copilot's Responses API check the ids a client carries over from another source:
+"Invalid 'input[1].id': 'item_A9v…'. Expected an ID that begins with 'fc'." (Wei-Shaw/sub2api#3785),
+"… Expected an ID that begins with 'rs'." for a ``thinking_0``
+(github/copilot-language-server-release#46), "Invalid 'input[2].id': string too long. Expected a
+string with maximum length 64, but got a string with length 416 instead." (can1357/oh-my-pi#284;
+docs/providers.md#openai-responses). Safety: unsafe: the item goes without its id (what it says is
+kept; a stored item it named is no longer referred to).
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
 """responses-unsupported-item-keys: an ``input`` item key the endpoint refuses by name is not
 sent.
 
-What: each key named in option ``keys`` is removed from every ``input`` item that has it.
-``type``, ``role``, ``content``, ``call_id``, ``output``, ``arguments``, ``name``, ``summary`` and
+What: each key named in option ``keys`` is removed from every ``input`` item that has it. ``type``,
+``role``, ``content``, ``call_id``, ``output``, ``arguments``, ``name``, ``summary`` and
 ``encrypted_content`` are never removed (they are the item). Empty by default: recovery fills it
-from the refusal that names the key (proxy/named.py). The change names the keys, never their
-values.
-Why: Responses endpoints other than OpenAI's refuse item keys they do not take, one at a time,
-as chat endpoints refuse message keys (Groq "property 'id' is unsupported",
-chatboxai/chatbox#2083; docs/providers.md#responses).
-Safety: unsafe: what the key carried (an item id, a status) no longer reaches the endpoint; the
-items' texts are kept.
+from the refusal that names the key (rules/providers/named_repairs.py). The change names the keys,
+never their values. Why: Responses endpoints other than OpenAI's refuse item keys they do not take,
+one at a time, as chat endpoints refuse message keys (Groq "property 'id' is unsupported",
+chatboxai/chatbox#2083; docs/providers.md#responses). Safety: unsafe: what the key carried (an item
+id, a status) no longer reaches the endpoint; the items' texts are kept.
 """
 
 from __future__ import annotations

@@ -2,18 +2,17 @@
 sent.
 
 What: request level, as ``unsupported-parameters`` for chat: each top-level parameter named in
-option ``drop`` is removed, each in option ``rename`` sent under its new name; ``model``,
-``input``, ``previous_response_id`` and ``conversation`` are never touched (without them the
-request loses its conversation). ``instructions`` is text the client wrote: named in ``drop``, it
-is not dropped but moved into ``input`` as a leading ``system`` message, so the model still
-reads it (a string ``input`` becomes that message and a user message). Both options are empty
-by default: recovery fills them from the refusal (proxy/named.py). Each change names the
-parameter and its value (a number, a boolean, a short word; else its type and length).
-Why: xAI's Responses API "Argument not supported: instructions and previous_response_id
-together" (10-X-eng/vibecad#4; docs/providers.md#xai-request): OpenAI allows both, xAI refuses
-the pair on every chained turn.
-Safety: unsafe: the request no longer asks for what the parameter asked (``instructions`` moved:
-the text is kept, as a message of the conversation).
+option ``drop`` is removed, each in option ``rename`` sent under its new name; ``model``, ``input``,
+``previous_response_id`` and ``conversation`` are never touched (without them the request loses its
+conversation). ``instructions`` is text the client wrote: named in ``drop``, it is not dropped but
+moved into ``input`` as a leading ``system`` message, so the model still reads it (a string
+``input`` becomes that message and a user message). Both options are empty by default: recovery
+fills them from the refusal (rules/providers/named_repairs.py). Each change names the parameter and
+its value (a number, a boolean, a short word; else its type and length). Why: xAI's Responses API
+"Argument not supported: instructions and previous_response_id together" (10-X-eng/vibecad#4;
+docs/providers.md#xai-request): OpenAI allows both, xAI refuses the pair on every chained turn.
+Safety: unsafe: the request no longer asks for what the parameter asked (``instructions`` moved: the
+text is kept, as a message of the conversation).
 """
 
 from __future__ import annotations

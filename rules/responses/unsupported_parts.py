@@ -7,7 +7,7 @@ the text type its message's role takes (``output_text`` for an assistant, else `
 with the same text; a ``refusal`` part becomes that text type holding its refusal. A part with
 no text rendering (an image or a file where the endpoint takes none, an unknown type) is
 dropped; a list left empty becomes ``""``. Empty by default: recovery fills it from the refusal
-that names the type (proxy/named.py).
+that names the type (rules/providers/named_repairs.py).
 Why: the Responses API names part types by direction and refuses the other one: "Invalid value:
 'input_text'. Supported values are: 'output_text' and 'refusal'." for an assistant message
 replayed with the user's part type (docs/providers.md#responses; the same closed sets as chat's

@@ -1,14 +1,13 @@
 """responses-unsupported-tool-keys: a tool definition key the endpoint refuses by name is not sent.
 
-What: request level. Each key named in option ``keys`` is removed from every ``tools[]`` entry.
-A tool's ``type``, ``name``, ``description`` and ``parameters`` are never removed. Empty by
-default: recovery fills it from the refusal that names the key (proxy/named.py). The change
-names the keys and the tools' positions, never their values.
-Why: routers pass a tool schema's extra keys to providers that refuse them: Cohere via
-OpenRouter "unknown field: parameter 'strict' is not a valid field"
-(OpenRouterTeam/openrouter-examples#71; docs/providers.md#request).
-Safety: unsafe: the request no longer asks what the key asked (``strict``: schema adherence);
-the tool and its schema stay.
+What: request level. Each key named in option ``keys`` is removed from every ``tools[]`` entry. A
+tool's ``type``, ``name``, ``description`` and ``parameters`` are never removed. Empty by default:
+recovery fills it from the refusal that names the key (rules/providers/named_repairs.py). The change
+names the keys and the tools' positions, never their values. Why: routers pass a tool schema's extra
+keys to providers that refuse them: Cohere via OpenRouter "unknown field: parameter 'strict' is not
+a valid field" (OpenRouterTeam/openrouter-examples#71; docs/providers.md#request). Safety: unsafe:
+the request no longer asks what the key asked (``strict``: schema adherence); the tool and its
+schema stay.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
 from proxy.config import parse_config
+from proxy.server.app import create_app
 from rules.providers.profiles import PROFILES
 from tests.anthropic_bodies import (
     KEPT_INPUTS,

@@ -11,13 +11,13 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.check import CLEAN, INVALID, REPAIRED, check_body, run_check, run_error_check
 from rules.chat import RULES
 from rules.engine.pipeline import default_steps
 from rules.providers.contract import DEFAULT_CONTRACT
 from rules.providers.planner import Plan, Planner
 from tests.fake_upstream import strict_errors
 from tests.transcripts import BROKEN, CLEAN_BODY
+from tools.check import CLEAN, INVALID, REPAIRED, check_body, run_check, run_error_check
 
 CHATMEND = Path(sys.executable).parent / "chatmend"
 STEPS = default_steps(RULES)
@@ -123,7 +123,7 @@ def test_missing_file_exits_2(tmp_path: Path) -> None:
 def test_a_crashing_contract_check_never_blocks_the_repair(monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    import proxy.sanitize
+    import rules.providers.sanitize
     from rules.providers import apis
 
     def explode(*args: Any) -> list[Any]:
@@ -132,7 +132,7 @@ def test_a_crashing_contract_check_never_blocks_the_repair(monkeypatch: pytest.M
     chat = dataclasses.replace(apis.CHAT_API, check=explode)
     monkeypatch.setitem(apis.APIS, "chat", chat)
     plan = Plan("custom", STEPS, DEFAULT_CONTRACT, verify=True)
-    result = proxy.sanitize.sanitize_body(body(BROKEN["empty_tool_calls"]), plan)
+    result = rules.providers.sanitize.sanitize_body(body(BROKEN["empty_tool_calls"]), plan)
     assert result.changed
     assert strict_errors(orjson.loads(result.body)) == []
     assert [f.rule for f in result.failures] == ["contract"]

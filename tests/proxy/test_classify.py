@@ -1,4 +1,4 @@
-"""Reading an upstream's refusal (proxy/classify.py): in bounded time whatever it quotes
+"""Reading an upstream's refusal (rules/providers/refusals.py): in bounded time whatever it quotes
 (issue 27, item 1), and by its stable parts whatever its wording (issue 26, item 1).
 
 The time bound: the catalogue's texts were lazy-gap regular expressions (``messages\\..*?\\..*?``,
@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from proxy.classify import CATALOGUE, MAX_TEXT, Template, classify, error_text, read_error
+from rules.providers.refusals import CATALOGUE, MAX_TEXT, Template, classify, error_text, read_error
 from tests.conftest import base_url
 from tests.proxy.test_hostile import _assert_responsive, _config, _post, _probe
 from tests.proxy.test_operate import serving

@@ -16,8 +16,8 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from proxy.app import create_app
 from proxy.config import parse_config
+from proxy.server.app import create_app
 from rules.providers.profiles import PROFILES
 from tests.conftest import base_url
 from tests.fake_anthropic import TEXT, FakeAnthropic, create_fake_anthropic

@@ -13,8 +13,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 from structlog.testing import capture_logs
 
-from proxy.app import SESSION_KEY
 from proxy.config import ConfigError, parse_config
+from proxy.server.app import SESSION_KEY
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream
 from tests.faulty_upstream import FaultyUpstream, assert_no_leaks, sse

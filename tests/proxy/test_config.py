@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import yaml
 
-from proxy import docs
 from proxy.config import (
     DEFAULT_MAX_BODY_BYTES,
     KNOWN_RULES,
@@ -24,6 +23,7 @@ from rules.chat import RULES
 from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES_BY_NAME
+from tools import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config.example.yaml"

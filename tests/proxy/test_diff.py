@@ -1,5 +1,5 @@
-"""The page's before/after alignment (proxy/diff.py), issue 36 item 1: linear, aligned by what
-identifies an item, within a work budget.
+"""The page's before/after alignment (proxy/server/diff.py), issue 36 item 1: linear, aligned by
+what identifies an item, within a work budget.
 
 The oracle is written here, never read from the module: every item of each side is shown once;
 an item called ``same`` equals its partner (compared as Python values); the pairs not called
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.diff import (
+from proxy.server.diff import (
     MAX_ITEM_CHARS,
     MAX_RAW_BYTES,
     MAX_ROWS,
@@ -33,9 +33,9 @@ from proxy.diff import (
     pairs,
     view,
 )
-from proxy.sanitize import sanitize_body
 from rules.providers.apis import APIS
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import sanitize_body
 from tests.budget import examples
 from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan_of
 from tests.work import assert_linear

@@ -13,10 +13,10 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from proxy.emulate import create_emulator
 from rules.providers.contract import violations
 from tests.proxy.test_cli import free_port, wait_listening
 from tests.transcripts import BROKEN, CLEAN_BODY, chat
+from tools.emulate.app import create_emulator
 
 CHATMEND = Path(sys.executable).parent / "chatmend"
 

@@ -13,15 +13,15 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from proxy.app import create_app
-from proxy.check import CLEAN, INVALID, REPAIRED, api_of_body, run_check
 from proxy.config import parse_config
-from proxy.emulate import create_emulator
-from proxy.emulate_messages import TEXT
+from proxy.server.app import create_app
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
 from tests.anthropic_bodies import broken_session, clean_session
 from tests.conftest import base_url
+from tools.check import CLEAN, INVALID, REPAIRED, api_of_body, run_check
+from tools.emulate.app import create_emulator
+from tools.emulate.messages import TEXT
 
 HEADERS = {"anthropic-version": "2023-06-01", "content-type": "application/json"}
 

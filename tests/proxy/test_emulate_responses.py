@@ -13,9 +13,9 @@ import openai
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from proxy.app import create_app
 from proxy.config import parse_config
-from proxy.emulate import create_emulator
+from proxy.server.app import create_app
+from tools.emulate.app import create_emulator
 
 Client = TestClient[Any, Any]
 USER = {"role": "user", "content": "list the files"}

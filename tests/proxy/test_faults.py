@@ -15,8 +15,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 from structlog.testing import capture_logs
 
-from proxy.app import SESSION_KEY
-from proxy.streaming import BUFFER_MAX_BYTES
+from proxy.relay.streaming import BUFFER_MAX_BYTES
+from proxy.server.app import SESSION_KEY
 from tests.conftest import ProxyFactory
 from tests.faulty_upstream import (
     FaultyUpstream,

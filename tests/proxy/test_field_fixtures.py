@@ -35,12 +35,13 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from proxy import emulate, emulate_messages, emulate_responses
-from proxy.app import create_app
-from proxy.config import parse_config
-from proxy.provider_hosts import profile_for_upstream
+from proxy.config import parse_config, profile_for_upstream
+from proxy.server.app import create_app
 from tests.conftest import base_url
 from tests.proxy.test_cli import CHATMEND, serving
+from tools.emulate import chat as emulate
+from tools.emulate import messages as emulate_messages
+from tools.emulate import responses as emulate_responses
 
 FIELD = Path(__file__).parent.parent / "fixtures" / "field"
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}

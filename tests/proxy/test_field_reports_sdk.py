@@ -12,12 +12,11 @@ import openai
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from proxy.app import create_app
-from proxy.config import parse_config
-from proxy.emulate import create_emulator
-from proxy.provider_hosts import profile_for_upstream
+from proxy.config import parse_config, profile_for_upstream
+from proxy.server.app import create_app
 from rules.providers.planner import Planner
 from tests.rules.test_field_reports import REPORTS, Report
+from tools.emulate.app import create_emulator
 
 Client = TestClient[Any, Any]
 

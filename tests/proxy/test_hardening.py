@@ -317,7 +317,7 @@ async def _post_headers(url: str, body: bytes) -> tuple[int, bytes, dict[str, st
 
 def test_a_capped_result_lists_the_first_changes_and_counts_the_rest() -> None:
     from proxy.config import parse_config
-    from proxy.sanitize import capped, sanitize_body
+    from rules.providers.sanitize import capped, sanitize_body
 
     result = sanitize_body(_unanswered_calls(50), parse_config({}).planner())
     cut = capped(result, 10)
@@ -373,9 +373,9 @@ async def test_sixteen_gzip_bombs_at_once_are_refused_with_bounded_memory(
 async def test_a_big_body_past_the_budget_gets_a_503_a_small_one_never(
     aiohttp_server: Server, aiohttp_client: Callable[..., Awaitable[Any]]
 ) -> None:
-    from proxy.app import create_app
-    from proxy.appkeys import INFLIGHT_KEY
     from proxy.config import parse_config
+    from proxy.server.app import create_app
+    from proxy.server.appkeys import INFLIGHT_KEY
 
     recorder, url = await _recorder(aiohttp_server)
     config = {"upstream": {"url": url}, "offload_body_bytes": 65536}
@@ -520,8 +520,8 @@ async def test_a_repaired_body_nested_past_255_levels_goes_as_it_came_counted(
     cannot be written back. It goes as it came, as before, but no longer silently."""
     from structlog.testing import capture_logs
 
-    from proxy.app import create_app
     from proxy.config import parse_config
+    from proxy.server.app import create_app
 
     recorder, url = await _recorder(aiohttp_server)
     client = await aiohttp_client(create_app(parse_config({"upstream": {"url": url}})))
@@ -545,8 +545,8 @@ async def test_a_signed_block_with_a_duplicate_key_is_never_written_back(
 ) -> None:
     """Written back by orjson, `{"thinking": "A", "signature": "s", "thinking": "B"}` would keep
     "B" under a signature that may sign "A": a body the rules would rewrite goes as it came."""
-    from proxy.app import create_app
     from proxy.config import parse_config
+    from proxy.server.app import create_app
 
     recorder, url = await _recorder(aiohttp_server)
     client = await aiohttp_client(create_app(parse_config({"upstream": {"url": url}})))
@@ -628,8 +628,8 @@ def _size(body: bytes, planner: Any) -> int:
 @pytest.mark.slow
 async def test_a_worker_that_ignores_its_deadline_or_fails_is_replaced() -> None:
     from proxy.config import parse_config
-    from proxy.metrics import Metrics
-    from proxy.offload import KILL_GRACE, Offloader
+    from proxy.observe.metrics import Metrics
+    from proxy.relay.offload import KILL_GRACE, Offloader
 
     metrics = Metrics()
     planner = parse_config({}).planner()

@@ -448,7 +448,7 @@ def test_no_inflating_step_runs_on_the_event_loop() -> None:
     import threading
     import zlib as real_zlib
 
-    from proxy import body as body_module
+    from proxy.relay import body as body_module
 
     threads: set[int] = set()
     make = real_zlib.decompressobj

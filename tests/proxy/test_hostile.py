@@ -31,12 +31,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
 from proxy.config import ConfigError, parse_config
-from proxy.log import MAX_FIELD_CHARS, Sink, Timestamp, cap, cap_fields
-from proxy.stash.keys import request_scope
+from proxy.observe.log import CONTENT_ALLOWED, MAX_FIELD_CHARS, Sink, Timestamp, cap, cap_fields
+from proxy.relay.credentials import request_scope
+from proxy.server.app import create_app
 from proxy.stash.redis_store import redact
 from tests.conftest import base_url
+from tests.logs import captured_logs
 from tests.proxy.test_operate import serving
 from tests.proxy.test_security import raw_exchange, status_of
 from tests.soak import reused_id_turns
@@ -299,12 +300,14 @@ def test_log_fields_are_capped() -> None:
         "info",
         {
             "event": "payload_sanitized",
+            CONTENT_ALLOWED: True,
             "count": 10**6,
             "path": "/" + "a" * 10_000,
             "changes": [{"tool_call_id": "x" * 10_000}] * 5_000,
             "original": "kept whole: log_content is the operator's opt-in " * 100,
         },
     )
+    assert CONTENT_ALLOWED not in event
     assert len(orjson.dumps(event)) < 100_000
     assert len(event["path"]) < MAX_FIELD_CHARS + 40 and event["count"] == 10**6
     assert len(event["changes"]) == 101 and event["changes"][-1] == "...[4900 more]"
@@ -323,7 +326,60 @@ def test_capping_a_line_of_short_fields_changes_nothing() -> None:
         {**short, "status": HTTPStatus.OK, "original": "x" * 1000},
     ):
         capped = {k: v if k == "original" else cap(v) for k, v in event.items()}
-        assert cap_fields(None, "info", dict(event)) == capped
+        assert cap_fields(None, "info", {**event, CONTENT_ALLOWED: True}) == capped
+
+
+#: What a route that logs no content must never see in a line: the text of a change's detail.
+_TEXT = "the user's own words: my password is hunter2"
+
+
+def test_content_is_withheld_unless_the_request_logs_content() -> None:
+    """Privacy is the logger's (proxy/observe/log.py): a change that carries the client's text
+    (``original`` arguments, a dropped ``content`` or ``output``, a long ``value``) loses it on
+    every line whose request did not opt in, however deep it stands, and keeps its size; a
+    word such as ``auto`` stays, and the opted-in line keeps everything."""
+    changes = [
+        {"rule": "invalid-tool-arguments", "index": 1, "original": _TEXT},
+        {"rule": "thinking-parts", "index": 2, "content": [{"type": "text", "text": _TEXT}]},
+        {"rule": "responses-orphan-outputs", "index": 3, "output": _TEXT},
+        {"rule": "request-values", "index": -1, "value": _TEXT},
+        {"rule": "request-values", "index": -1, "value": "auto"},
+        {"rule": "null-content", "index": 4, "content": None, "content_length": 0},
+    ]
+    for event in (
+        {"event": "payload_sanitized", "changes": changes},
+        {"event": "recovery_failed", "changed": [{"nested": changes}]},
+        {"event": "odd", "content": _TEXT},
+        {"event": "odd", "original": "short"},
+    ):
+        line = orjson.dumps(cap_fields(None, "info", dict(event)))
+        assert b"hunter2" not in line and b"short" not in line, line
+        assert b"log_content is off" in line
+        kept = orjson.dumps(cap_fields(None, "info", {**event, CONTENT_ALLOWED: True}))
+        assert (b"hunter2" in kept or b"short" in kept) and b"log_content is off" not in kept
+    line = orjson.dumps(cap_fields(None, "info", {"event": "e", "changes": changes}))
+    assert b'"value":"auto"' in line and b'"content":null' in line
+    assert f"...[{len(_TEXT)} chars, not logged".encode() in line
+
+
+async def test_a_route_that_logs_content_says_so_on_its_own_lines_only(
+    fake_server: Any, aiohttp_client: Any
+) -> None:
+    """The flow binds the route's opt-in once: the lines of a request on a route with
+    ``log_content: true`` carry the mark the processor reads, the others do not; every line of a
+    request carries its id."""
+    upstream = str(fake_server.make_url("")).rstrip("/")
+    body = chat(BROKEN["truncated_arguments"])
+    for log_content in (False, True):
+        config = parse_config({"log_content": log_content}, default_upstream=upstream, env={})
+        client = await aiohttp_client(create_app(config))
+        with captured_logs() as logs:
+            response = await client.post("/v1/chat/completions", data=body)
+        assert response.status == 200
+        own = response.headers["X-Chatmend-Request-Id"]
+        mine = [e for e in logs if e.get("request_id") == own]
+        assert {e["event"] for e in mine} >= {"payload_sanitized", "request_done"}
+        assert all((CONTENT_ALLOWED in e) is log_content for e in mine)
 
 
 def test_the_timestamp_is_written_as_structlogs_iso_utc_stamper_writes_it(
@@ -598,7 +654,7 @@ async def test_workers_repair_a_big_body_in_their_worker_processes(
     tmp_path: Path, aiohttp_server: Server
 ) -> None:
     """Under --workers each server process has its own pool; the repair is the inline one."""
-    from proxy.sanitize import sanitize_body
+    from rules.providers.sanitize import sanitize_body
 
     recorder, url = await _recorder(aiohttp_server)
     padding = [{"role": "user", "content": "x" * 1000}, {"role": "assistant", "content": "y"}]

@@ -8,8 +8,8 @@ import orjson
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.app import planner_of
-from proxy.metrics import classify
+from proxy.observe.metrics import classify
+from proxy.server.app import planner_of
 from rules.engine.base import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream

@@ -23,9 +23,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import RUNTIME_KEY, create_app, planner_of
 from proxy.config import ConfigError, parse_config
-from proxy.reload import reload_config
+from proxy.server.app import RUNTIME_KEY, create_app, planner_of
+from proxy.server.reload import reload_config
 from tests.conftest import base_url
 from tests.proxy.test_cli import CHATMEND, free_port, wait_listening
 from tests.transcripts import BROKEN, chat

@@ -1,4 +1,4 @@
-"""OpenTelemetry (proxy/otel.py): one span per request when asked, nothing when not."""
+"""OpenTelemetry (proxy/observe/otel.py): one span per request when asked, nothing when not."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from proxy import otel
-from proxy.app import create_app
-from proxy.appkeys import TRACER_KEY
 from proxy.config import parse_config
+from proxy.observe import otel
+from proxy.server.app import create_app
+from proxy.server.appkeys import TRACER_KEY
 from tests.transcripts import BROKEN, chat
 
 
@@ -59,5 +59,5 @@ async def test_one_span_per_request_with_what_chatmend_did(
 
 
 async def test_no_tracer_no_span(proxy: Any) -> None:
-    assert TRACER_KEY not in proxy.app
+    assert TRACER_KEY not in proxy.server.app
     assert (await proxy.get("/v1/models")).status < 500

@@ -1,5 +1,6 @@
-"""The page at /chatmend/ and the capture behind it (proxy/page.py, proxy/capture.py), through
-the proxy with the aiohttp client; tests/proxy/test_page_browser.py loads it in Chromium."""
+"""The page at /chatmend/ and the capture behind it (proxy/server/page.py,
+proxy/observe/capture.py), through the proxy with the aiohttp client;
+tests/proxy/test_page_browser.py loads it in Chromium."""
 
 from __future__ import annotations
 
@@ -15,16 +16,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.capture import (
-    ENTRY_BYTES,
-    MAX_LISTED_CHANGES,
-    Bodies,
-    CaptureConfig,
-    Entry,
-    Recent,
-    clipped,
-)
-from proxy.config import ConfigError, parse_config, split_host
+from proxy.config import CaptureConfig, ConfigError, parse_config, split_host
+from proxy.observe.capture import ENTRY_BYTES, Bodies, Entry, Recent, clipped
+from proxy.observe.flow import MAX_LISTED_CHANGES
 from rules.engine.base import Change
 from tests.conftest import ProxyFactory
 from tests.proxy.test_hostile import _recorder
@@ -137,7 +131,7 @@ async def test_only_loopback_or_the_admin_token(make_proxy: ProxyFactory) -> Non
 
 def test_a_remote_client_is_refused_without_a_token() -> None:
     from proxy.config import UiConfig
-    from proxy.page import allowed
+    from proxy.server.page import allowed
 
     class Remote:
         def __init__(self, remote: str, **headers: str) -> None:
@@ -251,7 +245,7 @@ async def test_without_the_page_metrics_answer_any_host(make_proxy: ProxyFactory
 async def test_an_ipv6_host_names_an_ipv6_listener(
     aiohttp_client: Callable[..., Awaitable[TestClient[Any, Any]]],
 ) -> None:
-    from proxy.app import create_app
+    from proxy.server.app import create_app
 
     app = create_app(parse_config({"ui": {"enabled": True}, "upstream": {"url": "http://[::1]:9"}}))
     try:
@@ -274,7 +268,7 @@ async def test_paths_that_nearly_name_the_page_are_not_forwarded(
     aiohttp_client: Callable[..., Awaitable[TestClient[Any, Any]]],
 ) -> None:
     """Was: forwarded upstream with the admin's Authorization (the page token)."""
-    from proxy.app import create_app
+    from proxy.server.app import create_app
 
     recorder, url = await _recorder(aiohttp_server)
     ui = {"enabled": True, "admin_token_env": "UI_TOKEN"}
@@ -380,7 +374,7 @@ async def test_the_page_lists_clipped_changes_and_counts_the_rest(make_proxy: Pr
 async def test_a_view_runs_in_a_worker_process_ended_at_its_deadline() -> None:
     """The view's work (``Offloader.run``) runs in a worker process, in the big lane; a job past
     its deadline is ended there, and the worker serves the next one."""
-    from proxy.offload import Offloader
+    from proxy.relay.offload import Offloader
 
     offload = Offloader(1)
     try:
@@ -396,7 +390,7 @@ async def test_a_view_past_its_deadline_says_so(
     make_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without worker processes the view runs in a thread, within the same deadline."""
-    from proxy import diff, page
+    from proxy.server import diff, page
 
     def late(*args: Any) -> bytes:
         time.sleep(1)

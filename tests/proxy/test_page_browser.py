@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from proxy.app import create_app
 from proxy.config import parse_config
+from proxy.server.app import create_app
 from tests.conftest import base_url
 from tests.proxy.test_page import HOSTILE, ON, REPAIRED
 from tests.transcripts import chat

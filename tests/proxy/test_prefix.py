@@ -1,5 +1,5 @@
-"""Verified-prefix reuse (proxy/prefix.py): what a session's requests become through the cache is
-what a full run gives them, byte for byte and change for change.
+"""Verified-prefix reuse (proxy/relay/prefix.py): what a session's requests become through the cache
+is what a full run gives them, byte for byte and change for change.
 
 The oracle is the full run itself (``sanitize_body`` over the body alone, parsed whole) and
 orjson's parse of the whole body, never anything the cache computes: every property below
@@ -21,16 +21,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.sessions import session as bench_session
-from proxy.prefix import SKIP, PrefixCache, PrefixConfig
-from proxy.sanitize import sanitize_body
+from proxy.config import PrefixConfig
+from proxy.relay.prefix import SKIP, PrefixCache
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
 from rules.engine import memo
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import sanitize_body
 from tests.budget import examples
 from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan_of
+from tests.sessions import session as bench_session
 from tests.strategies import broken_transcripts, clean_transcripts, request_fields
 
 SETTINGS = settings(
@@ -155,7 +156,7 @@ def test_responses_and_messages_sessions_forward_what_a_full_run_forwards(
 
 @pytest.mark.parametrize("workload", ["clean", "clean-kimi", "stuck", "broken"])
 def test_the_benchmark_sessions_hit_and_forward_what_a_full_run_forwards(workload: str) -> None:
-    """The benchmark's own sessions (bench/sessions.py): every request after the first is a
+    """The benchmark's own sessions (tests/sessions.py): every request after the first is a
     hit, so the property above cannot pass by never reusing anything."""
     session = bench_session(120, workload, seed=3)
     cache = replay(CHAT_API, plan_of("chat", "deepseek"), session)
@@ -234,7 +235,7 @@ def test_a_client_not_writing_compactly_is_not_searched_on_every_request(
 ) -> None:
     """A client whose messages are not orjson's bytes (``json.dumps`` writes ``", "``): after
     its first body, the cache serializes a list to compare only every 32nd miss."""
-    from proxy import prefix
+    from proxy.relay import prefix
 
     tried = []
     original = prefix._dumped

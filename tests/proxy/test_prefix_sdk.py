@@ -18,16 +18,16 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from bench.sessions import session
-from proxy.app import create_app
 from proxy.config import parse_config
-from proxy.prefix import PrefixCache
+from proxy.relay.prefix import PrefixCache
+from proxy.server.app import create_app
 from rules.providers.profiles import PROFILES
 from tests.anthropic_bodies import broken_session
 from tests.conftest import ProxyFactory, base_url
 from tests.fake_anthropic import FakeAnthropic, create_fake_anthropic
 from tests.fake_upstream import FakeUpstream, strict_errors
 from tests.proxy.test_prefix import with_cache_marker
+from tests.sessions import session
 
 Client = TestClient[Any, Any]
 OFF = {"prefix_cache": {"enabled": False}}

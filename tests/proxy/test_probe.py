@@ -17,20 +17,20 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from proxy.cli import main as cli_main
-from proxy.emulate import create_emulator, provider_error
-from proxy.probe import (
-    MODEL_BOUND,
-    SHAPES,
+from rules.providers.contract import violations
+from rules.providers.profiles import PROFILES
+from tests.conftest import base_url
+from tools.emulate.app import create_emulator
+from tools.emulate.errors import provider_error
+from tools.probe import (
     bodies,
     cost,
     endpoint,
     is_loopback,
     probe,
+    shapes,
     shown,
 )
-from rules.providers.contract import violations
-from rules.providers.profiles import PROFILES
-from tests.conftest import base_url
 
 Server = Callable[..., Awaitable[TestServer]]
 
@@ -73,20 +73,34 @@ async def test_the_probe_names_the_emulated_profile(profile: str, aiohttp_server
     assert f"profile: {named}\n" in out and f"url: {base_url(server)}\n" in out
 
 
-def test_every_contract_code_has_a_shape_its_check_refuses() -> None:
-    """The battery covers every check a profile applies: each shape is refused by a profile
-    whose contract holds that check (the oracle: the contract itself; a check that depends on
-    the model, such as a forced tool choice in thinking mode, may not refuse the probe's model
-    under every profile)."""
+def _model_for(globs: tuple[str, ...]) -> str:
+    """A model a check's ``probe_models`` globs name (``gemini-3*``: ``gemini-3``)."""
+    return globs[0].replace("*", "") if globs else "deepseek-chat"
+
+
+@pytest.mark.parametrize(
+    ("profile", "code"),
+    sorted((name, code) for name, p in PROFILES.items() for code in p.contract),
+)
+def test_the_battery_holds_each_profiles_refusal_of_each_check(profile: str, code: str) -> None:
+    """Every refusal a profile's provider gives is in the battery: one of the check's shapes
+    (its examples, sent for a model the check applies to) is refused by that profile's contract
+    with that check (the oracle: the contract itself). A profile that sets a check's options
+    its own way is seen too, or this fails."""
+    check = next(c for c in shapes().values() if c.code == code)
+    battery = bodies(_model_for(check.probe_models))
+    contract = PROFILES[profile].contract
+    seen = [
+        shape
+        for shape, body in battery.items()
+        if shapes().get(shape) is check
+        and code in {v.code for v in violations(orjson.loads(body), contract)}
+    ]
+    assert seen, f"the probe cannot see {profile}'s refusal {code}"
+
+
+def test_the_control_is_refused_by_no_profile() -> None:
     battery = bodies("deepseek-chat")
-    codes = {code for profile in PROFILES.values() for code in profile.contract}
-    assert codes <= set(SHAPES)
-    for code in codes:
-        bound = {"thought_signature_missing": "gemini-3-pro-preview", "thinking_type": "MiniMax-M3"}
-        model = bound[code] if code in MODEL_BOUND else "deepseek-chat"
-        payload = orjson.loads(bodies(model)[code])
-        holding = [p for p in PROFILES.values() if code in p.contract]
-        assert any(violations(payload, p.contract)[:1] for p in holding), code
     assert all(
         not violations(orjson.loads(battery["clean"]), p.contract) for p in PROFILES.values()
     )
@@ -94,7 +108,8 @@ def test_every_contract_code_has_a_shape_its_check_refuses() -> None:
 
 def test_it_says_what_it_will_spend_and_asks_before_a_remote_host() -> None:
     requests, tokens = cost(bodies("deepseek-chat"))
-    assert requests == len(SHAPES) + 1 - len(MODEL_BOUND) and tokens > requests
+    bound = [shape for shape, check in shapes().items() if check.probe_models]
+    assert requests == len(shapes()) + 1 - len(bound) and tokens > requests
     code, out, asked = _probe("https://api.example.com", answer="n")
     assert code == 1
     assert f"{requests} requests to https://api.example.com/v1/chat/completions" in out

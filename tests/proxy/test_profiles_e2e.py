@@ -11,11 +11,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
 from proxy.config import parse_config
-from proxy.emulate import create_emulator
+from proxy.server.app import create_app
 from rules.providers.profiles import PROFILES
 from tests.transcripts import BROKEN, USER
+from tools.emulate.app import create_emulator
 
 #: Requests broken in the ways profiles repair beyond the core pairing rules.
 SHAPES: dict[str, dict[str, Any]] = {

@@ -1,5 +1,5 @@
 """A rewritten body the upstream still rejects: the provider's index mapped back to the
-client's (proxy/provenance.py), in the log and the ``X-Chatmend-Client-Index`` header, the
+client's (rules/providers/provenance.py), in the log and the ``X-Chatmend-Client-Index`` header, the
 provider's body relayed unchanged."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
 from proxy.config import parse_config
-from proxy.provenance import cited_index, client_indices
+from proxy.server.app import create_app
 from rules.chat import RULES
 from rules.engine.pipeline import default_steps, run_rules
+from rules.providers.provenance import cited_index, client_indices
 from tests.budget import examples
 from tests.builders import call, result
 from tests.conftest import base_url

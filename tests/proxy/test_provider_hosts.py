@@ -1,40 +1,24 @@
-"""The profile follows the upstream host unless the operator names one (proxy/provider_hosts.py)."""
+"""The profile follows the upstream host unless the operator names one: each profile carries
+its hosts (``Profile.hosts``), ``proxy.config.profile_for_upstream`` reads them."""
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
+from yarl import URL
 
 from proxy.cli import log_started
-from proxy.config import load_config, parse_config
-from proxy.provider_hosts import HOST_PROFILES, profile_for_upstream
-from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
+from proxy.config import load_config, parse_config, profile_for_upstream
+from rules.providers.profiles import DEFAULT_PROFILE, HOST_PROFILES, PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: One real upstream URL per row of the table (as the providers document their base URLs).
-EXAMPLES = {
-    "api.deepseek.com": "https://api.deepseek.com",
-    "api.moonshot.ai": "https://api.moonshot.ai/v1",
-    "api.moonshot.cn": "https://api.moonshot.cn",
-    "api.kimi.com": "https://api.kimi.com/coding/v1",
-    "api.mistral.ai": "https://api.mistral.ai",
-    "api.groq.com": "https://api.groq.com/openai",
-    "api.openai.com": "https://api.openai.com",
-    "*.openai.azure.com": "https://my-resource.openai.azure.com/openai",
-    "generativelanguage.googleapis.com": "https://generativelanguage.googleapis.com/v1beta/openai",
-    "api.x.ai": "https://api.x.ai",
-    "dashscope*.aliyuncs.com": "https://dashscope-intl.aliyuncs.com/compatible-mode",
-    "open.bigmodel.cn": "https://open.bigmodel.cn/api/paas/v4",
-    "api.z.ai": "https://api.z.ai/api/paas/v4",
-    "api.minimax*": "https://api.minimax.io",
-    "api.cerebras.ai": "https://api.cerebras.ai",
-    "api.anthropic.com": "https://api.anthropic.com",
-    "openrouter.ai": "https://openrouter.ai/api/v1",
-}
+#: Each host glob of every profile with the base URL its record gives (``Host.example``).
+EXAMPLES = {host.pattern: host.example for profile in PROFILES.values() for host in profile.hosts}
 
 
 def started(data: dict[str, Any] | None = None, upstream: str | None = None) -> dict[str, Any]:
@@ -58,9 +42,13 @@ def test_every_host_in_the_table_picks_its_profile(pattern: str, profile: str) -
     assert event["rules"] == [rule.name for rule, _ in config.planner().plans[profile].steps]
 
 
-def test_the_table_covers_every_example() -> None:
-    """(docs/profiles.md renders the same table: tests/test_docs.py keeps it current.)"""
-    assert set(EXAMPLES) == {pattern for pattern, _ in HOST_PROFILES}
+def test_no_two_profiles_claim_one_host() -> None:
+    """First match wins, but no order is needed: each host's example matches its own glob
+    only, whichever profile lists it first."""
+    assert len(EXAMPLES) == len(HOST_PROFILES)
+    for pattern, url in EXAMPLES.items():
+        host = (URL(url).host or "").lower()
+        assert [p for p, _ in HOST_PROFILES if fnmatchcase(host, p)] == [pattern], url
 
 
 @pytest.mark.parametrize(

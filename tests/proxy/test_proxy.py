@@ -15,12 +15,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import RUNTIME_KEY, SESSION_KEY, planner_of
-from proxy.streaming import BUFFER_MAX_BYTES
+from proxy.relay.streaming import BUFFER_MAX_BYTES
+from proxy.server.app import RUNTIME_KEY, SESSION_KEY, planner_of
 from rules.chat import RULES
 from rules.engine.base import Outcome, Rule, RuleContext
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream, strict_errors
+from tests.logs import captured_logs
 from tests.transcripts import BROKEN, CLEAN_BODY, REJECTED_WITH, chat
 
 Client = TestClient[Any, Any]
@@ -291,7 +292,7 @@ async def test_a_crashing_rule_is_skipped_and_logged(proxy: Client, fake: FakeUp
     boom = Rule("exploding", "test", "test", "test", "safe", True, _exploding)
     steps = cast(list[Any], planner_of(proxy.app).plans["deepseek"].steps)
     steps.insert(0, (boom, boom.context()))
-    with capture_logs() as logs:
+    with captured_logs() as logs:
         response = await proxy.post("/v1/chat/completions", data=chat(BROKEN["empty_tool_calls"]))
     assert response.status == 200
     failed = [e for e in logs if e["event"] == "rule_failed"]
@@ -310,7 +311,7 @@ async def test_a_crashing_rule_is_skipped_and_logged(proxy: Client, fake: FakeUp
 
 
 async def test_request_id_is_echoed_or_generated(proxy: Client) -> None:
-    with capture_logs() as logs:
+    with captured_logs() as logs:
         given = await proxy.get("/v1/models", headers={"X-Request-ID": "abc-123"})
         generated = await proxy.get("/v1/models")
         bad = await proxy.get("/v1/models", headers={"X-Request-ID": "x" * 500})

@@ -18,8 +18,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import METRICS_KEY, REASONING_KEY, RUNTIME_KEY, create_app
 from proxy.config import parse_config
+from proxy.server.app import METRICS_KEY, REASONING_KEY, RUNTIME_KEY, create_app
 from rules.chat.reasoning_content import RULE
 from rules.engine.base import StashQuery
 from rules.providers.planner import Plan

@@ -20,16 +20,15 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer, make_mocked_request
 from structlog.testing import capture_logs
 
-from proxy.app import METRICS_KEY, create_app
 from proxy.config import parse_config
-from proxy.emulate import provider_error
-from proxy.recover import RECOVERED_HEADER, Retry, enable_line, may_retry, plan_retry
-from proxy.sanitize import Sanitized
-from proxy.streaming import BUFFER_MAX_BYTES, RelayResult
+from proxy.recovery.retry import RECOVERED_HEADER, Retry, enable_line, may_retry, plan_retry
+from proxy.relay.streaming import BUFFER_MAX_BYTES, RelayResult
+from proxy.server.app import METRICS_KEY, create_app
 from rules.providers.contract import responses as responses_contract
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import Sanitized
 from tests.builders import call, result
 from tests.conftest import base_url
 from tests.fake_responses import FakeResponses, create_fake_responses
@@ -37,6 +36,7 @@ from tests.fake_thinking import ThinkingUpstream, create_thinking_upstream, turn
 from tests.fake_upstream import FakeUpstream, create_fake_upstream
 from tests.proxy.test_metrics import scrape, value
 from tests.transcripts import BROKEN, USER, chat
+from tools.emulate.errors import provider_error
 
 Client = TestClient[Any, Any]
 Server = Callable[..., Awaitable[TestServer]]
@@ -539,10 +539,10 @@ def test_a_client_that_went_away_is_not_retried() -> None:
     request = make_mocked_request("POST", "/v1/chat/completions", transport=transport)
     first = RelayResult(web.Response(status=400), "completed", 10, body=b"{}")
     with capture_logs() as logs:
-        assert not may_retry(request, first, _retry(b"{}"), request_id="r", max_body_bytes=99)
+        assert not may_retry(request, first, _retry(b"{}"), max_body_bytes=99)
     assert logs[0]["reason"] == "client_disconnected"
     transport.is_closing.return_value = False
-    assert may_retry(request, first, _retry(b"{}"), request_id="r", max_body_bytes=99)
+    assert may_retry(request, first, _retry(b"{}"), max_body_bytes=99)
 
 
 def test_plan_retry_tries_each_class_a_shared_text_names() -> None:

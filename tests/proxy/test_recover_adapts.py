@@ -20,14 +20,13 @@ from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import LEARNED_KEY, create_app
 from proxy.cli import main as cli_main
 from proxy.config import parse_config
-from proxy.emulate import provider_error
-from proxy.learned import LearnedRepairs
-from proxy.metrics import Metrics
-from proxy.recover import ESCALATED, RECOVERED_HEADER
-from proxy.reload import reload_config
+from proxy.observe.metrics import Metrics
+from proxy.recovery.learned import LearnedRepairs
+from proxy.recovery.retry import ESCALATED, RECOVERED_HEADER
+from proxy.server.app import LEARNED_KEY, create_app
+from proxy.server.reload import reload_config
 from rules.providers.contract import Violation, violations
 from rules.providers.profiles import PROFILES
 from tests.builders import call, result
@@ -37,6 +36,7 @@ from tests.proxy.test_hostile import _post
 from tests.proxy.test_metrics import scrape, value
 from tests.redis_server import RedisServer
 from tests.transcripts import BROKEN, USER, chat
+from tools.emulate.errors import provider_error
 
 Client = TestClient[Any, Any]
 Server = Callable[..., Awaitable[TestServer]]
@@ -145,7 +145,7 @@ SESSIONS: dict[str, tuple[bytes, str]] = {
     ),
 }
 
-#: A client's key: learned repairs are kept per client (proxy/learned.py).
+#: A client's key: learned repairs are kept per client (proxy/recovery/learned.py).
 KEY_A = {"Authorization": "Bearer sk-client-a"}
 KEY_B = {"Authorization": "Bearer sk-client-b"}
 

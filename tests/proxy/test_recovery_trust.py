@@ -30,12 +30,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import LEARNED_KEY, create_app
 from proxy.config import parse_config
-from proxy.emulate import COMPLETION, provider_error
-from proxy.recover import RECOVERED_HEADER
-from proxy.reload import reload_config
+from proxy.recovery.retry import RECOVERED_HEADER
+from proxy.server.app import LEARNED_KEY, create_app
+from proxy.server.reload import reload_config
 from tests.conftest import base_url
+from tools.emulate.chat import COMPLETION
+from tools.emulate.errors import provider_error
 
 Client = TestClient[Any, Any]
 Server = Callable[..., Awaitable[TestServer]]

@@ -1,5 +1,5 @@
-"""The reply rules on the wire (proxy/replies.py, proxy/replies_messages.py): an upstream's
-bytes, cut anywhere, rewritten event by event.
+"""The reply rules on the wire (proxy/relay/replies.py, proxy/relay/replies_messages.py): an
+upstream's bytes, cut anywhere, rewritten event by event.
 
 Oracles written here: a client's reading of the stream (content, calls by index, the finish or
 stop reason), rebuilt as the SDKs rebuild it; a stream with no markup comes back as the very
@@ -15,14 +15,14 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.emulate_text_calls import WRITERS
-from proxy.replies import ReplyStream, whole_reply
-from proxy.replies_messages import MessagesReply, MessagesStream, whole_messages_reply
+from proxy.relay.replies import ReplyStream, whole_reply
+from proxy.relay.replies_messages import MessagesReply, MessagesStream, whole_messages_reply
 from rules.engine.base import RuleContext
 from rules.replies import REPLY_RULES
 from rules.replies.pipeline import ReplyRun
+from tools.emulate.text_calls import WRITERS
 
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
@@ -85,7 +85,8 @@ def through(stream: ReplyStream | MessagesStream, pieces: list[bytes]) -> bytes:
 def read_chat(body: bytes) -> tuple[str, list[dict[str, Any]], str | None, int]:
     """What a client reads: content, calls by index (pieces joined), the last finish_reason,
     and how many events carried ``usage``."""
-    content, calls, finish, usages = "", {}, None, 0
+    content, finish, usages = "", None, 0
+    calls: dict[int, dict[str, Any]] = {}
     for event in body.split(b"\n\n"):
         if not event.startswith(b"data: ") or event == b"data: [DONE]":
             continue
@@ -117,7 +118,11 @@ def test_a_call_written_as_text_reads_as_a_call_whatever_the_cuts(fmt: str) -> N
         {
             "id": "chatcmpl-1",
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
             ],
         }
     )
@@ -133,8 +138,8 @@ def test_a_call_written_as_text_reads_as_a_call_whatever_the_cuts(fmt: str) -> N
     "text",
     [
         "A plain answer, with a < b and [brackets] and `code`.",
-        "```\n<tool_call>{\"name\": \"read_file\", \"arguments\": {}}</tool_call>\n```",
-        "<tool_call>{\"name\": \"delete_all\", \"arguments\": {}}</tool_call>",
+        '```\n<tool_call>{"name": "read_file", "arguments": {}}</tool_call>\n```',
+        '<tool_call>{"name": "delete_all", "arguments": {}}</tool_call>',
         "Ends inside a marker <tool_ca",
     ],
 )
@@ -165,25 +170,57 @@ def test_a_real_call_first_leaves_the_text_alone() -> None:
 
 
 def event(payload: dict[str, Any]) -> bytes:
-    return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    kind: str = payload["type"]
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 def messages_stream(text: str) -> bytes:
     parts = [
-        event({"type": "message_start", "message": {"id": "m", "content": [], "stop_reason": None}}),
-        event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        event(
+            {"type": "message_start", "message": {"id": "m", "content": [], "stop_reason": None}}
+        ),
+        event(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            }
+        ),
     ]
     parts += [
-        event({"type": "content_block_delta", "index": 0,
-               "delta": {"type": "text_delta", "text": text[i : i + 5]}})  # fmt: skip
+        event(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": text[i : i + 5]},
+            }
+        )
         for i in range(0, len(text), 5)
     ]
     parts += [
         event({"type": "content_block_stop", "index": 0}),
-        event({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
-        event({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "After."}}),
+        event(
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "text", "text": ""},
+            }
+        ),
+        event(
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "text_delta", "text": "After."},
+            }
+        ),
         event({"type": "content_block_stop", "index": 1}),
-        event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+        event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": 3},
+            }
+        ),
         event({"type": "message_stop"}),
     ]
     return b"".join(parts)
@@ -211,7 +248,9 @@ def read_messages(body: bytes) -> tuple[list[dict[str, Any]], Any]:
     return [blocks[i] for i in sorted(blocks)], stop
 
 
-MESSAGES_TOOLS = {"tools": [{"name": "read_file", "input_schema": TOOLS[0]["function"]["parameters"]}]}
+MESSAGES_TOOLS = {
+    "tools": [{"name": "read_file", "input_schema": TOOLS[0]["function"]["parameters"]}]
+}
 
 
 @pytest.mark.parametrize("lead", ["", "Reading.\n"])
@@ -219,7 +258,9 @@ def test_a_messages_text_block_s_markup_becomes_a_tool_use_block(lead: str) -> N
     text = lead + WRITERS["minimax"]("read_file", ARGUMENTS, "x")
     for seed in range(8):
         reply = MessagesReply(MESSAGES_TOOLS, RuleContext({"formats": ["minimax"]}))
-        blocks, stop = read_messages(through(MessagesStream(reply), cut(messages_stream(text), seed)))
+        blocks, stop = read_messages(
+            through(MessagesStream(reply), cut(messages_stream(text), seed))
+        )
         kinds = [b["type"] for b in blocks]
         assert kinds == (["text"] if lead else []) + ["tool_use", "text"]
         assert blocks[-2]["name"] == "read_file" and orjson.loads(blocks[-2]["json"]) == ARGUMENTS

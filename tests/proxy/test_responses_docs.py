@@ -7,10 +7,10 @@ from pathlib import Path
 
 import orjson
 
-from proxy.check import REPAIRED, check_body, render_text
 from proxy.config import parse_config
 from rules.responses import RESPONSES_RULES
 from tests.proxy.test_config import ROUTE_FILLED, example_rules
+from tools.check import REPAIRED, check_body, render_text
 
 NAMES = {rule.name for rule in RESPONSES_RULES}
 

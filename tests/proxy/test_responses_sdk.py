@@ -12,8 +12,8 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from proxy.app import create_app
 from proxy.config import parse_config
+from proxy.server.app import create_app
 from rules.providers.contract.responses import violations
 from tests.fake_responses import TEXT, FakeResponses, create_fake_responses
 

@@ -12,12 +12,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
 from proxy.config import ConfigError, parse_config
-from proxy.emulate import create_emulator
+from proxy.server.app import create_app
 from tests.conftest import base_url
 from tests.fake_upstream import FakeUpstream, create_fake_upstream
 from tests.transcripts import BROKEN, CLEAN_BODY, chat
+from tools.emulate.app import create_emulator
 
 Server = Callable[..., Awaitable[TestServer]]
 Client = Callable[..., Awaitable[TestClient[Any, Any]]]

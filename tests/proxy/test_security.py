@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from yarl import URL
 
-from proxy.app import MAX_HEADER_BYTES, RUNTIME_KEY, planner_of
 from proxy.config import DEFAULT_HOST, Config, parse_config
-from proxy.reload import reload_config
-from proxy.upstream import upstream_url
+from proxy.relay.upstream import upstream_url
+from proxy.server.app import MAX_HEADER_BYTES, RUNTIME_KEY, planner_of
+from proxy.server.reload import reload_config
 from rules.engine.base import Outcome, Rule, RuleContext
 from tests.budget import examples
 from tests.builders import call

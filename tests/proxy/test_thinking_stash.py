@@ -17,8 +17,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import METRICS_KEY, REASONING_KEY, create_app
 from proxy.config import parse_config
+from proxy.server.app import METRICS_KEY, REASONING_KEY, create_app
 from tests.conftest import base_url
 from tests.fake_thinking_anthropic import (
     MODEL,

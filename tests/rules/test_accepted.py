@@ -11,10 +11,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.sanitize import sanitize_body
 from rules.providers.contract import violations
 from rules.providers.planner import compile_plan
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import sanitize_body
 from tests.client_shapes import SESSIONS, bodies
 
 BODIES = bodies()

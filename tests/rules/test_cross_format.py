@@ -1,7 +1,7 @@
 """Histories that cross formats (issue 20): Codex call ids, Anthropic thinking parts, unknown roles.
 
-The issue's reproductions, byte for byte through ``proxy.sanitize.sanitize_body`` under the
-``deepseek`` and ``kimi`` profiles, with the profile's contract reporting nothing on the output;
+The issue's reproductions, byte for byte through ``rules.providers.sanitize.sanitize_body`` under
+the ``deepseek`` and ``kimi`` profiles, with the profile's contract reporting nothing on the output;
 then three properties over random histories, under every profile:
 
 (a) no tool result is replaced by a stub when a result for its call exists under either id;
@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from proxy.sanitize import sanitize_body
 from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT as STUB
 from rules.chat.unknown_roles import OPENAI_ROLES
 from rules.providers.contract import CHECKS_BY_CODE, violations
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import sanitize_body
 from tests.budget import examples
 from tests.rules.test_profiles import PER_PROFILE, pieces
 from tests.strategies import THINKING_MARK, Broken, broken_transcripts

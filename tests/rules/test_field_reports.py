@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.provider_hosts import profile_for_upstream
-from proxy.sanitize import sanitize_body
+from proxy.config import profile_for_upstream
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
+from rules.providers.sanitize import sanitize_body
 
 USER = {"role": "user", "content": "List the files, then read README.md."}
 NEXT = {"role": "user", "content": "Now summarise it."}

@@ -41,14 +41,16 @@ def test_rule_record() -> None:
 
 
 def test_coerce_always_fits_its_pattern() -> None:
-    assert coerce("my.tool", "strict", "x") == "my_tool"
-    assert coerce("my.tool", "gemini", "x") == "my.tool"
-    assert coerce("", "strict", "invalid_tool_call") == "invalid_tool_call"
-    assert coerce("", "strict", "..") == "__"
-    assert coerce("", "strict", "") == "invalid_tool_call"
-    long = coerce("a" * 100, "strict", "x")
+    assert coerce("my.tool", pattern="strict", empty="x") == "my_tool"
+    assert coerce("my.tool", pattern="gemini", empty="x") == "my.tool"
+    assert coerce("", pattern="strict", empty="invalid_tool_call") == "invalid_tool_call"
+    assert coerce("", pattern="strict", empty="..") == "__"
+    assert coerce("", pattern="strict", empty="") == "invalid_tool_call"
+    long = coerce("a" * 100, pattern="strict", empty="x")
     assert len(long) == 64 and long.startswith("a" * 55 + "_")
-    assert coerce("a" * 100, "strict", "x") != coerce("a" * 99 + "b", "strict", "x")
+    assert coerce("a" * 100, pattern="strict", empty="x") != coerce(
+        "a" * 99 + "b", pattern="strict", empty="x"
+    )
 
 
 def test_clean_request_comes_back_untouched() -> None:

@@ -9,10 +9,10 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.sanitize import sanitize_body
 from rules.chat import RULES, lone_surrogates
 from rules.engine.base import RuleContext
 from rules.engine.pipeline import default_steps
+from rules.providers.sanitize import sanitize_body
 from tests.fake_upstream import strict_errors
 
 CTX = RuleContext()

@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.sanitize import sanitize_body
 from rules.engine.base import RequestFacts
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Planner, compile_messages_plan
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import sanitize_body
 from tests.anthropic_bodies import (
     KEPT_INPUTS,
     KEPT_RESULTS,

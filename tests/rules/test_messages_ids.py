@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rules.engine.ids import Minter
 from rules.messages import duplicate_tool_use_ids, tool_use_id_charset
-from rules.messages.ids import Minter
 from tests.work import assert_linear
 
 

@@ -12,7 +12,6 @@ import orjson
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from proxy.sanitize import sanitize_body
 from rules.engine.base import RequestFacts
 from rules.engine.pipeline import run_rules
 from rules.messages.blocks import THINKING_TYPES, block_type, content_list, tool_use_ids
@@ -25,6 +24,7 @@ from rules.messages.missing_thinking import (
 )
 from rules.providers.contract.messages import violations
 from rules.providers.planner import Planner
+from rules.providers.sanitize import sanitize_body
 from tests.anthropic_strategies import requests
 from tests.budget import examples
 

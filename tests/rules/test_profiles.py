@@ -16,13 +16,13 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from proxy.sanitize import sanitize_body
 from rules.chat import RULES, RULES_BY_NAME, sanitize_messages
 from rules.chat.unanswered_tool_calls import DEFAULT_CONTENT as STUB
 from rules.engine.pipeline import run_rules
 from rules.providers.contract import CHECKS_BY_CODE, violations
 from rules.providers.planner import Planner
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
+from rules.providers.sanitize import sanitize_body
 from tests.budget import examples
 from tests.requests import BrokenRequest, broken_requests
 

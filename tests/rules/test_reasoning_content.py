@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.sanitize import sanitize_body
 from rules.chat.reasoning_content import RULE, turn_key, wanted_keys
 from rules.engine.base import RequestFacts
 from rules.engine.recall import canonical_text
 from rules.providers.contract import violations
 from rules.providers.planner import Planner
+from rules.providers.sanitize import sanitize_body
 from tests.budget import examples
 from tests.requests import BrokenRequest, broken_requests
 

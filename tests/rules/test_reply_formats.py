@@ -44,7 +44,9 @@ def splits(text: str, markers: list[str]) -> list[tuple[str, list[str]]]:
     """The ways a stream may cut ``text``: whole, per character, fixed sizes, around every
     marker and structural character, and random sizes (three seeds)."""
     out = [("whole", [text]), ("char", list(text))]
-    out += [(f"fixed-{n}", [text[i : i + n] for i in range(0, len(text), n)]) for n in (2, 3, 5, 8, 13)]
+    out += [
+        (f"fixed-{n}", [text[i : i + n] for i in range(0, len(text), n)]) for n in (2, 3, 5, 8, 13)
+    ]
     cuts = {0, len(text)}
     for marker in [*markers, *STRUCTURAL]:
         at = text.find(marker)
@@ -74,12 +76,12 @@ def scan(formats: list[str], chunks: list[str]) -> list[Piece]:
 
 
 def calls_of(pieces: list[Piece]) -> list[dict[str, Any]]:
-    found = []
-    for piece in pieces:
-        if isinstance(piece, Calls):
-            for call in piece.calls:
-                found.append({"name": call.name, "arguments": json.loads(call.arguments), "id": call.id})
-    return found
+    return [
+        {"name": call.name, "arguments": json.loads(call.arguments), "id": call.id}
+        for piece in pieces
+        if isinstance(piece, Calls)
+        for call in piece.calls
+    ]
 
 
 def expected(case: dict[str, Any]) -> list[dict[str, Any]]:
@@ -163,7 +165,8 @@ def streamed(run: ReplyRun, chunks: list[str], finish: str) -> tuple[str, list[A
     pipe = run.choice(0)
     steps = [out for chunk in chunks for out in pipe.feed(Step({"content": chunk}))]
     steps += pipe.feed(Step({}, finish)) + pipe.end()
-    content, calls, last = "", {}, None
+    content, last = "", None
+    calls: dict[int, dict[str, Any]] = {}
     for step in steps:
         content += step.delta.get("content") or ""
         for call in step.delta.get("tool_calls") or []:
@@ -221,7 +224,9 @@ def test_hold_back_is_bounded_by_one_opener() -> None:
 def think(chunks: list[str], tags: list[str] | None = None) -> tuple[str, str]:
     """``chunks`` of content through response-think-tags: (reasoning, content) as a client
     rebuilds them."""
-    pipe = ReplyRun(plan({"response-think-tags": {"tags": tags or ["think", "thinking"]}}), {}).choice(0)
+    pipe = ReplyRun(
+        plan({"response-think-tags": {"tags": tags or ["think", "thinking"]}}), {}
+    ).choice(0)
     out = [s for chunk in chunks for s in pipe.feed(Step({"content": chunk}))]
     out += pipe.feed(Step({}, "stop")) + pipe.end()
     reasoning = "".join(s.delta.get("reasoning_content") or "" for s in out)

@@ -22,10 +22,10 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from proxy.sanitize import sanitize_body
 from rules.providers.contract import violations
 from rules.providers.planner import Plan, Planner
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import sanitize_body
 from tests.budget import examples
 from tests.strategies import request_fields, signed_transcripts
 

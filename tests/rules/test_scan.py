@@ -101,7 +101,7 @@ def test_anything_the_walk_does_not_model_runs_every_rule() -> None:
 
 
 def test_every_plan_pickles_for_the_worker_processes() -> None:
-    """Big bodies are repaired in worker processes (proxy/offload.py): the planner, every
+    """Big bodies are repaired in worker processes (proxy/relay/offload.py): the planner, every
     rule's ``woken_by`` included, must pickle (a lambda would not)."""
     import pickle
 

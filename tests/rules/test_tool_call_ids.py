@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES, sanitize_messages
-from rules.chat.ids import digest62
 from rules.chat.tool_call_ids import FORMATS, NAME, RULE, apply
+from rules.engine.ids import digest62
 from rules.providers.contract import CHECKS_BY_CODE, DEFAULT_CONTRACT, violations
 from rules.providers.contract.ids import ID_TEXTS
 from tests.budget import examples

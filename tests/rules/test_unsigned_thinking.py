@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.sanitize import sanitize_body
 from rules.providers.contract.messages import violations
 from rules.providers.planner import compile_messages_plan
 from rules.providers.profiles import PROFILES
+from rules.providers.sanitize import sanitize_body
 
 SIG = "EqQBCkYIBxgCKkBsig"
 ON = {"type": "enabled", "budget_tokens": 2048}

@@ -17,8 +17,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from proxy.app import create_app
 from proxy.config import parse_config
+from proxy.server.app import create_app
 from proxy.stash.observer import readable_accept_encoding
 from tests.fake_thinking import ThinkingUpstream, create_thinking_upstream, turn_one, turn_two
 

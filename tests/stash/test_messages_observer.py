@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from proxy.metrics import Metrics
+from proxy.observe.metrics import Metrics
 from proxy.stash import MemoryStore, Stash
 from proxy.stash.hooks import ReasoningHooks
 from proxy.stash.messages_observer import MessagesObserver

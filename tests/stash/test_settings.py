@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from proxy.config import ConfigError, parse_config
+from proxy.config.reasoning import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
 from proxy.stash import MemoryStore, RedisStore, build_stash
-from proxy.stash.settings import DEFAULT_MAX_BYTES, DEFAULT_PREFIX
 
 
 def test_defaults_are_a_bounded_memory_store() -> None:

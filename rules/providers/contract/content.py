@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.base import Check, Example, Found, role_of
 from rules.providers.contract.chat_shapes import (
     calls_listed,
     content_set,
@@ -21,6 +21,7 @@ from rules.providers.contract.chat_shapes import (
     listed_strings,
     text_parts_only,
 )
+from rules.providers.contract.examples import AFTER, IMAGE, USER, calls_turn, tool_call, tool_result
 from rules.vocabulary import CHAT_ROLES as ROLES
 from rules.vocabulary import EMPTY_KINDS as KINDS
 from rules.vocabulary import REDACTED_THINKING_PART as REDACTED
@@ -160,6 +161,14 @@ def _empty_text_part(
                 break
 
 
+#: The content repairs over every role, for a profile that reshapes only some (groq: system).
+ALL_ROLES: dict[str, Any] = {"roles": list(ROLES)}
+#: Every empty content shape next to tool calls, in the shape Kimi asks for
+#: (docs/providers.md#kimi-content, kimi-cli#2621): every kind, over a profile that reshapes only
+#: some (deepseek: lists).
+CALL_CONTENT_OMIT: dict[str, Any] = {"shape": "omit", "kinds": list(KINDS)}
+
+
 #: Schema checks (a provider deserializes before it validates), in the order of the
 #: docs/providers.md#content rows.
 CHECKS: tuple[Check, ...] = (
@@ -172,6 +181,10 @@ CHECKS: tuple[Check, ...] = (
         "Failed to deserialize the JSON body into the target type: messages[{index}]: missing "
         "field `content`",
         options={"roles": list(REQUIRED_CONTENT_ROLES)},
+        examples=(
+            Example({"messages": [{"role": "user"}, {"role": "assistant", "content": "?"}, AFTER]}),
+        ),
+        repair={"null-content": ALL_ROLES},
     ),
     Check(
         "content_null",
@@ -181,6 +194,18 @@ CHECKS: tuple[Check, ...] = (
         # run-llama/llama_index#17555)
         "Invalid value for 'content': expected a string, got null.",
         options={"roles": list(ROLES)},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        {"role": "assistant", "content": "Ok."},
+                        {"role": "user", "content": None},
+                    ]
+                }
+            ),
+        ),
+        repair={"null-content": ALL_ROLES},
     ),
     Check(
         "content_not_string",
@@ -191,6 +216,20 @@ CHECKS: tuple[Check, ...] = (
         "Failed to deserialize the JSON body into the target type: messages[{index}]: invalid "
         "type: sequence, expected a string",
         options={"roles": list(ROLES), "text_only": False},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        {"role": "system", "content": [{"type": "text", "text": "Be terse."}]},
+                        {"role": "user", "content": [{"type": "text", "text": "Read it."}]},
+                    ]
+                }
+            ),
+        ),
+        repair={
+            "thinking-parts": {"action": "reasoning_content"},
+            "text-part-arrays": {**ALL_ROLES, "lists": True, "min_parts": 1},
+        },
     ),
     Check(
         "content_object",
@@ -200,6 +239,10 @@ CHECKS: tuple[Check, ...] = (
         "Invalid type for 'messages.[{index}].content': expected one of a string or array of "
         "objects, but got an object instead.",
         options={"roles": list(ROLES)},
+        examples=(
+            Example({"messages": [{"role": "user", "content": {"type": "text", "text": "Hi"}}]}),
+        ),
+        repair={"text-part-arrays": ALL_ROLES},
     ),
     Check(
         "no_content_element",
@@ -210,6 +253,15 @@ CHECKS: tuple[Check, ...] = (
         '{{"code":"Client specified an invalid argument","error":"Invalid request content: Each '
         'message must have at least one content element."}}',
         options={"roles": list(ROLES)},
+        examples=(
+            Example(
+                {"messages": [USER, calls_turn(tool_call(), content=None), tool_result(), AFTER]}
+            ),
+        ),
+        repair={
+            "null-content": ALL_ROLES,
+            "tool-call-content": {"shape": "empty", "kinds": list(KINDS)},
+        },
     ),
     Check(
         "multiple_text_elements",
@@ -219,6 +271,22 @@ CHECKS: tuple[Check, ...] = (
         # returns it
         XAI_SINGLE_TEXT,
         options={"roles": list(ROLES)},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "text", "text": "Hi"},
+                                {"type": "text", "text": "!"},
+                            ],
+                        }
+                    ]
+                }
+            ),
+        ),
+        repair={"text-part-arrays": {**ALL_ROLES, "lists": True}},
     ),
     Check(
         "thinking_part",
@@ -228,6 +296,28 @@ CHECKS: tuple[Check, ...] = (
         # wording for this type
         "Invalid value: '{type}'. Supported values are: 'text' and 'image_url'.",
         options={"roles": list(ROLES)},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        {
+                            "role": "assistant",
+                            "content": [
+                                {
+                                    "type": "thinking",
+                                    "thinking": "Read it first.",
+                                    "signature": "sig",
+                                },
+                                {"type": "text", "text": "Done."},
+                            ],
+                        },
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"thinking-parts": {"action": "reasoning_content"}},
     ),
     Check(
         "tool_call_content_empty",
@@ -236,6 +326,12 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#kimi-content, Moonshot / Kimi (MoonshotAI/kimi-cli#2621, #2035)
         "text content is empty",
         options={"roles": ["assistant"], "kinds": list(KINDS)},
+        examples=(
+            Example(
+                {"messages": [USER, calls_turn(tool_call(), content=""), tool_result(), AFTER]}
+            ),
+        ),
+        repair={"tool-call-content": CALL_CONTENT_OMIT},
     ),
     Check(
         "empty_text_part",
@@ -243,5 +339,11 @@ CHECKS: tuple[Check, ...] = (
         _empty_text_part,
         # docs/providers.md#glm-content, Zhipu GLM's generic 1210 (justrach/codegraff#812)
         "Invalid API parameter, please check the documentation.",
+        examples=(
+            Example(
+                {"messages": [{"role": "user", "content": [{"type": "text", "text": ""}, IMAGE]}]}
+            ),
+        ),
+        repair={"empty-text-parts": {}},
     ),
 )

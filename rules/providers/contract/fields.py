@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.base import Check, Example, Found, role_of
 from rules.providers.contract.chat_shapes import bookkeeping_paths
+from rules.providers.contract.examples import AFTER, IMAGE, USER, calls_turn, tool_call, tool_result
 from rules.vocabulary import CHAT_CALL_FIELDS as CALL_KEYS
 from rules.vocabulary import CHAT_FIELDS as ALLOWED
 from rules.vocabulary import CHAT_FUNCTION_FIELDS as FUNCTION_KEYS
@@ -228,6 +229,18 @@ CHECKS: tuple[Check, ...] = (
         _unknown_roles,
         DEEPSEEK_ROLE_TEXT,
         options={"roles": list(DEEPSEEK_ROLES)},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        {"role": "developer", "content": "Be terse."},
+                        {"role": "session_meta", "content": {"session_id": "s1"}},
+                        USER,
+                    ]
+                }
+            ),
+        ),
+        repair={"developer-role": {}, "unknown-roles": {"action": "rename"}},
     ),
     Check(
         "bookkeeping_field",
@@ -235,6 +248,19 @@ CHECKS: tuple[Check, ...] = (
         _bookkeeping_fields,
         BOOKKEEPING_TEXT,
         options={"keep": []},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(tool_call()),
+                        {**tool_result(), "tool_name": "read_file"},
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"bookkeeping-keys": {}},
     ),
     Check(
         "unknown_field",
@@ -242,6 +268,8 @@ CHECKS: tuple[Check, ...] = (
         _unknown_fields,
         GROQ_FIELD_TEXT,
         options={"allow": [], "deny": [], "drop_null": True},
+        examples=(Example({"messages": [{**USER, "timestamp": 1700000000}]}),),
+        repair={"unknown-message-fields": {}},
     ),
     Check(
         "image_unsupported",
@@ -249,6 +277,12 @@ CHECKS: tuple[Check, ...] = (
         _image_unsupported,
         DEEPSEEK_IMAGE_TEXT,
         options={"types": list(DEFAULT_TYPES)},
+        examples=(
+            Example(
+                {"messages": [{"role": "user", "content": [{"type": "text", "text": "?"}, IMAGE]}]}
+            ),
+        ),
+        repair={"image-parts": {"action": "strip"}},
     ),
     Check(
         "image_not_user",
@@ -256,5 +290,11 @@ CHECKS: tuple[Check, ...] = (
         _image_not_user,
         OPENAI_IMAGE_ROLE_TEXT,
         options={"types": list(DEFAULT_TYPES)},
+        examples=(
+            Example(
+                {"messages": [USER, calls_turn(tool_call()), tool_result(content=[IMAGE]), AFTER]}
+            ),
+        ),
+        repair={"image-parts": {"action": "relocate"}},
     ),
 )

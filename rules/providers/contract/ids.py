@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.base import Check, Example, Found, role_of
+from rules.providers.contract.examples import AFTER, USER, calls_turn, tool_call, tool_result
 
 # --- tool_call_id_format -------------------------------------------------------------------------
 
@@ -208,6 +209,19 @@ CHECKS: tuple[Check, ...] = (
         # OpenAI's and Anthropic's
         MISTRAL_ID_TEXT,
         options={"format": "mistral9"},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(tool_call("call_" + "x" * 50)),
+                        tool_result("call_" + "x" * 50),
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"tool-call-ids": {"format": "mistral9"}},
     ),
     Check(
         "function_name_invalid",
@@ -218,6 +232,22 @@ CHECKS: tuple[Check, ...] = (
         # GEMINI_NAME_TEXT are the others
         MISTRAL_NAME_TEXT,
         options={"pattern": "strict"},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(tool_call(name="read file")),
+                        tool_result(),
+                        AFTER,
+                    ],
+                    "tools": [
+                        {"type": "function", "function": {"name": "read file", "parameters": {}}}
+                    ],
+                }
+            ),
+        ),
+        repair={"function-names": {"pattern": "strict"}},
     ),
     Check(
         "tool_message_name",
@@ -227,5 +257,18 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#gemini-pairing, Gemini OpenAI-compat (pydantic/pydantic-ai#1879)
         GEMINI_TOOL_NAME_TEXT,
         options={"missing": True},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(tool_call()),
+                        {**tool_result(), "name": "write_file"},
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"tool-message-name": {"add_missing": True}},
     ),
 )

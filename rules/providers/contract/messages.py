@@ -17,7 +17,16 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.engine.thinking import THINKING_MODELS
-from rules.providers.contract.base import Check, Found, Violation
+from rules.providers.contract.base import Check, Example, Found, Settings, Violation
+from rules.providers.contract.examples import (
+    GO,
+    THINKING,
+    THINKING_ON,
+    TOOL_RESULT,
+    TOOL_USE,
+    assistant_turn,
+    user_turn,
+)
 from rules.providers.contract.messages_shapes import (
     CONTEXT_MANAGEMENT,
     PREFILL_REFUSED_MODELS,
@@ -316,6 +325,15 @@ def _cache_markers(
         yield Found(None, {"max": options["max"], "count": count})
 
 
+#: A missing result or an orphan may come from a split turn too, so the merge stands beside the
+#: pairing (docs/anthropic.md).
+MESSAGES_PAIRING_REPAIR: Settings = {
+    "messages-consecutive-roles": {},
+    "messages-blank-tool-use-ids": {},
+    "messages-tool-result-pairing": {"orphans": "text"},
+}
+
+
 MESSAGES_CHECKS: tuple[Check, ...] = (
     Check(
         "messages_unanswered_tool_use",
@@ -326,6 +344,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
         "after: {ids}. Each `tool_use` block must have a corresponding `tool_result` block in "
         "the next message.",
+        examples=(Example({"messages": [user_turn(GO), assistant_turn(TOOL_USE), user_turn(GO)]}),),
+        repair=MESSAGES_PAIRING_REPAIR,
     ),
     Check(
         "messages_orphan_tool_result",
@@ -335,6 +355,10 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         "messages.{index}.content.{position}: unexpected `tool_use_id` found in `tool_result` "
         "blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in "
         "the previous message.",
+        examples=(
+            Example({"messages": [user_turn(GO), assistant_turn(GO), user_turn(TOOL_RESULT, GO)]}),
+        ),
+        repair=MESSAGES_PAIRING_REPAIR,
     ),
     Check(
         "messages_duplicate_tool_use_id",
@@ -342,6 +366,20 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _duplicate_ids,
         # DeepSeek's Anthropic endpoint (vastsa/PI-Desktop#718)
         "messages.{index}.content.{position}: `tool_use` ids must be unique",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        user_turn(GO),
+                        assistant_turn(TOOL_USE),
+                        user_turn(TOOL_RESULT),
+                        assistant_turn(TOOL_USE),
+                        user_turn(TOOL_RESULT),
+                    ]
+                }
+            ),
+        ),
+        repair={"messages-duplicate-tool-use-ids": {}},
     ),
     Check(
         "messages_tool_use_id_pattern",
@@ -350,6 +388,18 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Anthropic (BlockRunAI/ClawRouter#17)
         "messages.{index}.content.{position}.tool_use.id: String should match pattern "
         "'^[a-zA-Z0-9_-]+$'",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        user_turn(GO),
+                        assistant_turn({**TOOL_USE, "id": "a.b"}),
+                        user_turn({**TOOL_RESULT, "tool_use_id": "a.b"}),
+                    ]
+                }
+            ),
+        ),
+        repair={"messages-tool-use-id-charset": {}},
     ),
     Check(
         "messages_tool_use_input",
@@ -357,6 +407,18 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _input,
         # Anthropic (anthropics/claude-code#6696)
         "messages.{index}.content.{position}.tool_use.input: Input should be a valid dictionary",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        user_turn(GO),
+                        assistant_turn({**TOOL_USE, "input": "[]"}),
+                        user_turn(TOOL_RESULT),
+                    ]
+                }
+            ),
+        ),
+        repair={"messages-tool-input": {}},
     ),
     Check(
         "messages_empty_text_block",
@@ -364,6 +426,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _empty_text,
         # Anthropic (anthropics/claude-code#59812)
         "messages: text content blocks must be non-empty",
+        examples=(Example({"messages": [user_turn(GO, {"type": "text", "text": ""})]}),),
+        repair={"messages-empty-text-blocks": {}},
     ),
     Check(
         "messages_empty_message",
@@ -372,6 +436,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Anthropic (anthropics/claude-code#3196)
         "messages.{index}: all messages must have non-empty content except for the optional "
         "final assistant message",
+        examples=(Example({"messages": [user_turn(GO), assistant_turn(), user_turn(GO)]}),),
+        repair={"messages-empty-text-blocks": {}, "messages-empty-messages": {}},
     ),
     Check(
         "messages_roles_alternate",
@@ -380,6 +446,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Anthropic, 2024 (mattermost/mattermost-plugin-agents#180)
         'messages: roles must alternate between "user" and "assistant", but found multiple '
         '"{role}" roles in a row',
+        examples=(Example({"messages": [user_turn(GO), user_turn(GO)]}),),
+        repair={"messages-consecutive-roles": {}},
     ),
     Check(
         "messages_first_not_user",
@@ -387,6 +455,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _first_not_user,
         # Anthropic, 2024 (lobehub/lobehub#1601)
         'messages: first message must use the "user" role',
+        examples=(Example({"messages": [assistant_turn(GO), user_turn(GO)]}),),
+        repair={"messages-leading-user": {}},
     ),
     Check(
         "messages_thinking_not_first",
@@ -395,6 +465,10 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Anthropic (anthropics/claude-code#20698, #20705)
         "messages.{index}.content.0: If an assistant message contains any thinking blocks, the "
         "first block must be `thinking` or `redacted_thinking`. Found `{found}`.",
+        examples=(
+            Example({"messages": [user_turn(GO), assistant_turn(GO, THINKING), user_turn(GO)]}),
+        ),
+        repair={"messages-thinking-order": {}},
     ),
     Check(
         "messages_tool_loop_thinking",
@@ -407,6 +481,15 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         "We recommend you include thinking blocks from previous turns. To avoid this "
         "requirement, disable `thinking`. Please consult our documentation at "
         "https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
+        examples=(
+            Example(
+                {
+                    "messages": [user_turn(GO), assistant_turn(TOOL_USE), user_turn(TOOL_RESULT)],
+                    **THINKING_ON,
+                }
+            ),
+        ),
+        repair={"messages-tool-loop-thinking": {}},
     ),
     Check(
         "messages_thinking_disabled",
@@ -416,6 +499,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         "messages.{index}.content.{position}: When thinking is disabled, an `assistant` message "
         "in the final position cannot contain `thinking`. To use thinking blocks, enable "
         "`thinking` in your request.",
+        examples=(Example({"messages": [user_turn(GO), assistant_turn(THINKING, GO)]}),),
+        repair={"messages-thinking-disabled": {}},
     ),
     Check(
         "messages_thinking_missing",
@@ -424,6 +509,16 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # DeepSeek's Anthropic endpoint (NousResearch/hermes-agent#22313)
         "The `content[].thinking` in the thinking mode must be passed back to the API.",
         options={"models": THINKING_MODELS},
+        examples=(
+            Example(
+                {
+                    "model": "deepseek-v4-pro",
+                    "messages": [user_turn(GO), assistant_turn(TOOL_USE), user_turn(TOOL_RESULT)],
+                    **THINKING_ON,
+                },
+            ),
+        ),
+        repair={"messages-missing-thinking": {"models": ["*"]}},
     ),
     Check(
         "messages_user_id_pattern",
@@ -432,6 +527,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # DeepSeek's Anthropic endpoint and Anthropic (deepseek-ai/DeepSeek-V3#1277)
         "Invalid 'user_id': string does not match pattern. Expected a string that matches the "
         "pattern '^[a-zA-Z0-9_-]+$'.",
+        examples=(Example({"messages": [user_turn(GO)], "metadata": {"user_id": "a@b"}}),),
+        repair={"messages-metadata-user-id": {}},
     ),
     Check(
         "messages_thinking_tool_choice",
@@ -440,6 +537,18 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # DeepSeek's Anthropic endpoint (deepseek-ai/awesome-deepseek-integration#598)
         "deepseek-reasoner does not support this tool_choice",
         options={"models": THINKING_MODELS},
+        examples=(
+            Example(
+                {
+                    "model": "deepseek-v4-pro",
+                    "messages": [user_turn(GO)],
+                    "tool_choice": {"type": "any"},
+                    "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+                    **THINKING_ON,
+                },
+            ),
+        ),
+        repair={"messages-thinking-tool-choice": {"models": ["*"]}},
     ),
     Check(
         "messages_prefill",
@@ -449,6 +558,10 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         "This model does not support assistant message prefill. The conversation must end with "
         "a user message.",
         options={"models": PREFILL_REFUSED_MODELS},
+        examples=(
+            Example({"model": "claude-opus-4-6", "messages": [user_turn(GO), assistant_turn(GO)]}),
+        ),
+        repair={"messages-trailing-prefill": {"models": ["*"]}},
     ),
     Check(
         "messages_thinking_signature",
@@ -458,6 +571,23 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         "messages.{index}.content.{position}: Invalid `signature` in `thinking` block",
         # `anthropic`: a signature not in Anthropic's shape too (DeepSeek's UUID)
         options={"shape": "any"},
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        user_turn(GO),
+                        assistant_turn({"type": "thinking", "thinking": "t"}, TOOL_USE),
+                        user_turn(TOOL_RESULT),
+                    ],
+                    **THINKING_ON,
+                }
+            ),
+        ),
+        repair={
+            # a refusal of the signature: another issuer's signature is refused alike
+            "messages-unsigned-thinking": {"signatures": "anthropic"},
+            "messages-tool-loop-thinking": {},
+        },
     ),
     Check(
         "messages_tool_result_cache_control",
@@ -467,6 +597,23 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         "messages.{index}.content.{position}.tool_result.content.{inner}.cache_control: "
         "cache_control may not be specified within `tool_result.content`. Instead, place it "
         "directly on `tool_result`",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        user_turn(GO),
+                        assistant_turn(TOOL_USE),
+                        user_turn(
+                            {
+                                **TOOL_RESULT,
+                                "content": [{**GO, "cache_control": {"type": "ephemeral"}}],
+                            }
+                        ),
+                    ]
+                }
+            ),
+        ),
+        repair={"messages-tool-result-cache-control": {}},
     ),
     Check(
         "messages_context_management",
@@ -476,6 +623,8 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         "context_management: Extra inputs are not permitted",
         # the request's anthropic-beta values: ``violations(..., betas=...)`` fills them
         options={"betas": frozenset()},
+        examples=(Example({"messages": [user_turn(GO)], "context_management": {"edits": []}}),),
+        repair={"messages-context-management": {}},
     ),
     Check(
         "messages_thinking_type",
@@ -484,6 +633,16 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Kimi's Anthropic endpoint, Kimi K2.7 Code (MoonshotAI/Kimi-K2#141)
         "invalid thinking: only type=enabled is allowed for this model",
         options={"models": THINKING_TYPE_REFUSING},
+        examples=(
+            Example(
+                {
+                    "model": "kimi-k2.7-code",
+                    "messages": [user_turn(GO)],
+                    "thinking": {"type": "adaptive"},
+                }
+            ),
+        ),
+        repair={"messages-thinking-type": {"models": ["*"]}},
     ),
     Check(
         "messages_duplicate_tool_names",
@@ -492,6 +651,15 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # DeepSeek's Anthropic endpoint (decolua/9router PR#3333;
         # docs/providers.md#deepseek-request)
         "Tool names must be unique.",
+        examples=(
+            Example(
+                {
+                    "messages": [user_turn(GO)],
+                    "tools": [{"name": "Bash", "input_schema": {"type": "object"}}] * 2,
+                }
+            ),
+        ),
+        repair={"messages-duplicate-tool-names": {}},
     ),
     Check(
         "messages_server_tool",
@@ -499,6 +667,10 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         _server_tools,
         # an Anthropic-format relay in front of DeepSeek (QuantumNous/new-api#5380)
         "Invalid type for 'tools.{position}', expected an json object.",
+        examples=(
+            Example({"messages": [user_turn(GO)], "tools": [{"type": "web_search_20250305"}]}),
+        ),
+        repair={"messages-server-tools": {}},
     ),
     Check(
         "messages_system_role",
@@ -507,6 +679,10 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # DeepSeek's Anthropic endpoint (deepseek-ai/awesome-deepseek-agent#167)
         "Failed to deserialize the JSON body into the target type: messages[{index}].role: "
         "unknown variant `system`, expected `user` or `assistant`",
+        examples=(
+            Example({"messages": [user_turn(GO), {"role": "system", "content": "Skills: pdf"}]}),
+        ),
+        repair={"messages-system-messages": {}},
     ),
     Check(
         "messages_cache_markers",
@@ -515,6 +691,14 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
         # Anthropic (griffinmartin/opencode-claude-auth#123)
         "A maximum of {max} blocks with cache_control may be provided. Found {count}.",
         options={"max": 4},
+        examples=(
+            Example(
+                {
+                    "messages": [user_turn(*[{**GO, "cache_control": {"type": "ephemeral"}}] * 5)],
+                }
+            ),
+        ),
+        repair={"messages-cache-control": {"max_markers": 4}},
     ),
 )
 MESSAGES_CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in MESSAGES_CHECKS}

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.base import Check, Example, Found, role_of
 from rules.providers.contract.chat_shapes import ends_on_assistant
+from rules.providers.contract.examples import AFTER, USER, calls_turn, tool_call, tool_result
 
 #: mistral-common ``_validate_message_order``: the roles allowed after each role.
 NEXT_ROLES: Mapping[str, frozenset[str]] = {
@@ -71,6 +72,8 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#mistral-roles, mistral-common validator.py ("Single-message request must
         # be user or system")
         "Conversation must start with a user message or system message",
+        examples=(Example({"messages": [{"role": "assistant", "content": "Hello."}]}),),
+        repair={"leading-user-message": {}},
     ),
     Check(
         "trailing_assistant",
@@ -82,6 +85,8 @@ CHECKS: tuple[Check, ...] = (
         "Expected last role User or Tool (or Assistant with prefix True) for serving but got "
         "{role}",
         options={"prefix_allowed": True},
+        examples=(Example({"messages": [USER, {"role": "assistant", "content": "Sure, I"}]}),),
+        repair={"trailing-assistant": {"action": "continue", "prefix_allowed": False}},
     ),
     Check(
         "unexpected_role_order",
@@ -91,5 +96,7 @@ CHECKS: tuple[Check, ...] = (
         # datapizza-labs/datapizza-ai#98) and the mistral-common order table (validator.py); Mistral
         # answers 400, code 3230
         "Unexpected role '{role}' after role '{previous}'",
+        examples=(Example({"messages": [USER, calls_turn(tool_call()), tool_result(), AFTER]}),),
+        repair={"tool-user-bridge": {}},
     ),
 )

@@ -10,7 +10,8 @@ from typing import Any
 
 import orjson
 
-from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.base import Check, Example, Found, Settings, role_of
+from rules.providers.contract.examples import AFTER, USER, calls_turn, tool_call, tool_result
 
 
 def _key(value: Any) -> Any:
@@ -196,6 +197,19 @@ def _invalid_arguments(
             yield Found(index, {"position": position})
 
 
+#: The pairing rules, in registry order: an unanswered call, an orphan result, a result without
+#: its id or two results for one call may each come from a split turn (docs/providers.md#pairing,
+#: hermes E1), a result displaced past a message, or a call never answered: one repair for all.
+PAIRING_REPAIR: Settings = {
+    "consecutive-assistant-messages": {},
+    "blank-tool-call-ids": {},
+    "displaced-tool-results": {},
+    "missing-tool-call-ids": {},
+    "orphan-tool-results": {"action": "text"},
+    "unanswered-tool-calls": {},
+}
+
+
 #: Schema checks first (a provider deserializes before it validates), then semantic ones.
 CHECKS: tuple[Check, ...] = (
     Check(
@@ -204,6 +218,19 @@ CHECKS: tuple[Check, ...] = (
         _tool_kind("missing"),
         # docs/providers.md#openai-pairing, OpenAI/Azure (langchain-ai/langchain#22600)
         "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'.",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(tool_call()),
+                        {"role": "tool", "content": "ok"},
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair=PAIRING_REPAIR,
     ),
     Check(
         "arguments_not_string",
@@ -212,6 +239,19 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#openai-pairing, OpenAI (aaif-goose/goose-mobile#20)
         "Invalid type for 'messages[{index}].tool_calls[{position}].function.arguments': "
         "expected a string, but got {type} instead.",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(tool_call(arguments={"a": 1})),
+                        tool_result(),
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"invalid-tool-arguments": {}},
     ),
     Check(
         "missing_tool_call_type",
@@ -219,6 +259,24 @@ CHECKS: tuple[Check, ...] = (
         _missing_type,
         # docs/providers.md#azure-pairing, Azure AI Inference (langchain-ai/langchain-azure#35)
         "Missing required parameter: 'messages[{index}].tool_calls[{position}].type'.",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(
+                            {
+                                "id": "abcDEF123",
+                                "function": {"name": "read_file", "arguments": "{}"},
+                            }
+                        ),
+                        tool_result(),
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"tool-call-type": {}},
     ),
     Check(
         "empty_tool_calls",
@@ -227,6 +285,18 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#deepseek-pairing, DeepSeek via OpenCode (anomalyco/opencode#41860)
         "Invalid 'messages[{index}].tool_calls': empty array. Expected an array with minimum "
         "length 1, but got an empty array instead.",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        {"role": "assistant", "content": "Hm.", "tool_calls": []},
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"empty-tool-calls": {}},
     ),
     Check(
         "unanswered_tool_call",
@@ -235,6 +305,8 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#deepseek-pairing, DeepSeek (langgenius/dify#32222)
         "An assistant message with 'tool_calls' must be followed by tool messages responding to "
         "each 'tool_call_id'. (insufficient tool messages following tool_calls message)",
+        examples=(Example({"messages": [USER, calls_turn(tool_call()), AFTER]}),),
+        repair=PAIRING_REPAIR,
     ),
     Check(
         "orphan_tool_result",
@@ -242,6 +314,19 @@ CHECKS: tuple[Check, ...] = (
         _tool_kind("orphan"),
         # docs/providers.md#deepseek-pairing, DeepSeek (FoundationAgents/OpenManus#23)
         "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        tool_result("zzzZZZ999"),
+                        {"role": "assistant", "content": "?"},
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair=PAIRING_REPAIR,
     ),
     Check(
         "duplicate_tool_result",
@@ -249,6 +334,12 @@ CHECKS: tuple[Check, ...] = (
         _tool_kind("duplicate"),
         # docs/providers.md#deepseek-pairing, DeepSeek (craft-ai-agents/craft-agents-oss#621)
         "Duplicate value for 'tool_call_id' of in message[{index}]",
+        examples=(
+            Example(
+                {"messages": [USER, calls_turn(tool_call()), tool_result(), tool_result(), AFTER]}
+            ),
+        ),
+        repair={"duplicate-tool-call-ids": {}, **PAIRING_REPAIR},
     ),
     Check(
         "duplicate_tool_call_id",
@@ -257,6 +348,22 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#deepseek-pairing: DeepSeek checks uniqueness across the whole request
         # (hermes-agent#79221)
         "Duplicate value for 'tool_call_id' in tool_calls",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(tool_call()),
+                        tool_result(),
+                        AFTER,
+                        calls_turn(tool_call()),
+                        tool_result(),
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"duplicate-tool-call-ids": {}},
     ),
     Check(
         "successive_assistant",
@@ -266,6 +373,19 @@ CHECKS: tuple[Check, ...] = (
         "deepseek-reasoner does not support successive user or assistant messages "
         "(messages[{previous}] and messages[{index}] in your input). You should interleave the "
         "user/assistant messages in the message sequence.",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        {"role": "assistant", "content": "A."},
+                        {"role": "assistant", "content": "B."},
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"consecutive-assistant-messages": {}},
     ),
     Check(
         "empty_assistant",
@@ -273,6 +393,8 @@ CHECKS: tuple[Check, ...] = (
         _empty_assistant,
         # docs/providers.md#deepseek-content, DeepSeek V3 (carlrobertoh/ProxyAI#830)
         "Invalid assistant message: content or tool_calls must be set",
+        examples=(Example({"messages": [USER, {"role": "assistant", "content": ""}, AFTER]}),),
+        repair={"empty-tool-calls": {}},
     ),
     Check(
         "invalid_arguments",
@@ -281,5 +403,18 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#kimi-pairing, unattributed Moonshot-like (justrach/codegraff#752)
         "Invalid request: messages.{index}.tool_calls.{position}.function.arguments: arguments "
         "must be a valid JSON object string",
+        examples=(
+            Example(
+                {
+                    "messages": [
+                        USER,
+                        calls_turn(tool_call(arguments='{"path": "a"')),
+                        tool_result(),
+                        AFTER,
+                    ]
+                }
+            ),
+        ),
+        repair={"invalid-tool-arguments": {}},
     ),
 )

@@ -8,9 +8,10 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from rules.engine.thinking import THINKING_MODELS
-from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.base import Check, Example, Found, role_of
 from rules.providers.contract.chat_shapes import REASONING_FIELD as FIELD
 from rules.providers.contract.chat_shapes import calling_turn, plain_turns_in_loops
+from rules.providers.contract.examples import AFTER, USER, calls_turn, tool_call, tool_result
 from rules.providers.contract.thinking import in_thinking_mode
 
 #: Row 170, DeepSeek V4 (anomalyco/opencode#24083): thinking on by default, no index in the text.
@@ -88,6 +89,15 @@ CHECKS: tuple[Check, ...] = (
         _reasoning_missing,
         DEEPSEEK_V4_TEXT,
         options={"models": list(THINKING_MODELS), "plain_turns": False},
+        examples=(
+            Example(
+                {
+                    "thinking": {"type": "enabled"},
+                    "messages": [USER, calls_turn(tool_call()), tool_result(), AFTER],
+                }
+            ),
+        ),
+        repair={"reasoning-content": {"models": ["*"], "plain_turns": True}},
     ),
     Check(
         "thought_signature_missing",
@@ -95,5 +105,16 @@ CHECKS: tuple[Check, ...] = (
         _signature_missing,
         GEMINI_SIGNATURE_TEXT,
         options={"models": ["gemini-3*"]},
+        examples=(
+            Example(
+                {
+                    "model": "gemini-3.1-pro-preview",
+                    "messages": [USER, calls_turn(tool_call()), tool_result()],
+                }
+            ),
+        ),
+        repair={"missing-thought-signatures": {"models": ["*"]}},
+        # Google validates thought signatures for Gemini 3 only
+        probe_models=("gemini-3*",),
     ),
 )

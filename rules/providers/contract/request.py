@@ -9,7 +9,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from rules.engine.thinking import THINKING_MODELS
-from rules.providers.contract.base import Check, Found
+from rules.providers.contract.base import Check, Example, Found
+from rules.providers.contract.examples import TOOLS, USER
 from rules.providers.contract.thinking import in_thinking_mode
 
 
@@ -124,6 +125,8 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#deepseek-pairing, DeepSeek v3.1 (marimo-team/marimo#6108)
         "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty "
         "array instead.",
+        examples=(Example({"messages": [USER], "tools": [], "tool_choice": "auto"}),),
+        repair={"empty-tools": {"refused": "empty_tools"}},
     ),
     Check(
         "thinking_tool_choice",
@@ -132,6 +135,18 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#deepseek-reasoning, DeepSeek V4 (deepseek-ai/DeepSeek-V3#1376)
         "Thinking mode does not support this tool_choice",
         options={"models": THINKING_MODELS},
+        examples=(
+            Example(
+                {
+                    "model": "deepseek-v4-pro",
+                    "thinking": {"type": "enabled"},
+                    "messages": [USER],
+                    "tools": TOOLS,
+                    "tool_choice": "required",
+                }
+            ),
+        ),
+        repair={"thinking-tool-choice": {"models": ["*"]}},
     ),
     Check(
         "tool_choice_without_tools",
@@ -140,6 +155,8 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#xai-request, xAI (router-for-me/CLIProxyAPI#3704, #4491)
         "Invalid request content: A tool_choice was set on the request but no tools were "
         "specified.",
+        examples=(Example({"messages": [USER], "tool_choice": "auto"}),),
+        repair={"empty-tools": {"refused": "tool_choice"}},
     ),
     Check(
         "tool_parameters_empty",
@@ -147,6 +164,15 @@ CHECKS: tuple[Check, ...] = (
         _parameters_empty,
         # docs/providers.md#minimax-request, MiniMax (QwenLM/qwen-code#11834)
         "invalid params, function parameters is empty (2013)",
+        examples=(
+            Example(
+                {
+                    "messages": [USER],
+                    "tools": [{"type": "function", "function": {"name": "cron_list"}}],
+                }
+            ),
+        ),
+        repair={"empty-tool-parameters": {}},
     ),
     Check(
         "duplicate_tool_names",
@@ -154,6 +180,8 @@ CHECKS: tuple[Check, ...] = (
         _duplicate_tool_names,
         # docs/providers.md#deepseek-request, DeepSeek (decolua/9router PR#3333)
         "Tool names must be unique.",
+        examples=(Example({"messages": [USER], "tools": TOOLS + TOOLS}),),
+        repair={"duplicate-tool-names": {}},
     ),
     Check(
         "thinking_temperature",
@@ -162,6 +190,17 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#kimi-request, Kimi thinking models (lsdefine/GenericAgent#30)
         "invalid temperature: only 1 is allowed for this model",
         options={"models": THINKING_MODELS, "temperature": 1},
+        examples=(
+            Example(
+                {
+                    "model": "kimi-k2.5",
+                    "thinking": {"type": "enabled"},
+                    "messages": [USER],
+                    "temperature": 0.7,
+                }
+            ),
+        ),
+        repair={"thinking-sampling": {"fixed": {"temperature": 1.0}, "models": ["*"]}},
     ),
     Check(
         "tool_schema_anyof_type",
@@ -172,6 +211,31 @@ CHECKS: tuple[Check, ...] = (
         "tools.function.parameters is not a valid moonshot flavored json schema, details: <At "
         "path '{path}': when using anyOf, type should be defined in anyOf items instead of the "
         "parent schema>",
+        examples=(
+            Example(
+                {
+                    "messages": [USER],
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "ask_user",
+                                "parameters": {
+                                    "type": "object",
+                                    "properties": {
+                                        "options": {
+                                            "type": "array",
+                                            "anyOf": [{"items": {"type": "string"}}],
+                                        }
+                                    },
+                                },
+                            },
+                        }
+                    ],
+                }
+            ),
+        ),
+        repair={"anyof-parent-types": {}},
     ),
     Check(
         "thinking_type",
@@ -180,6 +244,17 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#minimax-request, MiniMax-M3 (CherryHQ/cherry-studio#16247)
         'invalid params, invalid thinking.type: "{type}" (allowed: adaptive, disabled) (2013)',
         options={"models": ["minimax-m3*"], "refused": ["enabled"]},
+        examples=(
+            Example({"model": "MiniMax-M3", "messages": [USER], "thinking": {"type": "enabled"}}),
+        ),
+        repair={
+            "request-values": {
+                "replace": {"thinking.type": {"enabled": "adaptive"}},
+                "models": ["*"],
+            }
+        },
+        # MiniMax-M3 refuses the type M1/M2 take
+        probe_models=("minimax-m3*",),
     ),
     Check(
         "json_mode_with_tools",
@@ -187,5 +262,15 @@ CHECKS: tuple[Check, ...] = (
         _json_mode_with_tools,
         # docs/providers.md#gemini-request, Gemini's OpenAI endpoint (Simpleyyt/ai-manus#101)
         "Function calling with a response mime type: 'application/json' is unsupported",
+        examples=(
+            Example(
+                {
+                    "messages": [USER],
+                    "tools": TOOLS,
+                    "response_format": {"type": "json_object"},
+                }
+            ),
+        ),
+        repair={"unsupported-parameters": {"drop": ["response_format"]}},
     ),
 )

@@ -12,7 +12,8 @@ from collections.abc import Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
-from rules.providers.contract.base import Check, Found, Violation
+from rules.providers.contract.base import Check, Example, Found, Violation
+from rules.providers.contract.examples import ITEM_CALL, ITEM_OUTPUT, ITEM_USER
 from rules.vocabulary import COMPACTION_MODELS as ELIGIBLE_MODELS
 
 #: The request field OpenAI refuses for models without server-side compaction.
@@ -225,6 +226,13 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#openai-responses, OpenAI Responses (continuedev/continue#10092,
         # microsoft/vscode#320060)
         "No tool call found for function call output with call_id {id}.",
+        examples=(Example({"input": [ITEM_USER, {**ITEM_OUTPUT, "call_id": "call_9"}]}),),
+        repair={
+            "responses-blank-call-ids": {},
+            "responses-displaced-messages": {},
+            "responses-orphan-outputs": {"action": "text"},
+            "responses-early-outputs": {},
+        },
     ),
     Check(
         "responses_interrupted_output",
@@ -234,6 +242,8 @@ CHECKS: tuple[Check, ...] = (
         # (deepseek-ai/DeepSeek-V3#1611, #1588); the quoted text ends at "call_id": the id is
         # appended as OpenAI's wording does.
         "No tool call found for tool output with call_id {id}",
+        examples=(Example({"input": [ITEM_USER, ITEM_CALL, ITEM_USER, ITEM_OUTPUT]}),),
+        repair={"responses-displaced-messages": {}},
     ),
     Check(
         "responses_nonadjacent_output",
@@ -243,6 +253,15 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#deepseek-responses, DeepSeek /v1/responses
         # (deepseek-ai/awesome-deepseek-integration#740)
         "No tool output found for tool call {id}",
+        examples=(
+            Example(
+                {"input": [ITEM_USER, ITEM_CALL, {"type": "reasoning", "summary": []}, ITEM_OUTPUT]}
+            ),
+        ),
+        repair={
+            "responses-early-outputs": {},
+            "responses-displaced-messages": {"adjacency": "strict"},
+        },
     ),
     Check(
         "responses_invalid_arguments",
@@ -252,6 +271,10 @@ CHECKS: tuple[Check, ...] = (
         # (OpenHands/software-agent-sdk#2887: "Unterminated string starting at: line 1 column
         # 1121 (char 1120)", the JSONDecodeError's own text)
         "{reason}: line {line} column {column} (char {at})",
+        examples=(
+            Example({"input": [ITEM_USER, {**ITEM_CALL, "arguments": "{'a': 1}"}, ITEM_OUTPUT]}),
+        ),
+        repair={"responses-invalid-arguments": {}},
     ),
     Check(
         "responses_unanswered_call",
@@ -259,6 +282,8 @@ CHECKS: tuple[Check, ...] = (
         _unanswered_calls,
         # docs/providers.md#openai-responses, OpenAI Responses (tjardoo/openai-client#124)
         "No tool output found for function call {id}.",
+        examples=(Example({"input": [ITEM_USER, ITEM_CALL, ITEM_USER]}),),
+        repair={"responses-blank-call-ids": {}, "responses-unanswered-calls": {}},
     ),
     Check(
         "responses_duplicate_item",
@@ -267,6 +292,20 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#openai-responses, OpenAI Responses (continuedev/continue#10723,
         # OpenRouterTeam/ai-sdk-provider#254)
         "Duplicate item found with id {id}. Remove duplicate items from your input and try again.",
+        examples=(
+            Example(
+                {
+                    "input": [
+                        ITEM_USER,
+                        {**ITEM_CALL, "id": "fc_1"},
+                        ITEM_OUTPUT,
+                        {**ITEM_CALL, "id": "fc_1"},
+                        ITEM_OUTPUT,
+                    ]
+                }
+            ),
+        ),
+        repair={"responses-duplicate-items": {}},
     ),
     Check(
         "responses_call_id_too_long",
@@ -276,6 +315,18 @@ CHECKS: tuple[Check, ...] = (
         "Invalid 'input[{index}].call_id': string too long. Expected a string with maximum "
         "length {max_length}, but got a string with length {length} instead.",
         options={"max_length": 64},
+        examples=(
+            Example(
+                {
+                    "input": [
+                        ITEM_USER,
+                        {**ITEM_CALL, "call_id": "c" * 80},
+                        {**ITEM_OUTPUT, "call_id": "c" * 80},
+                    ]
+                }
+            ),
+        ),
+        repair={"responses-call-ids": {}},
     ),
     Check(
         "responses_context_management",
@@ -285,6 +336,15 @@ CHECKS: tuple[Check, ...] = (
         # (ericc-ch/copilot-api#217); elsewhere a 500 or a stalled stream
         "context_management: Extra inputs are not permitted",
         options={"direct_openai": False, "models": list(ELIGIBLE_MODELS)},
+        examples=(
+            Example(
+                {
+                    "input": [ITEM_USER],
+                    "context_management": [{"type": "compaction", "compact_threshold": 1000}],
+                }
+            ),
+        ),
+        repair={"responses-context-management": {}},
     ),
     Check(
         "responses_reasoning_order",
@@ -293,6 +353,25 @@ CHECKS: tuple[Check, ...] = (
         _reasoning_order,
         # docs/providers.md#openai-responses, OpenAI Responses (continuedev/continue#11994)
         "Item '{id}' was provided without its required 'reasoning' item: '{reasoning}'.",
+        examples=(
+            Example(
+                {
+                    "input": [
+                        ITEM_USER,
+                        {"type": "reasoning", "id": "rs_1", "summary": []},
+                        ITEM_CALL,
+                        {
+                            "type": "message",
+                            "id": "msg_1",
+                            "role": "assistant",
+                            "content": "Reading.",
+                        },
+                        ITEM_OUTPUT,
+                    ]
+                }
+            ),
+        ),
+        repair={"responses-reasoning-order": {}},
     ),
     Check(
         "responses_unpersisted_item",
@@ -301,6 +380,19 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#openai-responses, OpenAI Responses (anomalyco/opencode#4445)
         "Item with id '{id}' not found. Items are not persisted when `store` is set to false. "
         "Try again with `store` set to true, or remove this item from your input.",
+        examples=(
+            Example(
+                {
+                    "store": False,
+                    "input": [
+                        ITEM_USER,
+                        {"type": "reasoning", "id": "rs_1", "summary": []},
+                        ITEM_USER,
+                    ],
+                }
+            ),
+        ),
+        repair={"responses-unpersisted-items": {}},
     ),
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}

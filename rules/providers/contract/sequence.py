@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rules.providers.contract.base import Check, Found, role_of
+from rules.providers.contract.base import Check, Example, Found, role_of
+from rules.providers.contract.examples import (
+    AFTER,
+    SYSTEM,
+    USER,
+    calls_turn,
+    tool_call,
+    tool_result,
+)
 from rules.vocabulary import SYSTEM_ROLES
 
 
@@ -109,6 +117,10 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#qwen-roles, Qwen3.5/3.6 chat template (vllm-project/vllm#41114,
         # ggml-org/llama.cpp#27367)
         "System message must be at the beginning.",
+        examples=(
+            Example({"messages": [USER, {"role": "assistant", "content": "Ok."}, SYSTEM, AFTER]}),
+        ),
+        repair={"system-messages": {"later": "hoist"}},
     ),
     Check(
         "multiple_system",
@@ -116,6 +128,10 @@ CHECKS: tuple[Check, ...] = (
         _multiple_system,
         # docs/providers.md#minimax-roles, MiniMax (BigPizzaV3/CodexPlusPlus#267)
         "invalid params, chat content has invalid message role: system (2013)",
+        examples=(
+            Example({"messages": [SYSTEM, {"role": "system", "content": "Be terse."}, USER]}),
+        ),
+        repair={"system-messages": {"later": "hoist"}},
     ),
     Check(
         "first_not_user",
@@ -125,6 +141,8 @@ CHECKS: tuple[Check, ...] = (
         "The first message (except the system message) of deepseek-reasoner must be a user "
         "message, but an {role} message detected.",
         options={"tool_calls_only": False},
+        examples=(Example({"messages": [calls_turn(tool_call()), tool_result(), AFTER]}),),
+        repair={"leading-user-message": {}},
     ),
     Check(
         "no_user_message",
@@ -133,6 +151,8 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#qwen-roles, Qwen DashScope (agentscope-ai/agentscope-java#613)
         "<400> InternalError.Algo.InvalidParameter: The input messages do not contain elements "
         "with the role of user",
+        examples=(Example({"messages": [SYSTEM, {"role": "assistant", "content": "Hello."}]}),),
+        repair={"leading-user-message": {}},
     ),
     Check(
         "successive_user",
@@ -142,6 +162,8 @@ CHECKS: tuple[Check, ...] = (
         "deepseek-reasoner does not support successive user or assistant messages "
         "(messages[{previous}] and messages[{index}] in your input). You should interleave the "
         "user/assistant messages in the message sequence.",
+        examples=(Example({"messages": [USER, {"role": "user", "content": "Also the tests."}]}),),
+        repair={"consecutive-user-messages": {}},
     ),
     Check(
         "roles_not_alternating",
@@ -150,5 +172,11 @@ CHECKS: tuple[Check, ...] = (
         # docs/providers.md#chat-templates-roles, HF chat templates on vLLM (400) / TGI
         # (microsoft/autogen#1037, huggingface/text-generation-inference#3198)
         "Conversation roles must alternate user/assistant/user/assistant/...",
+        examples=(Example({"messages": [USER, {"role": "user", "content": "Also the tests."}]}),),
+        repair={
+            "consecutive-assistant-messages": {},
+            "consecutive-user-messages": {},
+            "system-messages": {"later": "hoist"},
+        },
     ),
 )

@@ -1,0 +1,536 @@
+"""Verified-prefix reuse: a request that re-sends the last one of its session plus a turn is
+parsed, and walked, only for what it adds.
+
+An agent re-sends its whole history on every request. For each session (credential scope,
+route, API) the cache keeps what the last body established: the bytes of that body up to the
+``]`` that closes its list (``messages``, or ``input``), the list as parsed, and the chat walk's
+state after it (``rules.chat.scan.walk``). A new body that starts with those bytes (one
+``memcmp``) is parsed from there on only, and the walk goes on from its state: the rules then
+run over a list equal to what a full parse gives (the cached messages and the new ones), with
+the signals a full walk gives. What the rules do is unchanged: every rule still runs over the
+whole list, the same way; only the parse and the walk of the history are not paid again.
+
+Why a hit parses to the same thing as the whole body (``PrefixCache.read``):
+
+- the cached bytes ``P`` are ``H + "[" + C`` where ``C`` is, byte for byte, the serialization of
+  the cached messages without its brackets (checked once, when the entry is made: orjson writes
+  each message of the list, and ``C`` is compared with that), so ``C`` is a sequence of complete
+  JSON values that parses to the cached messages;
+- the new body is ``P + R`` with ``R`` starting with ``,`` (more messages) or ``]`` (none);
+- the cache parses ``H' + "[" + R[1:]`` (or ``R``), where ``H'`` is ``H`` with the list's key
+  written as ``"\\u0001"``: a key only that spelling can write, absent from ``H`` and ``R``
+  (checked), so when the parse holds it as a top-level key, the list's key in the body is a
+  top-level key at the same place, its array holds the cached messages then the parsed ones,
+  and every other top-level key parses the same in both; a body holding the list's key twice
+  is not reused (the parse then holds it too).
+
+The same holds from an earlier message boundary of the entry (it keeps its last three): a client
+that rewrites one of its last messages (Claude Code moves its ``cache_control`` marker to the
+newest turn) is read from the boundary before it, and its list is then walked whole. A repaired
+body is written from its ``Layout``: the messages no rule replaced are copied from the body,
+being orjson's own bytes, and the rest is serialized.
+
+Anything else is a miss: the body is parsed whole, as without the cache. A body whose bytes are
+not orjson's compact form (what the OpenAI and Anthropic SDKs send) makes no entry, and is
+parsed whole each time. Memory is bounded by ``max_bytes`` (least recently used first, and
+entries older than ``ttl`` seconds are dropped); kept in process only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from proxy.config import PrefixConfig
+from rules.chat.scan import WalkState
+from rules.engine.pipeline import NOT_WALKED, Walked
+from rules.providers.apis import Api
+
+#: The key the list's key is replaced with in the head: U+0001 has one JSON spelling only.
+SENTINEL: Final = "\x01"
+_SENTINEL: Final = b'"\\u0001"'
+#: Candidates checked before the body's place among a session space's prefixes (a session's
+#: own prefix is its nearest predecessor, but for longer entries that extend it: forks of the
+#: same history, which a hit drops).
+_NEAREST: Final = 8
+#: Message boundaries kept before the end of an entry's list (``_Entry.ends``).
+_STEPS_BACK: Final = 3
+#: A space whose body was not orjson's writing tries again every so many misses; so many such
+#: spaces are remembered (``PrefixCache._still_loose``).
+_RETRY: Final = 32
+_LOOSE_SPACES: Final = 4096
+#: What an entry is charged, so that ``max_bytes`` bounds what the cache really holds (traced
+#: allocations; tests/proxy/test_prefix.py measures it over agent sessions and bodies made of
+#: tiny containers): each byte of its prefix once, and for the objects parsed from its list,
+#: ``CHARGE_ASCII`` more per byte of ASCII (one byte a character) or ``CHARGE_WIDE`` more per
+#: byte once any byte is not (a string with one character past U+FFFF takes four bytes a
+#: character, and keeps its UTF-8 once orjson wrote it), and ``CHARGE_PER_VALUE`` for each
+#: ``,``, ``[`` and ``{`` (every value in a list, and every key and value in an object, follows
+#: one of them: a dict, a list, a string or a number object, the entry that holds it, and a
+#: walk state's share; one in text is charged too). Counted over the bytes an entry adds only,
+#: never again over what it keeps (``bytes.translate``: about 1 ms per MB, on a miss).
+CHARGE_ASCII: Final = 1
+CHARGE_WIDE: Final = 6
+CHARGE_PER_VALUE: Final = 192
+_VALUE_MARKS: Final = b",[{"
+#: Bytes charged per message (its place in the body, ``Layout``, and in the list) and per entry
+#: (the entry itself, its place in the spaces and the LRU, the walk's fixed state).
+BOUND_BYTES: Final = 48
+ENTRY_BYTES: Final = 4096
+#: A walk that goes on from a state: ``rules.chat.scan.walk``.
+Walk = Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
+
+
+@dataclass(slots=True)
+class _Entry:
+    space: Hashable
+    #: The body up to (not including) the ``]`` closing its list.
+    prefix: bytes
+    #: The body before its list's key, then ``"\u0001":[``.
+    head: bytes
+    #: Where the list's first item starts in the body.
+    first: int
+    #: The list as parsed (shared with the requests that reuse it: never written).
+    items: list[Any]
+    #: The walk's state after ``items`` (``None``: the API has no walk, or it stopped).
+    state: WalkState | None
+    charge: int
+    expires: float
+    #: Where each item starts in the body, then one past the ``]``: worked out when a
+    #: repaired body is first written from the entry (``Layout``), then carried on.
+    bounds: list[int] | None = None
+    #: The last few message boundaries, ``(length of the prefix, messages before it)``,
+    #: ascending, the whole prefix last: a client that rewrites its last messages (Claude Code
+    #: moves its ``cache_control`` marker to the newest turn) still reuses what comes before.
+    ends: tuple[tuple[int, int], ...] = ()
+    #: What the objects parsed from the list are charged (``parsed_charge`` of its bytes).
+    parsed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A body as the cache read it."""
+
+    #: ``hit`` (parsed from the cached prefix on), ``miss`` (parsed whole), ``skip`` (not
+    #: parsed here: off, or not a JSON object; the rules read it their own way).
+    outcome: str
+    #: The body parsed (``None`` for ``skip``): the caller's to write.
+    payload: dict[str, Any] | None = None
+    #: What the API's walk knows of the list, for ``run_rules(walked=...)``.
+    walked: Walked = NOT_WALKED
+    #: Bytes of the body not parsed again.
+    reused: int = 0
+    #: How the body's list is written, when it is orjson's own writing (``Layout``).
+    layout: Layout | None = None
+
+
+SKIP: Final = Reading("skip")
+
+
+class Layout:
+    """Where each message of a body's list is written, when the list is written as orjson
+    writes it (its entry's ``bounds``). A repaired body is then written by copying the messages
+    no rule replaced from the body, and serializing only the others and the top-level fields:
+    byte for byte ``orjson.dumps(payload)``, since each copied message's bytes are its own
+    ``orjson.dumps`` (the list's bytes were compared with orjson's when the entry was made)."""
+
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: _Entry) -> None:
+        self.entry = entry
+
+    def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes:
+        """``orjson.dumps(payload)``, where ``payload[field]`` holds the messages of ``raw`` a
+        rule kept (the very objects) and the ones it made."""
+        listed = payload[field]
+        bounds = _bounds(self.entry)
+        if type(listed) is not list or bounds is None:
+            return orjson.dumps(payload)
+        pieces = _pieces(memoryview(raw), listed, self.entry.items, bounds)
+        chunks: list[bytes | memoryview] = []
+        for key, value in payload.items():
+            chunks += (b",", orjson.dumps(key), b":")
+            if key != field:
+                chunks.append(_nested([value], 1))
+                continue
+            chunks.append(b"[")
+            for piece in pieces:
+                chunks += (piece, b",")
+            chunks[-1] = b"]"  # for the last comma, or after "[" for an empty list
+            if not pieces:
+                chunks.insert(-1, b"[")
+        chunks[0] = b"{"
+        chunks.append(b"}")
+        return b"".join(chunks)
+
+
+def _nested(wrapped: Any, depth: int) -> bytes:
+    """The bytes of the value ``wrapped`` holds ``depth`` lists down: orjson writes at most 255
+    levels, so a value is written at its depth in the payload, and fails as it would there."""
+    return orjson.dumps(wrapped)[depth:-depth]
+
+
+def _dumped(wrapped: Any, depth: int) -> bytes | None:
+    """``_nested``, or ``None`` for what orjson cannot write."""
+    try:
+        return _nested(wrapped, depth)
+    except TypeError:
+        return None
+
+
+def _pieces(
+    raw: memoryview, listed: list[Any], items: list[Any], bounds: list[int]
+) -> list[bytes | memoryview]:
+    """The bytes of each run of ``listed`` that is a run of ``items`` (copied from ``raw``), and
+    of each message a rule made (serialized). A message a rule dropped ends a run; one it moved
+    is serialized where it went."""
+    pieces: list[bytes | memoryview] = []
+    count, j, run = len(items), 0, -1
+    for message in listed:
+        if j < count and message is items[j]:
+            run = j if run < 0 else run
+            j += 1
+            continue
+        if run >= 0:
+            pieces.append(raw[bounds[run] : bounds[j] - 1])
+            run = -1
+        for k in range(j + 1, min(j + 4, count)):  # a few dropped: the run goes on after them
+            if message is items[k]:
+                run, j = k, k + 1
+                break
+        else:
+            pieces.append(_nested([[message]], 2))
+    if run >= 0:
+        pieces.append(raw[bounds[run] : bounds[j] - 1])
+    return pieces
+
+
+def _last_ends(items: list[Any], length: int) -> tuple[tuple[int, int], ...]:
+    """The boundaries before each of the last messages of ``items``, whose list ends at
+    ``length``: ``_Entry.ends``."""
+    ends = [(length, len(items))]
+    for count in range(len(items) - 1, max(0, len(items) - 1 - _STEPS_BACK), -1):
+        length -= len(_nested([[items[count]]], 2)) + 1
+        ends.append((length, count))
+    return tuple(reversed(ends))
+
+
+def _bounds(entry: _Entry) -> list[int] | None:
+    """``entry.bounds``, worked out the first time: each message's own ``orjson.dumps`` length
+    (their bytes are those, as the entry's list is orjson's writing)."""
+    if entry.bounds is None:
+        bounds = [entry.first]
+        for item in entry.items:
+            bounds.append(bounds[-1] + len(orjson.dumps(item)) + 1)
+        if bounds[-1] != len(entry.prefix) + 1:
+            return None  # cannot be: the entry's list was compared with orjson's writing
+        entry.bounds = bounds
+    return entry.bounds
+
+
+class _Space:
+    """One session space's prefixes, sorted: a body's own prefix is its nearest predecessor.
+    (Two parallel lists: a prefix is never hashed, only compared.)"""
+
+    __slots__ = ("entries", "keys")
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.entries: list[_Entry] = []
+
+    def find(self, body: bytes) -> tuple[_Entry | None, list[_Entry]]:
+        """The entry whose prefix ``body`` starts with, and the entries sorted between them:
+        each extends that prefix (sorted between a string and one it prefixes, a string starts
+        with it), with a history this body does not follow (a fork, an older branch)."""
+        at = bisect.bisect_right(self.keys, body)
+        for j in range(at - 1, max(-1, at - 1 - _NEAREST), -1):
+            if body.startswith(self.keys[j]):
+                return self.entries[j], self.entries[j + 1 : at]
+        return None, []
+
+    def near(self, body: bytes) -> tuple[_Entry, tuple[int, int]] | None:
+        """The entry, and the boundary of it, that ``body`` starts with when it starts with no
+        entry's whole prefix: one of its last messages rewritten. Of all the prefixes, the one
+        sharing the most with ``body`` is a neighbour of its place in the order."""
+        at = bisect.bisect_right(self.keys, body)
+        for entry in self.entries[max(0, at - 1) : at + 1]:
+            earlier = entry.ends[:-1]
+            if not earlier or not body.startswith(entry.prefix[: earlier[0][0]]):
+                continue  # not even its earliest: another session (one copy, not three)
+            for end in reversed(earlier):
+                if body.startswith(entry.prefix[: end[0]]):
+                    return entry, end
+        return None
+
+    def add(self, entry: _Entry) -> _Entry | None:
+        """Add ``entry``; the entry it replaces (same prefix), if any."""
+        at = bisect.bisect_left(self.keys, entry.prefix)
+        if at < len(self.keys) and self.keys[at] == entry.prefix:
+            old, self.entries[at] = self.entries[at], entry
+            return old
+        self.keys.insert(at, entry.prefix)
+        self.entries.insert(at, entry)
+        return None
+
+    def remove(self, entry: _Entry) -> None:
+        at = bisect.bisect_left(self.keys, entry.prefix)
+        if at < len(self.entries) and self.entries[at] is entry:
+            del self.keys[at]
+            del self.entries[at]
+
+
+class PrefixCache:
+    """The cache of one process (``read``), bounded by ``max_bytes`` and ``ttl``."""
+
+    def __init__(
+        self, config: PrefixConfig | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.config = config or PrefixConfig()
+        self._clock = clock
+        self._spaces: dict[Hashable, _Space] = {}
+        self._lru: OrderedDict[int, _Entry] = OrderedDict()
+        self.charged = 0
+        #: Reads by outcome, and bytes not parsed again, since start.
+        self.counts: dict[str, int] = {"hit": 0, "miss": 0, "skip": 0}
+        self.reused_bytes = 0
+        #: Spaces whose bodies were not orjson's writing, and the misses since (``_miss``).
+        self._loose: OrderedDict[Hashable, int] = OrderedDict()
+
+    @property
+    def entries(self) -> int:
+        return len(self._lru)
+
+    def read(self, space: Hashable, api: Api, body: bytes) -> Reading:
+        """``body`` of an ``api`` request in ``space`` (a session's credential scope and
+        route), parsed from its cached prefix on when one matches, else whole; the entry for
+        the next request of the session is made (or replaced) here."""
+        if not self.config.enabled:
+            return SKIP
+        self._expire()
+        place = self._spaces.get(space)
+        entry, forks = place.find(body) if place is not None else (None, [])
+        for fork in forks:  # left behind by this session: they would crowd its place out
+            self._drop(fork)
+        reading = self._hit(entry, api, body) if entry is not None else None
+        if entry is None and place is not None:
+            near = place.near(body)
+            reading = None if near is None else self._hit(near[0], api, body, near[1])
+        if reading is None:
+            reading = self._miss(space, api, body)
+        self.counts[reading.outcome] += 1
+        self.reused_bytes += reading.reused
+        return reading
+
+    def configure(self, config: PrefixConfig) -> None:
+        """Take a reloaded ``prefix_cache`` (off: everything held is dropped)."""
+        self.config = config
+        if not config.enabled:
+            self.clear()
+        while self.charged > config.max_bytes:
+            self._drop(next(iter(self._lru.values())))
+
+    def clear(self) -> None:
+        self._spaces.clear()
+        self._lru.clear()
+        self._loose.clear()
+        self.charged = 0
+
+    # The two ways a body is read ------------------------------------------------------------
+
+    def _hit(
+        self, entry: _Entry, api: Api, body: bytes, end: tuple[int, int] | None = None
+    ) -> Reading | None:
+        """``body`` read from ``entry``'s prefix on (or from its boundary ``end``: its
+        messages before it, then the body's own), or ``None`` if that cannot be trusted."""
+        length, count = (len(entry.prefix), len(entry.items)) if end is None else end
+        rest = body[length:]
+        if _SENTINEL in rest:
+            return None
+        if rest[:1] == b",":
+            text = entry.head + rest[1:]
+        elif rest[:1] == b"]":
+            text = entry.head + rest
+        else:
+            return None
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        if type(parsed) is not dict or api.field in parsed:
+            return None
+        added = parsed.get(SENTINEL)
+        if type(added) is not list:
+            return None
+        items = entry.items[:count] + added  # a new list: the cached one is never written
+        payload = {(api.field if key == SENTINEL else key): value for key, value in parsed.items()}
+        payload[api.field] = items
+        if end is None:
+            walked, state = _walk(api, added, entry.state)
+        else:  # no walk state is kept at an earlier boundary: the list is walked whole
+            walked, state = _walk(api, items, None, whole=True)
+        self._touch(entry)
+        now: _Entry | None = entry
+        if added or end is not None:
+            now = self._extend(
+                entry, body, rest, added, items=items, state=state, end=(length, count)
+            )
+        layout = None if now is None else Layout(now)
+        return Reading("hit", payload, walked, length, layout)
+
+    def _miss(self, space: Hashable, api: Api, body: bytes) -> Reading:
+        """``body`` parsed whole; an entry made if its list is written as orjson writes it."""
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return SKIP  # the rules read it their own way (surrogates, errors)
+        if type(payload) is not dict:
+            return SKIP
+        items = payload.get(api.field)
+        if type(items) is not list or not items:
+            return Reading("miss", payload)
+        walked, state = _walk(api, items, None, whole=True)
+        if self._still_loose(space):
+            return Reading("miss", payload, walked)
+        key = b'"' + api.field.encode() + b'":['
+        at = body.find(key)
+        start = at + len(key) - 1  # the list's "["
+        written = None if at < 0 or _SENTINEL in body[:start] else _dumped([items], 1)
+        if written is None or body[start : start + len(written)] != written:
+            self._loosen(space)
+            return Reading("miss", payload, walked)
+        self._loose.pop(space, None)
+        head = body[:at] + _SENTINEL + b":["
+        length = start + len(written) - 1
+        entry = _Entry(space, body[:length], head, start + 1, items, state, 0, 0.0)
+        entry.ends = _last_ends(items, length)
+        entry.parsed = parsed_charge(written)
+        made = self._add(entry)
+        return Reading("miss", payload, walked, layout=None if made is None else Layout(made))
+
+    def _still_loose(self, space: Hashable) -> bool:
+        """Whether the space's clients were found not to write orjson's bytes, recently: their
+        misses skip the search for the list and its serialization (a client that writes
+        ``"messages": [`` would pay them on every request), but every ``_RETRY``-th."""
+        misses = self._loose.get(space)
+        if misses is None:
+            return False
+        self._loose[space] = misses + 1
+        return (misses + 1) % _RETRY != 0
+
+    def _loosen(self, space: Hashable) -> None:
+        self._loose[space] = 0
+        self._loose.move_to_end(space)
+        if len(self._loose) > _LOOSE_SPACES:
+            self._loose.popitem(last=False)
+
+    # Entries --------------------------------------------------------------------------------
+
+    def _extend(
+        self,
+        entry: _Entry,
+        body: bytes,
+        rest: bytes,
+        added: list[Any],
+        *,
+        items: list[Any],
+        state: WalkState | None,
+        end: tuple[int, int],
+    ) -> _Entry | None:
+        """Replace ``entry`` with one that ends where this body's list does, if the messages it
+        adds after ``entry``'s boundary ``end`` are written as orjson writes them (``rest``
+        starts with them): the new entry."""
+        dumped = [_dumped([[item]], 2) for item in added]
+        parts = [part for part in dumped if part is not None]
+        if len(parts) != len(dumped):
+            return None
+        written = (b"," + b",".join(parts) if parts else b"") + b"]"
+        if rest[: len(written)] != written:
+            return None
+        length, count = end
+        bounds = None if entry.bounds is None else entry.bounds[: count + 1]
+        ends = [kept for kept in entry.ends if kept[1] <= count]
+        for part in parts:
+            length, count = length + 1 + len(part), count + 1
+            ends.append((length, count))
+            if bounds is not None:
+                bounds.append(length + 1)  # where the next message would start
+        # What the entry was charged up to its boundary (at least: the bytes it leaves behind
+        # are taken off at the lower, ASCII rate), and what the new messages are.
+        kept = entry.parsed - parsed_charge(entry.prefix[end[0] :], floor=True)
+        self._drop(entry)
+        new = _Entry(
+            entry.space, body[:length], entry.head, entry.first, items, state, 0, 0.0, bounds
+        )
+        new.ends = tuple(ends[-_STEPS_BACK - 1 :])
+        new.parsed = max(0, kept) + parsed_charge(written)
+        return self._add(new)
+
+    def _add(self, entry: _Entry) -> _Entry | None:
+        """Keep ``entry`` (charged, and timed from now); ``None`` if it alone is over the bound."""
+        charge = len(entry.prefix) + len(entry.head) + ENTRY_BYTES + entry.parsed
+        charge += BOUND_BYTES * len(entry.items)
+        if charge > self.config.max_bytes:
+            return None
+        entry.charge, entry.expires = charge, self._clock() + self.config.ttl
+        old = self._spaces.setdefault(entry.space, _Space()).add(entry)
+        if old is not None:
+            self._lru.pop(id(old), None)
+            self.charged -= old.charge
+        self._lru[id(entry)] = entry
+        self.charged += charge
+        while self.charged > self.config.max_bytes:
+            self._drop(next(iter(self._lru.values())))
+        return entry if id(entry) in self._lru else None
+
+    def _drop(self, entry: _Entry) -> None:
+        if self._lru.pop(id(entry), None) is None:
+            return
+        self.charged -= entry.charge
+        place = self._spaces.get(entry.space)
+        if place is not None:
+            place.remove(entry)
+            if not place.entries:
+                del self._spaces[entry.space]
+
+    def _touch(self, entry: _Entry) -> None:
+        entry.expires = self._clock() + self.config.ttl
+        self._lru.move_to_end(id(entry))
+
+    def _expire(self) -> None:
+        """Drop the entries past their time: the least recently used go first."""
+        now = self._clock()
+        while self._lru:
+            oldest = next(iter(self._lru.values()))
+            if oldest.expires > now:
+                return
+            self._drop(oldest)
+
+
+def parsed_charge(data: bytes, *, floor: bool = False) -> int:
+    """What the objects parsed from ``data`` (JSON text) are charged (see ``CHARGE_ASCII``);
+    ``floor``: at the ASCII rate whatever the bytes, at most what they were charged."""
+    values = len(data) - len(data.translate(None, _VALUE_MARKS))
+    rate = CHARGE_ASCII if floor or data.isascii() else CHARGE_WIDE
+    return rate * len(data) + CHARGE_PER_VALUE * values
+
+
+def _walk(
+    api: Api, added: list[Any], state: WalkState | None, *, whole: bool = False
+) -> tuple[Walked, WalkState | None]:
+    """What the API's walk knows of the whole list: from the start over ``added`` (``whole``: it
+    is the whole list), else going on from ``state`` over ``added``. A ``None`` state is a
+    prefix the walk does not model: nor does it model any list that starts with it."""
+    resumable = api.resumable
+    if resumable is None:
+        return NOT_WALKED, None
+    if state is None and not whole:
+        return Walked({resumable.scan: None}), None
+    signals, after = resumable.walk(added, state)
+    primed = {} if after is None else resumable.primed(after)
+    return Walked({resumable.scan: signals}, primed), after

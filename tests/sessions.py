@@ -1,0 +1,98 @@
+"""Growing sessions: an agent re-sends its whole history, one turn more each request.
+
+A session is the transcript of ``tests.payloads`` cut at every turn boundary (before each
+assistant message that follows a user or tool message): request ``k`` is request ``k - 1`` plus a
+turn, so a session of T turns is T bodies, 3 KB up to the whole transcript. Workloads
+(``WORKLOADS``):
+
+- ``clean`` (tool-call turns with ``null`` content or a short thought), ``clean-empty``
+  (``"content": ""``) and ``clean-kimi`` (``""`` and Kimi's ``functions.<name>:<n>`` ids): what a
+  strict provider accepts, nothing to repair;
+- ``stuck``: the ``clean`` session with one early defect (the second tool turn's arguments end
+  with a trailing comma), carried by every later request, as a stuck agent re-sends it;
+- ``broken``: the ``clean`` session with that defect in every fourth tool turn.
+
+The tests of the prefix cache (tests/proxy/test_prefix.py) and the benchmarks
+(``bench.sessions``, ``bench.http_sessions``) read the same sessions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tests.payloads import build_messages
+
+WORKLOADS: tuple[str, ...] = ("clean", "clean-empty", "clean-kimi", "stuck", "broken")
+#: The tools of ``tests.payloads.build`` (the request's other fields, as the OpenAI SDK sends
+#: them: ``messages`` first).
+_TOOLS = ("bash", "read_file", "write_file", "grep", "list_dir")
+
+
+def _trailing_comma(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` (an assistant tool-call turn) with its last call's arguments ending ``,}``."""
+    calls = [dict(call) for call in message["tool_calls"]]
+    function = dict(calls[-1]["function"])
+    function["arguments"] = function["arguments"][:-1] + ",}"
+    calls[-1] = {**calls[-1], "function": function}
+    return {**message, "tool_calls": calls}
+
+
+def _defects(messages: list[dict[str, Any]], workload: str) -> list[dict[str, Any]]:
+    if workload not in ("stuck", "broken"):
+        return messages
+    out: list[dict[str, Any]] = []
+    turn = 0
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            turn += 1
+            if (workload == "stuck" and turn == 2) or (workload == "broken" and turn % 4 == 0):
+                out.append(_trailing_comma(message))
+                continue
+        out.append(message)
+    return out
+
+
+def session(messages_count: int, workload: str, *, seed: int) -> list[bytes]:
+    """The bodies of one growing session over a transcript of ``messages_count`` messages."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}")
+    shape = workload if workload.startswith("clean") else "clean"
+    messages = _defects(build_messages(messages_count, seed=seed, shape=shape), workload)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"The {name} tool.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+        for name in _TOOLS
+    ]
+    cuts = [
+        k
+        for k in range(2, len(messages) + 1)
+        if k == len(messages)
+        or (messages[k]["role"] == "assistant" and messages[k - 1]["role"] in ("user", "tool"))
+    ]
+    return [
+        orjson.dumps(
+            {
+                "messages": messages[:k],
+                "model": "deepseek-chat",
+                "tools": tools,
+                "temperature": 0.2,
+                "stream": False,
+            }
+        )
+        for k in cuts
+    ]
+
+
+def interleaved(workload: str, sessions: int, messages: int) -> list[bytes]:
+    """Step 1 of every session, then step 2 of every session, ...: one body per line."""
+    each = [session(messages, workload, seed=101 + n) for n in range(sessions)]
+    steps = max(len(one) for one in each)
+    return [one[k] for k in range(steps) for one in each if k < len(one)]
