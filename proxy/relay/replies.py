@@ -16,7 +16,8 @@ characters).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -31,15 +32,37 @@ log = get_logger()
 #: The most bytes one SSE event may hold while it is read (an event is a chunk of a few
 #: hundred bytes; a line longer than this is not one the rules read).
 MAX_EVENT: Final = 8 * 1024 * 1024
+#: The most bytes of events held while the rules hold text (past it, what the rules gave is
+#: written as new events: the same text, framed anew).
+MAX_HELD: Final = 1024 * 1024
 #: The biggest whole JSON body the rules read.
 MAX_WHOLE: Final = 8 * 1024 * 1024
 
 _DONE: Final = b"[DONE]"
 
 
+@dataclass(slots=True)
+class _Held:
+    """An event held while the rules hold text: its bytes, and (for an event with choices) the
+    chunk, each choice's step in and the steps the rules gave for it."""
+
+    event: bytes
+    chunk: dict[str, Any] | None = None
+    ins: list[tuple[dict[str, Any], Step]] = field(default_factory=list)
+    outs: list[tuple[dict[str, Any], list[Step]]] = field(default_factory=list)
+
+
 class ReplyStream:
     """One streamed response's rewriting: ``feed`` each chunk as it comes and write what it
-    returns; ``finish`` at the end of the body. ``changes`` lists what the rules did."""
+    returns; ``finish`` at the end of the body. ``changes`` lists what the rules did.
+
+    An event whose steps the rules pass as they came is written as its bytes at once. From the
+    first event they change or hold, the events are held (their bytes and what the rules gave)
+    until the rules let go of everything: if what a client rebuilds from the rules' steps is
+    what it would rebuild from the events (text held for a marker that turned out to be text),
+    the events are written as they came, byte for byte; else (a call was made) as new events,
+    in order. At most ``MAX_HELD`` bytes of events are held: past it, the rules' steps are
+    written as new events (the same text, in order, framed anew)."""
 
     def __init__(self, run: ReplyRun, *, on_error: Callable[[str], None] | None = None) -> None:
         self.run = run
@@ -47,6 +70,8 @@ class ReplyStream:
         self.pipes: dict[int, ChoicePipe] = {}
         self._buffer = bytearray()
         self._template: dict[str, Any] | None = None
+        self._held: list[_Held] = []
+        self._held_bytes = 0
         self._off = False
         self.events = 0
         self.rewritten = 0
@@ -87,8 +112,11 @@ class ReplyStream:
             return self._fail(exc)
 
     def _fail(self, exc: Exception | None) -> bytes:
+        """Stop rewriting: the held events as they came (nothing the upstream sent is lost),
+        then what is buffered."""
         self._off = True
-        held = bytes(self._buffer)
+        held = b"".join(h.event for h in self._held) + bytes(self._buffer)
+        self._held.clear()
         self._buffer.clear()
         log.warning("reply_rewrite_failed", error=type(exc).__name__ if exc else "event_too_big")
         if self.on_error is not None:
@@ -98,34 +126,60 @@ class ReplyStream:
     def _event(self, event: bytes, end: int) -> bytes:
         self.events += 1
         data = _data(event[:end])
-        if data is None:
-            return event
-        if data.strip() == _DONE:
+        if data is not None and data.strip() == _DONE:
             return self._release() + event
-        try:
-            chunk = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return event
-        choices = chunk.get("choices") if isinstance(chunk, dict) else None
-        if not isinstance(choices, list) or not choices:
-            return event
-        self._template = chunk
-        outs: list[tuple[dict[str, Any], list[Step]]] = []
-        changed = False
-        for choice in choices:
-            if not isinstance(choice, dict) or not isinstance(choice.get("index"), int):
+        read = None if data is None else _choices(data)
+        if read is None:  # not an event the rules read: in its place
+            if not self._held:
                 return event
+            self._hold(_Held(event))
+            return b""
+        chunk, choices = read
+        self._template = chunk
+        held = _Held(event, chunk)
+        same = True
+        for choice in choices:
             delta = choice.get("delta")
             step = Step(delta if isinstance(delta, dict) else {}, choice.get("finish_reason"))
             steps = self._pipe(choice["index"]).feed(step)
-            changed = changed or len(steps) != 1 or steps[0] is not step
-            outs.append((choice, steps))
-        if not changed:
+            same = same and len(steps) == 1 and steps[0] is step
+            held.ins.append((choice, step))
+            held.outs.append((choice, steps))
+        if same and not self._held:
             return event
+        self._hold(held)
+        return self._settle(final=False)
+
+    def _hold(self, held: _Held) -> None:
+        self._held.append(held)
+        self._held_bytes += len(held.event)
+
+    def _settle(self, *, final: bool) -> bytes:
+        """The held events once the rules let go: as they came if the client rebuilds the same
+        from the rules' steps, else rewritten; nothing while the rules still hold text (within
+        ``MAX_HELD``)."""
+        given = _view(pair for h in self._held for pair in h.ins)
+        made = _view((c, s) for h in self._held for c, steps in h.outs for s in steps)
+        if given == made:
+            out = b"".join(h.event for h in self._held)
+        elif not final and _holding(made, given) and self._held_bytes <= MAX_HELD:
+            return b""
+        else:
+            out = b"".join(self._rewritten(h) for h in self._held)
+        self._held.clear()
+        self._held_bytes = 0
+        return out
+
+    def _rewritten(self, held: _Held) -> bytes:
+        if held.chunk is None or all(
+            len(steps) == 1 and steps[0] is step
+            for (_, step), (_, steps) in zip(held.ins, held.outs, strict=True)
+        ):
+            return held.event
         self.rewritten += 1
         frames = [
-            {**chunk, "choices": [{**choice, "delta": s.delta, "finish_reason": s.finish}]}
-            for choice, steps in outs
+            {**held.chunk, "choices": [{**choice, "delta": s.delta, "finish_reason": s.finish}]}
+            for choice, steps in held.outs
             for s in steps
         ]
         for frame in frames[:-1]:  # the usage, once: with the last of them
@@ -139,16 +193,69 @@ class ReplyStream:
         return pipe
 
     def _release(self) -> bytes:
-        """What every choice's rules still hold, as events after the last one seen."""
+        """What every choice's rules still hold, after the held events (as events after the
+        last one seen)."""
         template = self._template
         if template is None:
-            return b""
-        out = bytearray()
+            return b"".join(h.event for h in self._held)
+        ends = _Held(b"", template)
         for index, pipe in self.pipes.items():
-            for step in pipe.end():
-                choice = {"index": index, "delta": step.delta, "finish_reason": step.finish}
-                out += _frame({**template, "choices": [choice]})
-        return bytes(out)
+            steps = pipe.end()
+            if steps:
+                ends.outs.append(({"index": index}, steps))
+        if not self._held:
+            return self._rewritten(ends) if ends.outs else b""
+        if ends.outs:
+            self._held.append(ends)
+        return self._settle(final=True)
+
+
+def _choices(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """A chunk with choices the rules read (each with an integer ``index``), else ``None``."""
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return None
+    if not all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
+        return None
+    return chunk, choices
+
+
+#: A choice as a client rebuilds it from its steps: content, tool calls, the other string
+#: fields joined, the other values in order, and the last finish_reason.
+_View = dict[int, tuple[str, list[Any], dict[str, Any], str | None]]
+
+
+def _view(pairs: Iterable[tuple[dict[str, Any], Step]]) -> _View:
+    view: _View = {}
+    for choice, step in pairs:
+        content, calls, other, finish = view.get(choice["index"], ("", [], {}, None))
+        for key, value in step.delta.items():
+            if key == "content":
+                content += value if isinstance(value, str) else ""
+            elif key == "tool_calls":
+                calls = [*calls, value]
+            elif isinstance(value, str) and isinstance(other.get(key, ""), str):
+                other = {**other, key: other.get(key, "") + value}
+            else:
+                other = {**other, key: [*other.get(key, []), value]}
+        view[choice["index"]] = (content, calls, other, step.finish or finish)
+    return view
+
+
+def _holding(made: _View, given: _View) -> bool:
+    """Whether the rules' steps so far are the events' with text still held at the end of
+    some choice (nothing else changed): then more events may show it was only text."""
+    for index, (content, calls, other, finish) in given.items():
+        out = made.get(index, ("", [], {}, None))
+        if not content.startswith(out[0]) or out[1] != calls or out[1]:
+            return False
+        if out[2] != other or out[3] not in (None, finish):
+            return False
+    return set(made) <= set(given)
 
 
 def whole_reply(run: ReplyRun, body: bytes) -> tuple[bytes, list[Change]] | None:
@@ -173,7 +280,7 @@ def whole_reply(run: ReplyRun, body: bytes) -> tuple[bytes, list[Change]] | None
         pipe = run.choice(choice["index"], stream=False)
         new, finish = fix_message(pipe, message, choice.get("finish_reason"))
         changes += pipe.state.changes
-        same = new is message and finish == choice.get("finish_reason")
+        same = new == message and finish == choice.get("finish_reason")
         fixed.append(choice if same else {**choice, "message": new, "finish_reason": finish})
     if all(a is b for a, b in zip(fixed, choices, strict=True)):
         return None

@@ -57,6 +57,8 @@ class MessagesReply:
         self.new_id = new_id
         self.changes: list[Change] = []
         self.made = 0
+        #: ``response-finish-reason`` is on: ``end_turn`` becomes ``tool_use`` after a made call.
+        self.fix_stop = True
 
     def __bool__(self) -> bool:
         return bool(self.formats) and bool(self.declared)
@@ -93,7 +95,7 @@ class MessagesReply:
         ]
 
     def stop_reason(self, given: Any) -> Any:
-        if given != "end_turn" or not self.made:
+        if given != "end_turn" or not self.made or not self.fix_stop:
             return given
         self.changes.append(
             Change(finish_reason.NAME, 0, "set_stop_reason", {"from": "end_turn", "to": "tool_use"})

@@ -335,6 +335,17 @@ def render_request(entry: Entry) -> Iterator[str]:
     if e.changes > len(e.listed):
         yield f"<tr><td colspan='5'>{e.changes - len(e.listed)} more, not listed.</td></tr>"
     yield "</table>"
+    if e.replied:  # the answer, as the reply rules changed it (docs/replies.md)
+        yield "<h3>Response changes</h3>" + _table(
+            "reply-changes", "rule", "at", "action", "detail"
+        )
+        for change in e.replied:
+            detail = orjson.dumps(dict(change.detail), default=str).decode()
+            yield (
+                f"<tr><td>{escape(change.rule)}</td><td class='num'>{change.index}</td>"
+                f"<td>{escape(change.action)}</td><td><code>{escape(detail)}</code></td></tr>"
+            )
+        yield "</table>"
 
 
 def _table(table_id: str, *names: str) -> str:

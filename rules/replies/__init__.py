@@ -24,3 +24,6 @@ REPLY_RULES: tuple[ReplyRule, ...] = (
     # Last: the finish_reason follows the calls the text rule made.
     finish_reason.RULE,
 )
+
+#: Each reply rule by its name (the config's ``rules:`` map takes them beside the request rules).
+REPLY_RULES_BY_NAME: dict[str, ReplyRule] = {rule.name: rule for rule in REPLY_RULES}

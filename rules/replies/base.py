@@ -95,6 +95,15 @@ class ReplyRule:
     ) -> RuleContext:
         return RuleContext(options or {}, log_content)
 
+    @property
+    def classes(self) -> tuple[Safety, ...]:
+        """The classes its changes can have (a reply rule declares one)."""
+        return (self.safety,)
+
+    @property
+    def worst(self) -> Safety:
+        return self.safety
+
 
 def declared_tools(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     """The function tools a chat request declared: name -> its parameters schema."""

@@ -4,12 +4,59 @@ order (``ChoicePipe``), streamed or whole (``fix_message``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rules.engine.base import RuleContext
+from rules.replies import REPLY_RULES
 from rules.replies.base import ChoiceFix, ChoiceState, Delta, ReplyRule, Step
 
 ReplyStep = tuple[ReplyRule, RuleContext]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyPlan:
+    """The reply rules a profile runs, with the operator's settings on top: ``steps`` are
+    enforced; in report mode ``report`` holds every step, run on the side (what it would write
+    is thrown away, its changes to the rules in ``reported`` are logged)."""
+
+    steps: tuple[ReplyStep, ...] = ()
+    report: tuple[ReplyStep, ...] | None = None
+    reported: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.steps) or bool(self.report)
+
+    def context(self, name: str) -> RuleContext | None:
+        """The context of the rule ``name`` if it runs (enforced or reported), else ``None``."""
+        for rule, ctx in self.report or self.steps:
+            if rule.name == name:
+                return ctx
+        return None
+
+
+NO_REPLIES = ReplyPlan()
+
+
+def compile_reply_plan(
+    settings: Mapping[str, Mapping[str, Any]],
+    *,
+    log_content: bool = False,
+    report: frozenset[str] = frozenset(),
+) -> ReplyPlan:
+    """The reply plan for merged ``settings`` (rule name -> ``{"enabled": ..., **options}``;
+    names of other rules are ignored): each rule's default toggle unless set, in
+    ``REPLY_RULES``' order; the rules named in ``report`` in report mode."""
+    steps: list[ReplyStep] = []
+    for rule in REPLY_RULES:
+        options = dict(settings.get(rule.name, {}))
+        if bool(options.pop("enabled", rule.default)):
+            steps.append((rule, rule.context(options, log_content=log_content)))
+    reported = frozenset(rule.name for rule, _ in steps if rule.name in report)
+    if not reported:
+        return ReplyPlan(tuple(steps))
+    enforced = tuple(step for step in steps if step[0].name not in reported)
+    return ReplyPlan(enforced, tuple(steps), reported)
 
 
 class ChoicePipe:

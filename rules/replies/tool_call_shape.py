@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from rules.engine.base import Change, RuleContext
-from rules.replies.base import ChoiceFix, ChoiceState, ReplyRule, Step
+from rules.replies.base import ChoiceFix, ChoiceState, ReplyRule, Step, declared_tools
 
 NAME = "response-tool-call-shape"
 
@@ -92,11 +92,12 @@ class _Fix(ChoiceFix):
 
 
 def arms(request: Mapping[str, Any], ctx: RuleContext) -> bool:
-    return True
+    """Only a request that declared tools can get tool calls back."""
+    return bool(declared_tools(request))
 
 
 def fix(request: Mapping[str, Any], ctx: RuleContext, state: ChoiceState) -> ChoiceFix | None:
-    return _Fix(state)
+    return _Fix(state) if arms(request, ctx) else None
 
 
 RULE = ReplyRule(
