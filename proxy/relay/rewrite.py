@@ -26,7 +26,6 @@ from rules.engine.base import Change
 from rules.replies import finish_reason, text_tool_calls
 from rules.replies.pipeline import ReplyPlan, ReplyRun, ReplyStep
 
-
 #: The action of a held block let go as text: no change (the client gets the upstream's text).
 LEFT_AS_TEXT = "left_as_text"
 

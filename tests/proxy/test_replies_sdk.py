@@ -5,8 +5,9 @@ The upstream here is a fake that answers every request with one documented outpu
 tests/fixtures/replies/text-tool-calls.json, written from the serving stacks' published wire
 texts), streamed a few characters per event or whole. Each format on by default is converted
 under the profile of the models that write it, streamed and not; every negative case comes back
-byte for byte under ``chat-template`` (every format armed, or those the case names); a request without tools, or under a
-profile that expects no format, gets the upstream's bytes. The emulator's own text calls
+byte for byte under ``chat-template`` (every format armed, or those the case names); a request
+without tools, or under a profile that expects no format, gets the upstream's bytes. The
+emulator's own text calls
 (``chatmend emulate --text-calls``) close the loop with an agent library.
 """
 
@@ -147,7 +148,7 @@ class Fake:
                     "index": 0,
                     "content_block": {"type": "text", "text": ""},
                 }
-            ),  # noqa: E501
+            ),
         ]
         events += [
             event(
@@ -412,3 +413,64 @@ async def test_minimax_messages_text_block_becomes_tool_use_through_the_anthropi
     assert texts == case["content"]
     assert message.stop_reason == "tool_use"
     assert all(b.id.startswith("toolu_") for b in message.content if b.type == "tool_use")
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize(
+    ("profile", "fmt"),
+    [
+        ("deepseek", "deepseek-dsml"),
+        ("deepseek", "deepseek-v3"),
+        ("deepseek", "hermes-attr"),
+        ("kimi", "kimi-k2"),
+        ("minimax", "minimax"),
+        ("mistral", "mistral"),
+    ],
+)
+async def test_a_langchain_agent_loop_runs_on_calls_written_as_text(
+    profile: str,
+    fmt: str,
+    streaming: bool,
+    aiohttp_server: Server,
+    aiohttp_client: MakeClient,
+) -> None:
+    """``chatmend emulate --text-calls FORMAT`` writes its call in the model's markup with
+    ``stop``: LangChain's tool loop, through chatmend under the model's profile, runs the tool
+    and ends, as it would against a provider that sent a real call."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    from tools.emulate.app import create_emulator
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"{path}: hello"
+
+    emulator = await aiohttp_server(create_emulator(profile=profile, text_calls=fmt))
+    url = str(emulator.make_url("")).rstrip("/")
+    proxy = await aiohttp_client(
+        create_app(parse_config({"profile": profile}, default_upstream=url))
+    )
+    model = ChatOpenAI(
+        model="some-model",
+        base_url=str(proxy.make_url("/v1")),
+        api_key="sk-test-not-real",  # type: ignore[arg-type]
+        max_retries=0,
+        streaming=streaming,
+    ).bind_tools([read_file])
+    messages: list[Any] = [HumanMessage("Read a.txt")]
+    ran = []
+    for _ in range(4):  # bounded: the loop must end on its own
+        answer = await model.ainvoke(messages)
+        messages.append(answer)
+        if not answer.tool_calls:
+            break
+        for call in answer.tool_calls:
+            ran.append(call["name"])
+            output = read_file.invoke(call["args"])
+            messages.append(ToolMessage(output, tool_call_id=call["id"]))
+    assert ran == ["read_file"]
+    assert "<" not in str(messages[1].content) and "[TOOL_CALLS]" not in str(messages[1].content)
+    assert messages[-1].content  # the emulator's closing text
