@@ -136,15 +136,25 @@ class ReplyStream:
             return b""
         chunk, choices = read
         self._template = chunk
-        held = _Held(event, chunk)
-        same = True
-        for choice in choices:
+        if len(choices) == 1 and not self._held:  # the common case, without a record
+            choice = choices[0]
             delta = choice.get("delta")
             step = Step(delta if isinstance(delta, dict) else {}, choice.get("finish_reason"))
             steps = self._pipe(choice["index"]).feed(step)
-            same = same and len(steps) == 1 and steps[0] is step
+            if len(steps) == 1 and steps[0] is step:
+                return event
+            self._hold(_Held(event, chunk, [(choice, step)], [(choice, steps)]))
+            return self._settle(final=False)
+        held = _Held(event, chunk)
+        for choice in choices:
+            delta = choice.get("delta")
+            step = Step(delta if isinstance(delta, dict) else {}, choice.get("finish_reason"))
             held.ins.append((choice, step))
-            held.outs.append((choice, steps))
+            held.outs.append((choice, self._pipe(choice["index"]).feed(step)))
+        same = all(
+            len(steps) == 1 and steps[0] is step
+            for (_, step), (_, steps) in zip(held.ins, held.outs, strict=True)
+        )
         if same and not self._held:
             return event
         self._hold(held)
@@ -294,6 +304,9 @@ def _frame(chunk: dict[str, Any]) -> bytes:
 def _event_end(buffer: bytearray) -> tuple[int, int]:
     """Where the first complete event of ``buffer`` ends (before its blank line) and how long
     that blank line is; ``(-1, 0)`` if none is complete."""
+    if b"\r" not in buffer:  # the common case: LF lines only
+        at = buffer.find(b"\n\n")
+        return (at, 2) if at != -1 else (-1, 0)
     best, size = -1, 0
     for sep in (b"\n\n", b"\r\n\r\n", b"\r\r"):
         at = buffer.find(sep)
@@ -304,6 +317,8 @@ def _event_end(buffer: bytearray) -> tuple[int, int]:
 
 def _data(event: bytes) -> bytes | None:
     """The event's ``data`` (its ``data:`` lines joined), or ``None`` if it has none."""
+    if event.startswith(b"data: ") and b"\n" not in event:  # the common case: one line
+        return event[6:]
     lines = [
         line[5:].removeprefix(b" ")
         for line in event.replace(b"\r\n", b"\n").split(b"\n")

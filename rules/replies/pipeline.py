@@ -70,7 +70,10 @@ class ChoicePipe:
         """The steps to pass on for ``step`` (``[step]`` itself when no rule changed it)."""
         steps = [step]
         for fix in self.fixes:
-            steps = [out for s in steps for out in fix.feed(s)]
+            if len(steps) == 1:
+                steps = fix.feed(steps[0])
+            else:
+                steps = [out for s in steps for out in fix.feed(s)]
         return steps
 
     def end(self) -> list[Step]:
