@@ -317,11 +317,7 @@ def _reply_section(rule: ReplyRule, position: int) -> list[str]:
     set_by = [
         f"{code(name)} ({options_text(settings)})"
         for name, profile in PROFILES.items()
-        if (
-            settings := {
-                k: v for k, v in merge_settings(profile.replies).get(rule.name, {}).items()
-            }
-        )
+        if (settings := dict(merge_settings(profile.replies).get(rule.name, {})))
     ]
     lines.append(f"Set by: {', '.join(set_by)}." if set_by else "Profiles: none set it.")
     return [*lines, ""]
