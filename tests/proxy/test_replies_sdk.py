@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import orjson
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from pydantic import SecretStr
 from structlog.testing import capture_logs
 
 from proxy.config import parse_config
@@ -453,24 +455,26 @@ async def test_a_langchain_agent_loop_runs_on_calls_written_as_text(
     proxy = await aiohttp_client(
         create_app(parse_config({"profile": profile}, default_upstream=url))
     )
-    model = ChatOpenAI(
-        model="some-model",
-        base_url=str(proxy.make_url("/v1")),
-        api_key="sk-test-not-real",  # type: ignore[arg-type]
-        max_retries=0,
-        streaming=streaming,
-    ).bind_tools([read_file])
-    messages: list[Any] = [HumanMessage("Read a.txt")]
-    ran = []
-    for _ in range(4):  # bounded: the loop must end on its own
-        answer = await model.ainvoke(messages)
-        messages.append(answer)
-        if not answer.tool_calls:
-            break
-        for call in answer.tool_calls:
-            ran.append(call["name"])
-            output = read_file.invoke(call["args"])
-            messages.append(ToolMessage(output, tool_call_id=call["id"]))
+    async with httpx.AsyncClient() as http:
+        model = ChatOpenAI(
+            model="some-model",
+            base_url=str(proxy.make_url("/v1")),
+            api_key=SecretStr("sk-test-not-real"),
+            max_retries=0,
+            streaming=streaming,
+            http_async_client=http,
+        ).bind_tools([read_file])
+        messages: list[Any] = [HumanMessage("Read a.txt")]
+        ran = []
+        for _ in range(4):  # bounded: the loop must end on its own
+            answer = await model.ainvoke(messages)
+            messages.append(answer)
+            if not answer.tool_calls:
+                break
+            for call in answer.tool_calls:
+                ran.append(call["name"])
+                output = read_file.invoke(call["args"])
+                messages.append(ToolMessage(output, tool_call_id=call["id"]))
     assert ran == ["read_file"]
     assert "<" not in str(messages[1].content) and "[TOOL_CALLS]" not in str(messages[1].content)
     assert messages[-1].content  # the emulator's closing text
