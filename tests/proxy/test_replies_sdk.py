@@ -478,3 +478,62 @@ async def test_a_langchain_agent_loop_runs_on_calls_written_as_text(
     assert ran == ["read_file"]
     assert "<" not in str(messages[1].content) and "[TOOL_CALLS]" not in str(messages[1].content)
     assert messages[-1].content  # the emulator's closing text
+
+
+async def test_the_page_shows_what_the_reply_rules_changed(
+    aiohttp_server: Server, aiohttp_client: MakeClient
+) -> None:
+    case = next(c for c in POSITIVE if c["format"] == "deepseek-dsml")
+    fake, proxy = await through(
+        aiohttp_server, aiohttp_client, "deepseek", {"ui": {"enabled": True}}
+    )
+    fake.text = case["text"]
+    _, headers = await raw(proxy, stream=True)
+    view = await (await proxy.get(f"/chatmend/request/{headers['X-Chatmend-Request-Id']}")).text()
+    assert "Response changes" in view
+    assert "response-text-tool-calls" in view and "converted" in view
+    assert "deepseek-dsml" in view
+
+
+class Shapeless(Fake):
+    """An upstream streaming a tool call the way some servers do: deltas without ``index``,
+    the first without ``id``, ``arguments`` an object (openai/openai-python#2806)."""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+
+        def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+            return b"data: " + orjson.dumps({**body, "choices": [choice]}) + b"\n\n"
+
+        call = {"type": "function", "function": {"name": "read_file", "arguments": {"path": "a"}}}
+        for one in (
+            event({"role": "assistant", "content": None}),
+            event({"tool_calls": [call]}),
+            event({}, "tool_calls"),
+            b"data: [DONE]\n\n",
+        ):
+            await response.write(one)
+        await response.write_eof()
+        return response
+
+
+async def test_a_streamed_call_without_index_or_id_reaches_the_sdk_whole(
+    aiohttp_server: Server, aiohttp_client: MakeClient
+) -> None:
+    fake = Shapeless()
+    upstream = await aiohttp_server(fake.app())
+    url = str(upstream.make_url("")).rstrip("/")
+    direct = await aiohttp_client(upstream)
+    with pytest.raises((TypeError, KeyError, ValueError, UserWarning)):
+        await ask(direct, stream=True)  # what the SDK does with the upstream's own stream
+    proxy = await aiohttp_client(
+        create_app(parse_config({"profile": "openai"}, default_upstream=url))
+    )
+    message, finish = await ask(proxy, stream=True)
+    assert finish == "tool_calls"
+    (call,) = message.tool_calls
+    assert call.id.startswith("call_") and call.function.name == "read_file"
+    assert json.loads(call.function.arguments) == {"path": "a"}
