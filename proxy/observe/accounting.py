@@ -145,7 +145,8 @@ class Accounting(Subscriber):
 
     def _replied(self, flow: Flow) -> None:
         """Count and log what the reply rules did to the answer (``response_repaired``: rule,
-        choice or block, format, calls, tool names, characters held; never text or arguments)."""
+        choice or block, format, calls, tool names, characters held, and ``held_ms``, the
+        longest a stream's events waited; never text or arguments)."""
         meter = self.meter
         for (rule, action), count in Counter((c.rule, c.action) for c in flow.replied).items():
             meter.child(meter.response_repairs, rule, action).inc(count)
@@ -163,6 +164,7 @@ class Accounting(Subscriber):
                     count=len(changes),
                     rules=dict(Counter(change.rule for change in changes)),
                     changes=[change.as_dict() for change in changes[:MAX_FIELD_ITEMS]],
+                    held_ms=flow.reply_held_ms,
                 )
 
     def done(self, flow: Flow) -> None:

@@ -105,6 +105,8 @@ class Flow:
     #: first ``MAX_LISTED_CHANGES``), and what those in report mode would have changed.
     replied: tuple[Change, ...] = ()
     reply_reported: tuple[Change, ...] = ()
+    #: The longest a stream's events were held by the reply rules (milliseconds).
+    reply_held_ms: float | None = None
     #: Once the upstream answered: the body as the client sent it (decoded; a reference, not a
     #: copy), chatmend's answer, and the upstream's refusal as the classifier reads it (a 4xx
     #: body read whole, inflated).
@@ -156,8 +158,12 @@ class Flow:
         self.listed = changes[:MAX_LISTED_CHANGES]
         self.rules = tuple(sorted({change.rule for change in changes} | {r for r, _, _ in omitted}))
 
-    def reply(self, changes: list[Change], reported: list[Change]) -> None:
-        """What the reply rules did to the answer, and would have done in report mode."""
+    def reply(
+        self, changes: list[Change], reported: list[Change], held_ms: float | None = None
+    ) -> None:
+        """What the reply rules did to the answer, would have done in report mode, and the
+        longest they held a stream's events."""
+        self.reply_held_ms = held_ms
         self.replied = tuple(changes[:MAX_LISTED_CHANGES])
         self.reply_reported = tuple(reported[:MAX_LISTED_CHANGES])
 

@@ -16,6 +16,7 @@ characters).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -72,6 +73,10 @@ class ReplyStream:
         self._template: dict[str, Any] | None = None
         self._held: list[_Held] = []
         self._held_bytes = 0
+        self._held_since = 0.0
+        #: The longest time events were held (seconds): what the rules cost the client in
+        #: latency, logged with the changes.
+        self.longest_hold = 0.0
         self._off = False
         self.events = 0
         self.rewritten = 0
@@ -161,6 +166,8 @@ class ReplyStream:
         return self._settle(final=False)
 
     def _hold(self, held: _Held) -> None:
+        if not self._held:
+            self._held_since = time.perf_counter()
         self._held.append(held)
         self._held_bytes += len(held.event)
 
@@ -176,6 +183,7 @@ class ReplyStream:
             return b""
         else:
             out = b"".join(self._rewritten(h) for h in self._held)
+        self.longest_hold = max(self.longest_hold, time.perf_counter() - self._held_since)
         self._held.clear()
         self._held_bytes = 0
         return out

@@ -78,6 +78,13 @@ class Rewrite:
             if change.rule in self.plan.reported and change.action != LEFT_AS_TEXT
         ]
 
+    @property
+    def held_ms(self) -> float | None:
+        """The longest time a stream's events were held while the rules read a possible call
+        (milliseconds; ``None`` for a whole answer, or a rewriter that does not time it)."""
+        hold = getattr(self._enforced, "longest_hold", None)
+        return None if hold is None else round(hold * 1000, 3)
+
     def feed(self, chunk: bytes) -> bytes:
         """The bytes to write for ``chunk`` of a stream."""
         if not self._started:

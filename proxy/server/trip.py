@@ -521,7 +521,7 @@ async def _send(
     flow.response, flow.outcome = result.response, result.outcome
     flow.refusal = result.readable if 400 <= status < 500 else None
     if replies is not None and replies.kind is not None:
-        flow.reply(replies.changes, replies.reported)
+        flow.reply(replies.changes, replies.reported, replies.held_ms)
     events.answered(flow)
     if result.outcome == "upstream_failed":
         events.upstream_failed(flow, result.error, bytes_relayed=result.bytes_relayed)

@@ -321,6 +321,7 @@ async def test_a_whole_answer_says_what_changed_and_the_log_and_metrics_count_it
         in metrics
     )
     repaired = [line for line in lines if line.get("event") == "response_repaired"]
+    assert repaired[0]["held_ms"] is None  # a whole answer holds no event
     assert repaired and repaired[0]["rules"] == {
         "response-text-tool-calls": 1,
         "response-finish-reason": 1,
@@ -488,7 +489,10 @@ async def test_the_page_shows_what_the_reply_rules_changed(
         aiohttp_server, aiohttp_client, "deepseek", {"ui": {"enabled": True}}
     )
     fake.text = case["text"]
-    _, headers = await raw(proxy, stream=True)
+    with capture_logs() as lines:
+        _, headers = await raw(proxy, stream=True)
+    (repaired,) = [line for line in lines if line.get("event") == "response_repaired"]
+    assert repaired["held_ms"] is not None and repaired["held_ms"] >= 0  # the stream waited
     view = await (await proxy.get(f"/chatmend/request/{headers['X-Chatmend-Request-Id']}")).text()
     assert "Response changes" in view
     assert "response-text-tool-calls" in view and "converted" in view
