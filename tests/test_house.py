@@ -174,6 +174,36 @@ def test_no_import_loop() -> None:
     assert cycles(edges) == []
 
 
+def test_proxy_holds_nothing_outside_its_wings_but_the_door() -> None:
+    """proxy/'s own top is its map (``__init__``) and the ``chatmend`` command (``cli``,
+    ``__main__``); everything else stands in a wing whose name says what it holds."""
+    top = sorted(path.name for path in (ROOT / "proxy").glob("*.py"))
+    assert top == ["__init__.py", "__main__.py", "cli.py"]
+
+
+def test_the_trip_is_entered_from_the_top_only() -> None:
+    """A request's trip (proxy/server/trip.py) reads top to bottom: nothing below the server
+    reaches back into it (no re-entry into the handler from the relay, recovery or the stash);
+    only the server itself and the door above it import proxy.server."""
+    floor = FLOORS.index((("proxy.server",),))
+    found = [
+        f"{module} imports {name}"
+        for module, targets in graph().items()
+        for name in targets
+        if (name == "proxy.server" or name.startswith("proxy.server."))
+        and not module.startswith("proxy.server")
+        and (wing_of(module) or (floor, ()))[0] <= floor
+    ]
+    assert found == []
+    importers = {
+        module
+        for module, targets in graph().items()
+        if not module.startswith("proxy.server")
+        and any(n.startswith("proxy.server.") for n in targets)
+    }
+    assert importers <= {"proxy.cli"}, importers
+
+
 def test_the_loop_finder_finds_a_loop() -> None:
     """The oracle above, on a graph whose answer is known."""
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}

@@ -1,8 +1,9 @@
 """The reply rules armed for one response, as the relay uses them (proxy/relay/streaming.py).
 
-``arm`` reads the request (its tools and ``tool_choice``) and the reply plan of the profile it
-ran under (``rules.providers.planner.Planner.replies``) and gives a ``Rewrite``, or ``None`` when
-no rule can act on the answer (no tools declared, no format expected: the relay then reads the
+``chat`` and ``messages`` (each API's ``ServedApi.replies``) read the request (its tools and
+``tool_choice``) and the reply plan of the profile it ran under
+(``rules.providers.planner.Planner.replies``) and give a ``Rewrite``, or ``None`` when no rule
+can act on the answer (no tools declared, no format expected: the relay then reads the
 response as it always did, and the request's ``Accept-Encoding`` is left alone).
 
 A ``Rewrite`` rewrites a chat completion (``proxy.relay.replies``) or an Anthropic Messages
@@ -134,19 +135,13 @@ def request_tools(body: bytes) -> dict[str, Any] | None:
     return {key: payload[key] for key in ("tools", "tool_choice") if key in payload}
 
 
-def arm(api: str, plan: ReplyPlan, request: Mapping[str, Any] | None) -> Rewrite | None:
-    """The reply rules for the answer to ``request`` (a chat or Messages body, parsed) under
-    ``plan``, or ``None`` when none of them can act on it."""
-    if not plan or request is None:
-        return None
-    if api == "chat":
-        return _chat(plan, request)
-    if api == "messages":
-        return _messages(plan, request)
-    return None
+#: How an API's answers get their reply rules (``ServedApi.replies``): from the plan and the
+#: request, a ``Rewrite``, or ``None`` when none of them can act on the answer.
+Arm = Callable[[ReplyPlan, Mapping[str, Any]], "Rewrite | None"]
 
 
-def _chat(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
+def chat(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
+    """The reply rules of a chat completion (``proxy.relay.replies``)."""
     if not ReplyRun(plan.report or plan.steps, request):
         return None
 
@@ -173,7 +168,8 @@ def _messages_reply(steps: tuple[ReplyStep, ...], request: Mapping[str, Any]) ->
     return reply
 
 
-def _messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
+def messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
+    """The reply rules of an Anthropic Messages answer (``proxy.relay.replies_messages``)."""
     if not _messages_reply(plan.report or plan.steps, request):
         return None
 

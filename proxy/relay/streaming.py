@@ -94,28 +94,15 @@ async def relay(
     """
     headers = response_headers(upstream.headers)
     headers.update(extra_headers)
-    head = b""  # the start of an unsized body, read before deciding how to relay it
-    if rewriter is not None and not rewritable(request, upstream):
-        rewriter = None
-    if (
-        _small_and_whole(request, upstream)
-        or _unsized_error(request, upstream)
-        or (rewriter is not None and _unsized_json(upstream))
-    ):
-        result = await _relay_whole(request, upstream, headers, rewriter)
-        if result.outcome == "partial":
-            head = result.body or b""
-            rewriter = None  # past what a whole body may be: relayed as it comes
-        else:
-            if observer is not None and result.outcome == "completed" and result.body is not None:
-                observer.feed(result.body)
-                observer.finish()
-            return result
-    if rewriter is not None and upstream.content_type != EVENT_STREAM:
-        rewriter = None  # a sized JSON body past BUFFER_MAX_BYTES: relayed as it comes
+    rewriter = rewriter if rewriter is not None and rewritable(request, upstream) else None
+    whole = await _whole(request, upstream, headers, observer, rewriter)
+    if isinstance(whole, RelayResult):
+        return whole
+    head = whole  # the start of an unsized body, read before deciding how to relay it
+    if head or (rewriter is not None and upstream.content_type != EVENT_STREAM):
+        rewriter = None  # past what a whole body may be: relayed as it comes
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
-    if upstream.content_length is not None:
-        response.content_length = upstream.content_length
+    response.content_length = upstream.content_length
     relayed = 0
     finished = False
     try:
@@ -152,6 +139,31 @@ async def relay(
             upstream.release()
         else:
             upstream.close()
+
+
+async def _whole(
+    request: web.Request,
+    upstream: ClientResponse,
+    headers: CIMultiDict[str],
+    observer: Observer | None,
+    rewriter: Rewriter | None,
+) -> RelayResult | bytes:
+    """A body relayed whole, when it is one to read whole (small and sized, an unsized error,
+    or an unsized JSON answer the reply rules read): its result; else the start of it that
+    was read before it turned out too big (``b""`` if none), for the stream path."""
+    if not (
+        _small_and_whole(request, upstream)
+        or _unsized_error(request, upstream)
+        or (rewriter is not None and _unsized_json(upstream))
+    ):
+        return b""
+    result = await _relay_whole(request, upstream, headers, rewriter)
+    if result.outcome == "partial":
+        return result.body or b""
+    if observer is not None and result.outcome == "completed" and result.body is not None:
+        observer.feed(result.body)
+        observer.finish()
+    return result
 
 
 async def _relay_rewritten(

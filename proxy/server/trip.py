@@ -41,7 +41,7 @@ from proxy.recovery.retry import (
 from proxy.relay import body, errors, prefix
 from proxy.relay.credentials import apply_upstream_credentials, authorized, request_scope
 from proxy.relay.offload import Offloader
-from proxy.relay.rewrite import Rewrite, arm, request_tools
+from proxy.relay.rewrite import Rewrite, request_tools
 from proxy.relay.routing import RefusedPath, Route, Runtime, route_path
 from proxy.relay.served import ServedApi, served_api, served_named
 from proxy.relay.streaming import RelayResult, relay
@@ -515,9 +515,15 @@ async def _send(
             recovered = True
             if isinstance(answer, web.Response):
                 return answer
-    status, result = answer
     # 5. Answer: what the upstream answered is the request's.
     flow.original, flow.sanitized, flow.recovered = read.decoded, sanitized, recovered
+    return _answered(flow, events, *answer, replies)
+
+
+def _answered(
+    flow: Flow, events: Events, status: int, result: RelayResult, replies: Rewrite | None
+) -> web.StreamResponse:
+    """The upstream's answer, the request's: what it was, what the reply rules did to it."""
     flow.response, flow.outcome = result.response, result.outcome
     flow.refusal = result.readable if 400 <= status < 500 else None
     if replies is not None and replies.kind is not None:
@@ -534,7 +540,7 @@ async def _replies(
     """The reply rules for the answer (proxy/relay/rewrite.py): those of the profile the body
     ran under, armed by the request's tools; ``None`` when none can act on it."""
     sanitized = repair.sanitized
-    if sanitized is None or read.api is None or read.decoded is None:
+    if sanitized is None or read.api is None or read.api.replies is None or not read.decoded:
         return None
     plan = route.planner.replies(sanitized.profile)
     if not plan or b'"tools"' not in read.decoded:  # no tools declared: no call can come back
@@ -552,7 +558,7 @@ async def _replies(
                 return None
         else:
             request = request_tools(read.decoded)
-    return arm(read.api.name, plan, request)
+    return None if request is None else read.api.replies(plan, request)
 
 
 def _recoverable(status: int, route: Route, decoded: bytes, config: Config) -> bool:

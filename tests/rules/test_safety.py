@@ -135,8 +135,8 @@ def _content(content: Any, into: Pieces) -> None:
         kind = part.get("type")
         if kind == "tool_result":
             _content(part.get("content"), into)
-        elif kind == "tool_use":
-            into.arguments.append(part.get("input"))
+        elif kind == "tool_use":  # an input sent as JSON text means its object, as in chat
+            into.arguments.append(_parsed(part.get("input")))
             if isinstance(part.get("name"), str):
                 into.names.append(part["name"])
         _content(part.get("summary"), into)
