@@ -25,7 +25,7 @@ FLOORS: tuple[tuple[tuple[str, ...], ...], ...] = (
     # rules/: pure, no I/O (ruff's banned-api keeps aiohttp, structlog and logging out)
     (("rules.vocabulary",),),
     (("rules.engine",),),
-    (("rules.chat",), ("rules.responses",), ("rules.messages",)),
+    (("rules.chat",), ("rules.responses",), ("rules.messages",), ("rules.replies",)),
     (("rules.providers",),),
     # proxy/: the server, from what everything reads to what serves a request
     (("proxy.config",),),

@@ -31,9 +31,12 @@ from proxy.config.validate import no_unknown as _no_unknown
 from proxy.config.validate import positive_int as _positive_int
 from proxy.config.validate import seconds as _seconds
 from rules.chat import RULES_BY_NAME
+from rules.engine.base import Rule
 from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.planner import Planner
 from rules.providers.profiles import DEFAULT_PROFILE, HOST_PROFILES, PROFILES
+from rules.replies import REPLY_RULES_BY_NAME
+from rules.replies.base import ReplyRule
 from rules.responses import RESPONSES_RULES_BY_NAME
 
 #: ``ConfigError`` lives in proxy/config/validate.py (the stash settings raise it too); it is
@@ -60,8 +63,14 @@ ENV_CONFIG = "CHATMEND_CONFIG"
 #: The host of a direct OpenAI route: there ``context_management`` may reach eligible models.
 OPENAI_HOST = "api.openai.com"
 
-#: Every rule an operator may set, chat, Responses and Messages (their names never collide).
-KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME, **MESSAGES_RULES_BY_NAME}
+#: Every rule an operator may set, chat, Responses and Messages, and the reply rules (their
+#: names never collide).
+KNOWN_RULES: dict[str, Rule | ReplyRule] = {
+    **RULES_BY_NAME,
+    **RESPONSES_RULES_BY_NAME,
+    **MESSAGES_RULES_BY_NAME,
+    **REPLY_RULES_BY_NAME,
+}
 
 
 @dataclass(frozen=True, slots=True)

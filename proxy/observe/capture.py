@@ -66,6 +66,8 @@ class Entry:
     client: str = ""
     #: The changes as the rules reported them (the first ``MAX_LISTED_CHANGES``, ``clipped``).
     listed: tuple[Change, ...] = ()
+    #: What the reply rules changed in the answer (clipped the same way).
+    replied: tuple[Change, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +218,7 @@ class Capture(Subscriber):
             outcome=flow.outcome,
             client=request.remote or "",
             listed=clipped(flow.listed),
+            replied=clipped(flow.replied),
         )
         self.recent.record(entry, captured(flow))
 

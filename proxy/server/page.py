@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from html import escape
 from typing import Any, Final
 
+import orjson
 from aiohttp import web
 
 from proxy.config import UiConfig, split_host
@@ -42,8 +43,10 @@ from proxy.observe.log import get_logger
 from proxy.relay.offload import WorkerDied
 from proxy.server import diff
 from proxy.server.appkeys import OFFLOAD_KEY, RECENT_KEY
-from rules.engine.base import Change
+from rules.engine.base import Change, Rule
 from rules.providers.apis import APIS, RULES_BY_NAME, safety_of
+from rules.replies import REPLY_RULES
+from rules.replies.base import ReplyRule
 
 log = get_logger()
 
@@ -207,9 +210,12 @@ def render_rules() -> Iterator[str]:
         "<h2>Rules</h2><p>Each rule as its record says (the repository's "
         "<code>docs/rules.md</code> has the same sections, under the same anchors).</p>"
     )
-    for api in APIS.values():
-        yield f"<h3>{escape(api.name)}</h3><dl id='rules-{escape(api.name)}'>"
-        for rule in api.rules:
+    rooms: list[tuple[str, Sequence[Rule | ReplyRule]]] = [
+        (api.name, api.rules) for api in APIS.values()
+    ]
+    for title, records in [*rooms, ("replies", REPLY_RULES)]:
+        yield f"<h3>{escape(title)}</h3><dl id='rules-{escape(title)}'>"
+        for rule in records:
             name = escape(rule.name)
             safety = rule.safety if isinstance(rule.safety, str) else "by action"
             yield (
@@ -389,7 +395,24 @@ def render_request(entry: Entry, bodies: Bodies | None = None) -> Iterator[str]:
             f"{text}, read as <code>{escape(e.recovered_class or 'unclassified')}</code>; "
             "the rules below repaired it and the retry was accepted.</p>"
         )
+    yield from _replied(e)
     yield "<h3>What changed</h3>"
+
+
+def _replied(e: Entry) -> Iterator[str]:
+    """What the reply rules changed in the answer (docs/replies.md): one row per change."""
+    if not e.replied:
+        return
+    yield "<h3>Response changes</h3>" + _table("reply-changes", "rule", "at", "action", "detail")
+    for change in e.replied:
+        detail = orjson.dumps(dict(change.detail), default=str).decode()
+        name = escape(change.rule)
+        yield (
+            f"<tr><td><a href='{diff.RULES_PATH}#{name}'>{name}</a></td>"
+            f"<td class='num'>choice {change.index}</td><td>{escape(change.action)}</td>"
+            f"<td><code>{escape(detail)}</code></td></tr>"
+        )
+    yield "</table>"
 
 
 def render_facts(entry: Entry) -> Iterator[str]:

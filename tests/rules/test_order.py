@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from rules import chat, messages, responses
+from rules import chat, messages, replies, responses
 from rules.engine.base import Rule
 from rules.engine.order import EVERY, Before, before, broken
+from rules.replies.base import ReplyRule
 
-REGISTRIES: dict[str, tuple[tuple[Rule, ...], tuple[Before, ...]]] = {
+REGISTRIES: dict[str, tuple[tuple[Rule | ReplyRule, ...], tuple[Before, ...]]] = {
     "chat": (chat.RULES, chat.ORDER),
     "responses": (responses.RESPONSES_RULES, responses.ORDER),
     "messages": (messages.MESSAGES_RULES, messages.ORDER),
+    "replies": (replies.REPLY_RULES, replies.ORDER),
 }
 
 
