@@ -309,8 +309,20 @@ def _workdir(tmp: Path) -> Path:
     work = tmp / "clone"
     work.mkdir()
     for entry in ROOT.iterdir():
-        if entry.name not in (".git",) and not entry.name.startswith(".venv-"):
+        if entry.name not in (".git", ".venv") and not entry.name.startswith(".venv-"):
             (work / entry.name).symlink_to(entry)
+    # The set-up is done (the test needs ``.venv/bin/chatmend``): ``make install`` and ``make
+    # run`` must find it done here too. A link to the real ``.venv`` itself would let them
+    # reinstall the package into it from this directory whenever pyproject.toml is newer than
+    # its stamp, leaving the real ``.venv`` pointing into a temporary directory; its entries are
+    # linked one by one instead, under stamps of its own, newer than every file make compares.
+    venv = work / ".venv"
+    venv.mkdir()
+    for entry in (ROOT / ".venv").iterdir():
+        if not entry.name.startswith("."):
+            (venv / entry.name).symlink_to(entry)
+    for stamp in (".run-installed", ".test-installed"):
+        (venv / stamp).touch()
     return work
 
 
@@ -347,6 +359,7 @@ async def test_every_fenced_command_runs_as_written(tmp_path: Path) -> None:
     if prefix is None:
         pytest.skip("needs a private loopback for ports 8787/8788: unshare --net (root or userns)")
     assert (ROOT / ".venv" / "bin" / "chatmend").exists(), "the set-up (make install) first"
+    installed = (ROOT / ".venv" / "bin" / "chatmend").read_bytes()
     work = _workdir(tmp_path)
     path = os.pathsep.join(
         p for p in os.environ.get("PATH", "").split(os.pathsep) if ".venv" not in p
@@ -366,6 +379,8 @@ async def test_every_fenced_command_runs_as_written(tmp_path: Path) -> None:
             failed.append(f"{block[0].page}:{block[0].line} (exit {code}):\n{out[-3000:]}")
     assert not failed, "\n\n".join(failed)
     assert ran >= 15  # the extraction found what it runs (else this test checks nothing)
+    # The commands ran against the set-up, never re-installed it from the temporary directory.
+    assert (ROOT / ".venv" / "bin" / "chatmend").read_bytes() == installed
 
 
 def test_what_is_not_run_says_why_and_is_not_much() -> None:
