@@ -340,6 +340,7 @@ def _inline(
     assert read.decoded is not None and read.api is not None
     parsed = reading.payload if reasoning is None else reasoning.payload
     source, parsed = _learned(app[LEARNED_KEY], route, read, parsed, scope)
+    layout = reading.layout
     sanitized = sanitize_body(
         read.decoded,
         source,
@@ -347,8 +348,13 @@ def _inline(
         parsed=parsed,
         given=given,
         walked=reading.walked,
-        layout=reading.layout,
+        layout=layout,
+        resume=reading.resume,
+        carry=layout is not None,
     )
+    if sanitized.carried is not None:  # for the session's next request (rules/engine/resume.py)
+        resumed = reading.resume if sanitized.resumed else None
+        app[PREFIX_KEY].keep(layout, sanitized.carried, resumed)
     return source, sanitized
 
 

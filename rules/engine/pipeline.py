@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from rules.engine import memo
-from rules.engine.base import Change, Rule, RuleContext
+from rules.engine.base import Change, Horizon, Outcome, Rule, RuleContext
 from rules.engine.wake import field_signals
 
 #: A walk over the list that reports the signals set in it (``Rule.scan``).
@@ -50,10 +50,60 @@ class PipelineResult:
     #: The request's new top-level fields if a request-level rule changed any, else ``None``
     #: (``messages`` in it is stale: use ``messages`` above).
     request: dict[str, Any] | None = None
+    #: What the next request of the session needs to resume from this one
+    #: (rules/engine/resume.py), when the run was asked to ``record`` it and nothing failed.
+    carried: Carried | None = None
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
+
+
+#: A step's state that is not known (it did not run, or cannot say its horizon).
+MISSING: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """What one step that ran did over a request's whole list, for the next request to resume
+    from (a step the walk did not wake has none: it changed nothing, and its state is known
+    only if its horizon carries none)."""
+
+    #: The length of the list the step was given (the index of the next request's first new
+    #: message, as the step sees it) and of the list it gave back.
+    length: int
+    after: int
+    #: The state its ``Horizon.resume`` returned (``MISSING``: not known).
+    state: Any
+    #: Its changes over the whole list (a ``fields`` step's are not kept: it runs again).
+    changes: tuple[Change, ...]
+    #: It replaced the list (the walks' signals were then carried, ``_carry``).
+    replaced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a request's run leaves for the next request of its session (rules/engine/resume.py):
+    the steps it ran (the very object), the length of its list, the ``Mark`` of each step that
+    ran (by its position in the steps) and the list it made. ``written`` (the body sent, and
+    where its list's items are in it) and ``charge`` are filled in by the callers that know
+    them (rules/providers/sanitize.py, proxy/relay/prefix.py)."""
+
+    steps: Sequence[tuple[Rule, RuleContext]]
+    count: int
+    marks: Mapping[int, Mark]
+    messages: list[Any]
+    #: No message was changed: the list made is the list given.
+    clean: bool
+    written: tuple[bytes, int, int] | None = None
+    #: Bytes charged for the objects of the messages rules made (``PrefixCache.keep``).
+    charge: int = 0
+
+    def but(self, written: tuple[bytes, int, int] | None, charge: int) -> Carried:
+        """This record with ``written`` and ``charge`` (``dataclasses.replace`` spelled out)."""
+        return Carried(
+            self.steps, self.count, self.marks, self.messages, self.clean, written, charge
+        )
 
 
 def clone(value: Any) -> Any:
@@ -86,6 +136,7 @@ def run_rules(
     private: bool = False,
     request: Mapping[str, Any] | None = None,
     walked: Walked = NOT_WALKED,
+    record: bool = False,
 ) -> PipelineResult:
     """Apply ``steps`` in order to ``messages``.
 
@@ -94,6 +145,8 @@ def run_rules(
     untouched even if a rule were to break its copy-on-write contract. ``request`` holds the
     request's other top-level fields for the rules that read them (it is never mutated: a rule
     that changes it returns a new dict). ``walked``: what the caller's walk knows of the list.
+    ``record``: leave what the next request of the session needs to resume from this run
+    (``PipelineResult.carried``, rules/engine/resume.py).
     """
     current = messages if private else clone(messages)
     fields: Mapping[str, Any] = request if request is not None else {}
@@ -105,10 +158,11 @@ def run_rules(
     # have set (``Rule.introduces``): else every later rule runs its own prescan.
     signals_of: dict[Scan, frozenset[str] | None] = dict(walked.signals)
     keys: frozenset[str] | None = None  # the request's key signals, built when first needed
+    marks: dict[int, Mark] | None = {} if record else None
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for prescan, answer in walked.primed.items():
             memo.prime(prescan, current, answer)
-        for rule, step_ctx in steps:
+        for position, (rule, step_ctx) in enumerate(steps):
             woken_by = step_ctx.woken_by
             if woken_by is not None and rule.scan is not None:
                 if rule.scan not in signals_of:
@@ -127,9 +181,13 @@ def run_rules(
             else:
                 ctx = step_ctx
             try:
-                outcome = rule.apply(current, ctx)
+                if marks is None:
+                    outcome = rule.apply(current, ctx)
+                else:
+                    outcome = _recorded(marks, position, rule, ctx, current)
             except Exception as exc:  # fail-open: one broken rule must not block the request
                 failures.append(RuleFailure.of(rule.name, exc))
+                marks = None  # a run that failed is not resumed from
                 continue
             if outcome.messages is not current:
                 _carry(signals_of, rule)  # the walks read the list as it was
@@ -138,7 +196,38 @@ def run_rules(
             if outcome.request is not None and rule.reads_request:
                 fields = new_fields = outcome.request
                 keys = None
-    return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
+    carried = None
+    if marks is not None:
+        carried = Carried(steps, len(messages), marks, current, current is messages)
+    return PipelineResult(current, tuple(changes), tuple(failures), new_fields, carried)
+
+
+def horizon_of(rule: Rule, ctx: RuleContext) -> Horizon | None:
+    """The rule's horizon, if it holds under the step's options."""
+    horizon = rule.horizon
+    if horizon is None or (horizon.holds is not None and not horizon.holds(ctx.options)):
+        return None
+    return horizon
+
+
+def _recorded(
+    marks: dict[int, Mark], position: int, rule: Rule, ctx: RuleContext, current: list[Any]
+) -> Outcome:
+    """Run a step over the whole list and mark what it did (a ``carried`` rule through its
+    ``resume`` from the start, which is its ``apply``: tests/rules/test_horizons.py)."""
+    horizon = horizon_of(rule, ctx)
+    resumed = None
+    if horizon is not None and horizon.kind == "carried" and horizon.resume is not None:
+        resumed = horizon.resume(current, ctx, None)
+    if resumed is not None:
+        outcome, state = resumed
+    else:
+        outcome = rule.apply(current, ctx)
+        state = None if horizon is not None and horizon.kind != "carried" else MISSING
+    kept = () if horizon is not None and horizon.kind == "fields" else outcome.changes
+    after = len(outcome.messages)
+    marks[position] = Mark(len(current), after, state, kept, outcome.messages is not current)
+    return outcome
 
 
 def _carry(walked: dict[Scan, frozenset[str] | None], rule: Rule) -> None:

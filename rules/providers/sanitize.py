@@ -16,7 +16,8 @@ import orjson
 
 from rules.chat import lone_surrogates
 from rules.engine.base import Change, RequestFacts, Rule, RuleContext
-from rules.engine.pipeline import NOT_WALKED, RuleFailure, Walked, run_rules
+from rules.engine.pipeline import NOT_WALKED, Carried, RuleFailure, Walked, run_rules
+from rules.engine.resume import resume_rules
 from rules.engine.text import repair_value
 from rules.messages import lone_surrogates as messages_lone_surrogates
 from rules.providers.apis import CHAT_API, Api, api_named
@@ -31,6 +32,20 @@ class Layout(Protocol):
     from ``raw`` what no rule replaced."""
 
     def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes: ...
+
+    def write_spanned(
+        self, raw: bytes, payload: Mapping[str, Any], field: str, closed: Closed | None
+    ) -> tuple[bytes, int, int]:
+        """``write``, and where the items of the list are in the bytes written (``-1, -1``: not
+        known); ``closed``: the list's first messages are those of the previous request's
+        repaired list, written as the bytes given (``None``: the client's own)."""
+        ...
+
+
+#: The bytes of a resumed list's first messages, as the previous request's body wrote them
+#: (``None``: the client's bytes, no rule changed them), how many messages they are, and how
+#: many of the client's messages they were made from.
+Closed = tuple[bytes | memoryview | None, int, int]
 
 
 #: What picks a request's rules and contract: a planner (by model), one plan, or bare steps
@@ -68,6 +83,11 @@ class Sanitized:
     #: Changes made but not listed in ``changes`` (``capped``: a worker process sends back at
     #: most so many), counted by ``(rule, action)``.
     omitted: tuple[tuple[str, str, int], ...] = ()
+    #: What the next request of the session resumes from (``sanitize_body(carry=True)``,
+    #: rules/engine/resume.py), if the rules could leave it.
+    carried: Carried | None = None
+    #: The rules ran over what the request added to the previous one only.
+    resumed: bool = False
 
     @property
     def changed(self) -> bool:
@@ -104,6 +124,8 @@ def sanitize_body(
     given: RequestFacts | None = None,
     walked: Walked = NOT_WALKED,
     layout: Layout | None = None,
+    resume: Carried | None = None,
+    carry: bool = False,
 ) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
@@ -114,6 +136,12 @@ def sanitize_body(
     its list knows, and ``layout`` how the list is written in ``raw`` (a repaired body is
     written from it). ``given`` (what the proxy recalled for the request, see proxy/stash, and
     its ``anthropic-beta`` values) goes to every rule that reads it.
+
+    ``resume``: what the previous request of the session left (``Sanitized.carried``), when
+    this body is that request's body plus messages with the same other fields (the caller
+    checks it: proxy/relay/prefix.py compares the bytes): the rules run over the new messages
+    only (rules/engine/resume.py), and the body is written from the previous one's bytes.
+    ``carry``: leave what the next request needs in ``Sanitized.carried``.
 
     Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
     the upstream then answers the client exactly as it would have without chatmend.
@@ -133,22 +161,80 @@ def sanitize_body(
         return Sanitized(raw, skipped=prepared)
     payload, items, listed, steps, early = prepared
     reported = _report(raw, plan, record.field) if plan.report is not None and readable else ()
-    # 3. The rules. The freshly parsed payload is already a private deep copy: no clone.
-    result = run_rules(listed, steps, private=True, request=payload, walked=walked)
-    done = partial(Sanitized, failures=result.failures, profile=plan.profile, reported=reported)
+    # 3. The rules. The freshly parsed payload is already a private deep copy: no clone. Over
+    #    the new messages only, when the previous request's run left what that takes.
+    result = None
+    if resume is not None and readable and items is listed:
+        result = resume_rules(listed, steps, resume, request=payload, walked=walked)
+    resumed = result is not None
+    if result is None:
+        result = run_rules(
+            listed, steps, private=True, request=payload, walked=walked, record=carry
+        )
+    carried = result.carried if carry and readable and items is listed else None
+    done = partial(
+        Sanitized,
+        failures=result.failures,
+        profile=plan.profile,
+        reported=reported,
+        resumed=resumed,
+    )
     if not result.changed and not early:
-        return done(raw)
+        return done(raw, carried=carried)
     # 4. Written back, and checked against the contract when the plan says ``verify``.
     if result.request is not None:
         payload = dict(result.request)
     if isinstance(items, list):
         payload[record.field] = result.messages
-    write = None if layout is None else partial(layout.write, raw, field=record.field)
-    written = _write(raw, payload, api_named(plan.api), write)
+    closed = _closed(resume) if resumed and resume is not None else None
+    written = _write_spanned(raw, payload, api_named(plan.api), layout, closed)
     if isinstance(written, str):
         return done(raw, skipped=written)
-    sent = done(written, (*early, *result.changes))
+    body, start, end = written
+    if carried is not None:
+        carried = _leave(carried, body, start, end)
+    sent = done(body, (*early, *result.changes), carried=carried)
     return _checked(sent, payload, plan, given) if plan.verify else sent
+
+
+def _closed(resume: Carried) -> Closed | None:
+    """How the previous request's repaired list is written (``Layout.write_spanned``), or
+    ``None`` when it was not kept (the list is then written whole)."""
+    if resume.clean:
+        return None, len(resume.messages), resume.count
+    if resume.written is None:
+        return None
+    body, start, end = resume.written
+    return memoryview(body)[start:end], len(resume.messages), resume.count
+
+
+def _leave(carried: Carried, body: bytes, start: int, end: int) -> Carried | None:
+    """``carried`` with the body written for it, for the next request to copy from."""
+    if carried.clean:
+        return carried
+    if start < 0:
+        return None  # its list is not where the next request could find it
+    return carried.but((body, start, end), carried.charge)
+
+
+def _write_spanned(
+    raw: bytes, payload: dict[str, Any], api: Api, layout: Layout | None, closed: Closed | None
+) -> tuple[bytes, int, int] | str:
+    """``_write``, and where the list's items are in the bytes (``-1, -1``: not known)."""
+    if layout is None:
+        written = _write(raw, payload, api)
+        return written if isinstance(written, str) else (written, -1, -1)
+    spans: list[tuple[int, int]] = []
+
+    def write(value: dict[str, Any]) -> bytes:
+        body, start, end = layout.write_spanned(raw, value, api.field, closed)
+        spans.append((start, end))
+        return body
+
+    written = _write(raw, payload, api, write)
+    if isinstance(written, str):
+        return written
+    return (written, *spans[0]) if spans else (written, -1, -1)
 
 
 def _checked(
