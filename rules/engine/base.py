@@ -216,12 +216,12 @@ class Horizon:
 
 def per_message(apply: Apply, holds: Callable[[Mapping[str, Any]], bool] | None = None) -> Horizon:
     """The horizon of a rule that decides each message by itself."""
-    return Horizon("message", _stateless(apply), holds)
+    return Horizon("message", _Stateless(apply), holds)
 
 
 def fields_only(apply: Apply) -> Horizon:
     """The horizon of a request-level rule that reads no message."""
-    return Horizon("fields", _stateless(apply))
+    return Horizon("fields", _Stateless(apply))
 
 
 def carried(resume: Resume, holds: Callable[[Mapping[str, Any]], bool] | None = None) -> Horizon:
@@ -229,11 +229,20 @@ def carried(resume: Resume, holds: Callable[[Mapping[str, Any]], bool] | None = 
     return Horizon("carried", resume, holds)
 
 
-def _stateless(apply: Apply) -> Resume:
-    def resume(messages: list[Any], ctx: RuleContext, state: Any) -> tuple[Outcome, Any]:
-        return apply(messages, ctx), None
+class _Stateless:
+    """``Horizon.resume`` of a rule that carries nothing: its ``apply`` (a class, not a closure:
+    rule records go to worker processes, pickled)."""
 
-    return resume
+    __slots__ = ("apply",)
+
+    def __init__(self, apply: Apply) -> None:
+        self.apply = apply
+
+    def __call__(self, messages: list[Any], ctx: RuleContext, state: Any) -> tuple[Outcome, Any]:
+        return self.apply(messages, ctx), None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Stateless, (self.apply,))
 
 
 @dataclass(frozen=True, slots=True)

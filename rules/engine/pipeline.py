@@ -53,6 +53,8 @@ class PipelineResult:
     #: What the next request of the session needs to resume from this one
     #: (rules/engine/resume.py), when the run was asked to ``record`` it and nothing failed.
     carried: Carried | None = None
+    #: The steps ran over the new messages only, going on from ``carried`` of the last request.
+    resumed: bool = False
 
     @property
     def changed(self) -> bool:
@@ -145,17 +147,15 @@ def run_rules(
     untouched even if a rule were to break its copy-on-write contract. ``request`` holds the
     request's other top-level fields for the rules that read them (it is never mutated: a rule
     that changes it returns a new dict). ``walked``: what the caller's walk knows of the list.
-    ``record``: leave what the next request of the session needs to resume from this run
-    (``PipelineResult.carried``, rules/engine/resume.py).
+    ``record``: leave what the session's next request resumes from (rules/engine/resume.py).
     """
     current = messages if private else clone(messages)
     fields: Mapping[str, Any] = request if request is not None else {}
     new_fields: dict[str, Any] | None = None
     changes: list[Change] = []
     failures: list[RuleFailure] = []
-    # One walk per API scan (``Rule.scan``, e.g. rules/chat/scan.py) says which steps may have
-    # work; it holds until a rule changes the list, and then only if that rule says what it may
-    # have set (``Rule.introduces``): else every later rule runs its own prescan.
+    # One walk per API scan (``Rule.scan``) says which steps may have work; it holds until a rule
+    # changes the list, and then with what it may set (``Rule.introduces``), if it says.
     signals_of: dict[Scan, frozenset[str] | None] = dict(walked.signals)
     keys: frozenset[str] | None = None  # the request's key signals, built when first needed
     marks: dict[int, Mark] | None = {} if record else None
@@ -164,12 +164,8 @@ def run_rules(
             memo.prime(prescan, current, answer)
         for position, (rule, step_ctx) in enumerate(steps):
             woken_by = step_ctx.woken_by
-            if woken_by is not None and rule.scan is not None:
-                if rule.scan not in signals_of:
-                    signals_of[rule.scan] = _signals(rule.scan, current)
-                signals = signals_of[rule.scan]
-                if signals is not None and woken_by.isdisjoint(signals):
-                    continue
+            if woken_by is not None and _asleep(rule.scan, woken_by, signals_of, current):
+                continue
             if rule.reads_request:
                 if woken_by is not None and rule.scan is None:
                     # A request-level rule wakes on the request's top-level keys (wake.fields).
@@ -181,10 +177,7 @@ def run_rules(
             else:
                 ctx = step_ctx
             try:
-                if marks is None:
-                    outcome = rule.apply(current, ctx)
-                else:
-                    outcome = _recorded(marks, position, rule, ctx, current)
+                outcome = _applied(marks, position, rule, ctx, current)
             except Exception as exc:  # fail-open: one broken rule must not block the request
                 failures.append(RuleFailure.of(rule.name, exc))
                 marks = None  # a run that failed is not resumed from
@@ -196,10 +189,32 @@ def run_rules(
             if outcome.request is not None and rule.reads_request:
                 fields = new_fields = outcome.request
                 keys = None
-    carried = None
-    if marks is not None:
-        carried = Carried(steps, len(messages), marks, current, current is messages)
+    carried = None if marks is None else _left(steps, messages, marks, current)
     return PipelineResult(current, tuple(changes), tuple(failures), new_fields, carried)
+
+
+def _left(
+    steps: Sequence[tuple[Rule, RuleContext]],
+    messages: list[Any],
+    marks: dict[int, Mark],
+    current: list[Any],
+) -> Carried:
+    return Carried(steps, len(messages), marks, current, current is messages)
+
+
+def _asleep(
+    scan: Scan | None,
+    woken_by: frozenset[str],
+    signals_of: dict[Scan, frozenset[str] | None],
+    current: list[Any],
+) -> bool:
+    """The step's walk (walked now if it was not yet) set none of the signals that wake it."""
+    if scan is None:
+        return False
+    if scan not in signals_of:
+        signals_of[scan] = _signals(scan, current)
+    signals = signals_of[scan]
+    return signals is not None and woken_by.isdisjoint(signals)
 
 
 def horizon_of(rule: Rule, ctx: RuleContext) -> Horizon | None:
@@ -210,11 +225,14 @@ def horizon_of(rule: Rule, ctx: RuleContext) -> Horizon | None:
     return horizon
 
 
-def _recorded(
-    marks: dict[int, Mark], position: int, rule: Rule, ctx: RuleContext, current: list[Any]
+def _applied(
+    marks: dict[int, Mark] | None, position: int, rule: Rule, ctx: RuleContext, current: list[Any]
 ) -> Outcome:
-    """Run a step over the whole list and mark what it did (a ``carried`` rule through its
-    ``resume`` from the start, which is its ``apply``: tests/rules/test_horizons.py)."""
+    """Run a step over the whole list and, when the run is recorded, mark what it did (a
+    ``carried`` rule through its ``resume`` from the start, which is its ``apply``:
+    tests/rules/test_horizons.py)."""
+    if marks is None:
+        return rule.apply(current, ctx)
     horizon = horizon_of(rule, ctx)
     resumed = None
     if horizon is not None and horizon.kind == "carried" and horizon.resume is not None:

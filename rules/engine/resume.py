@@ -98,57 +98,84 @@ def resume_rules(
     over the new messages only; ``None`` when that cannot be trusted (run them whole)."""
     if steps is not carried.steps or len(messages) < carried.count:
         return None
-    signals_of = dict(walked.signals)
-    facts = _facts(steps)
-    window = given = messages[carried.count :]
-    fields: Mapping[str, Any] = request
-    new_fields: dict[str, Any] | None = None
-    keys: frozenset[str] | None = None
-    changes: list[Change] = []
-    marks: dict[int, Mark] = {}
-    before = carried.marks
-    closed = carried.count  # the length of the messages before, as the step sees them
-    candidates = _candidates(facts, signals_of)
-    if candidates is None:
-        return None  # a step would need a walk not given: run it whole
-    at = 0
+    run = _Run(messages, carried, request, walked)
     with memo.run():
-        while at < len(candidates):
+        if not run.through(_facts(steps)):
+            return None
+    for position, mark in carried.marks.items():
+        if position not in run.marks and (mark.changes or mark.replaced):
+            return None  # it changed the messages before, and does not run now: cannot be
+    clean = carried.clean and run.window is run.given
+    out = messages if clean else carried.messages + run.window
+    again = Carried(steps, len(messages), run.marks, out, clean)
+    return PipelineResult(out, tuple(run.changes), (), run.new_fields, again, resumed=True)
+
+
+class _Run:
+    """One resumed run: the new messages as the steps so far left them, and what they did."""
+
+    def __init__(
+        self,
+        messages: list[Any],
+        carried: Carried,
+        request: Mapping[str, Any],
+        walked: Walked,
+    ) -> None:
+        self.carried = carried
+        self.signals_of = dict(walked.signals)
+        self.window = self.given = messages[carried.count :]
+        self.fields: Mapping[str, Any] = request
+        self.new_fields: dict[str, Any] | None = None
+        self.keys: frozenset[str] | None = None
+        self.changes: list[Change] = []
+        self.marks: dict[int, Mark] = {}
+        #: The length of the messages before the new ones, as the next step sees them.
+        self.closed = carried.count
+
+    def through(self, facts: tuple[_Step, ...]) -> bool:
+        """Run every step the walks wake, in order; ``False`` if one cannot resume."""
+        candidates = _candidates(facts, self.signals_of)
+        at = 0
+        while candidates is not None and at < len(candidates):
             position = candidates[at]
             at += 1
             step = facts[position]
             if step.keyed:
-                keys = field_signals(fields) if keys is None else keys
-                if step.woken_by.isdisjoint(keys):
+                self.keys = field_signals(self.fields) if self.keys is None else self.keys
+                if step.woken_by.isdisjoint(self.keys):
                     continue
-            mark = before.get(position)
-            made = _step(step, fields, mark, window, closed)
-            if made is None:
-                return None
-            outcome, now, step_changes = made
-            changes.extend(step_changes)
-            marks[position] = now
-            closed = closed if mark is None else mark.after
-            window = outcome.messages
-            if outcome.request is not None and step.rule.reads_request:
-                fields = new_fields = outcome.request
-                keys = None
-            if now.replaced:
-                was = list(signals_of.values())
-                _carry(signals_of, step.rule)  # as the whole run: the rule replaced the list
-                if all(a is b for a, b in zip(was, signals_of.values(), strict=True)):
-                    continue  # the same signals: the same steps wake
-                later = _candidates(facts, signals_of)
-                if later is None:
-                    return None
-                candidates, at = [p for p in later if p > position], 0
-    for position, mark in before.items():
-        if position not in marks and (mark.changes or mark.replaced):
-            return None  # it changed the messages before, and does not run now: cannot be
-    clean = carried.clean and window is given
-    out = messages if clean else carried.messages + window
-    again = Carried(steps, len(messages), marks, out, clean)
-    return PipelineResult(out, tuple(changes), (), new_fields, again)
+            replaced = self._run(position, step)
+            if replaced is None:
+                return False
+            if replaced and self._carried(step.rule):
+                later = _candidates(facts, self.signals_of)
+                candidates = None if later is None else [p for p in later if p > position]
+                at = 0
+        return candidates is not None
+
+    def _run(self, position: int, step: _Step) -> bool | None:
+        """Run one step over the new messages: whether it replaced the list (``None``: it
+        cannot resume)."""
+        mark = self.carried.marks.get(position)
+        made = _step(step, self.fields, mark, self.window, self.closed)
+        if made is None:
+            return None
+        outcome, now, step_changes = made
+        self.changes.extend(step_changes)
+        self.marks[position] = now
+        self.closed = self.closed if mark is None else mark.after
+        self.window = outcome.messages
+        if outcome.request is not None and step.rule.reads_request:
+            self.fields = self.new_fields = outcome.request
+            self.keys = None
+        return now.replaced
+
+    def _carried(self, rule: Rule) -> bool:
+        """As the whole run, after a step that replaced the list: the walks' signals with what
+        it may have set (``_carry``); whether they changed (other steps may wake)."""
+        was = list(self.signals_of.values())
+        _carry(self.signals_of, rule)
+        return not all(a is b for a, b in zip(was, self.signals_of.values(), strict=True))
 
 
 #: The steps a walk's signals may wake, by the signals, for the last steps resumed.

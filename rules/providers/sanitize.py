@@ -16,7 +16,14 @@ import orjson
 
 from rules.chat import lone_surrogates
 from rules.engine.base import Change, RequestFacts, Rule, RuleContext
-from rules.engine.pipeline import NOT_WALKED, Carried, RuleFailure, Walked, run_rules
+from rules.engine.pipeline import (
+    NOT_WALKED,
+    Carried,
+    PipelineResult,
+    RuleFailure,
+    Walked,
+    run_rules,
+)
 from rules.engine.resume import resume_rules
 from rules.engine.text import repair_value
 from rules.messages import lone_surrogates as messages_lone_surrogates
@@ -133,18 +140,13 @@ def sanitize_body(
 
     ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (proxy/relay/prefix.py): it
     is used instead of a second parse, and is the caller's no more; ``walked`` is what a walk of
-    its list knows, and ``layout`` how the list is written in ``raw`` (a repaired body is
-    written from it). ``given`` (what the proxy recalled for the request, see proxy/stash, and
-    its ``anthropic-beta`` values) goes to every rule that reads it.
+    its list knows, ``layout`` how the list is written in ``raw`` (a repaired body is written
+    from it), ``resume`` what the session's previous request left (``Sanitized.carried``;
+    ``carry``: leave it) when this body is that one's plus messages with the same other fields
+    (the caller checks it): the rules then run over the new messages only. ``given`` (what the
+    proxy recalled for the request, and its ``anthropic-beta`` values) goes to the rules.
 
-    ``resume``: what the previous request of the session left (``Sanitized.carried``), when
-    this body is that request's body plus messages with the same other fields (the caller
-    checks it: proxy/relay/prefix.py compares the bytes): the rules run over the new messages
-    only (rules/engine/resume.py), and the body is written from the previous one's bytes.
-    ``carry``: leave what the next request needs in ``Sanitized.carried``.
-
-    Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
-    the upstream then answers the client exactly as it would have without chatmend.
+    What cannot be handled goes as it came (the reason in ``skipped``), as without chatmend.
     """
     # 1. Parse, once: a body chatmend cannot read goes as it came.
     read = _parse(raw, parsed)
@@ -161,24 +163,12 @@ def sanitize_body(
         return Sanitized(raw, skipped=prepared)
     payload, items, listed, steps, early = prepared
     reported = _report(raw, plan, record.field) if plan.report is not None and readable else ()
-    # 3. The rules. The freshly parsed payload is already a private deep copy: no clone. Over
-    #    the new messages only, when the previous request's run left what that takes.
-    result = None
-    if resume is not None and readable and items is listed:
-        result = resume_rules(listed, steps, resume, request=payload, walked=walked)
-    resumed = result is not None
-    if result is None:
-        result = run_rules(
-            listed, steps, private=True, request=payload, walked=walked, record=carry
-        )
-    carried = result.carried if carry and readable and items is listed else None
-    done = partial(
-        Sanitized,
-        failures=result.failures,
-        profile=plan.profile,
-        reported=reported,
-        resumed=resumed,
-    )
+    # 3. The rules (the parsed payload is a private copy already), resumed if they can be.
+    whole = readable and items is listed  # the list itself, read by orjson: a run to resume
+    result = _rules(listed, steps, payload, walked, resume if whole else None, carry=carry)
+    carried = result.carried if whole and carry else None
+    done = partial(Sanitized, failures=result.failures, reported=reported, resumed=result.resumed)
+    done = partial(done, profile=plan.profile)
     if not result.changed and not early:
         return done(raw, carried=carried)
     # 4. Written back, and checked against the contract when the plan says ``verify``.
@@ -186,15 +176,30 @@ def sanitize_body(
         payload = dict(result.request)
     if isinstance(items, list):
         payload[record.field] = result.messages
-    closed = _closed(resume) if resumed and resume is not None else None
+    closed = _closed(resume) if result.resumed and resume is not None else None
     written = _write_spanned(raw, payload, api_named(plan.api), layout, closed)
     if isinstance(written, str):
         return done(raw, skipped=written)
-    body, start, end = written
-    if carried is not None:
-        carried = _leave(carried, body, start, end)
-    sent = done(body, (*early, *result.changes), carried=carried)
+    sent = done(written[0], (*early, *result.changes), carried=_leave(carried, *written))
     return _checked(sent, payload, plan, given) if plan.verify else sent
+
+
+def _rules(
+    listed: list[Any],
+    steps: Sequence[tuple[Rule, RuleContext]],
+    payload: dict[str, Any],
+    walked: Walked,
+    resume: Carried | None,
+    *,
+    carry: bool,
+) -> PipelineResult:
+    """The steps over ``listed``: resumed from ``resume`` if it can be trusted
+    (rules/engine/resume.py), else over the whole list (``carry``: recorded)."""
+    if resume is not None:
+        resumed = resume_rules(listed, steps, resume, request=payload, walked=walked)
+        if resumed is not None:
+            return resumed
+    return run_rules(listed, steps, private=True, request=payload, walked=walked, record=carry)
 
 
 def _closed(resume: Carried) -> Closed | None:
@@ -208,9 +213,9 @@ def _closed(resume: Carried) -> Closed | None:
     return memoryview(body)[start:end], len(resume.messages), resume.count
 
 
-def _leave(carried: Carried, body: bytes, start: int, end: int) -> Carried | None:
+def _leave(carried: Carried | None, body: bytes, start: int, end: int) -> Carried | None:
     """``carried`` with the body written for it, for the next request to copy from."""
-    if carried.clean:
+    if carried is None or carried.clean:
         return carried
     if start < 0:
         return None  # its list is not where the next request could find it
