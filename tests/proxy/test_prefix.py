@@ -177,6 +177,26 @@ def test_the_benchmark_sessions_hit_and_forward_what_a_full_run_forwards(workloa
     assert cache.resumed >= len(session) - 3  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("workload", ["clean", "stuck", "broken"])
+@pytest.mark.parametrize("name", NAMES)
+def test_agent_sessions_resume_under_every_profile(name: str, workload: str) -> None:
+    """Agent-shaped sessions (each request the last plus a turn) under every profile, resumed
+    and not, against full runs; and how many requests resumed: the comparison is not of whole
+    runs only where a profile's rules can say their horizon."""
+    session = bench_session(60, workload, seed=11)
+    cache = replay(CHAT_API, plan_of("chat", name), session)
+    if name in RESUMING:
+        assert cache.resumed >= len(session) // 2, cache.resumed  # type: ignore[attr-defined]
+
+
+#: The profiles whose rules, on these sessions, all say their horizon (tests/rules/
+#: test_horizons.py); the others run some rule whole, and so every request.
+RESUMING = frozenset(
+    {"anthropic", "cerebras", "deepseek", "deepseek-reasoner", "glm", "groq", "kimi"}
+    | {"openrouter", "passthrough", "xai"}
+)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bytes the cache must not trust
 # ---------------------------------------------------------------------------------------------
