@@ -30,9 +30,9 @@ from bench import peers as peer_mod
 from bench.http import Measured, measure
 from bench.procs import fleet
 from bench.servers import API_KEY, start_chatmend, start_fake, start_floor
-from tests.sessions import interleaved
+from tests.sessions import SPACED, interleaved
 
-WORKLOADS: tuple[str, ...] = ("clean", "stuck", "broken")
+WORKLOADS: tuple[str, ...] = ("clean", "stuck", "broken", *SPACED)
 #: The bodies, one per line (compact JSON holds no raw newline), posted in turn.
 LUA = f"""
 wrk.method = "POST"

@@ -35,7 +35,7 @@ from rules.engine import known
 from rules.providers.apis import CHAT_API
 from rules.providers.planner import Plan, Planner
 from rules.providers.sanitize import sanitize_body
-from tests.sessions import WORKLOADS, session
+from tests.sessions import SPACED, WORKLOADS, session
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +134,7 @@ def measure(
 
 def run(
     *,
-    workloads: Sequence[str] = WORKLOADS,
+    workloads: Sequence[str] = (*WORKLOADS, *SPACED),
     sessions: int = 4,
     messages: int = 300,
     rounds: int = 5,

@@ -39,6 +39,7 @@ entries older than ``ttl`` seconds are dropped); kept in process only.
 from __future__ import annotations
 
 import bisect
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
@@ -118,6 +119,11 @@ class _Entry:
     parsed: int = 0
     #: The body's bytes after its list's ``]`` (its other fields, when they come after).
     after: bytes = b""
+    #: How the client writes between the list's items: ``,`` (orjson's compact writing, what
+    #: ``JSON.stringify`` and httpx write: the items' bytes are orjson's own and are copied
+    #: into a repaired body) or ``, `` (``json.dumps``' default writing: the items' bytes are
+    #: ``json.dumps``' own; a repaired body is written by orjson whole).
+    sep: bytes = b","
     #: What the rules' run over this entry's list left for the next request
     #: (rules/engine/resume.py; ``PrefixCache.keep``), and what it is charged.
     carried: Carried | None = None
@@ -218,21 +224,32 @@ class Layout:
         closed: tuple[bytes | memoryview | None, int, int] | None,
     ) -> list[bytes | memoryview] | None:
         view = memoryview(raw)
+        entry = self.entry
+        copied = entry.sep == b","  # the client's bytes are orjson's: what no rule made is copied
         if closed is None:
-            bounds = _bounds(self.entry)
+            bounds = _bounds(entry) if copied else None
             if bounds is None:
-                return None
-            pieces, self.made = _pieces(view, listed, self.entry.items, bounds)
+                return list(_whole(listed))
+            pieces, self.made = _pieces(view, listed, entry.items, bounds)
             return pieces
         before, out_count, in_count = closed
         tail = self.tail
         if tail is None or tail[0] != in_count or len(listed) < out_count:
             return None
         if before is None:
-            before = view[self.entry.first : tail[1]]
-        added = self.entry.items[in_count:]
-        pieces, self.made = _pieces(view, listed[out_count:], added, tail[2])
+            before = view[entry.first : tail[1]] if copied else b"".join(_whole(listed[:out_count]))
+        if copied:
+            pieces, self.made = _pieces(view, listed[out_count:], entry.items[in_count:], tail[2])
+        else:
+            made = _whole(listed[out_count:])
+            self.made = sum(parsed_charge(piece) for piece in made)
+            pieces = list(made)
         return [before, *pieces] if out_count else pieces
+
+
+def _whole(listed: list[Any]) -> list[bytes]:
+    """The items of ``listed`` as orjson writes them in a body, as one piece (none if none)."""
+    return [_nested([listed], 1)[1:-1]] if listed else []
 
 
 def _nested(wrapped: Any, depth: int) -> bytes:
@@ -279,19 +296,32 @@ def _pieces(
     return pieces, made
 
 
-def _last_ends(items: list[Any], length: int) -> tuple[tuple[int, int], ...]:
+def _last_ends(items: list[Any], length: int, sep: bytes = b",") -> tuple[tuple[int, int], ...]:
     """The boundaries before each of the last messages of ``items``, whose list ends at
-    ``length``: ``_Entry.ends``."""
+    ``length`` (its items written with ``sep`` between them, ``_Entry.sep``): ``_Entry.ends``."""
     ends = [(length, len(items))]
     for count in range(len(items) - 1, max(0, len(items) - 1 - _STEPS_BACK), -1):
-        length -= len(_nested([[items[count]]], 2)) + 1
+        length -= len(_item(items[count], sep) or b"") + len(sep)
         ends.append((length, count))
     return tuple(reversed(ends))
+
+
+def _item(item: Any, sep: bytes) -> bytes | None:
+    """``item``'s bytes as a client that writes ``sep`` between items writes them (``None``:
+    what that writing cannot write)."""
+    if sep == b",":
+        return _dumped([[item]], 2)
+    try:
+        return json.dumps(item).encode()
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _bounds(entry: _Entry) -> list[int] | None:
     """``entry.bounds``, worked out the first time: each message's own ``orjson.dumps`` length
     (their bytes are those, as the entry's list is orjson's writing)."""
+    if entry.sep != b",":
+        return None  # its bytes are not orjson's: never copied
     if entry.bounds is None:
         bounds = [entry.first]
         for item in entry.items:
@@ -471,20 +501,19 @@ class PrefixCache:
         walked, state = _walk(api, items, None, whole=True)
         if self._still_loose(space):
             return Reading("miss", payload, walked)
-        key = b'"' + api.field.encode() + b'":['
-        at = body.find(key)
-        start = at + len(key) - 1  # the list's "["
-        written = None if at < 0 or _SENTINEL in body[:start] else _dumped([items], 1)
-        if written is None or body[start : start + len(written)] != written:
+        found = _listed(body, api.field, items)
+        if found is None:
             self._loosen(space)
             return Reading("miss", payload, walked)
         self._loose.pop(space, None)
+        at, start, written, sep = found
         head = body[:at] + _SENTINEL + b":["
         length = start + len(written) - 1
         entry = _Entry(space, body[:length], head, start + 1, items, state, 0, 0.0)
-        entry.ends = _last_ends(items, length)
+        entry.ends = _last_ends(items, length, sep)
         entry.parsed = parsed_charge(written)
         entry.after = body[length + 1 :]
+        entry.sep = sep
         made = self._add(entry)
         return Reading("miss", payload, walked, layout=None if made is None else Layout(made))
 
@@ -520,21 +549,23 @@ class PrefixCache:
         """Replace ``entry`` with one that ends where this body's list does, if the messages it
         adds after ``entry``'s boundary ``end`` are written as orjson writes them (``rest``
         starts with them): the new entry, and its ``Layout.tail`` from ``end``."""
-        dumped = [_dumped([[item]], 2) for item in added]
+        sep = entry.sep
+        dumped = [_item(item, sep) for item in added]
         parts = [part for part in dumped if part is not None]
         if len(parts) != len(dumped):
             return None
-        written = (b"," + b",".join(parts) if parts else b"") + b"]"
+        written = (sep + sep.join(parts) if parts else b"") + b"]"
         if rest[: len(written)] != written:
             return None
         length, count = end
         bounds = None if entry.bounds is None else entry.bounds[: count + 1]
         ends = [kept for kept in entry.ends if kept[1] <= count]
-        starts = [length + 1]
+        step = len(sep)
+        starts = [length + step]
         for part in parts:
-            length, count = length + 1 + len(part), count + 1
+            length, count = length + step + len(part), count + 1
             ends.append((length, count))
-            starts.append(length + 1)  # where the next message would start
+            starts.append(length + step)  # where the next message would start
             if bounds is not None:
                 bounds.append(length + 1)
         # What the entry was charged up to its boundary (at least: the bytes it leaves behind
@@ -547,6 +578,7 @@ class PrefixCache:
         new.ends = tuple(ends[-_STEPS_BACK - 1 :])
         new.parsed = max(0, kept) + parsed_charge(written)
         new.after = body[length + 1 :]
+        new.sep = sep
         made = self._add(new)
         return None if made is None else (made, (end[1], end[0], starts))
 
@@ -613,6 +645,33 @@ class PrefixCache:
             if oldest.expires > now:
                 return
             self._drop(oldest)
+
+
+#: How clients write a list's key and its items: orjson's compact writing (``JSON.stringify``,
+#: httpx), then ``json.dumps``' default (Python ``requests``, aiohttp's ``json=``).
+_WRITINGS: Final = ((b'":[', b","), (b'": [', b", "))
+
+
+def _listed(body: bytes, field: str, items: list[Any]) -> tuple[int, int, bytes, bytes] | None:
+    """Where the list of ``items`` is in ``body``, when the client wrote it as one of the
+    ``_WRITINGS`` writes it: where its key starts, where its ``[`` is, its bytes and what is
+    written between its items; ``None`` otherwise."""
+    for after_key, sep in _WRITINGS:
+        at = body.find(b'"' + field.encode() + after_key)
+        if at < 0:
+            continue
+        start = at + len(field) + len(after_key)  # the list's "["
+        if _SENTINEL in body[:start]:
+            return None
+        if sep == b",":
+            written = _dumped([items], 1)
+        else:
+            parts = [_item(item, sep) for item in items]
+            whole = None if None in parts else sep.join(part for part in parts if part)
+            written = None if whole is None else b"[" + whole + b"]"
+        if written is not None and body[start : start + len(written)] == written:
+            return at, start, written, sep
+    return None
 
 
 def parsed_charge(data: bytes, *, floor: bool = False) -> int:

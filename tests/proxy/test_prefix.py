@@ -72,11 +72,13 @@ def bodies(
     field: str,
     *,
     marked: bool = False,
+    spaced: bool = False,
 ) -> list[bytes]:
     """One body per cut, the list first or after ``model`` (the OpenAI SDK writes ``messages``
     first; the Node SDKs and Claude Code write ``model`` first). ``marked``: the last message
     of each body carries a marker the next body moves on, as Claude Code moves its
-    ``cache_control`` to the newest turn."""
+    ``cache_control`` to the newest turn. ``spaced``: written by ``json.dumps`` (``", "``,
+    ``": "``, ASCII escapes), as Python ``requests`` writes them."""
     out = []
     for point in points:
         head = {key: value for key, value in fields.items() if key == "model"}
@@ -84,7 +86,8 @@ def bodies(
         listed = items[:point]
         if marked and listed:
             listed = [*listed[:-1], with_cache_marker(listed[-1])]
-        out.append(orjson.dumps({**head, field: listed, **rest}))
+        payload = {**head, field: listed, **rest}
+        out.append(json.dumps(payload).encode() if spaced else orjson.dumps(payload))
     return out
 
 
@@ -144,8 +147,9 @@ def test_chat_sessions_forward_what_a_full_run_forwards(name: str, data: st.Data
     else:
         items = RENDER["chat"](data.draw(conversations(FATES_ALL)))
     fields = data.draw(request_fields())
-    marked = data.draw(st.booleans())
-    session = bodies(items, data.draw(cuts(len(items))), fields, "messages", marked=marked)
+    marked, spaced = data.draw(st.booleans()), data.draw(st.booleans())
+    points = data.draw(cuts(len(items)))
+    session = bodies(items, points, fields, "messages", marked=marked, spaced=spaced)
     replay(CHAT_API, plan_of("chat", name), session)
 
 
@@ -185,7 +189,11 @@ def test_agent_sessions_resume_under_every_profile(name: str, workload: str) -> 
     runs only where a profile's rules can say their horizon."""
     session = bench_session(60, workload, seed=11)
     cache = replay(CHAT_API, plan_of("chat", name), session)
+    spaced = [json.dumps(orjson.loads(body)).encode() for body in session]
+    spaced_cache = replay(CHAT_API, plan_of("chat", name), spaced)
+    assert spaced_cache.counts["hit"] == len(session) - 1  # json.dumps' writing reused too
     if name in RESUMING:
+        assert spaced_cache.resumed >= len(session) // 2  # type: ignore[attr-defined]
         assert cache.resumed >= len(session) // 2, cache.resumed  # type: ignore[attr-defined]
 
 
@@ -253,10 +261,30 @@ def test_what_cannot_be_trusted_is_read_whole(second: bytes) -> None:
         assert reading.payload == expected
 
 
-def test_a_body_not_written_compactly_makes_no_entry() -> None:
-    """``json.dumps`` with its default separators: the list is not orjson's bytes."""
-    first = json.dumps({"messages": TURN}).encode()
-    second = json.dumps({"messages": TURN + NEXT}).encode()
+def test_a_body_written_by_json_dumps_is_reused() -> None:
+    """``json.dumps`` with its default separators (Python ``requests``, aiohttp's ``json=``):
+    its own bytes are a verified prefix too, escapes and all."""
+    turn = [*TURN, {"role": "assistant", "content": "caf\u00e9 \U0001f600"}]
+    first = json.dumps({"messages": turn, "model": "m"}).encode()
+    second = json.dumps({"messages": turn + NEXT, "model": "m"}).encode()
+    cache, reading = two(first, second)
+    assert reading.outcome == "hit"
+    assert reading.payload == orjson.loads(second)
+    assert cache.entries == 1
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        lambda value: json.dumps(value, indent=2),
+        lambda value: json.dumps(value, separators=(",", ": ")),
+        lambda value: json.dumps(value, ensure_ascii=False),
+    ],
+)
+def test_a_body_written_another_way_makes_no_entry(dump: Any) -> None:
+    turn = [*TURN, {"role": "assistant", "content": "caf\u00e9"}]
+    first = dump({"messages": turn}).encode()
+    second = dump({"messages": turn + NEXT}).encode()
     cache, reading = two(first, second)
     assert reading.outcome == "miss"
     assert reading.payload == orjson.loads(second)
