@@ -14,6 +14,7 @@ import gc
 import json
 import tracemalloc
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -25,6 +26,7 @@ from proxy.config import PrefixConfig
 from proxy.relay.prefix import SKIP, PrefixCache
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
 from rules.engine import memo
+from rules.engine.base import per_message
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan
 from rules.providers.profiles import PROFILES
@@ -195,6 +197,31 @@ def test_agent_sessions_resume_under_every_profile(name: str, workload: str) -> 
     if name in RESUMING:
         assert spaced_cache.resumed >= len(session) // 2  # type: ignore[attr-defined]
         assert cache.resumed >= len(session) // 2, cache.resumed  # type: ignore[attr-defined]
+
+
+def test_a_wrong_horizon_is_caught_by_the_replay() -> None:
+    """The replay is no tautology: ``reasoning-content`` declared to decide each message alone
+    (under DeepSeek's ``plain_turns`` a plain turn gets its placeholder once a tool call joins
+    its span, so it does not) forwards another body once the session resumes."""
+    steps = plan_of("chat", "deepseek-reasoner").steps
+    wrong = [
+        (replace(rule, horizon=per_message(rule.apply)), ctx)
+        if rule.name == "reasoning-content"
+        else (rule, ctx)
+        for rule, ctx in steps
+    ]
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    items = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "let me look", "reasoning_content": ""},
+        {"role": "system", "content": "note"},  # no merge: no rule without a horizon wakes
+        {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": "r"},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    session = bodies(items, [3, 5], {"model": "deepseek-reasoner"}, "messages")
+    assert replay(CHAT_API, Plan("right", steps), session).resumed == 0  # type: ignore[attr-defined]
+    with pytest.raises(AssertionError, match="'hit', True, True"):  # resumed, and it differs
+        replay(CHAT_API, Plan("wrong", wrong), session)
 
 
 #: The profiles whose rules, on these sessions, all say their horizon (tests/rules/
