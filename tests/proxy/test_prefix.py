@@ -533,6 +533,40 @@ def test_an_agent_session_is_charged_what_it_holds(workload: str) -> None:
     assert charged / 3 <= held <= HELD_PER_CHARGE * charged, (held, charged)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["stuck", "broken", "stuck-spaced"])
+def test_what_resumed_repairs_keep_is_charged(workload: str) -> None:
+    """The records resumed repairs keep (the body written, the marks, the messages rules made:
+    ``PrefixCache.keep``) are charged too: a session repaired on every request holds (traced
+    allocations) at most what its entry is charged."""
+    plan = plan_of("chat", "deepseek")
+    cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for body in bench_session(120, workload, seed=3):
+            reading = cache.read("s", CHAT_API, body)
+            through = sanitize_body(
+                body,
+                plan,
+                parsed=reading.payload,
+                walked=reading.walked,
+                layout=reading.layout,
+                resume=reading.resume,
+                carry=True,
+            )
+            cache.keep(reading.layout, through.carried, reading.resume if through.resumed else None)
+            del reading, through
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    (entry,) = cache._lru.values()
+    assert entry.carried is not None and entry.carried_charge > 0
+    assert held <= HELD_PER_CHARGE * cache.charged, (held, cache.charged)
+
+
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 @settings(SETTINGS, max_examples=examples(0.1))
 @given(data=st.data())
