@@ -89,6 +89,7 @@ ENTRY_BYTES: Final = 4096
 MARK_BYTES: Final = 96
 CHANGE_BYTES: Final = 512
 POINTER_BYTES: Final = 8
+SET_ENTRY_BYTES: Final = 64
 #: A walk that goes on from a state: ``rules.chat.scan.walk``.
 Walk = Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
 
@@ -596,6 +597,7 @@ class PrefixCache:
         carried = carried.but(carried.written, made) if made != carried.charge else carried
         marks = carried.marks.values()
         charge = made + MARK_BYTES * len(marks) + CHANGE_BYTES * sum(len(m.changes) for m in marks)
+        charge += sum(_state_charge(mark.state) for mark in marks)
         if carried.written is not None:
             charge += len(carried.written[0])
         if carried.messages is not entry.items:
@@ -672,6 +674,16 @@ def _listed(body: bytes, field: str, items: list[Any]) -> tuple[int, int, bytes,
         if written is not None and body[start : start + len(written)] == written:
             return at, start, written, sep
     return None
+
+
+def _state_charge(state: Any) -> int:
+    """What a step's carried state holds beyond its mark: a set's entries (the replay scan's
+    anchor ids: their strings are the messages' own), a pointer and a hash each."""
+    if type(state) is tuple:
+        return sum(_state_charge(part) for part in state)
+    if type(state) in (set, frozenset, list, dict):
+        return SET_ENTRY_BYTES * len(state)
+    return 0
 
 
 def parsed_charge(data: bytes, *, floor: bool = False) -> int:

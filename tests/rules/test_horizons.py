@@ -55,9 +55,15 @@ def contexts(rule: Rule) -> list[RuleContext]:
 
 @st.composite
 def histories(draw: st.DrawFn) -> list[Any]:
-    shape = draw(st.sampled_from(("clean", "broken", "conversation", "arbitrary")))
+    shape = draw(st.sampled_from(("clean", "broken", "conversation", "arbitrary", "doubled")))
     if shape == "clean":
         return list(draw(clean_transcripts(max_turns=5)))
+    if shape == "doubled":  # a block stored twice, right after itself (replayed-history's case)
+        items = list(draw(clean_transcripts(max_turns=5)))
+        end = draw(st.integers(1, len(items)))
+        start = draw(st.integers(0, end - 1))
+        copies = draw(st.integers(1, 2))
+        return items[:end] + items[start:end] * copies + items[end:]
     if shape == "broken":
         return list(draw(broken_transcripts(max_turns=5)).messages)
     if shape == "conversation":
