@@ -26,7 +26,7 @@ PIP := $(BIN)/python -m pip install --quiet --no-build-isolation \
 	$(if $(LATEST),--upgrade --upgrade-strategy eager,--constraint $(LOCK)) \
 	$(if $(FLOORS),--constraint $(FLOORS))
 
-.PHONY: run test test-latest test-oldest lock quick deep lint typecheck pytest docs rule redis-server chromium \
+.PHONY: install run test test-latest test-oldest lock quick deep lint typecheck pytest docs rule profile redis-server chromium \
 	bench bench-observe bench-scaling soak fuzz clean
 
 # pip and setuptools come from the lock too (setuptools builds the editable install).
@@ -42,6 +42,9 @@ $(VENV)/.run-installed: pyproject.toml $(LOCK) | $(BIN)/python
 $(VENV)/.test-installed: pyproject.toml $(LOCK) | $(BIN)/python
 	$(PIP) -e '.[test]'
 	@touch $@ $(VENV)/.run-installed
+
+## Install .venv for `.venv/bin/chatmend` (what `make run` does first): README.md#quick-start.
+install: $(VENV)/.run-installed
 
 ## Run the proxy with its embedded defaults (127.0.0.1:8787 -> https://api.deepseek.com).
 run: $(VENV)/.run-installed
@@ -124,6 +127,12 @@ docs: $(VENV)/.run-installed
 ## Scaffold a rule (CONTRIBUTING.md#add-a-rule): make rule NAME=<kebab-name> API=chat|responses|messages
 rule: $(VENV)/.test-installed
 	$(BIN)/python -m tools.new_rule $(NAME) $(API)
+
+## Scaffold a provider profile (CONTRIBUTING.md#add-a-profile):
+## make profile NAME=<kebab-name> HOST=<api.host> TITLE="<Provider>" [URL=<base url>] [SHAPES=pairing,fields]
+profile: $(VENV)/.test-installed
+	$(BIN)/python -m tools.new_profile $(NAME) $(HOST) "$(or $(TITLE),$(NAME))" \
+		$(if $(URL),--url $(URL)) $(if $(SHAPES),--shapes $(SHAPES))
 
 ## The reasoning stash's Redis backend is tested against a real redis-server on loopback
 ## (each test starts its own on a free port, no persistence): installed here if missing.

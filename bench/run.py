@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import http, http_sessions, loops, micro, peers, report, sessions, streams
+from bench import http, http_sessions, loops, micro, peers, replies, report, sessions, streams
 from bench.procs import handle_sigterm
 from tests.payloads import SIZES
 
@@ -142,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             res.loops = loops.run(rounds=rounds, seconds=seconds)
             print(loops.table(res.loops))
 
+    replies_table = ""
     if args.no_streams:
         res.streams_skipped = "`--no-streams`"
     else:
@@ -150,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             streams.Params.quick() if args.quick else streams.Params(rounds=max(3, rounds))
         )
         print(streams.tables(res.streams))
+        print("reply rules ...")
+        replies_table = replies.table(rounds=3 if args.quick else 7)
+        print(replies_table)
 
     out: Path = args.out if args.out is not None else RESULTS if args.save else SCRATCH
     out.mkdir(parents=True, exist_ok=True)
@@ -170,6 +174,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             "time over the whole workload (above 1: faster than the floor).\n\n"
             f"{session_table}\n"
         )
+    if replies_table:
+        text += f"\n## Reply rules (`python -m bench.replies`)\n\n{replies_table}\n"
     (out / "latest.md").write_text(text)
     print(report.targets_table(report.targets(res)))
     print(f"wrote {out / 'latest.md'}" + (f" and {png}" if has_png else ""))

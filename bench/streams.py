@@ -35,6 +35,7 @@ import itertools
 import math
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -55,7 +56,7 @@ from bench.servers import (
 )
 from tests.payloads import build
 
-TARGETS: tuple[str, ...] = ("direct", "floor-raw", "chatmend")
+TARGETS: tuple[str, ...] = ("direct", "floor-raw", "chatmend", "chatmend-no-replies")
 MEMORY_TARGETS: tuple[str, ...] = ("chatmend", "floor-raw")
 MEMORY_LIMIT_MB = 150.0
 TTFB_TARGET_MS = 1.0
@@ -76,9 +77,25 @@ class Params:
         return cls(rounds=1, ttfb_requests=30, chunks=200, stream_chunks=40)
 
 
+#: The tool every streamed request declares: the reply rules arm for it (under the default
+#: profile, ``response-text-tool-calls`` reads DeepSeek's markups), so ``chatmend`` relays each
+#: event through them; ``chatmend-no-replies`` runs with them switched off (``REPLIES_OFF``).
+TOOL = {
+    "type": "function",
+    "function": {"name": "read_file", "parameters": {"type": "object", "properties": {}}},
+}
+REPLIES_OFF = (
+    "rules:\n"
+    "  response-text-tool-calls: false\n"
+    "  response-tool-call-shape: false\n"
+    "  response-finish-reason: false\n"
+)
+
+
 def stream_body() -> bytes:
     body = orjson.loads(build(10))
     body["stream"] = True
+    body["tools"] = [TOOL]
     return orjson.dumps(body)
 
 
@@ -391,7 +408,11 @@ def run(p: Params | None = None) -> StreamsReport:
         upstream = start_fake(servers, "direct")
         start_floor(servers, "floor-raw", upstream)
         start_chatmend(servers, upstream)
-        targets = asyncio.run(latency(dict(servers.urls), p))
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as off:
+            off.write(REPLIES_OFF)
+            off.flush()
+            start_chatmend(servers, upstream, "chatmend-no-replies", extra=["--config", off.name])
+            targets = asyncio.run(latency(dict(servers.urls), p))
     for name, t in targets.items():
         print(
             f"  streams {name}: ttfb p50 {t.median('ttfb_p50_ms'):.3f} ms, delay p50 "

@@ -33,6 +33,7 @@ from proxy.server.workers import bind, run_workers
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
 from rules.providers.sanitize import PlanSource
+from rules.replies.formats import FORMATS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,13 +112,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PROFILE",
         help="the provider to emulate: its contract, error texts and envelope (default deepseek)",
     )
+    emulate.add_argument(
+        "--text-calls",
+        choices=sorted(FORMATS),
+        default=None,
+        metavar="FORMAT",
+        help="write the tool call as text in content in this markup, with finish_reason stop, "
+        f"as models do ({', '.join(FORMATS)})",
+    )
     probe = commands.add_parser(
         "probe",
         help="which catalogued shapes a live endpoint refuses, and the profile that fits it",
     )
     probe.add_argument("url", help="the endpoint's base URL (https://api.example.com or .../v1)")
     probe.add_argument(
-        "--model", default="deepseek-chat", help="the model to probe (default deepseek-chat)"
+        "--model",
+        default=None,
+        help="the model to probe (default: one the provider serves, by the profile the URL's "
+        "host picks; deepseek-chat for a host no profile lists)",
     )
     probe.add_argument(
         "--key-env",
@@ -372,8 +384,12 @@ def emulate(args: argparse.Namespace) -> int:
         return 2
     with sock:
         configure_logging()
-        get_logger().info("emulate_started", listen=listen, profile=args.profile)
-        app = create_emulator(chunks=args.stream_chunks, profile=args.profile)
+        get_logger().info(
+            "emulate_started", listen=listen, profile=args.profile, text_calls=args.text_calls
+        )
+        app = create_emulator(
+            chunks=args.stream_chunks, profile=args.profile, text_calls=args.text_calls
+        )
         web.run_app(app, sock=sock, access_log=None, print=None)
     return 0
 

@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from tools.emulate.chat import rejection
+from tools.emulate.text_calls import WRITERS
 
 MODEL = "deepseek-v4-pro"
 
@@ -29,6 +30,9 @@ class ThinkingUpstream:
     rejected: int = 0
     #: The profile whose provider contract judges every request (``chatmend emulate``'s).
     profile: str = "deepseek"
+    #: Write the tool call as DSML text in ``content`` with ``stop`` (as DeepSeek's API does
+    #: for some calls, deepseek-ai/DeepSeek-V3#1244), not as a ``tool_calls`` entry.
+    as_text: bool = False
 
     def reasoning(self, number: int) -> str:
         return f"PRIVATE-THOUGHT-{number}: the user wants a.txt, so I call read_file on it."
@@ -52,11 +56,30 @@ def turn_two(turn_one: dict[str, Any], *, model: str = MODEL, stream: bool = Fal
     )
 
 
-def turn_one(*, model: str = MODEL, stream: bool = False) -> bytes:
+#: The tool turn one may declare (the reply rules act only for a request that declared tools).
+READ_FILE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    },
+}
+
+
+def turn_one(*, model: str = MODEL, stream: bool = False, tools: bool = False) -> bytes:
     """The client's first request: a question the model answers with a tool call."""
-    return orjson.dumps(
-        {"model": model, "stream": stream, "messages": [{"role": "user", "content": "Read a.txt"}]}
-    )
+    body: dict[str, Any] = {
+        "model": model,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "Read a.txt"}],
+    }
+    if tools:
+        body["tools"] = [READ_FILE]
+    return orjson.dumps(body)
 
 
 def _event(delta: dict[str, Any], finish: str | None = None, created: int = 1700000000) -> bytes:
@@ -89,6 +112,8 @@ def create_thinking_upstream(state: ThinkingUpstream) -> web.Application:
         state.reasonings.append(text)
         state.call_ids.append(cid)
         arguments = '{"path": "a.txt"}'
+        if state.as_text:
+            return await _as_text(request, payload, text)
         if not payload.get("stream"):
             message = {
                 "role": "assistant",
@@ -123,6 +148,24 @@ def create_thinking_upstream(state: ThinkingUpstream) -> web.Application:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     return app
+
+
+async def _as_text(request: web.Request, payload: dict[str, Any], text: str) -> web.StreamResponse:
+    """Turn 1 answered with reasoning, then the call written as DSML in ``content``, ``stop``."""
+    call = WRITERS["deepseek-dsml"]("read_file", {"path": "a.txt"}, "")
+    if not payload.get("stream"):
+        message = {"role": "assistant", "content": call, "reasoning_content": text}
+        return web.json_response(_completion(message, "stop"))
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    await response.write(_event({"role": "assistant", "content": None}))
+    await response.write(_event({"reasoning_content": text, "content": None}))
+    for at in range(0, len(call), 6):
+        await response.write(_event({"content": call[at : at + 6]}))
+    await response.write(_event({}, "stop"))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:

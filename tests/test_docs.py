@@ -10,10 +10,13 @@ import pytest
 
 from proxy.config import RecoverConfig
 from rules.chat import RULES
+from rules.engine.base import Rule
 from rules.messages import MESSAGES_RULES
 from rules.providers.apis import MESSAGES_API
 from rules.providers.planner import compile_messages_plan, compile_plan
 from rules.providers.profiles import HOST_PROFILES, PROFILES
+from rules.replies import REPLY_RULES
+from rules.replies.base import ReplyRule
 from rules.responses import RESPONSES_RULES
 from tools import docs
 
@@ -61,7 +64,8 @@ def test_nothing_cites_a_file_outside_the_repository() -> None:
 
 def test_the_rules_page_documents_every_rule_and_option_with_its_default() -> None:
     text = docs.render_rules()
-    for rule in (*RULES, *RESPONSES_RULES, *MESSAGES_RULES):
+    every: tuple[Rule | ReplyRule, ...] = (*RULES, *RESPONSES_RULES, *MESSAGES_RULES, *REPLY_RULES)
+    for rule in every:
         assert f'<a id="{rule.name}"></a>' in text, rule.name
         section = text.split(f'<a id="{rule.name}"></a>', 1)[1].split("<a id=", 1)[0]
         assert docs.linked(rule.defect) in section, rule.name
@@ -107,7 +111,8 @@ def test_the_example_rules_section_lists_every_rule_in_order() -> None:
     section = docs.render_config_rules()
     lines = [line for line in section.splitlines() if "# rule default:" in line]
     names = [line.split("# ", 1)[1].split(":", 1)[0] for line in lines]
-    assert names == [rule.name for rule in (*RULES, *RESPONSES_RULES, *MESSAGES_RULES)]
+    every: tuple[Rule | ReplyRule, ...] = (*RULES, *RESPONSES_RULES, *MESSAGES_RULES, *REPLY_RULES)
+    assert names == [rule.name for rule in every]
 
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -25,7 +25,7 @@ FLOORS: tuple[tuple[tuple[str, ...], ...], ...] = (
     # rules/: pure, no I/O (ruff's banned-api keeps aiohttp, structlog and logging out)
     (("rules.vocabulary",),),
     (("rules.engine",),),
-    (("rules.chat",), ("rules.responses",), ("rules.messages",)),
+    (("rules.chat",), ("rules.responses",), ("rules.messages",), ("rules.replies",)),
     (("rules.providers",),),
     # proxy/: the server, from what everything reads to what serves a request
     (("proxy.config",),),
@@ -172,6 +172,38 @@ def test_no_import_loop() -> None:
             if module.startswith(target + "."):
                 targets.discard(target)
     assert cycles(edges) == []
+
+
+def test_proxy_holds_nothing_outside_its_wings_but_the_door() -> None:
+    """proxy/'s own top is its map (``__init__``) and the ``chatmend`` command (``cli``,
+    ``__main__``); everything else stands in a wing whose name says what it holds."""
+    top = sorted(path.name for path in (ROOT / "proxy").glob("*.py"))
+    assert top == ["__init__.py", "__main__.py", "cli.py"]
+
+
+def test_the_trip_is_entered_from_the_top_only() -> None:
+    """A request's trip (proxy/server/trip.py) reads top to bottom: nothing below the server
+    reaches back into it (no re-entry into the handler from the relay, recovery or the stash);
+    only the server itself and what stands above it (the door, the tools) import proxy.server."""
+    floor = FLOORS.index((("proxy.server",),))
+    found = [
+        f"{module} imports {name}"
+        for module, targets in graph().items()
+        for name in targets
+        if (name == "proxy.server" or name.startswith("proxy.server."))
+        and not module.startswith("proxy.server")
+        and (wing_of(module) or (floor, ()))[0] <= floor
+    ]
+    assert found == []
+    importers = {
+        module
+        for module, targets in graph().items()
+        if not module.startswith("proxy.server")
+        and any(n.startswith("proxy.server.") for n in targets)
+    }
+    above = {m for m in importers if (wing_of(m) or (floor, ()))[0] > floor}
+    assert importers == above, importers - above  # the door and the tools (``check`` reads
+    # the page's diff), never a module beside or below the server
 
 
 def test_the_loop_finder_finds_a_loop() -> None:

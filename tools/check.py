@@ -26,6 +26,7 @@ import orjson
 
 from proxy.observe.metrics import classes
 from proxy.recovery.retry import enable_line, plan_retry
+from proxy.server import diff
 from rules.engine.base import SAFETY_CLASSES
 from rules.providers.apis import (
     CHAT_API,
@@ -38,6 +39,7 @@ from rules.providers.apis import (
 )
 from rules.providers.contract import Violation
 from rules.providers.contract.repairs import repair_for
+from rules.providers.planner import Plan
 from rules.providers.sanitize import (
     PlanSource,
     Sanitized,
@@ -57,6 +59,8 @@ class Report:
     after: tuple[Violation, ...]
     #: ``chat``, ``responses`` or ``messages``: whose list the indices point into.
     api: str = CHAT_API.name
+    #: The body as given (the rewrites' indices are read against it and the repaired one).
+    raw: bytes | None = None
 
     @property
     def status(self) -> int:
@@ -99,7 +103,7 @@ def check_body(raw: bytes, source: PlanSource) -> Report:
     except orjson.JSONDecodeError:
         changed = None
     after = before if changed is None else api.check(changed, plan.contract, ())
-    return Report(plan.profile, tuple(before), result, tuple(after), api.name)
+    return Report(plan.profile, tuple(before), result, tuple(after), api.name, raw)
 
 
 #: The APIs an error is looked up in when no request comes with it.
@@ -136,9 +140,15 @@ _SKIP_HINTS = {
 
 
 def render_text(report: Report) -> str:
+    """The report in lines. Each index names the side it counts on: a rejection's counts on
+    the body as sent, a rewrite's on both (``messages[4] -> after messages[3]``: the view's
+    alignment, ``proxy.server.diff``), a rejection after repair on the repaired body."""
     lines: list[str] = [f"profile: {report.profile}"]
     if report.before:
-        lines.append(f"{len(report.before)} rejection(s) the provider would return:")
+        lines.append(
+            f"{len(report.before)} rejection(s) the provider would return "
+            "(indices: the body as sent):"
+        )
         lines += [f"  {_where(v.index, report.api)} {v.code}: {v.message}" for v in report.before]
     elif report.result.changes:
         # A rule acted where the contract found nothing: never call that "accepted as sent".
@@ -152,10 +162,11 @@ def render_text(report: Report) -> str:
         hint = _SKIP_HINTS.get(report.result.skipped, "")
         lines.append(f"not repaired: {report.result.skipped}{hint}")
     if report.result.changes:
-        lines.append(f"{len(report.result.changes)} rewrite(s):")
-        for change in report.result.changes:
+        lines.append(f"{len(report.result.changes)} rewrite(s) (where: as sent -> after repair):")
+        places = _places(report)
+        for k, change in enumerate(report.result.changes):
             detail = orjson.dumps(dict(change.detail)).decode() if change.detail else ""
-            where = _where(change.index, report.api)
+            where = _where(change.index, report.api) if places is None else places[k]
             kind = safety_of(change)
             said = "" if kind == "safe" else f" ({kind})"
             lines.append(f"  {where} {change.rule} {change.action}{said} {detail}".rstrip())
@@ -163,7 +174,10 @@ def render_text(report: Report) -> str:
         lines.append(f"rule failed (skipped): {failure.rule} {failure.error} at {failure.where}")
     if report.result.changed:
         if report.after:
-            lines.append(f"after repair, still {len(report.after)} rejection(s):")
+            lines.append(
+                f"after repair, still {len(report.after)} rejection(s) "
+                "(indices: the repaired body):"
+            )
             lines += [
                 f"  {_where(v.index, report.api)} {v.code}: {v.message}" for v in report.after
             ]
@@ -174,6 +188,32 @@ def render_text(report: Report) -> str:
 
 def _where(index: int | None, api: str = CHAT_API.name) -> str:
     return api_named(api).where(index)
+
+
+def _places(report: Report) -> list[str] | None:
+    """Where each rewrite is, on the body as sent and on the repaired one (the page's own
+    reading: ``proxy.server.diff.Places``), or ``None`` if the bodies cannot be aligned."""
+    if not report.result.changed or report.raw is None:
+        return None
+    field = api_named(report.api).field
+    try:
+        items = orjson.loads(report.raw)[field], orjson.loads(report.result.body)[field]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if not isinstance(items[0], list) or not isinstance(items[1], list):
+        return None
+    noted = tuple(
+        diff.Noted(c.rule, c.index, c.action, dict(c.detail)) for c in report.result.changes
+    )
+    try:
+        budget = diff.Budget()
+        rows = diff.pairs(items[0], items[1], diff.renames_of(noted), budget, diff.movers_of(noted))
+        places = diff.Places.of(field, rows, (items[0], items[1]), noted, budget)
+    except (diff.OverBudget, orjson.JSONEncodeError):
+        return None
+    told = [places.where(change) for change in noted]
+    told = [t.replace("\u2192", "->") for t in told]
+    return [t.replace("before ", "", 1) if t.startswith("before ") else t for t in told]
 
 
 def run_check(
@@ -241,6 +281,11 @@ def run_error_check(
         report["error_class"] = known[0] if known else "unclassified"
     report["rules"] = {name: dict(options) for name, options in rules.items()}
     report["safety"] = {name: safety_text(name) for name in rules}
+    if rules:
+        model = payload.get("model") if isinstance(payload, dict) else None
+        plan = plan_for(planner, model, api_named(report["api"]))
+        report["profile"] = plan.profile
+        report["already_on"] = already_on(plan, rules)
     if request is not None and rules:
         report["changes_request"] = retry is not None
         report["withheld"] = list(retry.withheld) if retry is not None else []
@@ -250,6 +295,16 @@ def run_error_check(
         out.write(_error_text(report).encode())
     out.flush()
     return 0 if report["rules"] else INVALID
+
+
+def already_on(plan: Plan, rules: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The rules of a repair that ``plan`` runs already, with the options the repair names."""
+    running = {rule.name: ctx.options for rule, ctx in plan.steps}
+    return [
+        name
+        for name, options in rules.items()
+        if name in running and all(running[name].get(k) == v for k, v in options.items())
+    ]
 
 
 def safety_text(rule: str) -> str:
@@ -292,7 +347,18 @@ def _error_text(report: dict[str, Any]) -> str:
         )
     elif report.get("changes_request"):
         lines.append("the repair changes this request (recover would retry it once)")
+    on = report.get("already_on", [])
+    if on:
+        lines.append(
+            f"already on under the profile {report['profile']}: {', '.join(on)} (so the "
+            "refused request did not go through chatmend under that profile: sent around it, "
+            "through a route with another profile, or with the rule switched off there)"
+        )
+    off = {rule: options for rule, options in report["rules"].items() if rule not in on}
+    if not off:
+        lines.append("nothing to enable")
+        return "\n".join(lines) + "\n"
     lines.append("enable it (a named route: under routes.<name>.rules):")
     lines.append("rules:")
-    lines += [f"  {enable_line(rule, options)}" for rule, options in report["rules"].items()]
+    lines += [f"  {enable_line(rule, options)}" for rule, options in off.items()]
     return "\n".join(lines) + "\n"

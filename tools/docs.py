@@ -28,6 +28,8 @@ from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.contract import CHECKS_BY_CODE
 from rules.providers.planner import merge_settings
 from rules.providers.profiles import DEFAULT_PROFILE, HOST_PROFILES, PROFILES, Profile
+from rules.replies import REPLY_RULES
+from rules.replies.base import ReplyRule
 from rules.responses import RESPONSES_RULES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,7 +132,7 @@ def hosts_of(profile: str) -> list[str]:
 # --- docs/rules.md ----------------------------------------------------------------------------
 
 
-def _option_table(rule: Rule) -> list[str]:
+def _option_table(rule: Rule | ReplyRule) -> list[str]:
     if not rule.options:
         return ["Options: none."]
     lines = ["| option | default | allowed | what it does |", "|---|---|---|---|"]
@@ -274,14 +276,54 @@ def render_rules() -> str:
         lines += ["| # | rule | default | safety | summary |", "|---|---|---|---|---|"]
         lines += [_index_row(position, rule) for position, rule in enumerate(api.rules)]
         lines.append("")
+    lines += [
+        "## Reply rules",
+        "",
+        "Run over what the upstream sends back, streamed or not, before the client gets it "
+        "(`REPLY_RULES` in `rules/replies/__init__.py`): chat completions, and the text blocks "
+        "of Anthropic Messages answers ([replies.md](replies.md)).",
+        "",
+        "| # | rule | default | safety | summary |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [_index_row(position, reply) for position, reply in enumerate(REPLY_RULES)]
+    lines.append("")
     for title, api, _ in _API_SECTIONS:
         lines += [f"## {title} in detail", ""]
         for position, rule in enumerate(api.rules):
             lines += _rule_section(rule, position, PROFILES, api=api)
+    lines += ["## Reply rules in detail", ""]
+    for position, reply in enumerate(REPLY_RULES):
+        lines += _reply_section(reply, position)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _index_row(position: int, rule: Rule) -> str:
+def _reply_section(rule: ReplyRule, position: int) -> list[str]:
+    """A reply rule's section: its record, and the profiles that set it."""
+    lines = [
+        anchor(rule.name),
+        f"### {position}. {code(rule.name)}",
+        "",
+        rule.summary,
+        "",
+        f"- **Default:** {'on' if rule.default else 'off'} ({rule.safety})",
+        f"- **Safety:** {rule.safety}",
+        f"- **Defect:** {linked(rule.defect)}",
+        f"- **Repair:** {linked(rule.repair)}",
+        "",
+        *_option_table(rule),
+        "",
+    ]
+    set_by = [
+        f"{code(name)} ({options_text(settings)})"
+        for name, profile in PROFILES.items()
+        if (settings := dict(merge_settings(profile.replies).get(rule.name, {})))
+    ]
+    lines.append(f"Set by: {', '.join(set_by)}." if set_by else "Profiles: none set it.")
+    return [*lines, ""]
+
+
+def _index_row(position: int, rule: Rule | ReplyRule) -> str:
     link = f"[{code(rule.name)}](#{rule.name})"
     default = "on" if rule.default else "off"
     return f"| {position} | {link} | {default} | {rule.worst} | {cell(rule.summary)} |"
@@ -436,7 +478,7 @@ def _comment(text: str, first: str = "  # ", later: str = "  # ") -> list[str]:
 _CONTINUED = "  #     "
 
 
-def _config_rule(rule: Rule) -> list[str]:
+def _config_rule(rule: Rule | ReplyRule) -> list[str]:
     lines = _comment(rule.summary)
     for option in rule.options:
         if (rule.name, option.name) in ROUTE_FILLED:
@@ -472,6 +514,14 @@ def render_config_rules() -> str:
     ]
     for rule in MESSAGES_RULES:
         lines += _config_rule(rule)
+    lines += [
+        "",
+        "  # Reply rules: over what the upstream sends back (chat completions streamed or not, and",
+        "  # Messages text blocks), under the profile's reply settings: each profile names the",
+        "  # formats its models write (docs/replies.md); these apply over every profile's.",
+    ]
+    for reply in REPLY_RULES:
+        lines += _config_rule(reply)
     lines.append(END)
     return "\n".join(lines) + "\n"
 

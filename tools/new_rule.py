@@ -1,11 +1,13 @@
 """Scaffold a rule: ``make rule NAME=<kebab-name> API=chat|responses|messages``.
 
-Writes the files a rule needs and nothing it does not: the module with its record (off by
-default, an ``apply`` that changes nothing yet), a fixture file whose pass case holds and whose
-fail case is a placeholder that FAILS until it is filled in (``tests/rules/test_fixtures.py``
-also wants three fail cases), and the rule's line in its API's registry with a TODO for its
-position. Then follow CONTRIBUTING.md#add-a-rule: the provider's error text, the catalogue
-anchor, the profile line, the contract check, ``make docs``.
+Writes every file a rule has that a scaffold can write, each failing until a person fills it in
+(CONTRIBUTING.md#add-a-rule): the module with its record (off by default, an ``apply`` that
+changes nothing yet); its fixture file, one pass case and the three fail cases
+tests/rules/test_fixtures.py demands, each a placeholder whose ``TODO`` source the fixture check
+refuses; and its line at the end of its API's registry with a placeholder reason in ``ORDER``
+(tests/rules/test_order.py fails until the reason names the rules it must follow, and why).
+Every ``TODO`` it writes is one tests/test_placeholders.py names until it is gone. Then: the
+provider's words in the catalogue, the contract check, the profile line, ``make docs``.
 """
 
 from __future__ import annotations
@@ -56,22 +58,24 @@ RULE = Rule(
 
 
 def fixture(name: str) -> str:
-    cases = [
-        {"name": "TODO an accepted shape passes untouched", "source": "TODO", "input": []},
+    """One pass case and three fail cases, each a placeholder to replace with a real one."""
+    passes = {"name": "TODO an accepted shape passes untouched", "source": "TODO", "input": []}
+    fails = [
         {
-            "name": "TODO a refused shape is repaired",
+            "name": f"TODO a refused shape is repaired ({number})",
             "source": "TODO docs/providers.md#<anchor> (owner/repo#N)",
             "input": [],
             "expected": ["TODO the repaired list"],
             "changes": [{"rule": name, "action": "TODO"}],
-        },
+        }
+        for number in (1, 2, 3)
     ]
-    return json.dumps({"rule": name, "cases": cases}, indent=2) + "\n"
+    return json.dumps({"rule": name, "cases": [passes, *fails]}, indent=2) + "\n"
 
 
-def register(init: Path, registry: str, module: str) -> None:
-    """Add ``module`` to the package's import list (sorted, as ruff wants it) and its RULE to the
-    end of ``registry``."""
+def register(init: Path, registry: str, module: str, name: str) -> None:
+    """Add ``module`` to the package's import list (sorted, as ruff wants it), its RULE to the
+    end of ``registry`` and a placeholder reason for its position to the end of ``ORDER``."""
     text = init.read_text()
     head = re.search(r"from rules\.\w+ import \(\n((?:    \w+,\n)*)\)", text)
     if head is None:
@@ -79,12 +83,24 @@ def register(init: Path, registry: str, module: str) -> None:
     names = sorted({*re.findall(r"    (\w+),", head.group(1)), module})
     listed = "".join(f"    {name},\n" for name in names)
     text = text[: head.start(1)] + listed + text[head.end(1) :]
-    start = text.index(f"{registry}: tuple[Rule, ...] = (")
-    end = text.index("\n)\n", start)
-    line = (
-        f"    # TODO: its position: what must run before it, and what after it.\n    {module}.RULE,"
+    text = _append(text, f"{registry}: tuple[Rule, ...] = (", f"    {module}.RULE,", init)
+    reason = (
+        "    before(\n"
+        '        "TODO the rules it must follow (or EVERY after its name)",\n'
+        f'        "{name}",\n'
+        '        "TODO why: what they write that it reads, or what it writes that they read",\n'
+        "    ),"
     )
-    init.write_text(text[:end] + "\n" + line + text[end:])
+    init.write_text(_append(text, "ORDER: tuple[Before, ...] = (", reason, init))
+
+
+def _append(text: str, opening: str, line: str, init: Path) -> str:
+    """``text`` with ``line`` added as the last entry of the tuple that ``opening`` opens."""
+    if opening not in text:
+        raise SystemExit(f"{init}: no `{opening}` to add to")
+    start = text.index(opening)
+    end = text.index("\n)\n", start)
+    return text[:end] + "\n" + line + text[end:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{path.relative_to(ROOT)} exists")
     path.write_text(MODULE.format(name=args.name))
     (ROOT / fixtures / f"{args.name}.json").write_text(fixture(args.name))
-    register(ROOT / package / "__init__.py", registry, module)
+    register(ROOT / package / "__init__.py", registry, module, args.name)
     for written in (path, ROOT / fixtures / f"{args.name}.json", ROOT / package / "__init__.py"):
         print(f"wrote {written.relative_to(ROOT)}")
     return 0

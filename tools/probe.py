@@ -36,6 +36,37 @@ from rules.providers.contract import CHECKS_BY_CODE, Check, Violation, violation
 from rules.providers.profiles import PROFILES
 from rules.providers.refusals import error_text, read_error
 
+#: The model ``chatmend probe`` sends when given no ``--model``: one the provider of the profile
+#: the URL's host picks serves on its chat-completions endpoint (``Profile.hosts``; a host no
+#: profile lists, loopback included, gets the default profile's). A profile whose models are
+#: the operator's own names (Azure deployments) has none: ``--model`` is then required.
+MODELS: Mapping[str, str | None] = {
+    "deepseek": "deepseek-chat",
+    "kimi": "kimi-k2-0905-preview",
+    "mistral": "mistral-small-latest",
+    "groq": "llama-3.3-70b-versatile",
+    "cerebras": "llama-3.3-70b",
+    "qwen": "qwen-plus",
+    "glm": "glm-4.6",
+    "minimax": "MiniMax-M2",
+    "gemini-openai": "gemini-2.5-flash",
+    "xai": "grok-3-mini",
+    "openai": "gpt-4o-mini",
+    "azure": None,
+    "anthropic": "claude-sonnet-4-5",
+    "openrouter": "deepseek/deepseek-chat",
+}
+
+
+def default_model(url: str) -> tuple[str | None, str]:
+    """The model to probe ``url`` with when ``--model`` is not given, and the profile whose
+    model it is (the one the URL's host picks, as ``serve`` would)."""
+    from proxy.config import profile_for_upstream
+
+    profile, _ = profile_for_upstream(url)
+    return MODELS.get(profile), profile
+
+
 #: The control: a request every provider accepts.
 CLEAN: dict[str, Any] = {"messages": [{"role": "user", "content": "Say ok."}]}
 
@@ -217,7 +248,10 @@ def report(url: str, battery: dict[str, bytes], outcomes: Sequence[Outcome]) -> 
     """The table, the best fit and the YAML to use it."""
     lines = [f"{'shape':<28} {'status':<6} {'read as':<28} text"]
     for outcome in outcomes:
-        read_as = outcome.codes[0] if outcome.codes else ("-" if not outcome.refused else "?")
+        own = outcome.shape.partition("#")[0]
+        read_as = "-" if not outcome.refused else "?"
+        if outcome.codes:  # the shape's own class when the refusal carries it
+            read_as = own if own in outcome.codes else outcome.codes[0]
         text = outcome.text if len(outcome.text) <= 70 else outcome.text[:67] + "..."
         lines.append(f"{outcome.shape:<28} {outcome.status:<6} {read_as:<28} {text}".rstrip())
     refused = sum(outcome.refused for outcome in outcomes)
@@ -250,7 +284,7 @@ def report(url: str, battery: dict[str, bytes], outcomes: Sequence[Outcome]) -> 
 def probe(
     url: str,
     *,
-    model: str,
+    model: str | None,
     key: str | None,
     yes: bool,
     say: Callable[[str], object],
@@ -259,7 +293,17 @@ def probe(
 ) -> int:
     """``chatmend probe``: 0 when the endpoint was probed, 1 when the operator declined, 2 when
     the control was refused (a wrong model or key: nothing else can be read), an answer
-    pointed elsewhere (a redirect, not followed) or the endpoint could not be reached."""
+    pointed elsewhere (a redirect, not followed) or the endpoint could not be reached; no
+    ``model`` given: the model of the profile the URL's host picks (``default_model``)."""
+    if model is None:
+        model, profile = default_model(url)
+        if model is None:
+            say(
+                f"chatmend probe: the host picks the profile {profile}, whose model names are "
+                "your own (deployments): pass --model.\n"
+            )
+            return 2
+        say(f"(no --model: {model}, a model of the profile {profile} the host picks)\n")
     battery = bodies(model)
     requests, tokens = cost(battery)
     said, bearer = credential(url, key, key_env)

@@ -23,6 +23,7 @@ import yaml
 from yarl import URL
 
 from proxy.config.reasoning import ReasoningConfig, parse_reasoning
+from proxy.config.renamed import renamed
 from proxy.config.validate import ConfigError
 from proxy.config.validate import boolean as _bool
 from proxy.config.validate import mapping as _mapping
@@ -30,9 +31,12 @@ from proxy.config.validate import no_unknown as _no_unknown
 from proxy.config.validate import positive_int as _positive_int
 from proxy.config.validate import seconds as _seconds
 from rules.chat import RULES_BY_NAME
+from rules.engine.base import Rule
 from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.planner import Planner
 from rules.providers.profiles import DEFAULT_PROFILE, HOST_PROFILES, PROFILES
+from rules.replies import REPLY_RULES_BY_NAME
+from rules.replies.base import ReplyRule
 from rules.responses import RESPONSES_RULES_BY_NAME
 
 #: ``ConfigError`` lives in proxy/config/validate.py (the stash settings raise it too); it is
@@ -59,8 +63,14 @@ ENV_CONFIG = "CHATMEND_CONFIG"
 #: The host of a direct OpenAI route: there ``context_management`` may reach eligible models.
 OPENAI_HOST = "api.openai.com"
 
-#: Every rule an operator may set, chat, Responses and Messages (their names never collide).
-KNOWN_RULES = {**RULES_BY_NAME, **RESPONSES_RULES_BY_NAME, **MESSAGES_RULES_BY_NAME}
+#: Every rule an operator may set, chat, Responses and Messages, and the reply rules (their
+#: names never collide).
+KNOWN_RULES: dict[str, Rule | ReplyRule] = {
+    **RULES_BY_NAME,
+    **RESPONSES_RULES_BY_NAME,
+    **MESSAGES_RULES_BY_NAME,
+    **REPLY_RULES_BY_NAME,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +272,9 @@ class Config:
     #: Which source set each top-level value (and each value a flag or the environment set):
     #: ``default``, ``file``, ``env CHATMEND_UPSTREAM``, ``flag --port``, ...
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    #: What the operator should change, though it works: a renamed rule set under its old name
+    #: (proxy/config/renamed.py). ``load_config`` prints them.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def all_routes(self) -> tuple[RouteConfig, ...]:
         """The named routes, then the default one."""
@@ -352,7 +365,10 @@ def load_config(
     for dotted, source, value in overrides:
         data = _set(data, dotted, value)
         sources[dotted] = source
-    return parse_config(data, env=env, sources=sources)
+    config = parse_config(data, env=env, sources=sources)
+    for line in config.warnings:
+        print(f"chatmend: warning: {line}", file=sys.stderr)
+    return config
 
 
 #: The ``CHATMEND_*`` variables chatmend reads (the others are likely typos: warned about).
@@ -441,13 +457,10 @@ def parse_config(
     route by route."""
     env = os.environ if env is None else env
     sources = dict(sources or {key: "file" if key in data else "default" for key in _TOP_KEYS})
+    data, warnings = renamed(data)
     _no_unknown(data, _TOP_KEYS, "")
-    upstream = _upstream(
-        _mapping(data.get("upstream", {}), "upstream"),
-        "upstream",
-        env,
-        UpstreamConfig(default_upstream),
-    )
+    given_upstream = _mapping(data.get("upstream", {}), "upstream")
+    upstream = _upstream(given_upstream, "upstream", env, UpstreamConfig(default_upstream))
     client_tokens = _tokens(data.get("client_tokens_env"), "client_tokens_env", env)
     _needs_tokens(upstream, client_tokens, "client_tokens_env")
     if "profile" in data:
@@ -477,6 +490,7 @@ def parse_config(
         capture=_capture(data.get("capture")),
         prefix_cache=_prefix_cache(data.get("prefix_cache")),
         sources=sources,
+        warnings=warnings,
     )
     routes = _routes(
         _mapping(data.get("routes", {}), "routes"),

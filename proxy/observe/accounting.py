@@ -114,6 +114,8 @@ class Accounting(Subscriber):
         applied and, when the provider's text cites an index of the list chatmend sent, the
         client's index for it (also in the ``X-Chatmend-Client-Index`` header of an answer not
         yet sent). The body stays as it is."""
+        if flow.replied or flow.reply_reported:
+            self._replied(flow)
         response = flow.response
         if response is None or not 400 <= response.status < 500:
             return
@@ -140,6 +142,30 @@ class Accounting(Subscriber):
         if mapped is not None and not response.prepared:
             value = f"{field}[{mapped[0]}]={client or 'inserted'}; rules={','.join(flow.rules)}"
             response.headers[CLIENT_INDEX_HEADER] = value
+
+    def _replied(self, flow: Flow) -> None:
+        """Count and log what the reply rules did to the answer (``response_repaired``: rule,
+        choice or block, format, calls, tool names, characters held, and ``held_ms``, the
+        longest a stream's events waited; never text or arguments)."""
+        meter = self.meter
+        for (rule, action), count in Counter((c.rule, c.action) for c in flow.replied).items():
+            meter.child(meter.response_repairs, rule, action).inc(count)
+        for (rule, action), n in Counter((c.rule, c.action) for c in flow.reply_reported).items():
+            meter.response_reported.labels(rule, action).inc(n)
+        for event, changes in (
+            ("response_repaired", flow.replied),
+            ("response_reported", flow.reply_reported),
+        ):
+            if changes:
+                log.info(
+                    event,
+                    path=flow.request.path,
+                    profile=flow.profile,
+                    count=len(changes),
+                    rules=dict(Counter(change.rule for change in changes)),
+                    changes=[change.as_dict() for change in changes[:MAX_FIELD_ITEMS]],
+                    held_ms=flow.reply_held_ms,
+                )
 
     def done(self, flow: Flow) -> None:
         """The request's one ``request_done`` line and its counters."""

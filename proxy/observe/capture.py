@@ -22,6 +22,7 @@ from proxy.config import CaptureConfig
 from proxy.observe.flow import MAX_LISTED_CHANGES, Flow, Subscriber
 from rules.engine.base import Change
 from rules.providers.apis import APIS
+from rules.providers.refusals import error_text
 
 #: The recent requests the page lists (ids, names and counts, each clipped: ``ENTRY_BYTES``).
 RECENT_REQUESTS = 500
@@ -59,10 +60,14 @@ class Entry:
     changes: int = 0
     overhead_ms: float | None = None
     recovered: bool = False
+    #: For a recovered request, the class recovery read the provider's refusal as.
+    recovered_class: str | None = None
     outcome: str | None = None
     client: str = ""
     #: The changes as the rules reported them (the first ``MAX_LISTED_CHANGES``, ``clipped``).
     listed: tuple[Change, ...] = ()
+    #: What the reply rules changed in the answer (clipped the same way).
+    replied: tuple[Change, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +76,14 @@ class Bodies:
 
     before: bytes
     after: bytes
+    #: For a recovered request, the provider's refusal text (as the classifier read it, at
+    #: most ``MAX_TEXT`` characters): it may quote what the client sent, so it is kept only
+    #: with the bodies.
+    refusal: str | None = None
 
     @property
     def size(self) -> int:
-        return len(self.before) + len(self.after)
+        return len(self.before) + len(self.after) + len(self.refusal or "")
 
 
 @dataclass(slots=True)
@@ -205,9 +214,11 @@ class Capture(Subscriber):
             changes=flow.changes,
             overhead_ms=flow.overhead_ms,
             recovered=flow.recovered,
+            recovered_class=flow.recovered_class,
             outcome=flow.outcome,
             client=request.remote or "",
             listed=clipped(flow.listed),
+            replied=clipped(flow.replied),
         )
         self.recent.record(entry, captured(flow))
 
@@ -221,4 +232,5 @@ def captured(flow: Flow) -> Bodies | None:
     changed = sent is not None and sent.changed
     if not (flow.recovered or changed or 400 <= flow.status < 500):
         return None
-    return Bodies(original, sent.body if sent is not None and changed else original)
+    refusal = error_text(flow.recovered_from) if flow.recovered else None
+    return Bodies(original, sent.body if sent is not None and changed else original, refusal)

@@ -99,8 +99,17 @@ class Flow:
     listed: tuple[Change, ...] = ()
     rules: tuple[str, ...] = ()
     reported: int = 0
-    #: Whether recovery sent the body that was answered.
+    #: Whether recovery sent the body that was answered; if it did, the refusal it recovered
+    #: from (the first answer's body, as read, and the class recovery read it as).
     recovered: bool = False
+    recovered_from: bytes | None = None
+    recovered_class: str | None = None
+    #: What the reply rules changed in the answer the client got (proxy/relay/rewrite.py; the
+    #: first ``MAX_LISTED_CHANGES``), and what those in report mode would have changed.
+    replied: tuple[Change, ...] = ()
+    reply_reported: tuple[Change, ...] = ()
+    #: The longest a stream's events were held by the reply rules (milliseconds).
+    reply_held_ms: float | None = None
     #: Once the upstream answered: the body as the client sent it (decoded; a reference, not a
     #: copy), chatmend's answer, and the upstream's refusal as the classifier reads it (a 4xx
     #: body read whole, inflated).
@@ -151,6 +160,15 @@ class Flow:
         self.changes = len(changes) + sum(count for _, _, count in omitted)
         self.listed = changes[:MAX_LISTED_CHANGES]
         self.rules = tuple(sorted({change.rule for change in changes} | {r for r, _, _ in omitted}))
+
+    def reply(
+        self, changes: list[Change], reported: list[Change], held_ms: float | None = None
+    ) -> None:
+        """What the reply rules did to the answer, would have done in report mode, and the
+        longest they held a stream's events."""
+        self.reply_held_ms = held_ms
+        self.replied = tuple(changes[:MAX_LISTED_CHANGES])
+        self.reply_reported = tuple(reported[:MAX_LISTED_CHANGES])
 
     def headers(self, *, reached: bool = False) -> dict[str, str]:
         """chatmend's headers on its answer: the request ids (chatmend's; the client's echoed,

@@ -45,6 +45,18 @@ class Metrics:
             ["rule", "action"],
             registry=r,
         )
+        self.response_repairs = Counter(
+            "chatmend_response_repairs",
+            "Rewrites of upstream answers by the reply rules, by rule and action.",
+            ["rule", "action"],
+            registry=r,
+        )
+        self.response_reported = Counter(
+            "chatmend_response_reported",
+            "Rewrites of upstream answers report mode logged but did not apply.",
+            ["rule", "action"],
+            registry=r,
+        )
         self.rule_failures = Counter(
             "chatmend_rule_failures", "Rules that raised and were skipped.", ["rule"], registry=r
         )

@@ -50,6 +50,7 @@ from proxy.observe.log import get_logger
 from proxy.observe.metrics import Metrics
 from rules.providers.apis import api_named
 from rules.providers.planner import Plan, with_repair
+from rules.providers.redirects import current
 from rules.providers.sanitize import PlanSource, plan_for
 
 log = get_logger()
@@ -274,7 +275,7 @@ class LearnedRepairs:
                 key = tuple(orjson.loads(raw_key))
                 value = orjson.loads(raw_value)
                 expires = float(value["expires"])
-                rules = {str(k): dict(v) for k, v in value["rules"].items()}
+                rules = {current(str(k)): dict(v) for k, v in value["rules"].items()}
                 error_class = str(value["class"])
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
                 continue

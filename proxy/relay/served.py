@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from proxy.relay import rewrite
+from proxy.relay.rewrite import Arm
 from proxy.stash.messages_observer import MessagesObserver
 from proxy.stash.observer import BodyObserver, ResponseObserver
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api
@@ -31,15 +33,25 @@ class ServedApi:
     #: Its requests' ``anthropic-beta`` values go to the rules and the contract check, and a
     #: configured upstream key goes in ``x-api-key``.
     anthropic_headers: bool = False
+    #: The reply rules of its answers (proxy/relay/rewrite.py), armed from a reply plan and the
+    #: request; ``None``: its answers are relayed as they come.
+    replies: Arm | None = None
 
     @property
     def name(self) -> str:
         return self.api.name
 
 
-CHAT = ServedApi(CHAT_API, "/chat/completions", b'"tool_calls"', ResponseObserver)
+CHAT = ServedApi(
+    CHAT_API, "/chat/completions", b'"tool_calls"', ResponseObserver, replies=rewrite.chat
+)
 MESSAGES = ServedApi(
-    MESSAGES_API, "/v1/messages", b'"tool_use"', MessagesObserver, anthropic_headers=True
+    MESSAGES_API,
+    "/v1/messages",
+    b'"tool_use"',
+    MessagesObserver,
+    anthropic_headers=True,
+    replies=rewrite.messages,
 )
 RESPONSES = ServedApi(RESPONSES_API, "/responses", None, ResponseObserver)
 

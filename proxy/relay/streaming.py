@@ -42,6 +42,34 @@ class RelayResult:
 BUFFER_MAX_BYTES = 256 * 1024
 
 
+class Rewriter(Protocol):
+    """Rewrites the relayed body (the reply rules, proxy/relay/rewrite.py): ``feed`` gives the
+    bytes to write for each chunk of a stream, ``finish`` what it still holds at the end,
+    ``whole`` a whole body rewritten (``None``: unchanged). The observer reads what it wrote."""
+
+    def feed(self, chunk: bytes) -> bytes: ...
+
+    def finish(self) -> bytes: ...
+
+    def whole(self, body: bytes) -> bytes | None: ...
+
+    def header(self) -> str: ...
+
+
+#: The header a whole body the reply rules rewrote carries (proxy/relay/rewrite.py).
+RESPONSE_CHANGES_HEADER = "X-Chatmend-Response-Changes"
+
+
+def rewritable(request: web.Request, upstream: ClientResponse) -> bool:
+    """Whether the reply rules may read this answer: a 200 to a POST, not compressed (the
+    request offered only ``identity`` when they were armed), and an event stream without a
+    Content-Length (a rewritten stream's length is not the upstream's)."""
+    coding = upstream.headers.get("Content-Encoding", "").strip().lower()
+    if upstream.status != 200 or request.method != "POST" or coding not in ("", "identity"):
+        return False
+    return upstream.content_type != EVENT_STREAM or upstream.content_length is None
+
+
 class Observer(Protocol):
     """Watches the relayed body (proxy/stash/observer.py): ``feed`` gets each chunk after it
     was written, ``finish`` is called once the body ended cleanly. Neither may raise."""
@@ -56,6 +84,7 @@ async def relay(
     upstream: ClientResponse,
     extra_headers: Mapping[str, str],
     observer: Observer | None = None,
+    rewriter: Rewriter | None = None,
 ) -> RelayResult:
     """Copy status, headers and body; stream the body chunk by chunk unless small and sized.
 
@@ -65,19 +94,15 @@ async def relay(
     """
     headers = response_headers(upstream.headers)
     headers.update(extra_headers)
-    head = b""  # the start of an unsized error body, read before deciding how to relay it
-    if _small_and_whole(request, upstream) or _unsized_error(request, upstream):
-        result = await _relay_whole(request, upstream, headers)
-        if result.outcome == "partial":
-            head = result.body or b""
-        else:
-            if observer is not None and result.outcome == "completed" and result.body is not None:
-                observer.feed(result.body)
-                observer.finish()
-            return result
+    rewriter = rewriter if rewriter is not None and rewritable(request, upstream) else None
+    whole = await _whole(request, upstream, headers, observer, rewriter)
+    if isinstance(whole, RelayResult):
+        return whole
+    head = whole  # the start of an unsized body, read before deciding how to relay it
+    if head or (rewriter is not None and upstream.content_type != EVENT_STREAM):
+        rewriter = None  # past what a whole body may be: relayed as it comes
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
-    if upstream.content_length is not None:
-        response.content_length = upstream.content_length
+    response.content_length = upstream.content_length
     relayed = 0
     finished = False
     try:
@@ -87,7 +112,9 @@ async def relay(
             relayed += len(head)
             if observer is not None:
                 observer.feed(head)
-        if observer is None:
+        if rewriter is not None:
+            relayed += await _relay_rewritten(response, upstream, rewriter, observer)
+        elif observer is None:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)
                 relayed += len(chunk)
@@ -102,6 +129,8 @@ async def relay(
     except ConnectionResetError:  # the client went away; aiohttp's reset error subclasses this
         return RelayResult(response, "client_disconnected", relayed)
     except (ClientError, TimeoutError) as exc:
+        if rewriter is not None:  # what the rules held is the client's text: it goes first
+            await _flush(response, rewriter)
         if request.transport is not None:
             request.transport.close()  # no terminating chunk: the client must see the break
         return RelayResult(response, "upstream_failed", relayed, type(exc).__name__)
@@ -110,6 +139,73 @@ async def relay(
             upstream.release()
         else:
             upstream.close()
+
+
+async def _whole(
+    request: web.Request,
+    upstream: ClientResponse,
+    headers: CIMultiDict[str],
+    observer: Observer | None,
+    rewriter: Rewriter | None,
+) -> RelayResult | bytes:
+    """A body relayed whole, when it is one to read whole (small and sized, an unsized error,
+    or an unsized JSON answer the reply rules read): its result; else the start of it that
+    was read before it turned out too big (``b""`` if none), for the stream path."""
+    if not (
+        _small_and_whole(request, upstream)
+        or _unsized_error(request, upstream)
+        or (rewriter is not None and _unsized_json(upstream))
+    ):
+        return b""
+    result = await _relay_whole(request, upstream, headers, rewriter)
+    if result.outcome == "partial":
+        return result.body or b""
+    if observer is not None and result.outcome == "completed" and result.body is not None:
+        observer.feed(result.body)
+        observer.finish()
+    return result
+
+
+async def _relay_rewritten(
+    response: web.StreamResponse,
+    upstream: ClientResponse,
+    rewriter: Rewriter,
+    observer: Observer | None,
+) -> int:
+    """A stream through the reply rules: each chunk's rewritten bytes written (and observed)
+    as soon as the rules let them go, then what they held at the end. The upstream's bytes."""
+    relayed = 0
+    async for chunk in upstream.content.iter_any():
+        relayed += len(chunk)
+        out = rewriter.feed(chunk)
+        if out:
+            await response.write(out)
+            if observer is not None:
+                observer.feed(out)
+    tail = rewriter.finish()
+    if tail:
+        await response.write(tail)
+        if observer is not None:
+            observer.feed(tail)
+    if observer is not None:
+        observer.finish()
+    return relayed
+
+
+async def _flush(response: web.StreamResponse, rewriter: Rewriter) -> None:
+    """Best effort: what the rules held, written before a broken stream is cut."""
+    try:
+        tail = rewriter.finish()
+        if tail:
+            await response.write(tail)
+    except (ConnectionResetError, ClientError, RuntimeError):
+        pass
+
+
+def _unsized_json(upstream: ClientResponse) -> bool:
+    """An unsized answer that is not an event stream (a chunked JSON completion): read whole
+    for the reply rules if it turns out small, else relayed as it comes."""
+    return upstream.content_length is None and upstream.content_type != EVENT_STREAM
 
 
 def _small_and_whole(request: web.Request, upstream: ClientResponse) -> bool:
@@ -150,7 +246,10 @@ async def _read_capped(upstream: ClientResponse) -> tuple[bytes, bool]:
 
 
 async def _relay_whole(
-    request: web.Request, upstream: ClientResponse, headers: CIMultiDict[str]
+    request: web.Request,
+    upstream: ClientResponse,
+    headers: CIMultiDict[str],
+    rewriter: Rewriter | None = None,
 ) -> RelayResult:
     """Read a small body, then send headers and body together. An unsized body that turns out
     bigger than ``BUFFER_MAX_BYTES`` is a ``partial`` result: its start, for the stream path."""
@@ -171,6 +270,11 @@ async def _relay_whole(
         upstream.close()
         raise
     upstream.release()
+    if rewriter is not None:
+        rewritten = rewriter.whole(body)
+        if rewritten is not None:
+            body = rewritten
+            headers[RESPONSE_CHANGES_HEADER] = rewriter.header()
     response = web.Response(
         status=upstream.status, reason=upstream.reason, headers=headers, body=body
     )

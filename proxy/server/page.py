@@ -16,9 +16,12 @@ admin's ``Authorization`` on it.
 
 - ``/chatmend/``: the recent requests, the changes per rule, the sessions that keep being
   refused;
-- ``/chatmend/request/<id>``: one request, its changes and, when it was captured, its body
-  before and after side by side, item by item (``proxy.server.diff``: aligned and rendered in a
-  worker process, never on the event loop).
+- ``/chatmend/rules``: every rule's record under its name (the links of the changes);
+- ``/chatmend/request/<id>``: one request: what changed, one line per rule with its reason
+  (and for a recovered request the provider's refusal and its class), then, when it was
+  captured, its body before and after side by side, item by item, every index said on its side
+  (``proxy.server.diff``: aligned and rendered in a worker process, never on the event loop),
+  then every change and the facts.
 """
 
 from __future__ import annotations
@@ -35,13 +38,15 @@ import orjson
 from aiohttp import web
 
 from proxy.config import UiConfig, split_host
-from proxy.observe.capture import Entry, Recent
+from proxy.observe.capture import Bodies, Entry, Recent
 from proxy.observe.log import get_logger
 from proxy.relay.offload import WorkerDied
 from proxy.server import diff
 from proxy.server.appkeys import OFFLOAD_KEY, RECENT_KEY
-from rules.engine.base import Change
-from rules.providers.apis import APIS, safety_of
+from rules.engine.base import Change, Rule
+from rules.providers.apis import APIS, RULES_BY_NAME, safety_of
+from rules.replies import REPLY_RULES
+from rules.replies.base import ReplyRule
 
 log = get_logger()
 
@@ -62,6 +67,14 @@ tr.same td{color:#666}
 td.del{background:#fde8e8}
 td.ins{background:#e6f6e6}
 .changed,.moved,.removed,.added{font-weight:bold}
+mark.del{background:#f4a6a6}
+mark.ins{background:#9fdf9f}
+.note{font-size:12px;font-style:italic}
+#what-changed{margin:.3em 0 1em;padding:4px 8px 4px 1.6em;background:#eef3ff}
+#what-changed li{margin:.15em 0}
+.why{color:#555}
+#refusal{background:#fff6dd;padding:4px 8px}
+h2,h3{margin:.5em 0 .3em}
 code{font-size:12px}
 """
 _HEADERS: Final = {
@@ -78,6 +91,7 @@ def add_routes(app: web.Application, ui: UiConfig) -> None:
         return
     app.router.add_get(PREFIX, partial_index(ui))
     app.router.add_get(PREFIX + "request/{request_id}", partial_request(ui))
+    app.router.add_get(PREFIX + "rules", partial_rules(ui))
 
 
 def claims(path: str) -> bool:
@@ -89,7 +103,7 @@ def claims(path: str) -> bool:
 
 def not_a_page() -> web.Response:
     """The answer to a path ``claims`` that is not one of the page's."""
-    text = "No such page: the page is at /chatmend/ and /chatmend/request/<id>.\n"
+    text = "No such page: the page is at /chatmend/, /chatmend/request/<id> and /chatmend/rules.\n"
     return web.Response(status=404, text=text, headers={"Cache-Control": "no-store"})
 
 
@@ -178,6 +192,41 @@ def partial_index(ui: UiConfig) -> Any:
     return index
 
 
+def partial_rules(ui: UiConfig) -> Any:
+    async def rules(request: web.Request) -> web.StreamResponse:
+        refused = _gate(request, ui)
+        if refused is not None:
+            return refused
+        return await _send(request, "chatmend: rules", "".join(render_rules()))
+
+    return rules
+
+
+def render_rules() -> Iterator[str]:
+    """Every rule's record, each under its name as anchor: the sections of docs/rules.md
+    (generated from the same records by ``make docs``), served with the page so that its links
+    work offline."""
+    yield (
+        "<h2>Rules</h2><p>Each rule as its record says (the repository's "
+        "<code>docs/rules.md</code> has the same sections, under the same anchors).</p>"
+    )
+    rooms: list[tuple[str, Sequence[Rule | ReplyRule]]] = [
+        (api.name, api.rules) for api in APIS.values()
+    ]
+    for title, records in [*rooms, ("replies", REPLY_RULES)]:
+        yield f"<h3>{escape(title)}</h3><dl id='rules-{escape(title)}'>"
+        for rule in records:
+            name = escape(rule.name)
+            safety = rule.safety if isinstance(rule.safety, str) else "by action"
+            yield (
+                f"<dt id='{name}'><code>{name}</code> ({escape(safety)})</dt>"
+                f"<dd>{escape(rule.summary)}<br>Refused: {escape(rule.defect)}<br>"
+                f"Repair: {escape(rule.repair)}<br>"
+                f"<code>docs/rules.md#{name}</code></dd>"
+            )
+        yield "</dl>"
+
+
 def partial_request(ui: UiConfig) -> Any:
     async def one(request: web.Request) -> web.StreamResponse:
         refused = _gate(request, ui)
@@ -188,13 +237,22 @@ def partial_request(ui: UiConfig) -> Any:
         entry = recent.find(request_id)
         if entry is None:
             return web.Response(status=404, text="No such request in the recent ones.\n")
-        head = "".join(render_request(entry))
         bodies = recent.bodies.get(request_id)
+        head = "".join(render_request(entry, bodies))
         if bodies is None:
-            view = b"<p>Body not captured (capture is off, or the request was not rewritten).</p>"
+            changes = noted(entry.listed)
+            view = "".join(
+                [
+                    *diff.summary(changes, diff.received),
+                    "<p>Body not captured (capture is off, or the request was not rewritten).</p>",
+                    *diff.changes_table(changes, diff.received),
+                    "</table>",
+                ]
+            ).encode()
         else:
             view = await diff_view(request.app, bodies.before, bodies.after, entry)
-        return await _send(request, f"chatmend: request {request_id}", head, view)
+        tail = "".join(render_facts(entry))
+        return await _send(request, f"chatmend: request {request_id}", head, view, tail)
 
     return one
 
@@ -206,7 +264,7 @@ async def diff_view(app: web.Application, before: bytes, after: bytes, entry: En
     takes more than half the workers, and a waiting repair goes first), ended there past
     ``DIFF_DEADLINE``. With ``offload_processes: 0``, in a thread."""
     record = APIS.get(entry.api)  # a path chatmend passes through has none: read it like chat
-    args = (before, after, "messages" if record is None else record.field, renames(entry.listed))
+    args = (before, after, "messages" if record is None else record.field, noted(entry.listed))
     offload = app[OFFLOAD_KEY]
     try:
         if offload.enabled:
@@ -227,14 +285,23 @@ async def diff_view(app: web.Application, before: bytes, after: bytes, entry: En
         ).encode()
 
 
-def renames(changes: Sequence[Change]) -> tuple[tuple[str, str], ...]:
-    """The ids the rules recorded renaming, ``(new, old)``: the diff pairs an item by its old
-    id."""
+def noted(changes: Sequence[Change]) -> tuple[diff.Noted, ...]:
+    """The changes as the view tells them: each with its rule's fix safety and one-line
+    reason (``Rule.summary``)."""
     found = []
     for change in changes:
-        old, new = change.detail.get("from"), change.detail.get("to")
-        if change.action.endswith("_id") and isinstance(old, str) and isinstance(new, str):
-            found.append((new, old))
+        rule = RULES_BY_NAME.get(change.rule)
+        reason = "" if rule is None else rule.summary
+        found.append(
+            diff.Noted(
+                change.rule,
+                change.index,
+                change.action,
+                dict(change.detail),
+                safety_of(change),
+                reason,
+            )
+        )
     return tuple(found)
 
 
@@ -303,10 +370,55 @@ def render_index(recent: Recent) -> Iterator[str]:
     yield "</table>"
 
 
-def render_request(entry: Entry) -> Iterator[str]:
-    """A request's facts and its changes (the body's view follows: ``diff_view``)."""
+def render_request(entry: Entry, bodies: Bodies | None = None) -> Iterator[str]:
+    """A request's head, above the fold: its id and one line of facts, and for a recovered
+    request the provider's refusal and the class it was read as (what changed, the bodies
+    and the changes follow: ``diff_view``; the facts table last: ``render_facts``)."""
     e = entry
-    yield f"<h2>Request <code id='request-id'>{escape(e.request_id)}</code></h2><table>"
+    yield f"<h2>Request <code id='request-id'>{escape(e.request_id)}</code></h2>"
+    overhead = "" if e.overhead_ms is None else f", {e.overhead_ms:.2f} ms overhead"
+    line = (
+        f"{e.api} {e.method} {e.path}, model {e.model or '?'}, route {e.route}: "
+        f"{e.status} {e.outcome or ''}, {e.changes} change{'' if e.changes == 1 else 's'}"
+        f"{overhead}"
+    )
+    yield f"<p id='facts-line'>{escape(line)}</p>"
+    if e.recovered:
+        said = bodies.refusal if bodies is not None else None
+        text = (
+            f"<q>{escape(said)}</q>"
+            if said
+            else "(its text is kept with the bodies, when capture is on)"
+        )
+        yield (
+            f"<p id='refusal'>Recovered: the provider refused the request as first sent: "
+            f"{text}, read as <code>{escape(e.recovered_class or 'unclassified')}</code>; "
+            "the rules below repaired it and the retry was accepted.</p>"
+        )
+    yield from _replied(e)
+    yield "<h3>What changed</h3>"
+
+
+def _replied(e: Entry) -> Iterator[str]:
+    """What the reply rules changed in the answer (docs/replies.md): one row per change."""
+    if not e.replied:
+        return
+    yield "<h3>Response changes</h3>" + _table("reply-changes", "rule", "at", "action", "detail")
+    for change in e.replied:
+        detail = orjson.dumps(dict(change.detail), default=str).decode()
+        name = escape(change.rule)
+        yield (
+            f"<tr><td><a href='{diff.RULES_PATH}#{name}'>{name}</a></td>"
+            f"<td class='num'>choice {change.index}</td><td>{escape(change.action)}</td>"
+            f"<td><code>{escape(detail)}</code></td></tr>"
+        )
+    yield "</table>"
+
+
+def render_facts(entry: Entry) -> Iterator[str]:
+    """The request's facts, in full."""
+    e = entry
+    yield "<h3>Facts</h3><table id='facts'>"
     facts = (
         ("time (UTC)", _when(e.at)),
         ("route", e.route),
@@ -319,21 +431,12 @@ def render_request(entry: Entry) -> Iterator[str]:
         ("changes", str(e.changes)),
         ("overhead ms", "" if e.overhead_ms is None else f"{e.overhead_ms:.2f}"),
         ("recovered", "yes" if e.recovered else "no"),
+        ("recovered from", e.recovered_class or ""),
     )
     for name, value in facts:
         yield f"<tr><th>{name}</th><td>{escape(value)}</td></tr>"
-    yield "</table><h3>Changes</h3>" + _table(
-        "changes", "rule", "index", "action", "safety", "detail"
-    )
-    for change in e.listed:
-        detail = orjson.dumps(dict(change.detail), default=str).decode()
-        yield (
-            f"<tr><td>{escape(change.rule)}</td><td class='num'>{change.index}</td>"
-            f"<td>{escape(change.action)}</td><td>{safety_of(change)}</td>"
-            f"<td><code>{escape(detail)}</code></td></tr>"
-        )
     if e.changes > len(e.listed):
-        yield f"<tr><td colspan='5'>{e.changes - len(e.listed)} more, not listed.</td></tr>"
+        yield f"<tr><td colspan='2'>{e.changes - len(e.listed)} more, not listed.</td></tr>"
     yield "</table>"
 
 

@@ -41,6 +41,7 @@ from proxy.recovery.retry import (
 from proxy.relay import body, errors, prefix
 from proxy.relay.credentials import apply_upstream_credentials, authorized, request_scope
 from proxy.relay.offload import Offloader
+from proxy.relay.rewrite import Rewrite, request_tools
 from proxy.relay.routing import RefusedPath, Route, Runtime, route_path
 from proxy.relay.served import ServedApi, served_api, served_named
 from proxy.relay.streaming import RelayResult, relay
@@ -103,6 +104,9 @@ class Repair:
     #: The client's credential scope (``proxy.relay.credentials.request_scope``; ``None``: no
     #: credential): the prefix cache's space, the stash's and the learned repairs' key.
     scope: str | None = None
+    #: The body as parsed on the way (by the prefix cache or the stash lookup; ``None`` if it
+    #: was parsed elsewhere or not at all): the reply rules read its tools from it.
+    payload: dict[str, Any] | None = None
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
@@ -294,11 +298,12 @@ async def _repair(flow: Flow, events: Events, route: Route, read: Body, config: 
             raise
         # A broken worker process or pool: fail-open too.
         log.error("offload_failed", error=type(exc).__name__)
+    payload = reading.payload if reasoning is None else reasoning.payload
     if sanitized is None:
-        return Repair(None, reasoning, scope=scope)
+        return Repair(None, reasoning, scope=scope, payload=payload)
     flow.sanitize_ms = ms(started)
     flow.record(sanitized)
-    return Repair(sanitized, reasoning, source, scope)
+    return Repair(sanitized, reasoning, source, scope, payload)
 
 
 async def _recall(
@@ -437,14 +442,23 @@ def given_to_rules(
 
 
 def _upstream_headers(
-    request: web.Request, route: Route, read: Body, repair: Repair, *, rewritten: bool
+    request: web.Request,
+    route: Route,
+    read: Body,
+    repair: Repair,
+    *,
+    rewritten: bool,
+    replies: bool,
 ) -> CIMultiDict[str]:
     """The headers the upstream gets: the client's, with the route's credential, no
-    ``Content-Encoding`` for a rewritten body (sent decoded), and only the encodings the
-    observer reads offered for a response it will observe."""
+    ``Content-Encoding`` for a rewritten body (sent decoded), only ``identity`` offered for an
+    answer the reply rules read, and only the encodings the observer reads offered for a
+    response it will observe."""
     headers = request_headers(request.headers)
     if rewritten:
         headers.popall("Content-Encoding", None)  # the new body is sent decoded
+    if replies and "Accept-Encoding" in headers:
+        headers["Accept-Encoding"] = "identity"  # the reply rules read the answer as it is
     apply_upstream_credentials(route.config, headers, read.api)
     hooks = request.app[REASONING_KEY]
     profile = None if repair.sanitized is None else repair.sanitized.profile
@@ -467,7 +481,10 @@ async def _send(
     and relay the answer; a 400 of a class a rule repairs is repaired and sent once more."""
     sanitized = repair.sanitized
     rewritten = sanitized is not None and sanitized.changed
-    headers = _upstream_headers(flow.request, route, read, repair, rewritten=rewritten)
+    replies = await _replies(flow, route, read, repair, config)
+    headers = _upstream_headers(
+        flow.request, route, read, repair, rewritten=rewritten, replies=replies is not None
+    )
     send = partial(
         _exchange,
         flow=flow,
@@ -477,6 +494,7 @@ async def _send(
         api=read.api,
         profile=None if sanitized is None else sanitized.profile,
         reasoning=repair.reasoning,
+        replies=replies,
     )
     answer = await send(sanitized.body if sanitized is not None and rewritten else read.raw, {})
     if isinstance(answer, web.Response):
@@ -503,15 +521,50 @@ async def _send(
             recovered = True
             if isinstance(answer, web.Response):
                 return answer
-    status, result = answer
     # 5. Answer: what the upstream answered is the request's.
     flow.original, flow.sanitized, flow.recovered = read.decoded, sanitized, recovered
+    return _answered(flow, events, *answer, replies)
+
+
+def _answered(
+    flow: Flow, events: Events, status: int, result: RelayResult, replies: Rewrite | None
+) -> web.StreamResponse:
+    """The upstream's answer, the request's: what it was, what the reply rules did to it."""
     flow.response, flow.outcome = result.response, result.outcome
     flow.refusal = result.readable if 400 <= status < 500 else None
+    if replies is not None and replies.kind is not None:
+        flow.reply(replies.changes, replies.reported, replies.held_ms)
     events.answered(flow)
     if result.outcome == "upstream_failed":
         events.upstream_failed(flow, result.error, bytes_relayed=result.bytes_relayed)
     return result.response
+
+
+async def _replies(
+    flow: Flow, route: Route, read: Body, repair: Repair, config: Config
+) -> Rewrite | None:
+    """The reply rules for the answer (proxy/relay/rewrite.py): those of the profile the body
+    ran under, armed by the request's tools; ``None`` when none can act on it."""
+    sanitized = repair.sanitized
+    if sanitized is None or read.api is None or read.api.replies is None or not read.decoded:
+        return None
+    plan = route.planner.replies(sanitized.profile)
+    if not plan or b'"tools"' not in read.decoded:  # no tools declared: no call can come back
+        return None
+    request = repair.payload
+    if request is None:  # parsed in a worker: only the tools come back from one
+        offload = flow.request.app[OFFLOAD_KEY]
+        if offload.enabled and len(read.decoded) > config.offload_body_bytes:
+            try:
+                request = await offload.run(
+                    request_tools, read.decoded, deadline=config.sanitize_deadline
+                )
+            except Exception as exc:  # fail-open: the answer is relayed as it comes
+                log.error("offload_failed", error=type(exc).__name__)
+                return None
+        else:
+            request = request_tools(read.decoded)
+    return None if request is None else read.api.replies(plan, request)
 
 
 def _recoverable(status: int, route: Route, decoded: bytes, config: Config) -> bool:
@@ -535,6 +588,7 @@ async def _exchange(
     api: ServedApi | None,
     profile: str | None,
     reasoning: RequestReasoning | None,
+    replies: Rewrite | None = None,
 ) -> Answer:
     """Send ``body`` upstream and relay the answer: its status and the relay's result, or
     chatmend's own error response if the upstream could not be reached."""
@@ -571,7 +625,7 @@ async def _exchange(
                 route.planner, profile, reasoning, upstream, kind=api.observer
             )
         result = await relay(
-            request, upstream, {**flow.headers(reached=True), **extra_headers}, observer
+            request, upstream, {**flow.headers(reached=True), **extra_headers}, observer, replies
         )
         await hooks.after_relay(observer)
     finally:
@@ -619,6 +673,7 @@ async def _recover(
         return None
     # What X-Chatmend-Changes and request_done describe is the body the upstream accepted.
     flow.took(retry.sanitized.changes)
+    flow.recovered_from, flow.recovered_class = first.readable, retry.error_class
     answer = await send(retry.sanitized.body, {RECOVERED_HEADER: retry.header})
     status, result = (answer.status, None) if isinstance(answer, web.Response) else answer
     record(

@@ -53,146 +53,356 @@ from rules.chat import (
     unsupported_tool_keys,
 )
 from rules.engine.base import Rule
+from rules.engine.order import EVERY, Before, before
 from rules.engine.pipeline import PipelineResult, default_steps, run_rules
 
-#: The one ordered tuple of rules. Order is behaviour; each position is justified:
+#: The one ordered tuple of rules. Order is behaviour: each position is justified by the reasons
+#: in ``ORDER`` below (tests/rules/test_order.py holds the tuple to every one of them).
 RULES: tuple[Rule, ...] = (
-    # 0. Text first: every later rule compares and copies strings, and a lone surrogate cannot
-    #    even be serialized back to UTF-8 (the proxy reads such bodies specially, see
-    #    rules/providers/sanitize.py, and skips this step for bodies orjson could read).
+    # Text, and what the client's own history says before anything reads it.
     lone_surrogates.RULE,
-    # Replayed history before anything merges or renames: a doubled transcript is recognized
-    #    as the agent stored it (a merge across its seam would hide the replay), and the replay
-    #    repeats every tool-call id, which the id rules below would otherwise rename and keep.
     replayed_history.RULE,
-    # Codex call ids right after: every later rule pairs a result with its call by `id` (the
-    #    merge, the id renames, displaced/missing/orphan/unanswered), and the aliases must be read
-    #    before the key rules strip `call_id` from the calls; after replayed-history, so a doubled
-    #    transcript is collapsed first and each alias is declared by the one copy that stays.
     codex_call_ids.RULE,
-    # Blank call ids right after (an alias the previous rule read is the call's id by now):
-    #    a call and its result naming the same empty id get one id before any rule pairs by id,
-    #    which would take the result for an orphan.
     blank_tool_call_ids.RULE,
-    # Roles and keys in the upstream's schema before any rule reads them: `developer` is a
-    #    system message to the system rules below, and no merge carries a key the upstream
-    #    refuses (`timestamp`, `reasoning_content`, hermes E16).
+    # Roles, parts and keys in the upstream's schema.
     developer_role.RULE,
-    # Messages with a role the provider does not know go before any rule reads roles (the
-    #    merges, the pairing blocks, the sequence rules) and after `developer` became `system`
-    #    where only that is known; an assistant pair or a tool block the removed record stood
-    #    between is then adjacent for the rules below to merge or pair.
     unknown_roles.RULE,
-    # Anthropic thinking parts out of assistant content before the key allowlist (which then
-    #    judges the `reasoning_content` they may become, so no later rule adds a key the upstream
-    #    refuses), before reasoning-content (a moved text is that turn's reasoning, not a
-    #    placeholder's place), and before text-part-arrays and empty-tool-calls, which collapse
-    #    the text parts left behind and remove a turn left with nothing.
     thinking_parts.RULE,
-    # Part types the provider named as refused, as text where one reads as text: after the
-    #    thinking parts (left to the rule above) and before text-part-arrays collapses the text
-    #    parts it leaves.
     unsupported_part_types.RULE,
     unknown_message_fields.RULE,
-    # The message keys a refusal named, with the allowlist: before any merge carries one.
     unsupported_message_keys.RULE,
-    # An agent's bookkeeping keys (`timestamp`, `_…`, `call_id` on calls) go with the other
-    #    keys no provider reads; after the allowlist (which, where on, already dropped most) and
-    #    before any rule copies or merges a message that carries one.
     bookkeeping_keys.RULE,
-    # Reasoning back on the tool-call turns as the client sent them, before any rule merges
-    #    turns, renames ids or repairs arguments: the stash's keys are the calls the model
-    #    produced (a merge then keeps the first non-empty reasoning, hermes R9).
     reasoning_content.RULE,
-    # 1. Merge split assistant turns first: the union of their tool calls must be known
-    #    before ids are checked, or the second half's results look orphaned (hermes E1).
+    # 1-8. Calls merged, repaired, unique, paired, shaped.
     consecutive_assistant_messages.RULE,
-    # 2. Repair arguments before ids: duplicate detection compares canonical arguments, which
-    #    only exist once malformed JSON has been repaired.
     invalid_tool_arguments.RULE,
-    # 3. Make ids unique on the merged, repaired calls: drop exact replays inside a turn,
-    #    rename ids reused by a later turn in the call and its result alike.
     duplicate_tool_call_ids.RULE,
-    # 4-7. Pair results with calls, on unique ids (3) and merged turns (1, hermes E1). Each
-    #    step lets the next one judge less: an explicit id beats a position, and a drop or a
-    #    stub is the last resort.
-    # 4. Bring results displaced past another message back to their call first: an id naming
-    #    one earlier call is the strongest evidence, and it settles which calls are unanswered.
     displaced_tool_results.RULE,
-    # 5. Only then recover missing tool_call_ids by position: the calls counted as unanswered
-    #    are the really unanswered ones, so "the one call left" is not a displaced one's.
     missing_tool_call_ids.RULE,
-    # 6. Drop what still answers no call of its block, now that 4 and 5 have placed what they
-    #    could.
     orphan_tool_results.RULE,
-    # 7. Stub every call still unanswered, last of the pairing rules, so a stub stands only
-    #    where no result exists, right after the results that stayed (hermes E27).
     unanswered_tool_calls.RULE,
-    # 8. The shape of each call, once calls are merged, repaired and paired (none of those
-    #    reads or writes `type`): a call without one gets "function".
     tool_call_type.RULE,
-    # Identifiers in the upstream's format, once calls are merged, unique and paired (1-8): one
-    #    id map reaches a call and its result alike; then function names (tools, history and
-    #    tool_choice, one map), then each tool message's name from its call's (renamed) name.
+    # Identifiers and names in the upstream's format.
     tool_call_ids.RULE,
     function_names.RULE,
     tool_message_name.RULE,
-    # Images before content shape: a stripped image leaves a text-only part list for the next
-    #    rule to collapse; a relocated one adds a user message after its whole tool block (the
-    #    calls are final by now, 1-8), before the sequence rules place and merge users.
+    # Content shape.
     image_parts.RULE,
-    # Content shape, once images have been handled (a list holding one is left as it is) and
-    #    every call is final: text-only part lists become strings, then null/absent content
-    #    becomes a string except next to tool calls, then those calls' empty content takes the
-    #    provider's shape; before 9, which removes an assistant left with no content and no
-    #    calls (`""` and `null` alike).
-    # Empty text parts beside others go first, so a list left with one text part collapses.
     empty_text_parts.RULE,
     text_part_arrays.RULE,
     null_content.RULE,
     tool_call_content.RULE,
-    # 9. After every rule that writes tool calls, so that none can leave `tool_calls: []` or an
-    #    empty assistant behind (hermes #74101): the final payload satisfies every invariant.
+    # 9. No empty tool_calls, no empty assistant.
     empty_tool_calls.RULE,
-    # Role sequence, on the final assistants: these move, merge or insert whole messages and
-    # never write a tool call, so 9 still holds after them.
-    # System messages first: hoisting one can leave two users adjacent, and `later: user` adds
-    # users; the next rule merges them.
+    # Role sequence.
     system_messages.RULE,
-    # Merge adjacent users, those the system step put together included.
     consecutive_user_messages.RULE,
-    # A user message opens the conversation: checked once hoisted systems are out of the way;
-    # the placeholder goes before a non-user, so it never makes two users adjacent.
     leading_user_message.RULE,
-    # Bridge tool -> user once users are merged and placed (system-messages' `later: user`
-    # included): the bridge goes right before the final user and never makes two users adjacent.
     tool_user_bridge.RULE,
-    # The end of the conversation last among message rules: no later rule moves or adds one,
-    # and a user appended after the trailing assistant follows an assistant, as every table wants.
     trailing_assistant.RULE,
-    # Gemini's thought signatures once the sequence is final: the rule reads which steps form
-    #    the current turn (after the last user message), which the sequence rules above may move;
-    #    the calls themselves are final since 1-9 (merged, unique, paired, renamed).
     missing_thought_signatures.RULE,
-    # Request-level fields last: they read no message, and no message rule reads them (the
-    # tools' names are final once function-names ran). An empty `tools` goes first, so the
-    # rules after it judge only a real list; duplicates go before the parameter schema is
-    # added, so the definition kept is the one completed; the thinking-mode rules last, each
-    # reading thinking mode from the request as the client set it (no rule here changes it).
+    # Request-level fields.
     empty_tools.RULE,
     duplicate_tool_names.RULE,
     empty_tool_parameters.RULE,
-    # A completed schema (the rule above) can then have its anyOf types moved.
     anyof_parent_types.RULE,
     thinking_tool_choice.RULE,
     thinking_sampling.RULE,
-    # What a refusal named of the request's own fields last: the thinking rules above read
-    # thinking mode as the client set it, before a value is replaced or a parameter dropped.
     request_values.RULE,
     unsupported_parameters.RULE,
     unsupported_tool_keys.RULE,
 )
 
+#: The calls' rules before which the pairing reads a final call: merged (1), repaired (2),
+#: unique (3).
+_CALLS = ("consecutive-assistant-messages", "invalid-tool-arguments", "duplicate-tool-call-ids")
+#: The pairing, 4-7: each step lets the next one judge less (an explicit id beats a position,
+#: and a drop or a stub is the last resort).
+_PAIRING = (
+    "displaced-tool-results",
+    "missing-tool-call-ids",
+    "orphan-tool-results",
+    "unanswered-tool-calls",
+)
+#: Every rule that writes a tool call or an assistant's content.
+_CALL_WRITERS = (
+    *_CALLS,
+    *_PAIRING,
+    "tool-call-type",
+    "tool-call-ids",
+    "function-names",
+    "thinking-parts",
+    "reasoning-content",
+    "image-parts",
+    "empty-text-parts",
+    "text-part-arrays",
+    "null-content",
+    "tool-call-content",
+)
+#: The rules that move, merge or insert whole messages (the role sequence).
+_SEQUENCE = (
+    "system-messages",
+    "consecutive-user-messages",
+    "leading-user-message",
+    "tool-user-bridge",
+    "trailing-assistant",
+)
+#: The request-level rules over the tools.
+_TOOLS = ("empty-tools", "duplicate-tool-names", "empty-tool-parameters", "anyof-parent-types")
+
+#: What a refusal named of the request's own fields.
+_NAMED = ("request-values", "unsupported-parameters", "unsupported-tool-keys")
+
+#: Why ``RULES`` is in the order it is (``rules.engine.order``).
+ORDER: tuple[Before, ...] = (
+    before(
+        "lone-surrogates",
+        EVERY,
+        "Text first: every later rule compares and copies strings, and a lone surrogate cannot "
+        "even be serialized back to UTF-8 (the proxy reads such bodies specially, "
+        "rules/providers/sanitize.py, and skips this step for bodies orjson could read).",
+    ),
+    before(
+        "replayed-history",
+        ("codex-call-ids", "blank-tool-call-ids", *_CALLS, "tool-call-ids"),
+        "Replayed history before anything merges or renames: a doubled transcript is recognized "
+        "as the agent stored it (a merge across its seam would hide the replay), and the replay "
+        "repeats every tool-call id, which the id rules would otherwise rename and keep; each "
+        "Codex alias is then declared by the one copy that stays.",
+    ),
+    before(
+        "codex-call-ids",
+        ("blank-tool-call-ids", *_CALLS, *_PAIRING, "tool-call-ids", "bookkeeping-keys"),
+        "Codex call ids before every rule that pairs a result with its call by `id` (the merge, "
+        "the id renames, displaced/missing/orphan/unanswered), and before the key rules strip "
+        "`call_id` from the calls.",
+    ),
+    before(
+        "blank-tool-call-ids",
+        (*_CALLS, *_PAIRING),
+        "A call and its result naming the same empty id get one id before any rule pairs by id, "
+        "which would take the result for an orphan (an alias codex-call-ids read is the call's id "
+        "by then).",
+    ),
+    before(
+        "developer-role",
+        ("unknown-roles", "unknown-message-fields", "system-messages", *_CALLS),
+        "Roles in the upstream's schema before any rule reads them: `developer` is a system "
+        "message to the system rules, and where only `system` is known it is no unknown role.",
+    ),
+    before(
+        "unknown-roles",
+        (*_CALLS, *_PAIRING, *_SEQUENCE),
+        "Messages with a role the provider does not know go before any rule reads roles (the "
+        "merges, the pairing blocks, the sequence rules): an assistant pair or a tool block the "
+        "removed record stood between is then adjacent for them to merge or pair.",
+    ),
+    before(
+        "thinking-parts",
+        (
+            "unsupported-part-types",
+            "unknown-message-fields",
+            "reasoning-content",
+            "text-part-arrays",
+            "empty-tool-calls",
+        ),
+        "Anthropic thinking parts out of assistant content before the key allowlist (which then "
+        "judges the `reasoning_content` they may become, so no later rule adds a key the upstream "
+        "refuses), before reasoning-content (a moved text is that turn's reasoning, not a "
+        "placeholder's place), and before text-part-arrays and empty-tool-calls, which collapse "
+        "the text parts left behind and remove a turn left with nothing.",
+    ),
+    before(
+        "unsupported-part-types",
+        "text-part-arrays",
+        "Part types the provider named as refused, as text where one reads as text, before "
+        "text-part-arrays collapses the text parts it leaves.",
+    ),
+    before(
+        ("unknown-message-fields", "unsupported-message-keys"),
+        ("bookkeeping-keys", *_CALLS, "consecutive-user-messages"),
+        "The message keys the upstream refuses (its allowlist, the keys a refusal named) go "
+        "before any merge carries one, and before the bookkeeping keys (where the allowlist is "
+        "on, it already dropped most).",
+    ),
+    before(
+        "bookkeeping-keys",
+        (*_CALLS, "consecutive-user-messages"),
+        "An agent's bookkeeping keys (`timestamp`, `_...`, `call_id` on calls) go before any rule "
+        "copies or merges a message that carries one (hermes E16).",
+    ),
+    before(
+        "reasoning-content",
+        (*_CALLS, "tool-call-ids"),
+        "Reasoning back on the tool-call turns as the client sent them, before any rule merges "
+        "turns, renames ids or repairs arguments: the stash's keys are the calls the model "
+        "produced (a merge then keeps the first non-empty reasoning, hermes R9).",
+    ),
+    before(
+        "consecutive-assistant-messages",
+        ("duplicate-tool-call-ids", *_PAIRING),
+        "1. Merge split assistant turns first: the union of their tool calls must be known "
+        "before ids are checked, or the second half's results look orphaned (hermes E1).",
+    ),
+    before(
+        "invalid-tool-arguments",
+        "duplicate-tool-call-ids",
+        "2. Repair arguments before ids: duplicate detection compares canonical arguments, which "
+        "only exist once malformed JSON has been repaired.",
+    ),
+    before(
+        "duplicate-tool-call-ids",
+        _PAIRING,
+        "3. Make ids unique on the merged, repaired calls (drop exact replays inside a turn, "
+        "rename ids reused by a later turn in the call and its result alike): the pairing pairs "
+        "on unique ids.",
+    ),
+    before(
+        "displaced-tool-results",
+        ("missing-tool-call-ids", "orphan-tool-results", "unanswered-tool-calls"),
+        "4. Bring results displaced past another message back to their call first: an id naming "
+        "one earlier call is the strongest evidence, and it settles which calls are unanswered.",
+    ),
+    before(
+        "missing-tool-call-ids",
+        ("orphan-tool-results", "unanswered-tool-calls"),
+        "5. Only then recover missing tool_call_ids by position: the calls counted as unanswered "
+        "are the really unanswered ones, so 'the one call left' is not a displaced one's.",
+    ),
+    before(
+        "orphan-tool-results",
+        "unanswered-tool-calls",
+        "6. Drop what still answers no call of its block, now that 4 and 5 placed what they "
+        "could; 7. stub every call still unanswered last, so a stub stands only where no result "
+        "exists, right after the results that stayed (hermes E27).",
+    ),
+    before(
+        (*_CALLS, *_PAIRING),
+        ("tool-call-type", "tool-call-ids", "function-names", "image-parts"),
+        "8. The shape of each call, its id and its function's name, and a relocated image's "
+        "place, are judged on the final calls: merged, repaired, unique and paired (none of "
+        "1-7 reads or writes `type`).",
+    ),
+    before(
+        "tool-call-type",
+        ("tool-call-ids", "function-names", "tool-message-name"),
+        "Identifiers in the upstream's format once calls are merged, unique, paired and shaped "
+        "(1-8).",
+    ),
+    before(
+        "tool-call-ids",
+        ("function-names", "tool-message-name"),
+        "Identifiers first: one id map reaches a call and its result alike; then function names "
+        "(tools, history and tool_choice, one map), then each tool message's name from its "
+        "call's (renamed) name.",
+    ),
+    before(
+        "function-names",
+        ("tool-message-name", *_TOOLS),
+        "Function names in the upstream's pattern (tools, history and tool_choice, one map) "
+        "before each tool message takes its call's (renamed) name, and before the rules that "
+        "judge the tools by name.",
+    ),
+    before(
+        ("tool-call-type", "tool-call-ids", "function-names", "tool-message-name"),
+        ("image-parts", "empty-text-parts", "text-part-arrays", "null-content"),
+        "Images and content shape once every call is final (merged, repaired, unique, paired, "
+        "shaped, renamed: 1-8): a relocated image adds a user message after its whole tool "
+        "block, and the content rules judge the final calls.",
+    ),
+    before(
+        "image-parts",
+        ("text-part-arrays", *_SEQUENCE),
+        "Images before content shape: a stripped image leaves a text-only part list for "
+        "text-part-arrays to collapse; a relocated one adds a user message after its whole tool "
+        "block, before the sequence rules place and merge users.",
+    ),
+    before(
+        "empty-text-parts",
+        "text-part-arrays",
+        "Empty text parts beside others go first, so a list left with one text part collapses.",
+    ),
+    before(
+        "text-part-arrays",
+        ("null-content", "tool-call-content"),
+        "Text-only part lists become strings first; then null or absent content becomes a "
+        "string except next to tool calls, then those calls' empty content takes the "
+        "provider's shape.",
+    ),
+    before(
+        "null-content",
+        "tool-call-content",
+        "Null or absent content becomes a string except next to tool calls; then those calls' "
+        "empty content takes the provider's shape.",
+    ),
+    before(
+        _CALL_WRITERS,
+        "empty-tool-calls",
+        "9. After every rule that writes tool calls or an assistant's content, so that none can "
+        "leave `tool_calls: []` or an empty assistant behind (hermes #74101): the final payload "
+        "satisfies every invariant.",
+    ),
+    before(
+        "empty-tool-calls",
+        _SEQUENCE,
+        "The role sequence works on the final assistants: its rules move, merge or insert whole "
+        "messages and never write a tool call, so 9 still holds after them.",
+    ),
+    before(
+        "system-messages",
+        ("consecutive-user-messages", "leading-user-message", "tool-user-bridge"),
+        "System messages first: hoisting one can leave two users adjacent, and `later: user` "
+        "adds users; the next rule merges them, and a user opens the conversation once hoisted "
+        "systems are out of the way.",
+    ),
+    before(
+        ("consecutive-user-messages", "leading-user-message"),
+        "tool-user-bridge",
+        "Bridge tool -> user once users are merged and placed: the bridge goes right before the "
+        "final user and never makes two users adjacent.",
+    ),
+    before(
+        ("consecutive-user-messages", "leading-user-message", "tool-user-bridge"),
+        "trailing-assistant",
+        "The end of the conversation last among the message rules: no later rule moves or adds "
+        "one, and a user appended after the trailing assistant follows an assistant.",
+    ),
+    before(
+        (*_SEQUENCE, "empty-tool-calls"),
+        "missing-thought-signatures",
+        "Gemini's thought signatures once the sequence is final: the rule reads which steps form "
+        "the current turn (after the last user message), which the sequence rules may move.",
+    ),
+    before(
+        ("missing-thought-signatures", "trailing-assistant"),
+        (*_TOOLS, "thinking-tool-choice", "thinking-sampling", *_NAMED),
+        "Request-level fields after the message rules: they read no message and no message rule "
+        "reads them (the tools' names are final once function-names ran), so the tuple reads "
+        "as the request does, its messages first.",
+    ),
+    before(
+        "empty-tools",
+        ("duplicate-tool-names", "empty-tool-parameters", "anyof-parent-types"),
+        "An empty `tools` goes first, so the rules after it judge only a real list.",
+    ),
+    before(
+        "duplicate-tool-names",
+        "empty-tool-parameters",
+        "Duplicates go before the parameter schema is added, so the definition kept is the one "
+        "completed.",
+    ),
+    before(
+        "empty-tool-parameters",
+        "anyof-parent-types",
+        "A completed schema can then have its anyOf types moved.",
+    ),
+    before(
+        ("thinking-tool-choice", "thinking-sampling"),
+        _NAMED,
+        "What a refusal named of the request's own fields last: the thinking-mode rules read "
+        "thinking mode as the client set it, before a value is replaced or a parameter dropped.",
+    ),
+)
 RULES_BY_NAME: Mapping[str, Rule] = {rule.name: rule for rule in RULES}
 
 
@@ -204,4 +414,4 @@ def sanitize_messages(
     return run_rules(messages, default_steps(RULES, settings), private=False)
 
 
-__all__ = ["RULES", "RULES_BY_NAME", "sanitize_messages"]
+__all__ = ["ORDER", "RULES", "RULES_BY_NAME", "sanitize_messages"]

@@ -35,6 +35,7 @@ from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, Api, api
 from rules.providers.contract import Contract
 from rules.providers.contract.responses import RESPONSES_CONTRACT
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES, Profile
+from rules.replies.pipeline import NO_REPLIES, ReplyPlan, compile_reply_plan
 from rules.responses import RESPONSES_RULES
 from rules.responses import context_management as cm
 
@@ -261,6 +262,16 @@ class Planner:
         }
         #: The default profile's Responses plan (a request without a usable model gets it).
         self.responses = self.responses_plans[default]
+        #: Each profile's reply plan: the rules over what its upstream sends back
+        #: (``rules.replies``), read by the relay for the profile a request ran under.
+        self.reply_plans: dict[str, ReplyPlan] = {
+            name: compile_reply_plan(
+                merge_settings(profile.replies, overrides or {}),
+                log_content=log_content,
+                report=report,
+            )
+            for name, profile in PROFILES.items()
+        }
         self._by_api: dict[str, Mapping[str, Plan]] = {
             CHAT_API.name: self.plans,
             RESPONSES_API.name: self.responses_plans,
@@ -295,6 +306,10 @@ class Planner:
     def messages(self, model: Any) -> Plan:
         """The Messages plan of the profile ``plan(model)`` picks."""
         return self.messages_plans[self.plan(model).profile]
+
+    def replies(self, profile: str | None) -> ReplyPlan:
+        """The reply plan of the profile a request ran under (none if the rules did not run)."""
+        return NO_REPLIES if profile is None else self.reply_plans.get(profile, NO_REPLIES)
 
     def plans_for(self, api: Api) -> Mapping[str, Plan]:
         """Every profile's plan for requests of ``api``, by profile name."""

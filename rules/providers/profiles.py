@@ -18,6 +18,7 @@ from rules.chat.unknown_roles import DEEPSEEK_ROLES, OPENAI_ROLES, QWEN_ROLES
 from rules.messages import MESSAGES_RULES
 from rules.providers.contract import DEFAULT_CONTRACT, Contract, content, fields, ids, reasoning
 from rules.providers.contract import messages as anthropic
+from rules.replies.formats import FORMATS
 from rules.responses import RESPONSES_RULES
 
 Settings = Mapping[str, bool | Mapping[str, Any]]
@@ -59,6 +60,10 @@ class Profile:
     #: (``rules.providers.contract.responses``).
     responses: Settings = field(default_factory=dict)
     responses_contract: Contract = field(default_factory=dict)
+    #: What its models send back: settings of the reply rules (``rules.replies``) over their
+    #: defaults; above all the formats ``response-text-tool-calls`` reads as tool calls (the
+    #: markups its models are reported to write in content, docs/replies.md).
+    replies: Settings = field(default_factory=dict)
 
 
 def _contract(base: Contract, **overrides: Mapping[str, Any]) -> Contract:
@@ -133,6 +138,9 @@ _DEEPSEEK_SHAPE: Settings = {
 DEEPSEEK = Profile(
     "deepseek",
     "DeepSeek (api.deepseek.com, deepseek-chat and V3.2/V4 models); the default",
+    replies={
+        "response-text-tool-calls": {"formats": ["deepseek-dsml", "deepseek-v3", "hermes-attr"]}
+    },
     hosts=(Host("api.deepseek.com", "https://api.deepseek.com"),),
     rules={
         **_DEEPSEEK_SHAPE,
@@ -197,6 +205,9 @@ DEEPSEEK = Profile(
 DEEPSEEK_REASONER = Profile(
     "deepseek-reasoner",
     "DeepSeek's deepseek-reasoner alias: DeepSeek's rules plus alternation and position rules",
+    replies={
+        "response-text-tool-calls": {"formats": ["deepseek-dsml", "deepseek-v3", "hermes-attr"]}
+    },
     rules={
         **DEEPSEEK.rules,
         "consecutive-user-messages": True,
@@ -236,6 +247,7 @@ KIMI_THINKING_MODELS = ["*kimi-k2.5*", "*kimi-k2.6*", "*kimi-k2-thinking*", "*ki
 KIMI = Profile(
     "kimi",
     "Moonshot / Kimi (api.moonshot.ai, api.moonshot.cn, kimi-code); tool ids are preserved",
+    replies={"response-text-tool-calls": {"formats": ["kimi-k2"], "ids": "kimi"}},
     hosts=(
         Host("api.moonshot.ai", "https://api.moonshot.ai/v1"),
         Host("api.moonshot.cn", "https://api.moonshot.cn"),
@@ -322,6 +334,7 @@ KIMI = Profile(
 MISTRAL = Profile(
     "mistral",
     "Mistral (api.mistral.ai; vLLM --tokenizer-mode mistral, NVIDIA NIM)",
+    replies={"response-text-tool-calls": {"formats": ["mistral"]}},
     hosts=(Host("api.mistral.ai", "https://api.mistral.ai"),),
     rules={
         "developer-role": True,
@@ -409,6 +422,7 @@ CEREBRAS = Profile(
 QWEN = Profile(
     "qwen",
     "Qwen / DashScope (Bailian, Qwen Portal) and Qwen3.5+ chat templates",
+    replies={"response-text-tool-calls": {"formats": ["hermes", "qwen3-coder"]}},
     hosts=(Host("dashscope*.aliyuncs.com", "https://dashscope-intl.aliyuncs.com/compatible-mode"),),
     rules={
         "developer-role": True,
@@ -454,6 +468,7 @@ QWEN = Profile(
 GLM = Profile(
     "glm",
     "Zhipu GLM (open.bigmodel.cn, api.z.ai): one generic 1214 error for many causes",
+    replies={"response-text-tool-calls": {"formats": ["glm"]}},
     hosts=(
         Host("open.bigmodel.cn", "https://open.bigmodel.cn/api/paas/v4"),
         Host("api.z.ai", "https://api.z.ai/api/paas/v4"),
@@ -490,6 +505,7 @@ GLM = Profile(
 MINIMAX = Profile(
     "minimax",
     "MiniMax (api.minimax.io): error code 2013",
+    replies={"response-text-tool-calls": {"formats": ["minimax"]}},
     hosts=(Host("api.minimax*", "https://api.minimax.io"),),
     rules={
         "system-messages": {"enabled": True, "later": "hoist"},
@@ -662,6 +678,7 @@ AZURE = Profile(
 CHAT_TEMPLATE = Profile(
     "chat-template",
     "Self-hosted servers rendering HF chat templates (vLLM, SGLang, TGI, llama.cpp, LM Studio)",
+    replies={"response-text-tool-calls": {"formats": list(FORMATS)}},
     rules={
         # HF templates know system, user, assistant and tool: a `developer` turn breaks their
         # alternation check (docs/providers.md#chat-templates-roles, microsoft/autogen#1037)

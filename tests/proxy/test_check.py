@@ -244,7 +244,46 @@ def test_check_error_with_the_request_says_whether_the_repair_changes_it() -> No
         "safety": {"empty-tool-calls": "safe"},
         "changes_request": False,
         "withheld": [],
+        "profile": "passthrough",
+        "already_on": [],
     }
+
+
+def test_check_error_does_not_advise_enabling_a_rule_already_on() -> None:
+    """Issue 40: under deepseek, empty-tool-calls is on; check said to enable it anyway."""
+    status, text = check_error(EMPTY_ERROR, source=Planner("deepseek"))
+    assert status == 0
+    assert "already on under the profile deepseek: empty-tool-calls" in text
+    assert "nothing to enable" in text and "rules:\n" not in text
+    _, off = check_error(EMPTY_ERROR, source=Planner("passthrough"))
+    assert "already on" not in off and "rules:\n  empty-tool-calls: true" in off
+
+
+def test_check_says_which_side_each_index_counts_on() -> None:
+    """Issue 40: a rejection's index counts on the body as sent, a rewrite's on both sides
+    (the merge of messages[1] into messages[2] leaves the call at after messages[1]), a
+    rejection after repair on the repaired body; never one list's index for another's."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    raw = body(
+        [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "", "tool_calls": []},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.py"},
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.py"},
+        ]
+    )
+    out, err = io.BytesIO(), io.StringIO()
+    run_check(io.BytesIO(raw), Planner("deepseek"), fix=False, fmt="text", out=out, err=err)
+    text = out.getvalue().decode()
+    assert "rejection(s) the provider would return (indices: the body as sent):" in text
+    assert "rewrite(s) (where: as sent -> after repair):" in text
+    merged = next(line for line in text.splitlines() if " merged " in line)
+    assert merged.strip().startswith("messages[1] -> ")
+    # The dropped copy is one of two equal results: which one cannot be told from the bodies,
+    # so its index is said on the list its rule received, never read as the one kept.
+    dropped = next(line for line in text.splitlines() if "dropped_duplicate_result" in line)
+    assert "messages[3] of the list as duplicate-tool-call-ids received it" in dropped, text
 
 
 def test_check_error_says_what_a_retry_would_change_and_what_it_would_leave_out() -> None:
@@ -303,6 +342,12 @@ def test_check_error_from_the_command_line(tmp_path: Path) -> None:
         [str(CHATMEND), "check", "--error", str(error)], capture_output=True, check=False
     )
     assert done.returncode == 0, done.stderr
+    assert b"already on under the profile deepseek: empty-tool-calls" in done.stdout
+    done = subprocess.run(
+        [str(CHATMEND), "check", "--error", str(error), "--profile", "passthrough"],
+        capture_output=True,
+        check=False,
+    )
     assert b"empty-tool-calls: true" in done.stdout
     done = subprocess.run([str(CHATMEND), "check"], capture_output=True, check=False)
     assert done.returncode == 2

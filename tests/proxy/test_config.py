@@ -22,6 +22,7 @@ from proxy.config import (
 from rules.chat import RULES
 from rules.messages import MESSAGES_RULES_BY_NAME
 from rules.providers.profiles import PROFILES
+from rules.replies import REPLY_RULES_BY_NAME
 from rules.responses import RESPONSES_RULES_BY_NAME
 from tools import docs
 
@@ -129,9 +130,12 @@ def example_rules() -> dict[str, dict[str, Any]]:
 
 def test_the_example_file_lists_every_rule_and_option_in_order() -> None:
     found = example_rules()
-    assert list(found) == [rule.name for rule in RULES] + list(RESPONSES_RULES_BY_NAME) + list(
-        MESSAGES_RULES_BY_NAME
-    )
+    assert list(found) == [
+        *(rule.name for rule in RULES),
+        *RESPONSES_RULES_BY_NAME,
+        *MESSAGES_RULES_BY_NAME,
+        *REPLY_RULES_BY_NAME,
+    ]
     for name, options in found.items():
         declared = {o.name: o.default for o in KNOWN_RULES[name].options}
         shown = {k: v for k, v in declared.items() if (name, k) not in ROUTE_FILLED}

@@ -64,6 +64,21 @@ def ids_of(item: Any, renames: dict[str, str]) -> set[str]:
     return {renames.get(value, value) for value in found}
 
 
+def without_blocks(item: Any) -> Any:
+    """What stays of an item without the blocks that may move to another item: a chat turn's
+    tool calls, a Messages turn's ``tool_use`` and ``tool_result`` blocks."""
+    if not isinstance(item, dict):
+        return item
+    kept = {k: v for k, v in item.items() if k != "tool_calls"}
+    if isinstance(kept.get("content"), list):
+        kept["content"] = [
+            b
+            for b in kept["content"]
+            if not (isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result"))
+        ]
+    return kept
+
+
 def kind_of(item: Any) -> Any:
     if isinstance(item, dict):
         return item.get("role", item.get("type"))
@@ -95,6 +110,8 @@ def judged(
             assert ids_of(before[i], {}) & ids_of(after[j], renames), pair
         if pair.by == "position":
             assert kind_of(before[i]) == kind_of(after[j]), pair
+        if pair.by == "residue":
+            assert without_blocks(before[i]) == without_blocks(after[j]), pair
     assert kept == sorted(kept) and [j for _, j in kept] == sorted(j for _, j in kept)
     # Shown in the order of the list after, an item removed where it stood before.
     shown = [p.after for p in rows if p.after is not None]
@@ -203,7 +220,9 @@ def test_a_renamed_id_pairs_by_its_old_name() -> None:
     before = [{"role": "user", "content": "go"}, *turn("x1", "{}"), *turn("x2", "{}")]
     after = [{"role": "user", "content": "go"}, *turn("x1", "{}"), *turn("y2", '{"a":1}')]
     rows = judged(before, after, {"y2": "x2"})
-    assert [(p.kind, p.by) for p in rows[3:]] == [("changed", "id"), ("changed", "id")]
+    # The call turn pairs by what stays of it without its calls (one such turn in the gap on
+    # each side), the result by its id, read through the rename.
+    assert [(p.kind, p.by) for p in rows[3:]] == [("changed", "residue"), ("changed", "id")]
 
 
 def test_a_merge_reads_as_the_first_changed_and_the_next_removed() -> None:
@@ -307,3 +326,139 @@ def test_what_the_view_renders_is_bounded() -> None:
     body = orjson.dumps({"messages": [{"role": "user", "content": "w" * (2 * MAX_RAW_BYTES)}]})
     raw = view(body, b"{", "messages", ()).decode()
     assert raw.count("more bytes not shown)") == 1 and len(raw) < MAX_RAW_BYTES + 10_000
+
+
+# --- what the rules did, said on both sides ------------------------------------------------------
+
+
+def test_every_in_place_action_leaves_every_item_where_it_stood() -> None:
+    """``IN_PLACE`` (the actions after which the next rule counts on the same list) is held to
+    every fixture case of every rule: a case whose actions are all in place keeps its length
+    and each item's role and type at its index."""
+    from proxy.server.diff import IN_PLACE
+    from tests.rules.fixtures import (
+        FIXTURE_DIR,
+        MESSAGES_FIXTURE_DIR,
+        RESPONSES_FIXTURE_DIR,
+        load_cases,
+    )
+
+    def shape(item: Any) -> Any:
+        return item.get("type") if isinstance(item, dict) else type(item).__name__
+
+    checked = 0
+    for folder in (FIXTURE_DIR, MESSAGES_FIXTURE_DIR, RESPONSES_FIXTURE_DIR):
+        for case in load_cases(folder):
+            actions = {change.get("action") for change in case.changes}
+            if case.expected is None or not actions or not actions <= IN_PLACE:
+                continue
+            checked += 1
+            assert len(case.expected) == len(case.input), case.id
+            assert [shape(x) for x in case.expected] == [shape(x) for x in case.input], case.id
+    assert checked > 100
+
+
+def test_a_result_moved_into_another_message_reads_as_a_block_moved() -> None:
+    """The Messages case of the issue: the result sent after "never mind" and "ok" moves home
+    into "never mind", its own message dropped. "never mind" pairs with itself (what stays of
+    it without the moved block), the emptied message reads as removed, the block as moved."""
+    from proxy.server.diff import Budget, moved_blocks
+
+    def text(role: str, words: str) -> dict[str, Any]:
+        return {"role": role, "content": [{"type": "text", "text": words}]}
+
+    use = {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_01", "content": "a.txt"}
+    asked = {"role": "assistant", "content": [{"type": "text", "text": "Listing."}, use]}
+    before = [
+        text("user", "list"),
+        asked,
+        text("user", "never mind"),
+        text("assistant", "ok"),
+        {"role": "user", "content": [result]},
+    ]
+    home = {"role": "user", "content": [result, *before[2]["content"]]}
+    after = [before[0], asked, home, before[3]]
+    rows = judged(before, after)
+    assert [(p.kind, p.before, p.after, p.by) for p in rows] == [
+        ("same", 0, 0, "equal"),
+        ("same", 1, 1, "equal"),
+        ("changed", 2, 2, "residue"),
+        ("same", 3, 3, "equal"),
+        ("removed", 4, None, ""),
+    ]
+    (move,) = moved_blocks(before, after, rows, {}, Budget())
+    assert (move.before, move.after) == ((4, "content[0]"), (2, "content[0]"))
+
+
+def test_an_index_is_said_on_the_side_it_counts_on() -> None:
+    """duplicate-tool-call-ids after a merge: its index 3 counts on the list the merge left
+    (before messages[4], after messages[3]); the merge's own index counts on the list before.
+    The view says so, side by side, and names the rename's two ids."""
+    from proxy.server.diff import Noted
+
+    def turn(call_id: str, arg: str) -> list[Any]:
+        call = {"id": call_id, "type": "function", "function": {"name": "f", "arguments": arg}}
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": arg},
+        ]
+
+    before = [
+        {"role": "user", "content": "a"},
+        {"role": "user", "content": "b"},
+        *turn("call_1", "1"),
+        *turn("call_1", "2"),
+    ]
+    after = [{"role": "user", "content": "a\n\nb"}, *turn("call_1", "1"), *turn("call_1_d2", "2")]
+    after[4] = {**after[4], "content": "2"}
+    changes = (
+        Noted("consecutive-users", 0, "merged", {"count": 2}),
+        Noted("duplicate-tool-call-ids", 3, "renamed_id", {"from": "call_1", "to": "call_1_d2"}),
+        Noted("duplicate-tool-call-ids", 4, "renamed_id", {"from": "call_1", "to": "call_1_d2"}),
+    )
+    html = view(
+        orjson.dumps({"messages": before}), orjson.dumps({"messages": after}), "messages", changes
+    ).decode()
+    assert "merged at before messages[0] \u2192 after messages[0]" in html
+    rename = "renamed_id call_1 \u2192 call_1_d2 at "
+    assert rename + "before messages[4] \u2192 after messages[3]" in html
+    assert rename + "before messages[5] \u2192 after messages[4]" in html
+    assert "messages[3] of the list as" not in html
+    assert "<mark class='del'>&quot;call_1&quot;</mark>" in html
+    assert "<mark class='ins'>&quot;call_1_d2&quot;</mark>" in html
+
+
+def test_keys_read_in_the_clients_order_and_a_changed_value_is_marked() -> None:
+    """Issue 40: keys were shown sorted. An item reads as the client wrote it (here ``role``
+    after ``content``, ``zeta`` before ``alpha``), and in a changed item only the value that
+    changed is marked, on both sides."""
+    before = [{"content": "x", "role": "user", "zeta": 1, "alpha": "old"}]
+    after = [{"content": "x", "role": "user", "zeta": 1, "alpha": "new"}]
+    html = view(
+        orjson.dumps({"messages": before, "model": "m"}),
+        orjson.dumps({"messages": after, "model": "m"}),
+        "messages",
+    ).decode()
+    cell = html[html.index("before messages[0]") :]
+    assert cell.index("&quot;content&quot;") < cell.index("&quot;role&quot;")
+    assert cell.index("&quot;zeta&quot;") < cell.index("&quot;alpha&quot;")
+    assert "&quot;alpha&quot;: <mark class='del'>&quot;old&quot;</mark>" in html
+    assert "&quot;alpha&quot;: <mark class='ins'>&quot;new&quot;</mark>" in html
+    assert html.count("<mark") == 2
+
+
+def test_an_insertion_is_said_where_it_went_never_as_the_item_it_pushed_on() -> None:
+    """An ``inserted_*`` change's index is where the new item went in the list its rule
+    received, not an item of the list before: it is said so, never read as the item that
+    stood there."""
+    from proxy.server.diff import Noted
+
+    before = [{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]
+    after = [before[0], {"role": "user", "content": "."}, before[1]]
+    change = Noted("alternation", 1, "inserted_message", {"role": "user"})
+    html = view(
+        orjson.dumps({"messages": before}), orjson.dumps({"messages": after}), "messages", (change,)
+    ).decode()
+    assert "messages[1] of the list as alternation received it" in html
+    assert "before messages[1] \u2192" not in html

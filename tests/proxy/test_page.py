@@ -5,11 +5,13 @@ tests/proxy/test_page_browser.py loads it in Chromium."""
 from __future__ import annotations
 
 import gc
+import html
 import os
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -404,3 +406,23 @@ async def test_a_view_past_its_deadline_says_so(
     html = await view.text()
     assert view.status == 200 and "did not finish within 0.2 s (TimeoutError)" in html
     assert "late" not in html and "empty-tool-calls" in html  # the changes are listed still
+
+
+async def test_the_rules_page_holds_each_rule_under_its_name(make_proxy: ProxyFactory) -> None:
+    """Each change's rule links to ``/chatmend/rules#<rule>``: every rule of every API is
+    there under its name, with its one-line reason, as docs/rules.md has it (its anchors are
+    the rule names: tools/docs.py)."""
+    from rules.providers.apis import RULES_BY_NAME
+
+    proxy = await make_proxy(ON)
+    response = await proxy.get("/chatmend/rules")
+    assert response.status == 200
+    page = await response.text()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "rules.md").read_text()
+    for name, rule in RULES_BY_NAME.items():
+        assert f"<dt id='{name}'>" in page, name
+        assert f'<a id="{name}"></a>' in docs, name  # the same anchor in docs/rules.md
+        assert html.escape(rule.summary) in page, name
+    response = await proxy.post("/v1/chat/completions", data=chat(REPAIRED))
+    view = await proxy.get(f"/chatmend/request/{response.headers['X-Chatmend-Request-Id']}")
+    assert "<a href='/chatmend/rules#empty-tool-calls'>" in await view.text()

@@ -228,3 +228,46 @@ def test_a_printed_location_is_the_servers_text_made_safe() -> None:
     assert shown("http://:p@h/") == "http://:***@h/"
     assert shown("/relative") == "/relative"
     assert "\x1b" not in shown("http://h/\x1b[31mred") and "\x1b" not in shown("\x1b]0;x\x07")
+
+
+def test_without_model_the_probe_sends_a_model_of_the_profile_the_host_picks() -> None:
+    """Issue 40: ``--model`` defaulted to deepseek-chat whatever the host: against Kimi, the
+    control was refused for its model and nothing could be read. Without ``--model`` the probe
+    now sends a model of the provider the URL's host names; a host no profile lists gets the
+    default profile's; Azure, whose model names are the operator's deployments, asks for one."""
+    from tools.probe import MODELS, default_model
+
+    assert default_model("https://api.moonshot.ai/v1") == ("kimi-k2-0905-preview", "kimi")
+    assert default_model("https://api.mistral.ai") == ("mistral-small-latest", "mistral")
+    assert default_model("http://127.0.0.1:8788") == ("deepseek-chat", "deepseek")
+    # Every profile a host picks has its model here (or none, on purpose).
+    assert {name for name, profile in PROFILES.items() if profile.hosts} <= set(MODELS)
+    said: list[str] = []
+    code = probe(
+        "https://my.openai.azure.com/openai",
+        model=None,
+        key=None,
+        yes=True,
+        say=said.append,
+        ask=lambda _: "n",
+    )
+    assert code == 2 and "pass --model" in "".join(said)
+    said.clear()
+    code = probe(
+        "https://api.moonshot.ai/v1", model=None, key=None, yes=False, say=said.append, ask=str
+    )
+    assert code == 1 and "(model kimi-k2-0905-preview," in "".join(said)
+
+
+async def test_each_shape_is_read_as_its_own_class_when_its_refusal_carries_it(
+    aiohttp_server: Server,
+) -> None:
+    """Issue 40: the table named ``duplicate_tool_call_id`` by ``duplicate_tool_result`` (the
+    refusal's text carries both classes). A shape whose refusal carries its own class is read
+    as that class; one whose refusal names only another still shows what the provider said."""
+    server = await aiohttp_server(create_emulator(profile="kimi"))
+    code, out, _ = await asyncio.to_thread(_probe, base_url(server))
+    assert code == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line[:1].islower()}
+    assert rows["duplicate_tool_call_id"][2] == "duplicate_tool_call_id"
+    assert rows["unknown_field"][2] == "unknown_field"

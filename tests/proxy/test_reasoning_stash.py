@@ -60,10 +60,15 @@ async def start(
 
 
 async def first_turn(
-    client: Client, *, stream: bool, model: str = "deepseek-v4-pro", path: str = URL
+    client: Client,
+    *,
+    stream: bool,
+    model: str = "deepseek-v4-pro",
+    path: str = URL,
+    tools: bool = False,
 ) -> dict[str, Any]:
     """Send turn 1 and rebuild the assistant message the client got, as an SDK would."""
-    response = await client.post(path, data=turn_one(stream=stream, model=model))
+    response = await client.post(path, data=turn_one(stream=stream, model=model, tools=tools))
     assert response.status == 200, await response.text()
     if not stream:
         message: dict[str, Any] = (await response.json())["choices"][0]["message"]
@@ -122,6 +127,24 @@ async def test_turn_two_gets_the_exact_reasoning_back(
     assert sanitized[0]["changes"][0]["length"] == len(upstream.reasonings[0])
     # privacy: neither the text nor a piece of it is in any log line
     assert "PRIVATE-THOUGHT" not in logged(logs)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_a_call_made_from_text_gets_its_reasoning_back(
+    start: Start, upstream: ThinkingUpstream, stream: bool
+) -> None:
+    """DeepSeek writes a call as DSML in content (deepseek-ai/DeepSeek-V3#1244): the reply rules
+    make it a tool call, and the stash reads the answer the client got, so turn two, sent back
+    without reasoning under the id chatmend made, gets the exact reasoning back."""
+    upstream.as_text = True
+    proxy = await start()
+    message = await first_turn(proxy, stream=stream, tools=True)
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["read_file"]
+    assert message["tool_calls"][0]["id"].startswith("call_")
+    response = await proxy.post(URL, data=turn_two(message, stream=False))
+    assert response.status == 200, await response.text()
+    assert sent_reasoning(upstream) == upstream.reasonings[0]
+    assert upstream.rejected == 0
 
 
 async def test_two_agents_sharing_one_key_share_one_scope(

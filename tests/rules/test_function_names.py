@@ -35,9 +35,7 @@ def tools(*names: Any) -> list[dict[str, Any]]:
 def test_rule_record() -> None:
     assert RULE.name == NAME == "function-names"
     assert RULE.default is False and RULE.reads_request
-    names = [r.name for r in RULES]
-    assert names.index("tool-call-ids") + 1 == names.index(NAME)
-    assert names.index(NAME) + 1 == names.index("tool-message-name")
+    assert RULE in RULES
 
 
 def test_coerce_always_fits_its_pattern() -> None:

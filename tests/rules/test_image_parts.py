@@ -26,8 +26,6 @@ def test_rule_record() -> None:
     assert RULE.name == NAME == "image-parts"
     assert RULE.default is False
     assert RULE in RULES
-    names = [rule.name for rule in RULES]
-    assert names.index("tool-call-type") < names.index(NAME) < names.index("text-part-arrays")
     for option in RULE.options:
         assert option.validate(option.default) is None
 

@@ -43,14 +43,10 @@ SEED = [
 ]
 
 
-def test_rule_record_position_and_default() -> None:
+def test_rule_record_and_default() -> None:
     assert RULE.name == NAME == "replayed-history"
     assert RULE.default is True and RULE.safety == "safe"
-    names = [rule.name for rule in RULES]
-    # Before every merge and id rule: it sees the transcript as the agent stored it.
-    assert names.index(NAME) == names.index("lone-surrogates") + 1
-    assert names.index(NAME) < names.index("consecutive-assistant-messages")
-    assert names.index(NAME) < names.index("duplicate-tool-call-ids")
+    assert RULE in RULES
 
 
 def test_the_seed_case_collapses_to_six_plus_one_and_passes_a_strict_provider() -> None:

@@ -136,7 +136,9 @@ def _content(content: Any, into: Pieces) -> None:
         if kind == "tool_result":
             _content(part.get("content"), into)
         elif kind == "tool_use":
-            into.arguments.append(part.get("input"))
+            # An input sent as JSON text means the object it spells, as a chat call's
+            # arguments do (messages-tool-input reads it so, and calls that safe).
+            into.arguments.append(_parsed(part.get("input")))
             if isinstance(part.get("name"), str):
                 into.names.append(part["name"])
         _content(part.get("summary"), into)

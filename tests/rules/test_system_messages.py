@@ -26,10 +26,7 @@ def test_rule_record() -> None:
     assert [o.name for o in RULE.options] == ["later", "prefix"]
     assert RULE.options[0].choices == ("hoist", "user")
     assert RULE.options[0].validate("drop") is not None
-    names = [rule.name for rule in RULES]
-    at = names.index(NAME)
-    assert names[at - 1] == "empty-tool-calls"
-    assert names[at + 1 : at + 3] == ["consecutive-user-messages", "leading-user-message"]
+    assert RULE in RULES
 
 
 def test_several_later_systems_are_appended_in_order() -> None:

@@ -31,7 +31,11 @@ log = get_logger()
 
 
 def create_emulator(
-    *, chunks: int = 5, delay: float = 0.0, profile: str = DEFAULT_PROFILE
+    *,
+    chunks: int = 5,
+    delay: float = 0.0,
+    profile: str = DEFAULT_PROFILE,
+    text_calls: str | None = None,
 ) -> web.Application:
     answered = 0
     responses_contract = emulate_responses.contract_of(profile)
@@ -74,8 +78,15 @@ def create_emulator(
             answered += 1
             call = tool_call(payload, answered)
             if payload.get("stream"):
-                return await stream_completion(request, chunks=chunks, delay=delay, call=call)
-            return web.json_response(completion(call))
+                return await stream_completion(
+                    request,
+                    chunks=chunks,
+                    delay=delay,
+                    call=call,
+                    text_calls=text_calls,
+                    payload=payload,
+                )
+            return web.json_response(completion(call, text_calls, payload))
         if request.method == "GET" and path.endswith("/models"):
             return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
         text = f"Unknown request URL: {request.method} {request.path}."

@@ -14,6 +14,7 @@ from proxy.observe.log import get_logger
 from rules.providers.contract import violations
 from rules.providers.profiles import DEFAULT_PROFILE, PROFILES
 from tools.emulate.errors import provider_error
+from tools.emulate.text_calls import as_text
 
 MODEL = "deepseek-chat"
 COMPLETION: dict[str, Any] = {
@@ -54,12 +55,19 @@ def tool_call(payload: Any, n: int) -> dict[str, Any] | None:
     return {"id": call_id, "type": "function", "function": {"name": tools[0], "arguments": "{}"}}
 
 
-def completion(call: dict[str, Any] | None) -> dict[str, Any]:
-    """The canned completion: text, or the tool call."""
+def completion(
+    call: dict[str, Any] | None, text_calls: str | None = None, payload: Any = None
+) -> dict[str, Any]:
+    """The canned completion: text, or the tool call (written as text in ``text_calls``'s
+    format, with ``stop``, when given: tools/emulate/text_calls.py)."""
     if call is None:
         return COMPLETION
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    finish = "tool_calls"
+    if text_calls is not None:
+        message = {"role": "assistant", "content": as_text(text_calls, call, payload)}
+        finish = "stop"
+    choice = {"index": 0, "message": message, "finish_reason": finish}
     return {**COMPLETION, "choices": [choice]}
 
 
@@ -96,18 +104,33 @@ def rejection(body: bytes, profile: str = DEFAULT_PROFILE) -> web.Response | Non
     return provider_error(first.status, first.message, envelope)
 
 
+#: How many characters of a call written as text go in one streamed chunk (a token or two).
+TEXT_CALL_CHUNK = 7
+
+
 async def stream_completion(
     request: web.Request,
     *,
     chunks: int = 5,
     delay: float = 0.0,
     call: dict[str, Any] | None = None,
+    text_calls: str | None = None,
+    payload: Any = None,
 ) -> web.StreamResponse:
     """The canned completion as SSE: a role chunk, ``chunks`` text chunks, stop, ``[DONE]``
-    (or, with ``call``, the tool call in one chunk and ``tool_calls``)."""
+    (or, with ``call``, the tool call in one chunk and ``tool_calls``; with ``text_calls`` too,
+    the call written as text, a few characters per chunk, then ``stop``)."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     await response.write(sse_chunk(""))
+    if call is not None and text_calls is not None:
+        text = as_text(text_calls, call, payload)
+        for at in range(0, len(text), TEXT_CALL_CHUNK):
+            await response.write(sse_chunk(text[at : at + TEXT_CALL_CHUNK]))
+        await response.write(sse_chunk(None, "stop"))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
     if call is not None:
         await response.write(sse_chunk(None, call=call))
         await response.write(sse_chunk(None, "tool_calls"))

@@ -1,0 +1,335 @@
+"""The reply rules on the wire: a chat-completions response, streamed (SSE) or whole (JSON),
+through the rules armed for its request (``rules.replies``), on its way to the client.
+
+``ReplyStream`` frames an event stream into events and gives each event's choices to their
+``ChoicePipe``; an event no rule changed is written as the very bytes that came (held only
+until the event is complete: a blank line ends it), a changed one is written as new events,
+one per step, in order. ``[DONE]`` and the end of the body first release what the rules still
+hold. ``whole_reply`` does the same for a whole JSON body. Neither ever raises into the relay:
+a failure stops the rewriting and the rest passes as it comes (what was held first).
+
+Bounded: one event is held at most ``MAX_EVENT`` bytes (past it, the rest of the stream passes
+as it comes), a whole body is rewritten only up to ``MAX_WHOLE`` bytes, and the rules hold at
+most their own bounds (``response-text-tool-calls``: one marker, or one block of ``max_block``
+characters).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from proxy.observe.log import get_logger
+from rules.engine.base import Change
+from rules.replies.base import Step
+from rules.replies.pipeline import ChoicePipe, ReplyRun, fix_message
+
+log = get_logger()
+
+#: The most bytes one SSE event may hold while it is read (an event is a chunk of a few
+#: hundred bytes; a line longer than this is not one the rules read).
+MAX_EVENT: Final = 8 * 1024 * 1024
+#: The most bytes of events held while the rules hold text (past it, what the rules gave is
+#: written as new events: the same text, framed anew).
+MAX_HELD: Final = 1024 * 1024
+#: The biggest whole JSON body the rules read.
+MAX_WHOLE: Final = 8 * 1024 * 1024
+
+_DONE: Final = b"[DONE]"
+
+
+@dataclass(slots=True)
+class _Held:
+    """An event held while the rules hold text: its bytes, and (for an event with choices) the
+    chunk, each choice's step in and the steps the rules gave for it."""
+
+    event: bytes
+    chunk: dict[str, Any] | None = None
+    ins: list[tuple[dict[str, Any], Step]] = field(default_factory=list)
+    outs: list[tuple[dict[str, Any], list[Step]]] = field(default_factory=list)
+
+
+class ReplyStream:
+    """One streamed response's rewriting: ``feed`` each chunk as it comes and write what it
+    returns; ``finish`` at the end of the body. ``changes`` lists what the rules did.
+
+    An event whose steps the rules pass as they came is written as its bytes at once. From the
+    first event they change or hold, the events are held (their bytes and what the rules gave)
+    until the rules let go of everything: if what a client rebuilds from the rules' steps is
+    what it would rebuild from the events (text held for a marker that turned out to be text),
+    the events are written as they came, byte for byte; else (a call was made) as new events,
+    in order. At most ``MAX_HELD`` bytes of events are held: past it, the rules' steps are
+    written as new events (the same text, in order, framed anew)."""
+
+    def __init__(self, run: ReplyRun, *, on_error: Callable[[str], None] | None = None) -> None:
+        self.run = run
+        self.on_error = on_error
+        self.pipes: dict[int, ChoicePipe] = {}
+        self._buffer = bytearray()
+        self._template: dict[str, Any] | None = None
+        self._held: list[_Held] = []
+        self._held_bytes = 0
+        self._held_since = 0.0
+        #: The longest time events were held (seconds): what the rules cost the client in
+        #: latency, logged with the changes.
+        self.longest_hold = 0.0
+        self._off = False
+        self.events = 0
+        self.rewritten = 0
+
+    @property
+    def changes(self) -> list[Change]:
+        return [change for pipe in self.pipes.values() for change in pipe.state.changes]
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The bytes to write for ``chunk``: its complete events, each as it came or rewritten."""
+        if self._off:
+            return chunk
+        self._buffer += chunk
+        out = bytearray()
+        try:
+            while True:
+                end, sep = _event_end(self._buffer)
+                if end == -1:
+                    break
+                event = bytes(self._buffer[: end + sep])
+                del self._buffer[: end + sep]
+                out += self._event(event, end)
+        except Exception as exc:  # the rewriting stops; the relay goes on
+            return bytes(out) + self._fail(exc)
+        if len(self._buffer) > MAX_EVENT:
+            return bytes(out) + self._fail(None)
+        return bytes(out)
+
+    def finish(self) -> bytes:
+        """The end of the body: what is left, then what the rules still hold."""
+        if self._off:
+            return b""
+        try:
+            rest = bytes(self._buffer)
+            self._buffer.clear()
+            return self._release() + rest
+        except Exception as exc:
+            return self._fail(exc)
+
+    def _fail(self, exc: Exception | None) -> bytes:
+        """Stop rewriting: the held events as they came (nothing the upstream sent is lost),
+        then what is buffered."""
+        self._off = True
+        held = b"".join(h.event for h in self._held) + bytes(self._buffer)
+        self._held.clear()
+        self._buffer.clear()
+        log.warning("reply_rewrite_failed", error=type(exc).__name__ if exc else "event_too_big")
+        if self.on_error is not None:
+            self.on_error("reply_rewrite")
+        return held
+
+    def _event(self, event: bytes, end: int) -> bytes:
+        self.events += 1
+        data = _data(event[:end])
+        if data is not None and data.strip() == _DONE:
+            return self._release() + event
+        read = None if data is None else _choices(data)
+        if read is None:  # not an event the rules read: in its place
+            if not self._held:
+                return event
+            self._hold(_Held(event))
+            return b""
+        chunk, choices = read
+        self._template = chunk
+        if len(choices) == 1 and not self._held:  # the common case, without a record
+            choice = choices[0]
+            delta = choice.get("delta")
+            step = Step(delta if isinstance(delta, dict) else {}, choice.get("finish_reason"))
+            steps = self._pipe(choice["index"]).feed(step)
+            if len(steps) == 1 and steps[0] is step:
+                return event
+            self._hold(_Held(event, chunk, [(choice, step)], [(choice, steps)]))
+            return self._settle(final=False)
+        held = _Held(event, chunk)
+        for choice in choices:
+            delta = choice.get("delta")
+            step = Step(delta if isinstance(delta, dict) else {}, choice.get("finish_reason"))
+            held.ins.append((choice, step))
+            held.outs.append((choice, self._pipe(choice["index"]).feed(step)))
+        same = all(
+            len(steps) == 1 and steps[0] is step
+            for (_, step), (_, steps) in zip(held.ins, held.outs, strict=True)
+        )
+        if same and not self._held:
+            return event
+        self._hold(held)
+        return self._settle(final=False)
+
+    def _hold(self, held: _Held) -> None:
+        if not self._held:
+            self._held_since = time.perf_counter()
+        self._held.append(held)
+        self._held_bytes += len(held.event)
+
+    def _settle(self, *, final: bool) -> bytes:
+        """The held events once the rules let go: as they came if the client rebuilds the same
+        from the rules' steps, else rewritten; nothing while the rules still hold text (within
+        ``MAX_HELD``)."""
+        given = _view(pair for h in self._held for pair in h.ins)
+        made = _view((c, s) for h in self._held for c, steps in h.outs for s in steps)
+        if given == made:
+            out = b"".join(h.event for h in self._held)
+        elif not final and _holding(made, given) and self._held_bytes <= MAX_HELD:
+            return b""
+        else:
+            out = b"".join(self._rewritten(h) for h in self._held)
+        self.longest_hold = max(self.longest_hold, time.perf_counter() - self._held_since)
+        self._held.clear()
+        self._held_bytes = 0
+        return out
+
+    def _rewritten(self, held: _Held) -> bytes:
+        if held.chunk is None or all(
+            len(steps) == 1 and steps[0] is step
+            for (_, step), (_, steps) in zip(held.ins, held.outs, strict=True)
+        ):
+            return held.event
+        self.rewritten += 1
+        frames = [
+            {**held.chunk, "choices": [{**choice, "delta": s.delta, "finish_reason": s.finish}]}
+            for choice, steps in held.outs
+            for s in steps
+        ]
+        for frame in frames[:-1]:  # the usage, once: with the last of them
+            frame.pop("usage", None)
+        return b"".join(map(_frame, frames))
+
+    def _pipe(self, index: int) -> ChoicePipe:
+        pipe = self.pipes.get(index)
+        if pipe is None:
+            pipe = self.pipes[index] = self.run.choice(index)
+        return pipe
+
+    def _release(self) -> bytes:
+        """What every choice's rules still hold, after the held events (as events after the
+        last one seen)."""
+        template = self._template
+        if template is None:
+            return b"".join(h.event for h in self._held)
+        ends = _Held(b"", template)
+        for index, pipe in self.pipes.items():
+            steps = pipe.end()
+            if steps:
+                ends.outs.append(({"index": index}, steps))
+        if not self._held:
+            return self._rewritten(ends) if ends.outs else b""
+        if ends.outs:
+            self._held.append(ends)
+        return self._settle(final=True)
+
+
+def _choices(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """A chunk with choices the rules read (each with an integer ``index``), else ``None``."""
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return None
+    if not all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
+        return None
+    return chunk, choices
+
+
+#: A choice as a client rebuilds it from its steps: content, tool calls, the other string
+#: fields joined, the other values in order, and the last finish_reason.
+_View = dict[int, tuple[str, list[Any], dict[str, Any], str | None]]
+
+
+def _view(pairs: Iterable[tuple[dict[str, Any], Step]]) -> _View:
+    view: _View = {}
+    for choice, step in pairs:
+        content, calls, other, finish = view.get(choice["index"], ("", [], {}, None))
+        for key, value in step.delta.items():
+            if key == "content":
+                content += value if isinstance(value, str) else ""
+            elif key == "tool_calls":
+                calls = [*calls, value]
+            elif isinstance(value, str) and isinstance(other.get(key, ""), str):
+                other = {**other, key: other.get(key, "") + value}
+            else:
+                other = {**other, key: [*other.get(key, []), value]}
+        view[choice["index"]] = (content, calls, other, step.finish or finish)
+    return view
+
+
+def _holding(made: _View, given: _View) -> bool:
+    """Whether the rules' steps so far are the events' with text still held at the end of
+    some choice (nothing else changed): then more events may show it was only text."""
+    for index, (content, calls, other, finish) in given.items():
+        out = made.get(index, ("", [], {}, None))
+        if not content.startswith(out[0]) or out[1] != calls or out[1]:
+            return False
+        if out[2] != other or out[3] not in (None, finish):
+            return False
+    return set(made) <= set(given)
+
+
+def whole_reply(run: ReplyRun, body: bytes) -> tuple[bytes, list[Change]] | None:
+    """A whole chat completion through the rules: the new body and the changes, or ``None``
+    when nothing changed (or it is not a completion the rules read)."""
+    if len(body) > MAX_WHOLE:
+        return None
+    try:
+        completion = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if not isinstance(choices, list):
+        return None
+    fixed: list[Any] = []
+    changes: list[Change] = []
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict) or not isinstance(choice.get("index"), int):
+            fixed.append(choice)
+            continue
+        pipe = run.choice(choice["index"], stream=False)
+        new, finish = fix_message(pipe, message, choice.get("finish_reason"))
+        changes += pipe.state.changes
+        same = new == message and finish == choice.get("finish_reason")
+        fixed.append(choice if same else {**choice, "message": new, "finish_reason": finish})
+    if all(a is b for a, b in zip(fixed, choices, strict=True)):
+        return None
+    return orjson.dumps({**completion, "choices": fixed}), changes
+
+
+def _frame(chunk: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def _event_end(buffer: bytearray) -> tuple[int, int]:
+    """Where the first complete event of ``buffer`` ends (before its blank line) and how long
+    that blank line is; ``(-1, 0)`` if none is complete."""
+    if b"\r" not in buffer:  # the common case: LF lines only
+        at = buffer.find(b"\n\n")
+        return (at, 2) if at != -1 else (-1, 0)
+    best, size = -1, 0
+    for sep in (b"\n\n", b"\r\n\r\n", b"\r\r"):
+        at = buffer.find(sep)
+        if at != -1 and (best == -1 or at < best):
+            best, size = at, len(sep)
+    return best, size
+
+
+def _data(event: bytes) -> bytes | None:
+    """The event's ``data`` (its ``data:`` lines joined), or ``None`` if it has none."""
+    if event.startswith(b"data: ") and b"\n" not in event:  # the common case: one line
+        return event[6:]
+    lines = [
+        line[5:].removeprefix(b" ")
+        for line in event.replace(b"\r\n", b"\n").split(b"\n")
+        if line.startswith(b"data:")
+    ]
+    return b"\n".join(lines) if lines else None

@@ -1,0 +1,124 @@
+"""The contract of the reply rules: rules over what the upstream sends back, one choice at a
+time, streamed or not.
+
+A reply rule sees a chat completion's choice as a sequence of ``Step``s: the deltas of a
+stream, in order (a whole message is one step), each with the choice's ``finish_reason`` when
+it carries one. Its ``fix`` (one per choice and response) takes each step and returns the steps
+to pass on: the same ``Step`` object when it changes nothing (the relay then sends the upstream's
+bytes as they came), else steps of its own, possibly none while it holds text back. ``end``
+releases what it holds when the stream ends without a ``finish_reason``.
+
+The rules of a response share one ``ChoiceState`` per choice: what the upstream's own tool calls
+were, how many calls the rules made, so that a made call takes the next free ``index`` and the
+``finish_reason`` follows the calls chatmend made. Each rewrite is a ``Change`` (ids, names,
+counts and sizes; never argument values or text unless ``log_content``), like the request
+rules'.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rules.engine.base import Change, Option, RuleContext, Safety
+
+#: A choice's delta (a stream event's ``choices[i].delta``) or, for a whole response, its
+#: ``message``: ``content``, ``tool_calls``, ``reasoning_content``, ``role`` ...
+Delta = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One piece of a choice: its delta, and its ``finish_reason`` if this piece ends it."""
+
+    delta: Delta
+    finish: str | None = None
+
+
+@dataclass(slots=True)
+class ChoiceState:
+    """What the rules of one response know about one of its choices."""
+
+    index: int
+    #: A stream's deltas (``False``: one whole message, whose calls carry no ``index``).
+    stream: bool = True
+    #: The upstream's own tool-call indices seen so far in this choice (a made call never
+    #: takes one).
+    upstream_calls: set[int] = field(default_factory=set)
+    #: Calls made by the rules (from text): their count.
+    made: int = 0
+    changes: list[Change] = field(default_factory=list)
+    #: A new tool-call id, OpenAI's shape (tests give a counter).
+    new_id: Callable[[], str] = field(default=lambda: "call_" + secrets.token_hex(12))
+
+    def next_index(self) -> int:
+        """The ``index`` the next made call takes: after every call of the choice so far."""
+        return max(self.upstream_calls, default=-1) + 1 + self.made
+
+
+class ChoiceFix:
+    """One rule's work on one choice: ``feed`` each step in order, ``end`` at the end."""
+
+    def feed(self, step: Step) -> list[Step]:
+        return [step]
+
+    def end(self) -> list[Step]:
+        return []
+
+
+#: ``fix(request, ctx, state)``: the rule's fix for one choice of a response to ``request``,
+#: or ``None`` when the rule has nothing to do for that request (it is not armed).
+Fixer = Callable[[Mapping[str, Any], RuleContext, ChoiceState], ChoiceFix | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyRule:
+    """A named, toggleable repair of a response: the same record fields as a request rule
+    (``rules.engine.base.Rule``: docs, safety, default, options), with ``fix`` in place of
+    ``apply``. ``arms`` says, from the request alone, whether it may act on the response (the
+    relay reads a response it does not arm for as it always did)."""
+
+    name: str
+    summary: str
+    defect: str
+    repair: str
+    safety: Safety
+    default: bool
+    fix: Fixer
+    arms: Callable[[Mapping[str, Any], RuleContext], bool]
+    options: tuple[Option[Any], ...] = ()
+
+    def context(
+        self, options: Mapping[str, Any] | None = None, *, log_content: bool = False
+    ) -> RuleContext:
+        return RuleContext(options or {}, log_content)
+
+    @property
+    def classes(self) -> tuple[Safety, ...]:
+        """The classes its changes can have (a reply rule declares one)."""
+        return (self.safety,)
+
+    @property
+    def worst(self) -> Safety:
+        return self.safety
+
+
+def declared_tools(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The function tools a chat request declared: name -> its parameters schema."""
+    declared: dict[str, Mapping[str, Any]] = {}
+    tools = request.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        parameters = function.get("parameters")
+        declared[function["name"]] = parameters if isinstance(parameters, dict) else {}
+    return declared
+
+
+def calls_allowed(request: Mapping[str, Any]) -> bool:
+    """Whether the request lets the model call tools: it declared some, and ``tool_choice``
+    is not ``"none"``."""
+    return bool(declared_tools(request)) and request.get("tool_choice") != "none"
