@@ -346,6 +346,7 @@ def _inline(
     parsed = reading.payload if reasoning is None else reasoning.payload
     source, parsed = _learned(app[LEARNED_KEY], route, read, parsed, scope)
     layout = reading.layout
+    resuming = app[PREFIX_KEY].config.resume  # prefix_cache.resume (off by default)
     sanitized = sanitize_body(
         read.decoded,
         source,
@@ -354,8 +355,8 @@ def _inline(
         given=given,
         walked=reading.walked,
         layout=layout,
-        resume=reading.resume,
-        carry=layout is not None,
+        resume=reading.resume if resuming else None,
+        carry=resuming and layout is not None,
     )
     if sanitized.carried is not None:  # for the session's next request (rules/engine/resume.py)
         resumed = reading.resume if sanitized.resumed else None
