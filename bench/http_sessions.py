@@ -10,7 +10,9 @@ new session with the same prompt). Targets, each a subprocess in front of the sa
 limit), ``floor-json`` (one orjson parse and serialize per request), ``chatmend`` (its defaults:
 the prefix cache on) and ``chatmend-whole`` (``prefix_cache: {enabled: false}``: every request
 parsed and walked whole). Ratios are each target's throughput over floor-json's (median of the
-per-round ratios). Skipped if ``wrk`` is missing.
+per-round ratios); after each workload, what chatmend's prefix cache charges and the process's
+resident memory. Workloads: compact clients (``clean``, ``stuck``, ``broken``) and clients
+that write ``json.dumps``' spacing (``*-spaced``). Skipped if ``wrk`` is missing.
 
 Run: ``.venv/bin/python -m bench.http_sessions [--quick] [--concurrency 8] [--peers litellm]``.
 """
@@ -18,21 +20,23 @@ Run: ``.venv/bin/python -m bench.http_sessions [--quick] [--concurrency 8] [--pe
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import statistics
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench import peers as peer_mod
 from bench.http import Measured, measure
-from bench.procs import fleet
+from bench.procs import fleet, rss_kb
 from bench.servers import API_KEY, start_chatmend, start_fake, start_floor
-from tests.sessions import interleaved
+from tests.sessions import SPACED, interleaved
 
-WORKLOADS: tuple[str, ...] = ("clean", "stuck", "broken")
+WORKLOADS: tuple[str, ...] = ("clean", "stuck", "broken", *SPACED)
 #: The bodies, one per line (compact JSON holds no raw newline), posted in turn.
 LUA = f"""
 wrk.method = "POST"
@@ -58,6 +62,10 @@ class SessionsRow:
     mean_kb: float
     concurrency: int
     measured: Measured
+    #: After the workload: what chatmend's prefix cache charges (``chatmend_prefix_cache_bytes``)
+    #: and the process's resident memory, in MB (``nan``: not read).
+    cache_mb: float = math.nan
+    rss_mb: float = math.nan
 
     def ratio(self, target: str) -> float:
         return self.measured.ratio(target, "floor-json")
@@ -103,6 +111,8 @@ def run(
                 statistics.mean(len(b) for b in bodies) / 1024,
                 concurrency,
                 measured,
+                _cache_mb(urls["chatmend"]),
+                _rss_mb(servers.pid("chatmend")),
             )
             rows.append(row)
             print(
@@ -112,6 +122,25 @@ def run(
     return rows
 
 
+def _cache_mb(url: str) -> float:
+    """What chatmend's prefix cache charges now (its ``/metrics``), in MB."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return math.nan
+    for line in text.splitlines():
+        if line.startswith("chatmend_prefix_cache_bytes "):
+            return float(line.split()[1]) / 1e6
+    return math.nan
+
+
+def _rss_mb(pid: int) -> float:
+    """A process's resident memory, in MB."""
+    kb = rss_kb(pid)
+    return math.nan if kb is None else kb / 1024
+
+
 def table(rows: Sequence[SessionsRow]) -> str:
     if not rows:
         return "(wrk not installed: skipped)"
@@ -119,15 +148,16 @@ def table(rows: Sequence[SessionsRow]) -> str:
     head = " | ".join(f"{t} / floor-json" for t in others)
     lines = [
         f"| session | sessions x steps | mean KB | c | floor-json rps | chatmend rps "
-        f"| **chatmend / floor-json** | {head} |",
-        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(others),
+        f"| **chatmend / floor-json** | {head} | cache MB | RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(others) + 2),
     ]
     for r in rows:
         cells = " | ".join(f"{r.ratio(t):.2f}" for t in others)
         floor, ours = r.measured.median("floor-json").rps, r.measured.median("chatmend").rps
         lines.append(
             f"| {r.workload} | {r.sessions} x {r.steps} | {r.mean_kb:.0f} | {r.concurrency} "
-            f"| {floor:,.0f} | {ours:,.0f} | **{r.ratio('chatmend'):.2f}** | {cells} |"
+            f"| {floor:,.0f} | {ours:,.0f} | **{r.ratio('chatmend'):.2f}** | {cells} "
+            f"| {r.cache_mb:.1f} | {r.rss_mb:.0f} |"
         )
     return "\n".join(lines)
 

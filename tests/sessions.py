@@ -10,7 +10,10 @@ turn, so a session of T turns is T bodies, 3 KB up to the whole transcript. Work
   strict provider accepts, nothing to repair;
 - ``stuck``: the ``clean`` session with one early defect (the second tool turn's arguments end
   with a trailing comma), carried by every later request, as a stuck agent re-sends it;
-- ``broken``: the ``clean`` session with that defect in every fourth tool turn.
+- ``broken``: the ``clean`` session with that defect in every fourth tool turn;
+- ``<workload>-spaced`` (``SPACED``): the same bodies written as ``json.dumps`` writes them
+  (``", "``, ``": "``, ASCII escapes: Python ``requests``, aiohttp's ``json=``), where the others
+  are written as ``JSON.stringify`` and httpx write them (orjson's compact bytes).
 
 The tests of the prefix cache (tests/proxy/test_prefix.py) and the benchmarks
 (``bench.sessions``, ``bench.http_sessions``) read the same sessions.
@@ -18,6 +21,7 @@ The tests of the prefix cache (tests/proxy/test_prefix.py) and the benchmarks
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -25,6 +29,8 @@ import orjson
 from tests.payloads import build_messages
 
 WORKLOADS: tuple[str, ...] = ("clean", "clean-empty", "clean-kimi", "stuck", "broken")
+#: The sessions of a client that writes ``json.dumps``' default spacing.
+SPACED: tuple[str, ...] = ("clean-spaced", "stuck-spaced", "broken-spaced")
 #: The tools of ``tests.payloads.build`` (the request's other fields, as the OpenAI SDK sends
 #: them: ``messages`` first).
 _TOOLS = ("bash", "read_file", "write_file", "grep", "list_dir")
@@ -56,6 +62,9 @@ def _defects(messages: list[dict[str, Any]], workload: str) -> list[dict[str, An
 
 def session(messages_count: int, workload: str, *, seed: int) -> list[bytes]:
     """The bodies of one growing session over a transcript of ``messages_count`` messages."""
+    if workload in SPACED:
+        compact = session(messages_count, workload.removesuffix("-spaced"), seed=seed)
+        return [json.dumps(orjson.loads(body)).encode() for body in compact]
     if workload not in WORKLOADS:
         raise ValueError(f"unknown workload {workload!r}")
     shape = workload if workload.startswith("clean") else "clean"

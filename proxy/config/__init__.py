@@ -218,6 +218,11 @@ class PrefixConfig:
     max_bytes: int = 128 * 1024 * 1024
     #: Seconds an entry lives without being used.
     ttl: float = 600.0
+    #: Repairs that resume (rules/engine/resume.py): a session's next request runs the rules
+    #: over its new turn only, from what the previous request's rules decided. Off by default:
+    #: it pays on sessions with a defect every few turns and costs clean ones
+    #: (docs/performance.md#resume).
+    resume: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -775,12 +780,13 @@ def _capture(value: Any) -> CaptureConfig:
 
 def _prefix_cache(value: Any) -> PrefixConfig:
     given = _mapping(value, "prefix_cache")
-    _no_unknown(given, ("enabled", "max_bytes", "ttl"), "prefix_cache")
+    _no_unknown(given, ("enabled", "max_bytes", "ttl", "resume"), "prefix_cache")
     base = PrefixConfig()
     return PrefixConfig(
         enabled=_bool(given.get("enabled", base.enabled), "prefix_cache.enabled"),
         max_bytes=_positive_int(given.get("max_bytes", base.max_bytes), "prefix_cache.max_bytes"),
         ttl=_seconds(given.get("ttl", base.ttl), "prefix_cache.ttl"),
+        resume=_bool(given.get("resume", base.resume), "prefix_cache.resume"),
     )
 
 

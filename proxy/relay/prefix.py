@@ -39,6 +39,7 @@ entries older than ``ttl`` seconds are dropped); kept in process only.
 from __future__ import annotations
 
 import bisect
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
@@ -49,7 +50,7 @@ import orjson
 
 from proxy.config import PrefixConfig
 from rules.chat.scan import WalkState
-from rules.engine.pipeline import NOT_WALKED, Walked
+from rules.engine.pipeline import NOT_WALKED, Carried, Walked
 from rules.providers.apis import Api
 
 #: The key the list's key is replaced with in the head: U+0001 has one JSON spelling only.
@@ -83,6 +84,12 @@ _VALUE_MARKS: Final = b",[{"
 #: (the entry itself, its place in the spaces and the LRU, the walk's fixed state).
 BOUND_BYTES: Final = 48
 ENTRY_BYTES: Final = 4096
+#: What a kept run (``PrefixCache.keep``) is charged per step's mark, per change and per
+#: message of a list of its own (a pointer, the objects being the entry's or charged as made).
+MARK_BYTES: Final = 96
+CHANGE_BYTES: Final = 512
+POINTER_BYTES: Final = 8
+SET_ENTRY_BYTES: Final = 64
 #: A walk that goes on from a state: ``rules.chat.scan.walk``.
 Walk = Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
 
@@ -111,6 +118,17 @@ class _Entry:
     ends: tuple[tuple[int, int], ...] = ()
     #: What the objects parsed from the list are charged (``parsed_charge`` of its bytes).
     parsed: int = 0
+    #: The body's bytes after its list's ``]`` (its other fields, when they come after).
+    after: bytes = b""
+    #: How the client writes between the list's items: ``,`` (orjson's compact writing, what
+    #: ``JSON.stringify`` and httpx write: the items' bytes are orjson's own and are copied
+    #: into a repaired body) or ``, `` (``json.dumps``' default writing: the items' bytes are
+    #: ``json.dumps``' own; a repaired body is written by orjson whole).
+    sep: bytes = b","
+    #: What the rules' run over this entry's list left for the next request
+    #: (rules/engine/resume.py; ``PrefixCache.keep``), and what it is charged.
+    carried: Carried | None = None
+    carried_charge: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +146,9 @@ class Reading:
     reused: int = 0
     #: How the body's list is written, when it is orjson's own writing (``Layout``).
     layout: Layout | None = None
+    #: What the previous request of the session left for this one to resume from, when this
+    #: body is that one's plus messages, with the same bytes around its list.
+    resume: Carried | None = None
 
 
 SKIP: Final = Reading("skip")
@@ -138,36 +159,98 @@ class Layout:
     writes it (its entry's ``bounds``). A repaired body is then written by copying the messages
     no rule replaced from the body, and serializing only the others and the top-level fields:
     byte for byte ``orjson.dumps(payload)``, since each copied message's bytes are its own
-    ``orjson.dumps`` (the list's bytes were compared with orjson's when the entry was made)."""
+    ``orjson.dumps`` (the list's bytes were compared with orjson's when the entry was made).
 
-    __slots__ = ("entry",)
+    ``tail``: for a body read from a whole entry's prefix, how many messages that prefix held,
+    where its list ends in the body, and where each message added after it starts (then one
+    past the ``]``): a resumed list (``write_spanned``) copies the previous request's repaired
+    bytes for the messages before, and the body's own for the new ones no rule replaced."""
 
-    def __init__(self, entry: _Entry) -> None:
+    __slots__ = ("entry", "made", "tail")
+
+    def __init__(self, entry: _Entry, tail: tuple[int, int, list[int]] | None = None) -> None:
         self.entry = entry
+        self.tail = tail
+        #: What the objects of the messages serialized by the last write are charged.
+        self.made = 0
 
     def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes:
         """``orjson.dumps(payload)``, where ``payload[field]`` holds the messages of ``raw`` a
         rule kept (the very objects) and the ones it made."""
+        return self.write_spanned(raw, payload, field, None)[0]
+
+    def write_spanned(
+        self,
+        raw: bytes,
+        payload: Mapping[str, Any],
+        field: str,
+        closed: tuple[bytes | memoryview | None, int, int] | None,
+    ) -> tuple[bytes, int, int]:
+        """``write``, and where the list's items are in the bytes written (``-1, -1``: not
+        known). ``closed``: the list's first messages are the previous request's repaired ones,
+        written as the bytes given (``None``: the body's own, up to ``tail``'s end), so many of
+        them, made from so many of the body's messages (rules/providers/sanitize.py)."""
         listed = payload[field]
-        bounds = _bounds(self.entry)
-        if type(listed) is not list or bounds is None:
-            return orjson.dumps(payload)
-        pieces = _pieces(memoryview(raw), listed, self.entry.items, bounds)
+        self.made = 0
+        pieces = None if type(listed) is not list else self._pieces(raw, listed, closed)
+        if pieces is None:
+            return orjson.dumps(payload), -1, -1
         chunks: list[bytes | memoryview] = []
+        start = end = size = 0
         for key, value in payload.items():
             chunks += (b",", orjson.dumps(key), b":")
+            size += 2 + len(chunks[-2])
             if key != field:
                 chunks.append(_nested([value], 1))
+                size += len(chunks[-1])
                 continue
             chunks.append(b"[")
+            start = size = size + 1
             for piece in pieces:
                 chunks += (piece, b",")
+                size += len(piece) + 1
+            end = size - 1 if pieces else size
             chunks[-1] = b"]"  # for the last comma, or after "[" for an empty list
             if not pieces:
                 chunks.insert(-1, b"[")
+            size = end + 1
         chunks[0] = b"{"
         chunks.append(b"}")
-        return b"".join(chunks)
+        return b"".join(chunks), start, end
+
+    def _pieces(
+        self,
+        raw: bytes,
+        listed: list[Any],
+        closed: tuple[bytes | memoryview | None, int, int] | None,
+    ) -> list[bytes | memoryview] | None:
+        view = memoryview(raw)
+        entry = self.entry
+        copied = entry.sep == b","  # the client's bytes are orjson's: what no rule made is copied
+        if closed is None:
+            bounds = _bounds(entry) if copied else None
+            if bounds is None:
+                return list(_whole(listed))
+            pieces, self.made = _pieces(view, listed, entry.items, bounds)
+            return pieces
+        before, out_count, in_count = closed
+        tail = self.tail
+        if tail is None or tail[0] != in_count or len(listed) < out_count:
+            return None
+        if before is None:
+            before = view[entry.first : tail[1]] if copied else b"".join(_whole(listed[:out_count]))
+        if copied:
+            pieces, self.made = _pieces(view, listed[out_count:], entry.items[in_count:], tail[2])
+        else:
+            made = _whole(listed[out_count:])
+            self.made = sum(parsed_charge(piece) for piece in made)
+            pieces = list(made)
+        return [before, *pieces] if out_count else pieces
+
+
+def _whole(listed: list[Any]) -> list[bytes]:
+    """The items of ``listed`` as orjson writes them in a body, as one piece (none if none)."""
+    return [_nested([listed], 1)[1:-1]] if listed else []
 
 
 def _nested(wrapped: Any, depth: int) -> bytes:
@@ -186,11 +269,12 @@ def _dumped(wrapped: Any, depth: int) -> bytes | None:
 
 def _pieces(
     raw: memoryview, listed: list[Any], items: list[Any], bounds: list[int]
-) -> list[bytes | memoryview]:
+) -> tuple[list[bytes | memoryview], int]:
     """The bytes of each run of ``listed`` that is a run of ``items`` (copied from ``raw``), and
-    of each message a rule made (serialized). A message a rule dropped ends a run; one it moved
-    is serialized where it went."""
+    of each message a rule made (serialized); and what the objects of those are charged. A
+    message a rule dropped ends a run; one it moved is serialized where it went."""
     pieces: list[bytes | memoryview] = []
+    made = 0
     count, j, run = len(items), 0, -1
     for message in listed:
         if j < count and message is items[j]:
@@ -205,25 +289,40 @@ def _pieces(
                 run, j = k, k + 1
                 break
         else:
-            pieces.append(_nested([[message]], 2))
+            piece = _nested([[message]], 2)
+            pieces.append(piece)
+            made += parsed_charge(piece)
     if run >= 0:
         pieces.append(raw[bounds[run] : bounds[j] - 1])
-    return pieces
+    return pieces, made
 
 
-def _last_ends(items: list[Any], length: int) -> tuple[tuple[int, int], ...]:
+def _last_ends(items: list[Any], length: int, sep: bytes = b",") -> tuple[tuple[int, int], ...]:
     """The boundaries before each of the last messages of ``items``, whose list ends at
-    ``length``: ``_Entry.ends``."""
+    ``length`` (its items written with ``sep`` between them, ``_Entry.sep``): ``_Entry.ends``."""
     ends = [(length, len(items))]
     for count in range(len(items) - 1, max(0, len(items) - 1 - _STEPS_BACK), -1):
-        length -= len(_nested([[items[count]]], 2)) + 1
+        length -= len(_item(items[count], sep) or b"") + len(sep)
         ends.append((length, count))
     return tuple(reversed(ends))
+
+
+def _item(item: Any, sep: bytes) -> bytes | None:
+    """``item``'s bytes as a client that writes ``sep`` between items writes them (``None``:
+    what that writing cannot write)."""
+    if sep == b",":
+        return _dumped([[item]], 2)
+    try:
+        return json.dumps(item).encode()
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _bounds(entry: _Entry) -> list[int] | None:
     """``entry.bounds``, worked out the first time: each message's own ``orjson.dumps`` length
     (their bytes are those, as the entry's list is orjson's writing)."""
+    if entry.sep != b",":
+        return None  # its bytes are not orjson's: never copied
     if entry.bounds is None:
         bounds = [entry.first]
         for item in entry.items:
@@ -376,12 +475,18 @@ class PrefixCache:
             walked, state = _walk(api, items, None, whole=True)
         self._touch(entry)
         now: _Entry | None = entry
+        tail = (count, length, [length + 1])
         if added or end is not None:
-            now = self._extend(
+            extended = self._extend(
                 entry, body, rest, added, items=items, state=state, end=(length, count)
             )
-        layout = None if now is None else Layout(now)
-        return Reading("hit", payload, walked, length, layout)
+            now, tail = (None, tail) if extended is None else extended
+        if now is None:
+            return Reading("hit", payload, walked, length)
+        resume = None
+        if end is None and entry.carried is not None and body[len(now.prefix) + 1 :] == entry.after:
+            resume = entry.carried  # the same bytes around the list: the same other fields
+        return Reading("hit", payload, walked, length, Layout(now, tail), resume)
 
     def _miss(self, space: Hashable, api: Api, body: bytes) -> Reading:
         """``body`` parsed whole; an entry made if its list is written as orjson writes it."""
@@ -397,19 +502,19 @@ class PrefixCache:
         walked, state = _walk(api, items, None, whole=True)
         if self._still_loose(space):
             return Reading("miss", payload, walked)
-        key = b'"' + api.field.encode() + b'":['
-        at = body.find(key)
-        start = at + len(key) - 1  # the list's "["
-        written = None if at < 0 or _SENTINEL in body[:start] else _dumped([items], 1)
-        if written is None or body[start : start + len(written)] != written:
+        found = _listed(body, api.field, items)
+        if found is None:
             self._loosen(space)
             return Reading("miss", payload, walked)
         self._loose.pop(space, None)
+        at, start, written, sep = found
         head = body[:at] + _SENTINEL + b":["
         length = start + len(written) - 1
         entry = _Entry(space, body[:length], head, start + 1, items, state, 0, 0.0)
-        entry.ends = _last_ends(items, length)
+        entry.ends = _last_ends(items, length, sep)
         entry.parsed = parsed_charge(written)
+        entry.after = body[length + 1 :]
+        entry.sep = sep
         made = self._add(entry)
         return Reading("miss", payload, walked, layout=None if made is None else Layout(made))
 
@@ -441,25 +546,29 @@ class PrefixCache:
         items: list[Any],
         state: WalkState | None,
         end: tuple[int, int],
-    ) -> _Entry | None:
+    ) -> tuple[_Entry, tuple[int, int, list[int]]] | None:
         """Replace ``entry`` with one that ends where this body's list does, if the messages it
         adds after ``entry``'s boundary ``end`` are written as orjson writes them (``rest``
-        starts with them): the new entry."""
-        dumped = [_dumped([[item]], 2) for item in added]
+        starts with them): the new entry, and its ``Layout.tail`` from ``end``."""
+        sep = entry.sep
+        dumped = [_item(item, sep) for item in added]
         parts = [part for part in dumped if part is not None]
         if len(parts) != len(dumped):
             return None
-        written = (b"," + b",".join(parts) if parts else b"") + b"]"
+        written = (sep + sep.join(parts) if parts else b"") + b"]"
         if rest[: len(written)] != written:
             return None
         length, count = end
         bounds = None if entry.bounds is None else entry.bounds[: count + 1]
         ends = [kept for kept in entry.ends if kept[1] <= count]
+        step = len(sep)
+        starts = [length + step]
         for part in parts:
-            length, count = length + 1 + len(part), count + 1
+            length, count = length + step + len(part), count + 1
             ends.append((length, count))
+            starts.append(length + step)  # where the next message would start
             if bounds is not None:
-                bounds.append(length + 1)  # where the next message would start
+                bounds.append(length + 1)
         # What the entry was charged up to its boundary (at least: the bytes it leaves behind
         # are taken off at the lower, ASCII rate), and what the new messages are.
         kept = entry.parsed - parsed_charge(entry.prefix[end[0] :], floor=True)
@@ -469,12 +578,40 @@ class PrefixCache:
         )
         new.ends = tuple(ends[-_STEPS_BACK - 1 :])
         new.parsed = max(0, kept) + parsed_charge(written)
-        return self._add(new)
+        new.after = body[length + 1 :]
+        new.sep = sep
+        made = self._add(new)
+        return None if made is None else (made, (end[1], end[0], starts))
+
+    def keep(self, layout: Layout | None, carried: Carried | None, resumed: Carried | None) -> None:
+        """Keep what the rules' run over the body ``layout`` was made for left for the next
+        request (``Sanitized.carried``; ``resumed``: the record it went on from), charged for
+        what it holds: the body written, its list where it is not the entry's, the objects of
+        the messages rules made and its steps' marks and changes."""
+        if layout is None or carried is None:
+            return
+        entry = layout.entry
+        if self._lru.get(id(entry)) is not entry:
+            return  # dropped meanwhile (the bound, a fork, a reload)
+        made = layout.made + (0 if resumed is None or carried.clean else resumed.charge)
+        carried = carried.but(carried.written, made) if made != carried.charge else carried
+        marks = carried.marks.values()
+        charge = made + MARK_BYTES * len(marks) + CHANGE_BYTES * sum(len(m.changes) for m in marks)
+        charge += sum(_state_charge(mark.state) for mark in marks)
+        if carried.written is not None:
+            charge += len(carried.written[0])
+        if carried.messages is not entry.items:
+            charge += POINTER_BYTES * len(carried.messages)
+        self.charged += charge - entry.carried_charge
+        entry.charge += charge - entry.carried_charge
+        entry.carried, entry.carried_charge = carried, charge
+        while self.charged > self.config.max_bytes:
+            self._drop(next(iter(self._lru.values())))
 
     def _add(self, entry: _Entry) -> _Entry | None:
         """Keep ``entry`` (charged, and timed from now); ``None`` if it alone is over the bound."""
         charge = len(entry.prefix) + len(entry.head) + ENTRY_BYTES + entry.parsed
-        charge += BOUND_BYTES * len(entry.items)
+        charge += BOUND_BYTES * len(entry.items) + len(entry.after)
         if charge > self.config.max_bytes:
             return None
         entry.charge, entry.expires = charge, self._clock() + self.config.ttl
@@ -510,6 +647,43 @@ class PrefixCache:
             if oldest.expires > now:
                 return
             self._drop(oldest)
+
+
+#: How clients write a list's key and its items: orjson's compact writing (``JSON.stringify``,
+#: httpx), then ``json.dumps``' default (Python ``requests``, aiohttp's ``json=``).
+_WRITINGS: Final = ((b'":[', b","), (b'": [', b", "))
+
+
+def _listed(body: bytes, field: str, items: list[Any]) -> tuple[int, int, bytes, bytes] | None:
+    """Where the list of ``items`` is in ``body``, when the client wrote it as one of the
+    ``_WRITINGS`` writes it: where its key starts, where its ``[`` is, its bytes and what is
+    written between its items; ``None`` otherwise."""
+    for after_key, sep in _WRITINGS:
+        at = body.find(b'"' + field.encode() + after_key)
+        if at < 0:
+            continue
+        start = at + len(field) + len(after_key)  # the list's "["
+        if _SENTINEL in body[:start]:
+            return None
+        if sep == b",":
+            written = _dumped([items], 1)
+        else:
+            parts = [_item(item, sep) for item in items]
+            whole = None if None in parts else sep.join(part for part in parts if part)
+            written = None if whole is None else b"[" + whole + b"]"
+        if written is not None and body[start : start + len(written)] == written:
+            return at, start, written, sep
+    return None
+
+
+def _state_charge(state: Any) -> int:
+    """What a step's carried state holds beyond its mark: a set's entries (the replay scan's
+    anchor ids: their strings are the messages' own), a pointer and a hash each."""
+    if type(state) is tuple:
+        return sum(_state_charge(part) for part in state)
+    if type(state) in (set, frozenset, list, dict):
+        return SET_ENTRY_BYTES * len(state)
+    return 0
 
 
 def parsed_charge(data: bytes, *, floor: bool = False) -> int:

@@ -345,6 +345,8 @@ def _inline(
     assert read.decoded is not None and read.api is not None
     parsed = reading.payload if reasoning is None else reasoning.payload
     source, parsed = _learned(app[LEARNED_KEY], route, read, parsed, scope)
+    layout = reading.layout
+    resuming = app[PREFIX_KEY].config.resume  # prefix_cache.resume (off by default)
     sanitized = sanitize_body(
         read.decoded,
         source,
@@ -352,8 +354,13 @@ def _inline(
         parsed=parsed,
         given=given,
         walked=reading.walked,
-        layout=reading.layout,
+        layout=layout,
+        resume=reading.resume if resuming else None,
+        carry=resuming and layout is not None,
     )
+    if sanitized.carried is not None:  # for the session's next request (rules/engine/resume.py)
+        resumed = reading.resume if sanitized.resumed else None
+        app[PREFIX_KEY].keep(layout, sanitized.carried, resumed)
     return source, sanitized
 
 

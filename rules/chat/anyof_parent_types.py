@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, fields_only
 from rules.engine.request import with_fields
 from rules.engine.wake import fields
 
@@ -97,6 +97,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     reads_request=True,
     woken_by=fields("tools"),
 )

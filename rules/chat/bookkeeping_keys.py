@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from rules.chat import scan
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 from rules.vocabulary import BOOKKEEPING_CALL_KEYS, BOOKKEEPING_MESSAGE_KEYS, BOOKKEEPING_PREFIXES
 
@@ -151,6 +151,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=scan.on(scan.KEYS, scan.CALL_KEYS),
     introduces=frozenset(),  # it only drops keys no walk signal but KEYS and CALL_KEYS reads

@@ -22,11 +22,13 @@ contents it cannot combine (an object, a number) are left as they are.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rules.chat import scan
 from rules.chat.merge import merge_assistants
-from rules.engine.base import Outcome, Rule, RuleContext
+from rules.chat.tool_turns import is_assistant
+from rules.engine.base import Outcome, Rule, RuleContext, carried
 from rules.vocabulary import EMPTY_KINDS
 
 NAME = "consecutive-assistant-messages"
@@ -35,6 +37,34 @@ NAME = "consecutive-assistant-messages"
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     out, changes = merge_assistants(messages, NAME)
     return Outcome(out, tuple(changes))
+
+
+def resume(
+    messages: list[Any], ctx: RuleContext, before: tuple[int, bool] | None
+) -> tuple[Outcome, tuple[int, bool]] | None:
+    """The rule over ``messages`` that follow ``before``: how many messages came before, and
+    whether the last of them is an assistant (``None``: the list's start); and the same after
+    them. A merge looks one message back: ``None`` when an assistant here would join one before
+    (``Horizon``, rules/engine/resume.py)."""
+    offset, assistant_last = (0, False) if before is None else before
+    if not messages:
+        return Outcome(messages), (offset, assistant_last)
+    if assistant_last and is_assistant(messages[0]):
+        return None
+    after = (offset + len(messages), is_assistant(messages[-1]))
+    out, changes = merge_assistants(messages, NAME)
+    if offset:  # the merged positions are counted in the whole list
+        changes = [
+            replace(
+                c,
+                detail={
+                    **c.detail,
+                    "merged_indices": [offset + i for i in c.detail["merged_indices"]],
+                },
+            )
+            for c in changes
+        ]
+    return Outcome(out, tuple(changes)), after
 
 
 RULE = Rule(
@@ -51,6 +81,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # a merge looks one message back
     scan=scan.scan,
     woken_by=scan.on(scan.ADJACENT_ASSISTANTS),
     # A first message's empty content may end up beside a later one's calls: a new kind of

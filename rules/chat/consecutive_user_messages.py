@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.chat.merge import merge_messages, runs
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 
 NAME = "consecutive-user-messages"
 
@@ -36,20 +36,44 @@ SEPARATOR = "\n\n"
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    resumed = resume(messages, ctx, None)
+    assert resumed is not None  # from the list's start, nothing before can change
+    return resumed[0]
+
+
+def resume(
+    messages: list[Any], ctx: RuleContext, before: tuple[int, bool] | None
+) -> tuple[Outcome, tuple[int, bool]] | None:
+    """The rule over ``messages`` that follow ``before``: how many messages came before, and
+    whether the last of them is a user message (``None``: the list's start); and the same
+    after them. A merge looks one message back: ``None`` when a user message here would join
+    one before (``Horizon``, rules/engine/resume.py)."""
+    offset, user_last = (0, False) if before is None else before
+    if not messages:
+        return Outcome(messages), (offset, user_last)
+    if user_last and _is_user(messages[0]):
+        return None
+    after = (offset + len(messages), _is_user(messages[-1]))
     found = runs(messages, "user")
     if not found:
-        return Outcome(messages)  # the common case, checked in one tight pass
+        return Outcome(messages), after  # the common case, checked in one tight pass
     out: list[Any] = []
     changes: list[Change] = []
     done = 0  # messages[:done] are in ``out``
     for start, end in found:
         out.extend(messages[done:start])
         out.append(merge_messages(messages[start:end], SEPARATOR))
-        detail = {"merged_indices": list(range(start, end)), "count": end - start}
-        changes.append(Change(NAME, start, "merged", detail))
+        merged = list(range(offset + start, offset + end))  # counted in the whole list
+        changes.append(
+            Change(NAME, start, "merged", {"merged_indices": merged, "count": end - start})
+        )
         done = end
     out.extend(messages[done:])
-    return Outcome(out, tuple(changes))
+    return Outcome(out, tuple(changes)), after
+
+
+def _is_user(message: Any) -> bool:
+    return type(message) is dict and message.get("role") == "user"
 
 
 RULE = Rule(
@@ -65,4 +89,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    # A merge looks one message back (and its change counts the messages before).
+    horizon=carried(resume),
 )

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.chat import scan
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 
 NAME = "developer-role"
@@ -55,6 +55,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=scan.on(scan.ROLE + "developer"),
     introduces=frozenset({scan.NULL + "system"}),  # a developer message without content

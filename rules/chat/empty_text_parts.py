@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
 
 NAME = "empty-text-parts"
 
@@ -55,4 +55,5 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
 )

@@ -16,7 +16,7 @@ from typing import Any
 
 from rules.chat import scan
 from rules.chat.message_fields import has_content
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 
 NAME = "empty-tool-calls"
@@ -95,6 +95,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=scan.on(scan.EMPTY_ASSISTANT, scan.EMPTY_TOOL_CALLS),
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.chat.message_fields import chat_tool_name
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.request import empty_schema, tool_list, with_fields
 from rules.engine.wake import fields
 
@@ -66,6 +66,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(SCHEMA,),
     reads_request=True,
     woken_by=fields("tools"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.request import DROP, with_fields
 from rules.engine.wake import fields
 
@@ -73,6 +73,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads `tools` and `tool_choice`, no message
     options=(REFUSED,),
     reads_request=True,
     woken_by=fields("tools", "tool_choice"),

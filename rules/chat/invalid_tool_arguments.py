@@ -42,23 +42,30 @@ from rules.engine.arguments import MISSING as _MISSING
 from rules.engine.arguments import TRUNCATED
 from rules.engine.arguments import Budget as _Budget
 from rules.engine.arguments import repair_arguments as _repair
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS
 from rules.engine.known import strict_object
 from rules.engine.messages import rewrite_at
 
 NAME = "invalid-tool-arguments"
 
-__all__ = ["NAME", "RULE", "TRUNCATED", "apply"]
+__all__ = ["NAME", "RULE", "TRUNCATED", "apply", "resume"]
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    return resume(messages, ctx, None)[0]
+
+
+def resume(messages: list[Any], ctx: RuleContext, left: int | None) -> tuple[Outcome, int]:
+    """The rule over ``messages`` with ``left`` scan tokens of the request's budget (``None``:
+    the whole budget, the list's start), and the tokens left after them: a message is decided
+    by itself and what the budget has left (``Horizon``, rules/engine/resume.py)."""
+    budget = _Budget(MAX_REQUEST_TOKENS if left is None else left)
     suspects = scan.bad_arguments_at(messages)  # the walk's answer, when it read this list
     if not suspects:
-        return Outcome(messages)  # the common case, checked in one tight pass
+        return Outcome(messages), budget.left  # the common case, checked in one tight pass
     close_strings = TRUNCATED.of(ctx) != "empty"
     changes: list[Change] = []
-    budget = _Budget(MAX_REQUEST_TOKENS)
 
     def fix(index: int, message: Any) -> Any:
         return _fix_message(
@@ -70,7 +77,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
             log_content=ctx.log_content,
         )
 
-    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes)), budget.left
 
 
 def _fix_message(
@@ -162,6 +169,8 @@ RULE = Rule(
     apply=apply,
     scan=scan.scan,
     woken_by=scan.on(scan.BAD_ARGUMENTS),
+    # The request's scan budget is all one message's decision reads of the ones before.
+    horizon=carried(resume),
     introduces=frozenset(),  # only arguments change, each to an object string
     options=(TRUNCATED,),
 )

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules import vocabulary
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 
 NAME = "leading-user-message"
 
@@ -49,6 +49,19 @@ CONTENT = Option(
     "the inserted user message's content: fixed text, so the same request always gives "
     "the same bytes",
 )
+
+
+def resume(
+    messages: list[Any], ctx: RuleContext, opened: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after others, ``opened`` if one of those opens the
+    conversation (``None``: the list's start); and the same after them. Its decision is made at
+    the opening message: ``None`` while none came before (``Horizon``, rules/engine/resume.py)."""
+    if opened is None:
+        return apply(messages, ctx), opening(messages) is not None
+    if opened or not messages:
+        return Outcome(messages), opened
+    return None
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
@@ -98,5 +111,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # decided once the conversation opens
     options=(CONTENT,),
 )

@@ -25,7 +25,7 @@ from typing import Any
 
 from rules.chat import scan
 from rules.chat.message_fields import ROLES, has_calls, role_set
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 
 NAME = "null-content"
@@ -96,6 +96,7 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=_wakes,
     introduces=frozenset(),  # a content only becomes a string

@@ -31,7 +31,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rules.engine import recall
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, StashQuery
+from rules.engine.base import (
+    Change,
+    Option,
+    Outcome,
+    Rule,
+    RuleContext,
+    StashQuery,
+    carried,
+)
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import REASONING_FIELD, THINKING_MODELS, thinking_enabled
 
@@ -64,9 +72,25 @@ def plain_turns_in_tool_spans(messages: list[Any]) -> list[int]:
     """Indices of the assistant messages without tool calls that sit between two user messages
     (or after the last one) together with a tool-call turn: DeepSeek's thinking mode counts
     every assistant of such a span as part of the tool loop (docs/providers.md, DeepSeek)."""
+    spans = tool_spans(messages, OPEN)
+    assert spans is not None  # a list's start leaves nothing undecided
+    return spans[0]
+
+
+#: The span open at a list's start: no tool-call turn in it yet, no plain turn left undecided.
+OPEN: Final = (False, 0)
+
+
+def tool_spans(
+    messages: list[Any], before: tuple[bool, int]
+) -> tuple[list[int], tuple[bool, int]] | None:
+    """``plain_turns_in_tool_spans`` of ``messages`` that follow others whose last span (after
+    their last user message) ``before`` describes: whether it holds a tool-call turn, and how
+    many plain turns it holds that are not found (it held none); and the same of the list then.
+    ``None`` if a tool-call turn here joins that span: its plain turns are found after all."""
     found: list[int] = []
     plain: list[int] = []  # the current span's plain assistants
-    calls = False  # whether the current span holds a tool-call turn
+    calls, pending = before
     for index, message in enumerate(messages):
         if type(message) is not dict:
             continue
@@ -74,16 +98,18 @@ def plain_turns_in_tool_spans(messages: list[Any]) -> list[int]:
         if role == "user":
             if calls:
                 found.extend(plain)
-            plain, calls = [], False
+            plain, calls, pending = [], False, 0
         elif role == "assistant":
             if tool_call_turn(message):
+                if pending:
+                    return None
                 calls = True
             else:
                 plain.append(index)
     if calls:
         found.extend(plain)
     found.sort()
-    return found
+    return found, (calls, 0 if calls else pending + len(plain))
 
 
 def turn_key(scope: str, calls: Sequence[Any]) -> str | None:
@@ -125,14 +151,30 @@ def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> lis
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    resumed = resume(messages, ctx, None)
+    assert resumed is not None  # from the list's start, nothing before can change
+    return resumed[0]
+
+
+def resume(
+    messages: list[Any], ctx: RuleContext, before: tuple[bool, int] | None
+) -> tuple[Outcome, tuple[bool, int]] | None:
+    """The rule over ``messages`` that follow others whose last tool span ``before`` describes
+    (``tool_spans``; ``None``: the list's start), and the same of the list after them: a
+    tool-call turn is decided by itself, a plain turn (``plain_turns``) when its span ends
+    (``Horizon``, rules/engine/resume.py). ``None`` if the plain turns before change."""
+    state = OPEN if before is None else before
     if not thinking(ctx.request, ctx):
-        return Outcome(messages)
+        return Outcome(messages), state
     found = [index for index, message in enumerate(messages) if lacks_reasoning(message)]
     if PLAIN_TURNS.of(ctx) is True:
-        plain = [i for i in plain_turns_in_tool_spans(messages) if _no_reasoning(messages[i])]
-        found = sorted(found + plain) if plain else found
+        spans = tool_spans(messages, state)
+        if spans is None:
+            return None
+        plain = [i for i in spans[0] if _no_reasoning(messages[i])]
+        found, state = sorted(found + plain) if plain else found, spans[1]
     if not found:
-        return Outcome(messages)  # the common case: every turn carries its reasoning
+        return Outcome(messages), state  # the common case: every turn carries its reasoning
     placeholder = _placeholder(ctx)
     changes: list[Change] = []
 
@@ -159,7 +201,7 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         return {**message, FIELD: placeholder}
 
     out = rewrite_at(messages, found, fix)
-    return Outcome(out, tuple(changes))
+    return Outcome(out, tuple(changes)), state
 
 
 def _no_reasoning(message: dict[str, Any]) -> bool:
@@ -230,6 +272,11 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    # Each tool-call turn is decided by itself and the request's thinking mode; a plain turn
+    # (``plain_turns``) by the tool span around it: then the rule runs whole.
+    # A tool-call turn is decided by itself and the request's thinking mode, a plain turn
+    # (``plain_turns``) once its span ends: what is carried is the last span's state.
+    horizon=carried(resume),
     options=(
         PLACEHOLDER,
         MODELS,

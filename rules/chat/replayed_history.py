@@ -36,14 +36,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rules.chat import scan
-from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.base import Outcome, Rule, RuleContext, carried
 from rules.engine.replay import (
     SIDECAR_FIELDS,
+    ReplayState,
     canonical_arguments,
     collapse_replays,
     is_signal,
     meaning_key,
     normalize_content,
+    resume_replays,
 )
 
 NAME = "replayed-history"
@@ -101,6 +103,16 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     )
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, before: ReplayState | None
+) -> tuple[Outcome, ReplayState] | None:
+    """The rule over ``messages`` after others (``resume_replays``): a replayed block is decided
+    when it ends, and a turn with new call ids cannot pair with one before."""
+    return resume_replays(
+        messages, NAME, message_key, message_anchors, ctx, before=before, carry=carry_reasoning
+    )
+
+
 RULE = Rule(
     name=NAME,
     summary="Collapse a block of messages replayed right after itself (a doubled history).",
@@ -119,6 +131,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # decided when a block ends; new ids pair with none before
     scan=scan.scan,
     woken_by=scan.on(scan.DUP_CALL_ID),
 )

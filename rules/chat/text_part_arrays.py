@@ -41,7 +41,7 @@ from typing import Any
 
 from rules.chat import scan
 from rules.chat.message_fields import ROLES, has_calls, role_set
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 
 NAME = "text-part-arrays"
@@ -152,6 +152,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(

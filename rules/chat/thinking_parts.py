@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from rules.chat import scan
 from rules.chat.message_fields import has_calls, has_content
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import content_length, rewrite_at
 from rules.engine.thinking import REASONING_FIELD as FIELD
 from rules.vocabulary import REDACTED_THINKING_PART, THINKING_PART
@@ -179,6 +179,7 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=scan.on(scan.LIST_CONTENT),
     options=(ACTION,),

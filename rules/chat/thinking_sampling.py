@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.request import with_fields
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 from rules.engine.wake import FieldsOf
@@ -73,6 +73,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(FIXED, MODELS),
     reads_request=True,
     woken_by=FieldsOf(FIXED.name),

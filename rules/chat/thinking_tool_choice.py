@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.request import DROP, with_fields
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 from rules.engine.wake import fields
@@ -75,6 +75,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(
         REPLACEMENT,
         MODELS,

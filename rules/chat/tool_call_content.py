@@ -33,7 +33,7 @@ from typing import Any
 
 from rules.chat import scan
 from rules.chat.message_fields import has_calls, has_content
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 from rules.vocabulary import EMPTY_KINDS
 
@@ -142,6 +142,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=_wakes,
     options=(

@@ -14,7 +14,7 @@ from typing import Any
 
 from rules.chat import scan
 from rules.chat.message_fields import call_id
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 
 NAME = "tool-call-type"
@@ -71,6 +71,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=scan.on(scan.CALL_TYPE),
     introduces=frozenset(),  # a call only gains its type

@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, carried
 from rules.engine.messages import dropped_content
 
 NAME = "trailing-assistant"
@@ -95,6 +95,23 @@ def ends_open(messages: list[Any], prefix_allowed: bool, end: int | None = None)
     if not is_plain_assistant(last):
         return False
     return not (prefix_allowed and end > 1 and last.get("prefix") is True)
+
+
+def resume(
+    messages: list[Any], ctx: RuleContext, acted: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after others, ``acted`` if it changed the end of those
+    (``None``: the list's start); and the same after them. It reads the end of the list only:
+    a list that goes on is decided anew, and one that ends on anything but a plain assistant
+    needs nothing; else ``None`` (``Horizon``, rules/engine/resume.py)."""
+    if acted is None:
+        outcome = apply(messages, ctx)
+        return outcome, bool(outcome.changes)
+    if not messages:
+        return Outcome(messages), acted
+    if acted or is_plain_assistant(messages[-1]):
+        return None
+    return Outcome(messages), False
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
@@ -177,6 +194,7 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    horizon=carried(resume),  # reads the end of the list only
     options=(
         ACTION,
         CONTENT,

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 from rules.vocabulary import CHAT_CALL_FIELDS, CHAT_FIELDS, CHAT_FUNCTION_FIELDS
 
@@ -222,6 +222,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     options=(
         ALLOW,
         DENY,

@@ -36,7 +36,7 @@ from typing import Any, Final
 from rules import vocabulary
 from rules.chat import scan
 from rules.chat.message_fields import role_set
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import dropped_content, rewrite_at
 
 NAME = "unknown-roles"
@@ -171,6 +171,7 @@ RULE = Rule(
     },
     default=True,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.scan,
     woken_by=_wakes,
     options=(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.named import names
 
 NAME = "unsupported-part-types"
@@ -91,5 +91,6 @@ RULE = Rule(
     safety={"renamed_part": "safe", "rendered_part": "unsafe", "dropped_part": "lossy"},
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     options=(TYPES,),
 )

@@ -188,6 +188,62 @@ class RuleContext:
 
 Apply = Callable[[list[Any], RuleContext], Outcome]
 
+#: A rule's run over what a request adds to the previous one (``Horizon.resume``): the new
+#: messages (as the earlier rules left them), the rule's context and the state it carried at
+#: the end of the previous request's list (``None``: the list's start); what it makes of the new
+#: messages (a change's ``index`` counted from the first of them) and its state after them, or
+#: ``None`` when what came before cannot stand (the pipeline then runs every rule whole).
+Resume = Callable[[list[Any], RuleContext, Any], tuple[Outcome, Any] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """How far back a new message can change a rule's decisions (rules/engine/resume.py): when a
+    request is the previous one plus a turn, the pipeline runs the rule over the new turn only,
+    with the state it carried, and keeps what it decided for the messages before.
+
+    ``kind`` is ``message`` (each message is decided by itself and the request's fields:
+    nothing carried), ``fields`` (a request-level rule that reads no message: it runs over the
+    request's fields, which every request brings whole) or ``carried`` (``resume`` goes on from
+    the state it returned for the previous request). ``holds`` says under which options the
+    declaration holds (``None``: all); under others the rule runs whole.
+    tests/rules/test_horizons.py holds each declaration to it over generated histories."""
+
+    kind: Literal["message", "fields", "carried"]
+    resume: Resume | None = None
+    holds: Callable[[Mapping[str, Any]], bool] | None = None
+
+
+def per_message(apply: Apply, holds: Callable[[Mapping[str, Any]], bool] | None = None) -> Horizon:
+    """The horizon of a rule that decides each message by itself."""
+    return Horizon("message", _Stateless(apply), holds)
+
+
+def fields_only(apply: Apply) -> Horizon:
+    """The horizon of a request-level rule that reads no message."""
+    return Horizon("fields", _Stateless(apply))
+
+
+def carried(resume: Resume, holds: Callable[[Mapping[str, Any]], bool] | None = None) -> Horizon:
+    """The horizon of a rule that carries a state from one message to the next."""
+    return Horizon("carried", resume, holds)
+
+
+class _Stateless:
+    """``Horizon.resume`` of a rule that carries nothing: its ``apply`` (a class, not a closure:
+    rule records go to worker processes, pickled)."""
+
+    __slots__ = ("apply",)
+
+    def __init__(self, apply: Apply) -> None:
+        self.apply = apply
+
+    def __call__(self, messages: list[Any], ctx: RuleContext, state: Any) -> tuple[Outcome, Any]:
+        return self.apply(messages, ctx), None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Stateless, (self.apply,))
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -229,6 +285,9 @@ class Rule:
     #: ``recall`` reads it anyway): only such steps get the request's ``RequestFacts``
     #: (``Plan.given``).
     reads_facts: bool = False
+    #: How the rule resumes over a request's new turn (``Horizon``); ``None``: it cannot say,
+    #: and a request it runs on is repaired whole.
+    horizon: Horizon | None = None
 
     def safety_of(self, action: str) -> Safety:
         """The class of a change of this rule with ``action`` (an action its declaration does

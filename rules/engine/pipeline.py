@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from rules.engine import memo
-from rules.engine.base import Change, Rule, RuleContext
+from rules.engine.base import Change, Horizon, Outcome, Rule, RuleContext
 from rules.engine.wake import field_signals
 
 #: A walk over the list that reports the signals set in it (``Rule.scan``).
@@ -50,10 +50,62 @@ class PipelineResult:
     #: The request's new top-level fields if a request-level rule changed any, else ``None``
     #: (``messages`` in it is stale: use ``messages`` above).
     request: dict[str, Any] | None = None
+    #: What the next request of the session needs to resume from this one
+    #: (rules/engine/resume.py), when the run was asked to ``record`` it and nothing failed.
+    carried: Carried | None = None
+    #: The steps ran over the new messages only, going on from ``carried`` of the last request.
+    resumed: bool = False
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
+
+
+#: A step's state that is not known (it did not run, or cannot say its horizon).
+MISSING: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """What one step that ran did over a request's whole list, for the next request to resume
+    from (a step the walk did not wake has none: it changed nothing, and its state is known
+    only if its horizon carries none)."""
+
+    #: The length of the list the step was given (the index of the next request's first new
+    #: message, as the step sees it) and of the list it gave back.
+    length: int
+    after: int
+    #: The state its ``Horizon.resume`` returned (``MISSING``: not known).
+    state: Any
+    #: Its changes over the whole list (a ``fields`` step's are not kept: it runs again).
+    changes: tuple[Change, ...]
+    #: It replaced the list (the walks' signals were then carried, ``_carry``).
+    replaced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a request's run leaves for the next request of its session (rules/engine/resume.py):
+    the steps it ran (the very object), the length of its list, the ``Mark`` of each step that
+    ran (by its position in the steps) and the list it made. ``written`` (the body sent, and
+    where its list's items are in it) and ``charge`` are filled in by the callers that know
+    them (rules/providers/sanitize.py, proxy/relay/prefix.py)."""
+
+    steps: Sequence[tuple[Rule, RuleContext]]
+    count: int
+    marks: Mapping[int, Mark]
+    messages: list[Any]
+    #: No message was changed: the list made is the list given.
+    clean: bool
+    written: tuple[bytes, int, int] | None = None
+    #: Bytes charged for the objects of the messages rules made (``PrefixCache.keep``).
+    charge: int = 0
+
+    def but(self, written: tuple[bytes, int, int] | None, charge: int) -> Carried:
+        """This record with ``written`` and ``charge`` (``dataclasses.replace`` spelled out)."""
+        return Carried(
+            self.steps, self.count, self.marks, self.messages, self.clean, written, charge
+        )
 
 
 def clone(value: Any) -> Any:
@@ -86,6 +138,7 @@ def run_rules(
     private: bool = False,
     request: Mapping[str, Any] | None = None,
     walked: Walked = NOT_WALKED,
+    record: bool = False,
 ) -> PipelineResult:
     """Apply ``steps`` in order to ``messages``.
 
@@ -94,28 +147,25 @@ def run_rules(
     untouched even if a rule were to break its copy-on-write contract. ``request`` holds the
     request's other top-level fields for the rules that read them (it is never mutated: a rule
     that changes it returns a new dict). ``walked``: what the caller's walk knows of the list.
+    ``record``: leave what the session's next request resumes from (rules/engine/resume.py).
     """
     current = messages if private else clone(messages)
     fields: Mapping[str, Any] = request if request is not None else {}
     new_fields: dict[str, Any] | None = None
     changes: list[Change] = []
     failures: list[RuleFailure] = []
-    # One walk per API scan (``Rule.scan``, e.g. rules/chat/scan.py) says which steps may have
-    # work; it holds until a rule changes the list, and then only if that rule says what it may
-    # have set (``Rule.introduces``): else every later rule runs its own prescan.
+    # One walk per API scan (``Rule.scan``) says which steps may have work; it holds until a rule
+    # changes the list, and then with what it may set (``Rule.introduces``), if it says.
     signals_of: dict[Scan, frozenset[str] | None] = dict(walked.signals)
     keys: frozenset[str] | None = None  # the request's key signals, built when first needed
+    marks: dict[int, Mark] | None = {} if record else None
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for prescan, answer in walked.primed.items():
             memo.prime(prescan, current, answer)
-        for rule, step_ctx in steps:
+        for position, (rule, step_ctx) in enumerate(steps):
             woken_by = step_ctx.woken_by
-            if woken_by is not None and rule.scan is not None:
-                if rule.scan not in signals_of:
-                    signals_of[rule.scan] = _signals(rule.scan, current)
-                signals = signals_of[rule.scan]
-                if signals is not None and woken_by.isdisjoint(signals):
-                    continue
+            if woken_by is not None and _asleep(rule.scan, woken_by, signals_of, current):
+                continue
             if rule.reads_request:
                 if woken_by is not None and rule.scan is None:
                     # A request-level rule wakes on the request's top-level keys (wake.fields).
@@ -127,9 +177,10 @@ def run_rules(
             else:
                 ctx = step_ctx
             try:
-                outcome = rule.apply(current, ctx)
+                outcome = _applied(marks, position, rule, ctx, current)
             except Exception as exc:  # fail-open: one broken rule must not block the request
                 failures.append(RuleFailure.of(rule.name, exc))
+                marks = None  # a run that failed is not resumed from
                 continue
             if outcome.messages is not current:
                 _carry(signals_of, rule)  # the walks read the list as it was
@@ -138,7 +189,63 @@ def run_rules(
             if outcome.request is not None and rule.reads_request:
                 fields = new_fields = outcome.request
                 keys = None
-    return PipelineResult(current, tuple(changes), tuple(failures), new_fields)
+    carried = None if marks is None else _left(steps, messages, marks, current)
+    return PipelineResult(current, tuple(changes), tuple(failures), new_fields, carried)
+
+
+def _left(
+    steps: Sequence[tuple[Rule, RuleContext]],
+    messages: list[Any],
+    marks: dict[int, Mark],
+    current: list[Any],
+) -> Carried:
+    return Carried(steps, len(messages), marks, current, current is messages)
+
+
+def _asleep(
+    scan: Scan | None,
+    woken_by: frozenset[str],
+    signals_of: dict[Scan, frozenset[str] | None],
+    current: list[Any],
+) -> bool:
+    """The step's walk (walked now if it was not yet) set none of the signals that wake it."""
+    if scan is None:
+        return False
+    if scan not in signals_of:
+        signals_of[scan] = _signals(scan, current)
+    signals = signals_of[scan]
+    return signals is not None and woken_by.isdisjoint(signals)
+
+
+def horizon_of(rule: Rule, ctx: RuleContext) -> Horizon | None:
+    """The rule's horizon, if it holds under the step's options."""
+    horizon = rule.horizon
+    if horizon is None or (horizon.holds is not None and not horizon.holds(ctx.options)):
+        return None
+    return horizon
+
+
+def _applied(
+    marks: dict[int, Mark] | None, position: int, rule: Rule, ctx: RuleContext, current: list[Any]
+) -> Outcome:
+    """Run a step over the whole list and, when the run is recorded, mark what it did (a
+    ``carried`` rule through its ``resume`` from the start, which is its ``apply``:
+    tests/rules/test_horizons.py)."""
+    if marks is None:
+        return rule.apply(current, ctx)
+    horizon = horizon_of(rule, ctx)
+    resumed = None
+    if horizon is not None and horizon.kind == "carried" and horizon.resume is not None:
+        resumed = horizon.resume(current, ctx, None)
+    if resumed is not None:
+        outcome, state = resumed
+    else:
+        outcome = rule.apply(current, ctx)
+        state = None if horizon is not None and horizon.kind != "carried" else MISSING
+    kept = () if horizon is not None and horizon.kind == "fields" else outcome.changes
+    after = len(outcome.messages)
+    marks[position] = Mark(len(current), after, state, kept, outcome.messages is not current)
+    return outcome
 
 
 def _carry(walked: dict[Scan, frozenset[str] | None], rule: Rule) -> None:

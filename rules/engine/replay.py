@@ -132,6 +132,20 @@ def collapse_replays(
     if not _repeats(items, anchors):
         return Outcome(items)  # no anchor id occurs twice: nothing can be a replay
     scan = _Scan([key(item) for item in items], anchors, work_budget(len(items)))
+    return _collapse(items, name, anchors, scan, carry=carry)
+
+
+def _collapse(
+    items: list[Any],
+    name: str,
+    anchors: Anchors,
+    scan: _Scan,
+    *,
+    carry: Carry | None,
+    offset: int = 0,
+) -> Outcome:
+    """``collapse_replays`` with its scan; ``offset``: how many items came before ``items``
+    (counted in the changes' ``kept_from``)."""
     current = list(items)
     origin = list(range(len(items)))  # current position -> position in ``items``
     changes: list[Change] = []
@@ -145,6 +159,7 @@ def collapse_replays(
         for copy in range(copies - 1):
             first = start + copy * length
             detail = _collapsed(current, first, length, origin=origin, anchors=anchors, carry=carry)
+            detail["kept_from"] += offset
             changes.append(Change(name, origin[first], "collapsed_replay", detail))
         gone = (copies - 1) * length
         del current[start : start + gone], origin[start : start + gone]
@@ -153,6 +168,44 @@ def collapse_replays(
     if not changes:
         return Outcome(items)
     return Outcome(current, tuple(changes))
+
+
+#: What a replay scan carries past a list (``resume_replays``): how many items it read, the
+#: anchor ids they hold, the work spent, and whether a block was still open at their end.
+ReplayState = tuple[int, frozenset[str], int, bool]
+
+
+def resume_replays(
+    items: list[Any],
+    name: str,
+    key: Key,
+    anchors: Anchors,
+    ctx: RuleContext,
+    *,
+    before: ReplayState | None,
+    carry: Carry | None = None,
+) -> tuple[Outcome, ReplayState] | None:
+    """``collapse_replays`` over ``items`` that follow others ``before`` describes (``None``: the
+    list's start), and the same after them. A replayed block is decided when it ends: ``None``
+    when a block was still open at the end of those (it may go on here), when an item here
+    shares an anchor id with one of them (it may pair with it), or when a block found here may
+    begin before (its start reached the first item here). The work budget is the whole list's,
+    less what was spent before."""
+    offset, seen, spent, was_open = (0, frozenset(), 0, False) if before is None else before
+    if was_open and items:
+        return None
+    own = frozenset(a for item in items for a in anchors(item))
+    if before is not None and not own.isdisjoint(seen):
+        return None
+    after_seen = seen | own if own else seen
+    if not _repeats(items, anchors):
+        return Outcome(items), (offset + len(items), after_seen, spent, False)
+    scan = _Scan([key(item) for item in items], anchors, work_budget(offset + len(items)))
+    scan.spent = spent
+    outcome = _collapse(items, name, anchors, scan, carry=carry, offset=offset)
+    if before is not None and scan.reached:
+        return None
+    return outcome, (offset + len(items), after_seen, scan.spent, scan.open)
 
 
 def _repeats(items: list[Any], anchors: Anchors) -> bool:
@@ -208,13 +261,17 @@ def work_budget(count: int) -> int:
 class _Scan:
     """The keys, and an index of the positions scanned so far by (anchor id, key)."""
 
-    __slots__ = ("anchors", "budget", "index", "journal", "keys", "spent")
+    __slots__ = ("anchors", "budget", "index", "journal", "keys", "open", "reached", "spent")
 
     def __init__(self, keys: list[bytes], anchors: Anchors, budget: int) -> None:
         self.keys = keys
         self.anchors = anchors
         self.budget = budget
         self.spent = 0
+        #: A pair tried ran to the end of the keys (the block may go on past them), and one ran
+        #: back to their start (it may begin before them): ``resume_replays``.
+        self.open = False
+        self.reached = False
         self.index: dict[tuple[str, bytes], list[int]] = {}
         #: The index lists in the order positions were appended to them (to forget a tail).
         self.journal: list[list[int]] = []
@@ -247,6 +304,8 @@ class _Scan:
                 end = earlier + 1
                 while end + distance < count and keys[end] == keys[end + distance]:
                     end += 1
+                self.open = self.open or end + distance >= count
+                self.reached = self.reached or start == 0
                 self.spend(end - start)
                 if end - start >= distance:
                     return start, distance, (end + distance - start) // distance

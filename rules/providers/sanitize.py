@@ -16,7 +16,15 @@ import orjson
 
 from rules.chat import lone_surrogates
 from rules.engine.base import Change, RequestFacts, Rule, RuleContext
-from rules.engine.pipeline import NOT_WALKED, RuleFailure, Walked, run_rules
+from rules.engine.pipeline import (
+    NOT_WALKED,
+    Carried,
+    PipelineResult,
+    RuleFailure,
+    Walked,
+    run_rules,
+)
+from rules.engine.resume import resume_rules
 from rules.engine.text import repair_value
 from rules.messages import lone_surrogates as messages_lone_surrogates
 from rules.providers.apis import CHAT_API, Api, api_named
@@ -31,6 +39,20 @@ class Layout(Protocol):
     from ``raw`` what no rule replaced."""
 
     def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes: ...
+
+    def write_spanned(
+        self, raw: bytes, payload: Mapping[str, Any], field: str, closed: Closed | None
+    ) -> tuple[bytes, int, int]:
+        """``write``, and where the items of the list are in the bytes written (``-1, -1``: not
+        known); ``closed``: the list's first messages are those of the previous request's
+        repaired list, written as the bytes given (``None``: the client's own)."""
+        ...
+
+
+#: The bytes of a resumed list's first messages, as the previous request's body wrote them
+#: (``None``: the client's bytes, no rule changed them), how many messages they are, and how
+#: many of the client's messages they were made from.
+Closed = tuple[bytes | memoryview | None, int, int]
 
 
 #: What picks a request's rules and contract: a planner (by model), one plan, or bare steps
@@ -68,6 +90,11 @@ class Sanitized:
     #: Changes made but not listed in ``changes`` (``capped``: a worker process sends back at
     #: most so many), counted by ``(rule, action)``.
     omitted: tuple[tuple[str, str, int], ...] = ()
+    #: What the next request of the session resumes from (``sanitize_body(carry=True)``,
+    #: rules/engine/resume.py), if the rules could leave it.
+    carried: Carried | None = None
+    #: The rules ran over what the request added to the previous one only.
+    resumed: bool = False
 
     @property
     def changed(self) -> bool:
@@ -104,6 +131,8 @@ def sanitize_body(
     given: RequestFacts | None = None,
     walked: Walked = NOT_WALKED,
     layout: Layout | None = None,
+    resume: Carried | None = None,
+    carry: bool = False,
 ) -> Sanitized:
     """Repair a request body under the plan ``source`` picks for its model: a chat-completions
     body (``api="chat"``, its ``messages``) or a Responses body (``api="responses"``, its
@@ -111,12 +140,13 @@ def sanitize_body(
 
     ``parsed`` is ``orjson.loads(raw)`` if the caller already parsed it (proxy/relay/prefix.py): it
     is used instead of a second parse, and is the caller's no more; ``walked`` is what a walk of
-    its list knows, and ``layout`` how the list is written in ``raw`` (a repaired body is
-    written from it). ``given`` (what the proxy recalled for the request, see proxy/stash, and
-    its ``anthropic-beta`` values) goes to every rule that reads it.
+    its list knows, ``layout`` how the list is written in ``raw`` (a repaired body is written
+    from it), ``resume`` what the session's previous request left (``Sanitized.carried``;
+    ``carry``: leave it) when this body is that one's plus messages with the same other fields
+    (the caller checks it): the rules then run over the new messages only. ``given`` (what the
+    proxy recalled for the request, and its ``anthropic-beta`` values) goes to the rules.
 
-    Whatever cannot be handled is forwarded as it came, with the reason in ``skipped``:
-    the upstream then answers the client exactly as it would have without chatmend.
+    What cannot be handled goes as it came (the reason in ``skipped``), as without chatmend.
     """
     # 1. Parse, once: a body chatmend cannot read goes as it came.
     read = _parse(raw, parsed)
@@ -133,22 +163,83 @@ def sanitize_body(
         return Sanitized(raw, skipped=prepared)
     payload, items, listed, steps, early = prepared
     reported = _report(raw, plan, record.field) if plan.report is not None and readable else ()
-    # 3. The rules. The freshly parsed payload is already a private deep copy: no clone.
-    result = run_rules(listed, steps, private=True, request=payload, walked=walked)
-    done = partial(Sanitized, failures=result.failures, profile=plan.profile, reported=reported)
+    # 3. The rules (the parsed payload is a private copy already), resumed if they can be.
+    whole = readable and items is listed  # the list itself, read by orjson: a run to resume
+    result = _rules(listed, steps, payload, walked, resume if whole else None, carry=carry)
+    carried = result.carried if whole and carry else None
+    done = partial(Sanitized, failures=result.failures, reported=reported, resumed=result.resumed)
+    done = partial(done, profile=plan.profile)
     if not result.changed and not early:
-        return done(raw)
+        return done(raw, carried=carried)
     # 4. Written back, and checked against the contract when the plan says ``verify``.
     if result.request is not None:
         payload = dict(result.request)
     if isinstance(items, list):
         payload[record.field] = result.messages
-    write = None if layout is None else partial(layout.write, raw, field=record.field)
-    written = _write(raw, payload, api_named(plan.api), write)
+    closed = _closed(resume) if result.resumed and resume is not None else None
+    written = _write_spanned(raw, payload, api_named(plan.api), layout, closed)
     if isinstance(written, str):
         return done(raw, skipped=written)
-    sent = done(written, (*early, *result.changes))
+    sent = done(written[0], (*early, *result.changes), carried=_leave(carried, *written))
     return _checked(sent, payload, plan, given) if plan.verify else sent
+
+
+def _rules(
+    listed: list[Any],
+    steps: Sequence[tuple[Rule, RuleContext]],
+    payload: dict[str, Any],
+    walked: Walked,
+    resume: Carried | None,
+    *,
+    carry: bool,
+) -> PipelineResult:
+    """The steps over ``listed``: resumed from ``resume`` if it can be trusted
+    (rules/engine/resume.py), else over the whole list (``carry``: recorded)."""
+    if resume is not None:
+        resumed = resume_rules(listed, steps, resume, request=payload, walked=walked)
+        if resumed is not None:
+            return resumed
+    return run_rules(listed, steps, private=True, request=payload, walked=walked, record=carry)
+
+
+def _closed(resume: Carried) -> Closed | None:
+    """How the previous request's repaired list is written (``Layout.write_spanned``), or
+    ``None`` when it was not kept (the list is then written whole)."""
+    if resume.clean:
+        return None, len(resume.messages), resume.count
+    if resume.written is None:
+        return None
+    body, start, end = resume.written
+    return memoryview(body)[start:end], len(resume.messages), resume.count
+
+
+def _leave(carried: Carried | None, body: bytes, start: int, end: int) -> Carried | None:
+    """``carried`` with the body written for it, for the next request to copy from."""
+    if carried is None or carried.clean:
+        return carried
+    if start < 0:
+        return None  # its list is not where the next request could find it
+    return carried.but((body, start, end), carried.charge)
+
+
+def _write_spanned(
+    raw: bytes, payload: dict[str, Any], api: Api, layout: Layout | None, closed: Closed | None
+) -> tuple[bytes, int, int] | str:
+    """``_write``, and where the list's items are in the bytes (``-1, -1``: not known)."""
+    if layout is None:
+        written = _write(raw, payload, api)
+        return written if isinstance(written, str) else (written, -1, -1)
+    spans: list[tuple[int, int]] = []
+
+    def write(value: dict[str, Any]) -> bytes:
+        body, start, end = layout.write_spanned(raw, value, api.field, closed)
+        spans.append((start, end))
+        return body
+
+    written = _write(raw, payload, api, write)
+    if isinstance(written, str):
+        return written
+    return (written, *spans[0]) if spans else (written, -1, -1)
 
 
 def _checked(

@@ -14,6 +14,7 @@ import gc
 import json
 import tracemalloc
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -25,6 +26,7 @@ from proxy.config import PrefixConfig
 from proxy.relay.prefix import SKIP, PrefixCache
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
 from rules.engine import memo
+from rules.engine.base import per_message
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan
 from rules.providers.profiles import PROFILES
@@ -72,11 +74,13 @@ def bodies(
     field: str,
     *,
     marked: bool = False,
+    spaced: bool = False,
 ) -> list[bytes]:
     """One body per cut, the list first or after ``model`` (the OpenAI SDK writes ``messages``
     first; the Node SDKs and Claude Code write ``model`` first). ``marked``: the last message
     of each body carries a marker the next body moves on, as Claude Code moves its
-    ``cache_control`` to the newest turn."""
+    ``cache_control`` to the newest turn. ``spaced``: written by ``json.dumps`` (``", "``,
+    ``": "``, ASCII escapes), as Python ``requests`` writes them."""
     out = []
     for point in points:
         head = {key: value for key, value in fields.items() if key == "model"}
@@ -84,7 +88,8 @@ def bodies(
         listed = items[:point]
         if marked and listed:
             listed = [*listed[:-1], with_cache_marker(listed[-1])]
-        out.append(orjson.dumps({**head, field: listed, **rest}))
+        payload = {**head, field: listed, **rest}
+        out.append(json.dumps(payload).encode() if spaced else orjson.dumps(payload))
     return out
 
 
@@ -100,26 +105,36 @@ def with_cache_marker(message: Any) -> Any:
 
 
 def replay(api: Api, plan: Plan, session: list[bytes], space: str = "s") -> PrefixCache:
-    """Every request of ``session`` through one cache, each compared with a full run."""
-    cache = PrefixCache()
+    """Every request of ``session`` through two caches, one whose rules resume from the
+    previous request's run (rules/engine/resume.py) and one whose rules run over the whole
+    list, each request compared with a full run; the resuming cache (``resumed`` counts the
+    requests whose rules resumed)."""
+    resuming, whole = PrefixCache(), PrefixCache()
+    resuming.resumed = 0  # type: ignore[attr-defined]
     for number, body in enumerate(session):
-        reading = cache.read(space, api, body)
-        assert reading.payload == orjson.loads(body), number
-        through = sanitize_body(
-            body,
-            plan,
-            api.name,
-            parsed=reading.payload,
-            walked=reading.walked,
-            layout=reading.layout,
-        )
         full = sanitize_body(body, plan, api.name)
-        where = (number, reading.outcome)
-        assert through.body == full.body, where
-        assert through.changes == full.changes, where
-        assert through.failures == full.failures, where
-        assert through.skipped == full.skipped, where
-    return cache
+        for cache in (resuming, whole):
+            reading = cache.read(space, api, body)
+            assert reading.payload == orjson.loads(body), number
+            on = cache is resuming
+            through = sanitize_body(
+                body,
+                plan,
+                api.name,
+                parsed=reading.payload,
+                walked=reading.walked,
+                layout=reading.layout,
+                resume=reading.resume if on else None,
+                carry=on and reading.layout is not None,
+            )
+            cache.keep(reading.layout, through.carried, reading.resume if through.resumed else None)
+            resuming.resumed += through.resumed  # type: ignore[attr-defined]
+            where = (number, reading.outcome, on, through.resumed)
+            assert through.body == full.body, where
+            assert through.changes == full.changes, where
+            assert through.failures == full.failures, where
+            assert through.skipped == full.skipped, where
+    return resuming
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -134,8 +149,9 @@ def test_chat_sessions_forward_what_a_full_run_forwards(name: str, data: st.Data
     else:
         items = RENDER["chat"](data.draw(conversations(FATES_ALL)))
     fields = data.draw(request_fields())
-    marked = data.draw(st.booleans())
-    session = bodies(items, data.draw(cuts(len(items))), fields, "messages", marked=marked)
+    marked, spaced = data.draw(st.booleans()), data.draw(st.booleans())
+    points = data.draw(cuts(len(items)))
+    session = bodies(items, points, fields, "messages", marked=marked, spaced=spaced)
     replay(CHAT_API, plan_of("chat", name), session)
 
 
@@ -162,6 +178,58 @@ def test_the_benchmark_sessions_hit_and_forward_what_a_full_run_forwards(workloa
     cache = replay(CHAT_API, plan_of("chat", "deepseek"), session)
     assert cache.counts == {"hit": len(session) - 1, "miss": 1, "skip": 0}
     assert cache.entries == 1
+    # Every request after the first resumes but where a rule first wakes (its state is not
+    # known yet: that request runs whole), so the comparison above is of resumed runs.
+    assert cache.resumed >= len(session) - 3  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("workload", ["clean", "stuck", "broken"])
+@pytest.mark.parametrize("name", NAMES)
+def test_agent_sessions_resume_under_every_profile(name: str, workload: str) -> None:
+    """Agent-shaped sessions (each request the last plus a turn) under every profile, resumed
+    and not, against full runs; and how many requests resumed: the comparison is not of whole
+    runs only where a profile's rules can say their horizon."""
+    session = bench_session(60, workload, seed=11)
+    cache = replay(CHAT_API, plan_of("chat", name), session)
+    spaced = [json.dumps(orjson.loads(body)).encode() for body in session]
+    spaced_cache = replay(CHAT_API, plan_of("chat", name), spaced)
+    assert spaced_cache.counts["hit"] == len(session) - 1  # json.dumps' writing reused too
+    if name in RESUMING:
+        assert spaced_cache.resumed >= len(session) // 2  # type: ignore[attr-defined]
+        assert cache.resumed >= len(session) // 2, cache.resumed  # type: ignore[attr-defined]
+
+
+def test_a_wrong_horizon_is_caught_by_the_replay() -> None:
+    """The replay is no tautology: ``reasoning-content`` declared to decide each message alone
+    (under DeepSeek's ``plain_turns`` a plain turn gets its placeholder once a tool call joins
+    its span, so it does not) forwards another body once the session resumes."""
+    steps = plan_of("chat", "deepseek-reasoner").steps
+    wrong = [
+        (replace(rule, horizon=per_message(rule.apply)), ctx)
+        if rule.name == "reasoning-content"
+        else (rule, ctx)
+        for rule, ctx in steps
+    ]
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    items = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "let me look", "reasoning_content": ""},
+        {"role": "system", "content": "note"},  # no merge: no rule without a horizon wakes
+        {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": "r"},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    session = bodies(items, [3, 5], {"model": "deepseek-reasoner"}, "messages")
+    assert replay(CHAT_API, Plan("right", steps), session).resumed == 0  # type: ignore[attr-defined]
+    with pytest.raises(AssertionError, match="'hit', True, True"):  # resumed, and it differs
+        replay(CHAT_API, Plan("wrong", wrong), session)
+
+
+#: The profiles whose rules, on these sessions, all say their horizon (tests/rules/
+#: test_horizons.py); the others run some rule whole, and so every request.
+RESUMING = frozenset(
+    {"anthropic", "cerebras", "deepseek", "deepseek-reasoner", "glm", "groq", "kimi"}
+    | {"openrouter", "passthrough", "xai"}
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,10 +288,30 @@ def test_what_cannot_be_trusted_is_read_whole(second: bytes) -> None:
         assert reading.payload == expected
 
 
-def test_a_body_not_written_compactly_makes_no_entry() -> None:
-    """``json.dumps`` with its default separators: the list is not orjson's bytes."""
-    first = json.dumps({"messages": TURN}).encode()
-    second = json.dumps({"messages": TURN + NEXT}).encode()
+def test_a_body_written_by_json_dumps_is_reused() -> None:
+    """``json.dumps`` with its default separators (Python ``requests``, aiohttp's ``json=``):
+    its own bytes are a verified prefix too, escapes and all."""
+    turn = [*TURN, {"role": "assistant", "content": "caf\u00e9 \U0001f600"}]
+    first = json.dumps({"messages": turn, "model": "m"}).encode()
+    second = json.dumps({"messages": turn + NEXT, "model": "m"}).encode()
+    cache, reading = two(first, second)
+    assert reading.outcome == "hit"
+    assert reading.payload == orjson.loads(second)
+    assert cache.entries == 1
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        lambda value: json.dumps(value, indent=2),
+        lambda value: json.dumps(value, separators=(",", ": ")),
+        lambda value: json.dumps(value, ensure_ascii=False),
+    ],
+)
+def test_a_body_written_another_way_makes_no_entry(dump: Any) -> None:
+    turn = [*TURN, {"role": "assistant", "content": "caf\u00e9"}]
+    first = dump({"messages": turn}).encode()
+    second = dump({"messages": turn + NEXT}).encode()
     cache, reading = two(first, second)
     assert reading.outcome == "miss"
     assert reading.payload == orjson.loads(second)
@@ -355,20 +443,31 @@ def test_ten_thousand_sessions_stay_inside_the_bound() -> None:
 HELD_PER_CHARGE = 1.0
 
 
+def _traced_by_the_cache() -> int:
+    """The bytes still live that the cache's code allocated since tracing began (its parses and
+    entries: ``proxy/relay/prefix.py`` and the walks it calls in ``rules/``), not what other
+    threads of the test process allocate meanwhile (a pytest-xdist worker keeps some)."""
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(True, "*/proxy/relay/*"), tracemalloc.Filter(True, "*/rules/*")]
+    )
+    return sum(stat.size for stat in snapshot.statistics("filename"))
+
+
 def _held(bodies: Sequence[bytes], api: Api = CHAT_API) -> tuple[int, int, int]:
     """One session's ``bodies`` through a fresh, unbounded cache: the bytes it then holds
     (traced allocations still live), what it charges, and what the charge before issue 36
     (4 bytes per byte of prefix, 40 per message, 2 KiB per entry) would have been."""
     cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
+    for body in bodies:  # orjson's key cache is the process's, not the prefix cache's: filled
+        orjson.loads(body)
     gc.collect()
     tracemalloc.start()
     try:
-        start = tracemalloc.get_traced_memory()[0]
         for body in bodies:
             reading = cache.read("s", api, body)
             del reading
         gc.collect()
-        held = tracemalloc.get_traced_memory()[0] - start
+        held = _traced_by_the_cache()
     finally:
         tracemalloc.stop()
     entries = list(cache._lru.values())
@@ -443,6 +542,39 @@ def test_an_agent_session_is_charged_what_it_holds(workload: str) -> None:
     crowd sessions out for nothing)."""
     held, charged, _ = _held(bench_session(120, workload, seed=3))
     assert charged / 3 <= held <= HELD_PER_CHARGE * charged, (held, charged)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["stuck", "broken", "stuck-spaced"])
+def test_what_resumed_repairs_keep_is_charged(workload: str) -> None:
+    """The records resumed repairs keep (the body written, the marks, the messages rules made:
+    ``PrefixCache.keep``) are charged too: a session repaired on every request holds (traced
+    allocations) at most what its entry is charged."""
+    plan = plan_of("chat", "deepseek")
+    cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for body in bench_session(120, workload, seed=3):
+            reading = cache.read("s", CHAT_API, body)
+            through = sanitize_body(
+                body,
+                plan,
+                parsed=reading.payload,
+                walked=reading.walked,
+                layout=reading.layout,
+                resume=reading.resume,
+                carry=True,
+            )
+            cache.keep(reading.layout, through.carried, reading.resume if through.resumed else None)
+            del reading, through
+        gc.collect()
+        held = _traced_by_the_cache()
+    finally:
+        tracemalloc.stop()
+    (entry,) = cache._lru.values()
+    assert entry.carried is not None and entry.carried_charge > 0
+    assert held <= HELD_PER_CHARGE * cache.charged, (held, cache.charged)
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])

@@ -31,6 +31,8 @@ from tests.sessions import session
 
 Client = TestClient[Any, Any]
 OFF = {"prefix_cache": {"enabled": False}}
+#: Repairs that resume (``prefix_cache.resume``, off by default).
+RESUME = {"prefix_cache": {"resume": True}}
 
 
 def _encodable(value: Any) -> bool:
@@ -50,10 +52,11 @@ async def test_a_stuck_chat_session_through_the_openai_sdk(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:
     cached, plain = await make_proxy(), await make_proxy(OFF)
+    resuming = await make_proxy(RESUME)
     bodies = [orjson.loads(body) for body in session(80, "stuck", seed=11)]
     for number, body in enumerate(bodies):
         sent = []
-        for proxy in (cached, plain):
+        for proxy in (cached, plain, resuming):
             client = openai.AsyncOpenAI(
                 base_url=str(proxy.make_url("/v1")), api_key="sk-test", max_retries=0
             )
@@ -65,7 +68,7 @@ async def test_a_stuck_chat_session_through_the_openai_sdk(
                     temperature=body["temperature"],
                 )
             sent.append((fake.received[-1].body, raw.headers["X-Chatmend-Changes"]))
-        assert sent[0] == sent[1], number
+        assert sent[0] == sent[1] == sent[2], number
         assert strict_errors(orjson.loads(sent[0][0])) == [], number
     assert sent[0][1].startswith("1;")  # the defect is carried, and repaired, to the end
     metrics = await (await cached.get("/metrics")).text()

@@ -1,0 +1,246 @@
+"""Repairs that resume: a request that is the previous request of its session plus a turn is
+repaired over the new turn only.
+
+An agent re-sends its whole history on every request, and a stuck session carries its early
+defect in every one. What the rules decided for the previous request's messages stands, unless
+the new turn can change it: each rule says how far back a new message can reach (its
+``Horizon``, rules/engine/base.py), and the previous run left, per step, the length of the list
+the step was given, its changes and the state it carried (``Carried``, ``Mark``:
+``run_rules(record=True)``). ``resume_rules`` runs each step over the new messages only, as the
+earlier steps left them, from that state, and puts its changes after the ones it made before,
+their indices counted from the step's own list; the messages before stay as the previous run
+made them.
+
+Why that is the whole run's result: a step's input is, by induction, the list the previous run
+gave it, then the new messages as the earlier steps made them. A ``message`` rule decides each
+message by itself (and the request's fields, which must be the previous request's: the caller
+compares them), so its output is the previous output then its output over the new messages; a
+``carried`` rule's state after a list is all its decisions over what follows depend on, and its
+decisions over a list are final once anything follows whatever its ``resume`` accepted; a
+``fields`` rule reads no message and runs again over the fields. A step the walk does not wake
+would change nothing over the whole list (``Rule.woken_by`` never misses a case): it must not
+have changed the messages before either. Anything else (a step that must run and cannot say its
+horizon, a state not known, a rule that raises, a walk not given) gives ``None``: the caller
+runs every rule whole, as without the previous run. tests/proxy/test_prefix.py replays growing
+sessions with and without resuming and asserts the same bytes, changes and failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from rules.engine import memo
+from rules.engine.base import Change, Horizon, Outcome, Rule, RuleContext
+from rules.engine.pipeline import (
+    MISSING,
+    Carried,
+    Mark,
+    PipelineResult,
+    Walked,
+    _carry,
+    horizon_of,
+)
+from rules.engine.wake import field_signals
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What the loop needs of a step, worked out once per steps (``_facts``)."""
+
+    rule: Rule
+    ctx: RuleContext
+    horizon: Horizon | None
+    #: The walk it is gated on (``None``: none), or whether the request's keys gate it, and
+    #: the signals that wake it.
+    scan: Any
+    keyed: bool
+    woken_by: frozenset[str]
+    #: Its state when it did not run: ``None`` (it carries none) or ``MISSING``.
+    idle: Any
+
+
+#: The facts of the last steps resumed, by the steps' id (plans are few and long-lived).
+_FACTS: dict[int, tuple[Sequence[Any], tuple[_Step, ...]]] = {}
+_MAX_FACTS: Final = 64
+
+
+def _facts(steps: Sequence[tuple[Rule, RuleContext]]) -> tuple[_Step, ...]:
+    known = _FACTS.get(id(steps))
+    if known is not None and known[0] is steps:
+        return known[1]
+    facts = []
+    for rule, ctx in steps:
+        horizon = horizon_of(rule, ctx)
+        gated = ctx.woken_by is not None
+        scan = rule.scan if gated else None
+        keyed = gated and rule.reads_request and rule.scan is None
+        idle = None if horizon is not None and horizon.kind != "carried" else MISSING
+        woken_by = ctx.woken_by or frozenset()
+        facts.append(_Step(rule, ctx, horizon, scan, keyed, woken_by, idle))
+    if len(_FACTS) >= _MAX_FACTS:
+        _FACTS.clear()
+    _FACTS[id(steps)] = (steps, tuple(facts))
+    return _FACTS[id(steps)][1]
+
+
+def resume_rules(
+    messages: list[Any],
+    steps: Sequence[tuple[Rule, RuleContext]],
+    carried: Carried,
+    *,
+    request: Mapping[str, Any],
+    walked: Walked,
+) -> PipelineResult | None:
+    """``run_rules(messages, steps, private=True, request=request, walked=walked,
+    record=True)``, where ``messages`` is ``carried``'s list then the new messages, worked out
+    over the new messages only; ``None`` when that cannot be trusted (run them whole)."""
+    if steps is not carried.steps or len(messages) < carried.count:
+        return None
+    run = _Run(messages, carried, request, walked)
+    with memo.run():
+        if not run.through(_facts(steps)):
+            return None
+    for position, mark in carried.marks.items():
+        if position not in run.marks and (mark.changes or mark.replaced):
+            return None  # it changed the messages before, and does not run now: cannot be
+    clean = carried.clean and run.window is run.given
+    out = messages if clean else carried.messages + run.window
+    again = Carried(steps, len(messages), run.marks, out, clean)
+    return PipelineResult(out, tuple(run.changes), (), run.new_fields, again, resumed=True)
+
+
+class _Run:
+    """One resumed run: the new messages as the steps so far left them, and what they did."""
+
+    def __init__(
+        self,
+        messages: list[Any],
+        carried: Carried,
+        request: Mapping[str, Any],
+        walked: Walked,
+    ) -> None:
+        self.carried = carried
+        self.signals_of = dict(walked.signals)
+        self.window = self.given = messages[carried.count :]
+        self.fields: Mapping[str, Any] = request
+        self.new_fields: dict[str, Any] | None = None
+        self.keys: frozenset[str] | None = None
+        self.changes: list[Change] = []
+        self.marks: dict[int, Mark] = {}
+        #: The length of the messages before the new ones, as the next step sees them.
+        self.closed = carried.count
+
+    def through(self, facts: tuple[_Step, ...]) -> bool:
+        """Run every step the walks wake, in order; ``False`` if one cannot resume."""
+        candidates = _candidates(facts, self.signals_of)
+        at = 0
+        while candidates is not None and at < len(candidates):
+            position = candidates[at]
+            at += 1
+            step = facts[position]
+            if step.keyed:
+                self.keys = field_signals(self.fields) if self.keys is None else self.keys
+                if step.woken_by.isdisjoint(self.keys):
+                    continue
+            replaced = self._run(position, step)
+            if replaced is None:
+                return False
+            if replaced and self._carried(step.rule):
+                later = _candidates(facts, self.signals_of)
+                candidates = None if later is None else [p for p in later if p > position]
+                at = 0
+        return candidates is not None
+
+    def _run(self, position: int, step: _Step) -> bool | None:
+        """Run one step over the new messages: whether it replaced the list (``None``: it
+        cannot resume)."""
+        mark = self.carried.marks.get(position)
+        made = _step(step, self.fields, mark, self.window, self.closed)
+        if made is None:
+            return None
+        outcome, now, step_changes = made
+        self.changes.extend(step_changes)
+        self.marks[position] = now
+        self.closed = self.closed if mark is None else mark.after
+        self.window = outcome.messages
+        if outcome.request is not None and step.rule.reads_request:
+            self.fields = self.new_fields = outcome.request
+            self.keys = None
+        return now.replaced
+
+    def _carried(self, rule: Rule) -> bool:
+        """As the whole run, after a step that replaced the list: the walks' signals with what
+        it may have set (``_carry``); whether they changed (other steps may wake)."""
+        was = list(self.signals_of.values())
+        _carry(self.signals_of, rule)
+        return not all(a is b for a, b in zip(was, self.signals_of.values(), strict=True))
+
+
+#: The steps a walk's signals may wake, by the signals, for the last steps resumed.
+_WOKEN: dict[tuple[int, Any], tuple[Sequence[Any], tuple[int, ...] | None]] = {}
+
+
+def _candidates(
+    facts: tuple[_Step, ...], signals_of: Mapping[Any, frozenset[str] | None]
+) -> Sequence[int] | None:
+    """The positions of the steps that run under the walks' ``signals_of`` (as ``run_rules``
+    gates them; a step gated on the request's keys is checked when it comes), in order;
+    ``None`` if a step is gated on a walk not given. Remembered per steps and signals."""
+    key = (id(facts), frozenset(signals_of.items()))
+    known = _WOKEN.get(key)
+    if known is not None and known[0] is facts:
+        return known[1]
+    positions: list[int] = []
+    for position, step in enumerate(facts):
+        if step.scan is not None:
+            if step.scan not in signals_of:
+                _WOKEN[key] = (facts, None)
+                return None
+            signals = signals_of[step.scan]
+            if signals is not None and step.woken_by.isdisjoint(signals):
+                continue
+        positions.append(position)
+    if len(_WOKEN) >= 4 * _MAX_FACTS:
+        _WOKEN.clear()
+    _WOKEN[key] = (facts, tuple(positions))
+    return _WOKEN[key][1]
+
+
+def _step(
+    step: _Step, fields: Mapping[str, Any], mark: Mark | None, window: list[Any], closed: int
+) -> tuple[Outcome, Mark, tuple[Change, ...]] | None:
+    """The step over the new messages, after ``closed`` messages as it sees them: its outcome,
+    its new mark and its changes over the whole list (a ``fields`` rule's own, as it ran
+    again); ``None``: it cannot resume."""
+    horizon = step.horizon
+    state = step.idle if mark is None else mark.state
+    if horizon is None or horizon.resume is None or state is MISSING:
+        return None
+    if mark is not None and mark.length != closed:
+        return None  # cannot be: the steps before made the list the previous run made
+    ctx = step.ctx.with_request(fields) if step.rule.reads_request else step.ctx
+    try:
+        resumed = horizon.resume(window, ctx, state)
+    except Exception:  # the whole run records the failure as it is
+        return None
+    if resumed is None:
+        return None
+    outcome, state = resumed
+    replaced = outcome.messages is not window or (mark is not None and mark.replaced)
+    length = closed + len(window)
+    after = (closed if mark is None else mark.after) + len(outcome.messages)
+    if horizon.kind == "fields":
+        if outcome.messages is not window or any(c.index >= 0 for c in outcome.changes):
+            return None  # it read or wrote a message after all
+        return outcome, Mark(length, after, state, (), replaced), outcome.changes
+    earlier = () if mark is None else mark.changes
+    if not outcome.changes:
+        return outcome, Mark(length, after, state, earlier, replaced), earlier
+    shifted = tuple(
+        Change(c.rule, c.index + closed, c.action, c.detail) if c.index >= 0 else c
+        for c in outcome.changes
+    )
+    now = Mark(length, after, state, earlier + shifted, replaced)
+    return outcome, now, now.changes

@@ -1,0 +1,156 @@
+"""Each rule's declared horizon (``Rule.horizon``, rules/engine/base.py) holds over generated
+histories, split anywhere.
+
+The oracle is the rule's own whole run (``apply`` over the whole list) and the definition of each
+kind, written here: a ``message`` rule over ``A + B`` gives its output over ``A`` then its output
+over ``B``, the changes over ``B`` counted from ``len(A)``; a ``carried`` rule does the same
+going on from the state its run over ``A`` left (or declines: ``None``), and its run from the
+start is its ``apply``; a ``fields`` rule gives over ``A + B`` what it gives over ``B`` alone,
+and never writes a message. Every profile's options for the rule are tried (the horizon may hold
+under some only: ``Horizon.holds``). tests/proxy/test_prefix.py then replays whole sessions with
+and without resuming.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rules.chat import RULES
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
+from rules.engine.pipeline import clone, horizon_of
+from rules.providers.profiles import PROFILES
+from tests.budget import examples
+from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan_of
+from tests.strategies import (
+    arbitrary_messages,
+    broken_transcripts,
+    clean_transcripts,
+    request_fields,
+)
+
+SETTINGS = settings(
+    max_examples=examples(1),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+DECLARED = [rule for rule in RULES if rule.horizon is not None]
+
+
+def contexts(rule: Rule) -> list[RuleContext]:
+    """The rule's context under its defaults and under every profile that runs it."""
+    found = [rule.context()]
+    for name in sorted(PROFILES):
+        for step_rule, ctx in plan_of("chat", name).steps:
+            if step_rule.name == rule.name and ctx.options not in [c.options for c in found]:
+                found.append(ctx)
+    return found
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Any]:
+    shape = draw(st.sampled_from(("clean", "broken", "conversation", "arbitrary", "doubled")))
+    if shape == "clean":
+        return list(draw(clean_transcripts(max_turns=5)))
+    if shape == "doubled":  # a block stored twice, right after itself (replayed-history's case)
+        items = list(draw(clean_transcripts(max_turns=5)))
+        end = draw(st.integers(1, len(items)))
+        start = draw(st.integers(0, end - 1))
+        copies = draw(st.integers(1, 2))
+        return items[:end] + items[start:end] * copies + items[end:]
+    if shape == "broken":
+        return list(draw(broken_transcripts(max_turns=5)).messages)
+    if shape == "conversation":
+        return list(RENDER["chat"](draw(conversations(FATES_ALL))))
+    return list(draw(arbitrary_messages()))
+
+
+def shifted(changes: Sequence[Change], by: int) -> list[Change]:
+    return [
+        Change(c.rule, c.index + by, c.action, c.detail) if c.index >= 0 else c for c in changes
+    ]
+
+
+def check_horizon(rule: Rule, ctx: RuleContext, items: list[Any], at: int) -> bool:
+    """The declaration of ``rule`` holds for ``items`` split at ``at``; whether the split was
+    resumed (a ``carried`` rule may decline)."""
+    horizon = horizon_of(rule, ctx)
+    assert horizon is not None and horizon.resume is not None
+    first, then = clone(items[:at]), clone(items[at:])
+    whole = rule.apply(clone(items), ctx)
+    if horizon.kind == "fields":
+        alone = rule.apply(then, ctx)
+        assert alone.messages is then and whole.messages == items
+        assert all(change.index < 0 for change in whole.changes)
+        assert (whole.changes, whole.request) == (alone.changes, alone.request)
+        return True
+    started = horizon.resume(first, ctx, None)
+    assert started is not None, "from the start nothing can decline"
+    assert _same(started[0], rule.apply(clone(items[:at]), ctx)), "resume from the start is apply"
+    went_on = horizon.resume(then, ctx, started[1])
+    if went_on is None:
+        assert horizon.kind == "carried", "a message rule never declines"
+        return False
+    assert started[0].messages + went_on[0].messages == whole.messages
+    changes = [*started[0].changes, *shifted(went_on[0].changes, at)]
+    assert changes == list(whole.changes)
+    assert whole.request is None and went_on[0].request is None
+    return True
+
+
+def _same(one: Outcome, other: Outcome) -> bool:
+    return (one.messages, one.changes, one.request) == (
+        other.messages,
+        other.changes,
+        other.request,
+    )
+
+
+@pytest.mark.parametrize("rule", DECLARED, ids=lambda rule: rule.name)
+@SETTINGS
+@given(data=st.data())
+def test_a_declared_horizon_holds_wherever_the_list_is_split(
+    rule: Rule, data: st.DataObject
+) -> None:
+    items = data.draw(histories())
+    fields = data.draw(request_fields())
+    at = data.draw(st.integers(0, len(items)))
+    for each in contexts(rule):
+        if horizon_of(rule, each) is None:
+            continue
+        ctx = each.with_request({**fields, "messages": items}) if rule.reads_request else each
+        check_horizon(rule, ctx, items, at)
+
+
+def test_every_profile_resumes_some_rule() -> None:
+    """The declarations cover the rules every profile wakes on a clean session: without them,
+    tests/proxy/test_prefix.py would compare whole runs only."""
+    assert len(DECLARED) >= 4
+
+
+def test_a_wrong_horizon_is_caught() -> None:
+    """``reasoning-content`` declared as deciding each message alone (it does not under DeepSeek's
+    ``plain_turns``: a plain turn gets its placeholder once a tool call joins its span)."""
+    rule = next(rule for rule in RULES if rule.name == "reasoning-content")
+    wrong = replace(rule, horizon=per_message(rule.apply))
+    ctx = next(c for c in contexts(rule) if c.options.get("plain_turns") is True)
+    ctx = ctx.with_request({"model": "deepseek-reasoner"})
+    items = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "let me look"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    assert check_horizon(rule, ctx, items, 2) is False  # the true declaration declines
+    with pytest.raises(AssertionError):
+        check_horizon(wrong, ctx, items, 2)
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
