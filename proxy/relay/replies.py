@@ -17,7 +17,7 @@ characters).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -92,12 +92,7 @@ class ReplyStream:
         self._buffer += chunk
         out = bytearray()
         try:
-            while True:
-                end, sep = _event_end(self._buffer)
-                if end == -1:
-                    break
-                event = bytes(self._buffer[: end + sep])
-                del self._buffer[: end + sep]
+            for event, end in events(self._buffer):
                 out += self._event(event, end)
         except Exception as exc:  # the rewriting stops; the relay goes on
             return bytes(out) + self._fail(exc)
@@ -130,7 +125,7 @@ class ReplyStream:
 
     def _event(self, event: bytes, end: int) -> bytes:
         self.events += 1
-        data = _data(event[:end])
+        data = data_of(event[:end])
         if data is not None and data.strip() == _DONE:
             return self._release() + event
         read = None if data is None else _choices(data)
@@ -309,6 +304,18 @@ def _frame(chunk: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
+def events(buffer: bytearray) -> Iterator[tuple[bytes, int]]:
+    """Each complete SSE event at the start of ``buffer``, taken out of it as it is read: its
+    bytes (its blank line included) and where its lines end."""
+    while True:
+        end, sep = _event_end(buffer)
+        if end == -1:
+            return
+        event = bytes(buffer[: end + sep])
+        del buffer[: end + sep]
+        yield event, end
+
+
 def _event_end(buffer: bytearray) -> tuple[int, int]:
     """Where the first complete event of ``buffer`` ends (before its blank line) and how long
     that blank line is; ``(-1, 0)`` if none is complete."""
@@ -323,7 +330,7 @@ def _event_end(buffer: bytearray) -> tuple[int, int]:
     return best, size
 
 
-def _data(event: bytes) -> bytes | None:
+def data_of(event: bytes) -> bytes | None:
     """The event's ``data`` (its ``data:`` lines joined), or ``None`` if it has none."""
     if event.startswith(b"data: ") and b"\n" not in event:  # the common case: one line
         return event[6:]

@@ -22,6 +22,7 @@ from typing import Any, Final
 import orjson
 
 from proxy.observe.log import get_logger
+from proxy.relay.replies import data_of, events
 from rules.engine.base import Change, RuleContext
 from rules.replies import finish_reason, text_tool_calls
 from rules.replies.formats import FORMATS
@@ -184,12 +185,7 @@ class MessagesStream:
         self._buffer += chunk
         out = bytearray()
         try:
-            while True:
-                end = self._buffer.find(b"\n\n")
-                if end == -1:
-                    break
-                event = bytes(self._buffer[: end + 2])
-                del self._buffer[: end + 2]
+            for event, _ in events(self._buffer):
                 out += self._event(event)
         except Exception as exc:  # the rewriting stops; the relay goes on
             return bytes(out) + self._fail(exc)
@@ -208,8 +204,16 @@ class MessagesStream:
         return bytes(out) + rest
 
     def _fail(self, exc: Exception | None) -> bytes:
+        """Stop rewriting: what the text blocks' scanners hold (best effort: the client's text
+        before the rest passes as it came), then what is buffered."""
         self._off = True
-        held = bytes(self._buffer)
+        released = bytearray()
+        for index, block in list(self._text.items()):
+            try:
+                released += self._pieces(index, block.scanner.end())
+            except Exception:  # the scanner is what failed: its text cannot be read back
+                continue
+        held = bytes(released) + bytes(self._buffer)
         self._buffer.clear()
         log.warning(
             "reply_rewrite_failed",
@@ -221,7 +225,7 @@ class MessagesStream:
         return held
 
     def _event(self, event: bytes) -> bytes:
-        data = _data(event)
+        data = data_of(event)
         if data is None:
             return event
         try:
@@ -352,12 +356,3 @@ class _TextBlock:
 def _frame(payload: dict[str, Any]) -> bytes:
     kind = payload.get("type", "")
     return b"event: " + str(kind).encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
-
-
-def _data(event: bytes) -> bytes | None:
-    lines = [
-        line[5:].removeprefix(b" ")
-        for line in event.replace(b"\r\n", b"\n").split(b"\n")
-        if line.startswith(b"data:")
-    ]
-    return b"\n".join(lines) if lines else None

@@ -284,3 +284,37 @@ def test_a_messages_stream_without_markup_comes_back_byte_for_byte(text: str) ->
         assert read_messages(out) == read_messages(body)
         if "<" not in text:
             assert out == body
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+def test_a_rewriter_that_fails_mid_hold_loses_no_text(
+    api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rules hold a possible marker; the rewriter then fails: what they held still reaches
+    the client, before the rest passes as it came."""
+    text = "Checking now <minimax:tool_c"  # a marker's prefix: held
+    stream: ReplyStream | MessagesStream
+    if api == "chat":
+        stream = ReplyStream(run(["minimax"]))
+        body = stream_of(text)
+    else:
+        stream = MessagesStream(
+            MessagesReply(MESSAGES_TOOLS, RuleContext({"formats": ["minimax"]}))
+        )
+        body = messages_stream(text)
+    parts = [part + b"\n\n" for part in body.split(b"\n\n") if part]
+    last = max(at for at, part in enumerate(parts) if b"_c" in part or b"tool" in part)
+    out = stream.feed(b"".join(parts[: last + 1]))  # every text event: the marker's start held
+    tail = b"".join(parts[last + 1 :])
+
+    def broken(*args: Any) -> bytes:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(stream, "_event", broken)
+    out += stream.feed(tail) + stream.finish()
+    seen = (
+        read_chat(out)[0]
+        if api == "chat"
+        else "".join(b.get("text", "") for b in read_messages(out)[0])
+    )
+    assert "<minimax:tool_c" in seen and seen.startswith("Checking now")
