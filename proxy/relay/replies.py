@@ -53,37 +53,21 @@ class _Held:
     outs: list[tuple[dict[str, Any], list[Step]]] = field(default_factory=list)
 
 
-class ReplyStream:
-    """One streamed response's rewriting: ``feed`` each chunk as it comes and write what it
-    returns; ``finish`` at the end of the body. ``changes`` lists what the rules did.
+class EventRewriter:
+    """What both streamed rewriters share (chat here, Messages in
+    ``proxy.relay.replies_messages``): ``feed`` reads the chunks' complete SSE events and gives
+    each to ``_event``; ``finish`` writes what is left, after what the rules still hold
+    (``_release``). Nothing raises into the relay: on a failure, or an event past
+    ``MAX_EVENT``, the rewriting stops (``reply_rewrite_failed``) and the rest passes as it
+    came, what the rules held (``_let_go``) first."""
 
-    An event whose steps the rules pass as they came is written as its bytes at once. From the
-    first event they change or hold, the events are held (their bytes and what the rules gave)
-    until the rules let go of everything: if what a client rebuilds from the rules' steps is
-    what it would rebuild from the events (text held for a marker that turned out to be text),
-    the events are written as they came, byte for byte; else (a call was made) as new events,
-    in order. At most ``MAX_HELD`` bytes of events are held: past it, the rules' steps are
-    written as new events (the same text, in order, framed anew)."""
+    #: The API it rewrites, in its log line.
+    api = "chat"
 
-    def __init__(self, run: ReplyRun, *, on_error: Callable[[str], None] | None = None) -> None:
-        self.run = run
+    def __init__(self, on_error: Callable[[str], None] | None) -> None:
         self.on_error = on_error
-        self.pipes: dict[int, ChoicePipe] = {}
         self._buffer = bytearray()
-        self._template: dict[str, Any] | None = None
-        self._held: list[_Held] = []
-        self._held_bytes = 0
-        self._held_since = 0.0
-        #: The longest time events were held (seconds): what the rules cost the client in
-        #: latency, logged with the changes.
-        self.longest_hold = 0.0
         self._off = False
-        self.events = 0
-        self.rewritten = 0
-
-    @property
-    def changes(self) -> list[Change]:
-        return [change for pipe in self.pipes.values() for change in pipe.state.changes]
 
     def feed(self, chunk: bytes) -> bytes:
         """The bytes to write for ``chunk``: its complete events, each as it came or rewritten."""
@@ -101,7 +85,7 @@ class ReplyStream:
         return bytes(out)
 
     def finish(self) -> bytes:
-        """The end of the body: what is left, then what the rules still hold."""
+        """The end of the body: what the rules still hold, then what is left."""
         if self._off:
             return b""
         try:
@@ -112,15 +96,62 @@ class ReplyStream:
             return self._fail(exc)
 
     def _fail(self, exc: Exception | None) -> bytes:
-        """Stop rewriting: the held events as they came (nothing the upstream sent is lost),
-        then what is buffered."""
         self._off = True
-        held = b"".join(h.event for h in self._held) + bytes(self._buffer)
-        self._held.clear()
+        held = self._let_go() + bytes(self._buffer)
         self._buffer.clear()
-        log.warning("reply_rewrite_failed", error=type(exc).__name__ if exc else "event_too_big")
+        error = type(exc).__name__ if exc else "event_too_big"
+        log.warning("reply_rewrite_failed", api=self.api, error=error)
         if self.on_error is not None:
             self.on_error("reply_rewrite")
+        return held
+
+    def _event(self, event: bytes, end: int) -> bytes:
+        """The bytes to write for one complete event (``end``: where its lines end)."""
+        raise NotImplementedError
+
+    def _release(self) -> bytes:
+        """What the rules still hold at the end of the body."""
+        raise NotImplementedError
+
+    def _let_go(self) -> bytes:
+        """What the rules held, as the client should get it once the rewriting stopped."""
+        raise NotImplementedError
+
+
+class ReplyStream(EventRewriter):
+    """One streamed response's rewriting: ``feed`` each chunk as it comes and write what it
+    returns; ``finish`` at the end of the body. ``changes`` lists what the rules did.
+
+    An event whose steps the rules pass as they came is written as its bytes at once. From the
+    first event they change or hold, the events are held (their bytes and what the rules gave)
+    until the rules let go of everything: if what a client rebuilds from the rules' steps is
+    what it would rebuild from the events (text held for a marker that turned out to be text),
+    the events are written as they came, byte for byte; else (a call was made) as new events,
+    in order. At most ``MAX_HELD`` bytes of events are held: past it, the rules' steps are
+    written as new events (the same text, in order, framed anew)."""
+
+    def __init__(self, run: ReplyRun, *, on_error: Callable[[str], None] | None = None) -> None:
+        super().__init__(on_error)
+        self.run = run
+        self.pipes: dict[int, ChoicePipe] = {}
+        self._template: dict[str, Any] | None = None
+        self._held: list[_Held] = []
+        self._held_bytes = 0
+        self._held_since = 0.0
+        #: The longest time events were held (seconds): what the rules cost the client in
+        #: latency, logged with the changes.
+        self.longest_hold = 0.0
+        self.events = 0
+        self.rewritten = 0
+
+    @property
+    def changes(self) -> list[Change]:
+        return [change for pipe in self.pipes.values() for change in pipe.state.changes]
+
+    def _let_go(self) -> bytes:
+        """The held events as they came: nothing the upstream sent is lost."""
+        held = b"".join(h.event for h in self._held)
+        self._held.clear()
         return held
 
     def _event(self, event: bytes, end: int) -> bytes:

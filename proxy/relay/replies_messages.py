@@ -17,21 +17,18 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
 from proxy.observe.log import get_logger
-from proxy.relay.replies import data_of, events
+from proxy.relay.replies import MAX_WHOLE, EventRewriter, data_of
 from rules.engine.base import Change, RuleContext
 from rules.replies import finish_reason, text_tool_calls
 from rules.replies.formats import FORMATS
 from rules.replies.scanner import Calls, Piece, Text, TextCalls
 
 log = get_logger()
-
-MAX_EVENT: Final = 8 * 1024 * 1024
-MAX_WHOLE: Final = 8 * 1024 * 1024
 
 
 def new_tool_use_id() -> str:
@@ -162,16 +159,16 @@ def whole_messages_reply(reply: MessagesReply, body: bytes) -> bytes | None:
     return orjson.dumps({**message, "content": blocks, "stop_reason": stop})
 
 
-class MessagesStream:
+class MessagesStream(EventRewriter):
     """One streamed Messages response's rewriting: ``feed`` each chunk, ``finish`` at the end."""
+
+    api = "messages"
 
     def __init__(
         self, reply: MessagesReply, *, on_error: Callable[[str], None] | None = None
     ) -> None:
+        super().__init__(on_error)
         self.reply = reply
-        self.on_error = on_error
-        self._buffer = bytearray()
-        self._off = False
         self._shift = 0  # blocks inserted so far: an upstream block's index moves by this
         self._text: dict[int, _TextBlock] = {}  # upstream index -> its text block's state
 
@@ -179,52 +176,25 @@ class MessagesStream:
     def changes(self) -> list[Change]:
         return self.reply.changes
 
-    def feed(self, chunk: bytes) -> bytes:
-        if self._off:
-            return chunk
-        self._buffer += chunk
-        out = bytearray()
-        try:
-            for event, _ in events(self._buffer):
-                out += self._event(event)
-        except Exception as exc:  # the rewriting stops; the relay goes on
-            return bytes(out) + self._fail(exc)
-        if len(self._buffer) > MAX_EVENT:
-            return bytes(out) + self._fail(None)
-        return bytes(out)
-
-    def finish(self) -> bytes:
-        if self._off:
-            return b""
-        rest = bytes(self._buffer)
-        self._buffer.clear()
+    def _release(self) -> bytes:
+        """The text blocks still open at the end of the body, closed."""
         out = bytearray()
         for index in list(self._text):
             out += self._close_text(index, stop_event=None)
-        return bytes(out) + rest
+        return bytes(out)
 
-    def _fail(self, exc: Exception | None) -> bytes:
-        """Stop rewriting: what the text blocks' scanners hold (best effort: the client's text
-        before the rest passes as it came), then what is buffered."""
-        self._off = True
+    def _let_go(self) -> bytes:
+        """What the text blocks' scanners hold (best effort: the client's text before the rest
+        passes as it came)."""
         released = bytearray()
         for index, block in list(self._text.items()):
             try:
                 released += self._pieces(index, block.scanner.end())
             except Exception:  # the scanner is what failed: its text cannot be read back
                 continue
-        held = bytes(released) + bytes(self._buffer)
-        self._buffer.clear()
-        log.warning(
-            "reply_rewrite_failed",
-            api="messages",
-            error=type(exc).__name__ if exc else "event_too_big",
-        )
-        if self.on_error is not None:
-            self.on_error("reply_rewrite")
-        return held
+        return bytes(released)
 
-    def _event(self, event: bytes) -> bytes:
+    def _event(self, event: bytes, end: int) -> bytes:
         data = data_of(event)
         if data is None:
             return event
