@@ -526,15 +526,25 @@ def render_config_rules() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _splice(
+    current: str, path: Path, lines: tuple[str, str], rendered: str, *, where: str = ""
+) -> str:
+    """``current`` (the text of ``path``) with what stands from its line ``begin`` to its line
+    ``end`` (``lines``, both included) replaced by ``rendered`` (which writes both again)."""
+    begin, end = lines
+    head, marker, rest = current.partition(begin + "\n")
+    if not marker:
+        raise ValueError(f"{path}: no line {begin!r}{where}")
+    _, found, tail = rest.partition(end + "\n")
+    if not found:
+        raise ValueError(f"{path}: no line {end!r}")
+    return head + rendered + tail
+
+
 def splice_config(current: str) -> str:
     """``current`` (config.example.yaml) with its generated rules section rendered anew."""
-    head, marker, rest = current.partition(BEGIN + "\n")
-    if not marker:
-        raise ValueError(f"{CONFIG_EXAMPLE}: no line {BEGIN!r} under rules:")
-    _, end, tail = rest.partition(END + "\n")
-    if not end:
-        raise ValueError(f"{CONFIG_EXAMPLE}: no line {END!r}")
-    return head + render_config_rules() + tail
+    rendered = render_config_rules()
+    return _splice(current, CONFIG_EXAMPLE, (BEGIN, END), rendered, where=" under rules:")
 
 
 # --- docs/providers.md's index ----------------------------------------------------------------
@@ -597,13 +607,8 @@ def render_catalogue_index(text: str) -> str:
 
 def splice_catalogue(current: str) -> str:
     """``current`` (docs/providers.md) with its index rendered anew from its sections."""
-    head, marker, rest = current.partition(INDEX_BEGIN + "\n")
-    if not marker:
-        raise ValueError(f"{CATALOGUE}: no line {INDEX_BEGIN!r}")
-    _, end, tail = rest.partition(INDEX_END + "\n")
-    if not end:
-        raise ValueError(f"{CATALOGUE}: no line {INDEX_END!r}")
-    return head + render_catalogue_index(current) + tail
+    rendered = render_catalogue_index(current)
+    return _splice(current, CATALOGUE, (INDEX_BEGIN, INDEX_END), rendered)
 
 
 # --- the files --------------------------------------------------------------------------------
