@@ -17,7 +17,8 @@ characters).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -138,6 +139,8 @@ class ReplyStream(EventRewriter):
         self._held: list[_Held] = []
         self._held_bytes = 0
         self._held_since = 0.0
+        #: The held events against the rules' steps for them, compared as they come.
+        self._compare = _Compare()
         #: The longest time events were held (seconds): what the rules cost the client in
         #: latency, logged with the changes.
         self.longest_hold = 0.0
@@ -196,28 +199,36 @@ class ReplyStream(EventRewriter):
             self._held_since = time.perf_counter()
         self._held.append(held)
         self._held_bytes += len(held.event)
+        for choice, step in held.ins:
+            self._compare.given(choice["index"], step)
+        for choice, steps in held.outs:
+            for step in steps:
+                self._compare.made(choice["index"], step)
 
     def _settle(self, *, final: bool) -> bytes:
         """The held events once the rules let go: as they came if the client rebuilds the same
         from the rules' steps, else rewritten; nothing while the rules still hold text (within
         ``MAX_HELD``)."""
-        given = _view(pair for h in self._held for pair in h.ins)
-        made = _view((c, s) for h in self._held for c, steps in h.outs for s in steps)
-        if given == made:
+        compare = self._compare
+        if compare.same():
             out = b"".join(h.event for h in self._held)
-        elif not final and _holding(made, given) and self._held_bytes <= MAX_HELD:
+        elif not final and compare.holding() and self._held_bytes <= MAX_HELD:
             return b""
         else:
             out = b"".join(self._rewritten(h) for h in self._held)
         self.longest_hold = max(self.longest_hold, time.perf_counter() - self._held_since)
         self._held.clear()
         self._held_bytes = 0
+        self._compare = _Compare()
         return out
 
     def _rewritten(self, held: _Held) -> bytes:
-        if held.chunk is None or all(
-            len(steps) == 1 and steps[0] is step
-            for (_, step), (_, steps) in zip(held.ins, held.outs, strict=True)
+        if held.chunk is None or (
+            len(held.ins) == len(held.outs)  # what the rules let go at the end has no event
+            and all(
+                len(steps) == 1 and steps[0] is step
+                for (_, step), (_, steps) in zip(held.ins, held.outs, strict=True)
+            )
         ):
             return held.event
         self.rewritten += 1
@@ -250,7 +261,7 @@ class ReplyStream(EventRewriter):
         if not self._held:
             return self._rewritten(ends) if ends.outs else b""
         if ends.outs:
-            self._held.append(ends)
+            self._hold(ends)
         return self._settle(final=True)
 
 
@@ -268,38 +279,136 @@ def _choices(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     return chunk, choices
 
 
-#: A choice as a client rebuilds it from its steps: content, tool calls, the other string
-#: fields joined, the other values in order, and the last finish_reason.
-_View = dict[int, tuple[str, list[Any], dict[str, Any], str | None]]
+@dataclass(frozen=True, slots=True)
+class _Value:
+    """A field's value that is not text (``null``, a number, an object): one token."""
+
+    value: Any
 
 
-def _view(pairs: Iterable[tuple[dict[str, Any], Step]]) -> _View:
-    view: _View = {}
-    for choice, step in pairs:
-        content, calls, other, finish = view.get(choice["index"], ("", [], {}, None))
+class _Field:
+    """One field of one choice (``content``, ``role``, ``reasoning_content`` ...) as a client
+    rebuilds it, from the events (``given``) and from the rules' steps (``made``): text joined,
+    other values one token each. The steps' tokens are matched against the events' as they
+    come, each compared once: ``ok`` while what the steps wrote is the start of what the events
+    wrote; ``ahead``, how many tokens of the events the steps have not written (yet)."""
+
+    __slots__ = ("ahead", "offset", "ok", "pending")
+
+    def __init__(self) -> None:
+        self.pending: deque[str | _Value] = deque()
+        self.offset = 0  # into pending[0], when it is text
+        self.ahead = 0
+        self.ok = True
+
+    def given(self, value: Any) -> None:
+        if isinstance(value, str):
+            if value:
+                self.pending.append(value)
+                self.ahead += len(value)
+        else:
+            self.pending.append(_Value(value))
+            self.ahead += 1
+
+    def made(self, value: Any) -> None:
+        if not self.ok:
+            return
+        if not isinstance(value, str):
+            head = self.pending[0] if self.pending else None
+            self.ok = isinstance(head, _Value) and head.value == value
+            if self.ok:
+                self.pending.popleft()
+                self.ahead -= 1
+            return
+        at = 0
+        while at < len(value):
+            head = self.pending[0] if self.pending else None
+            if not isinstance(head, str):
+                self.ok = False
+                return
+            size = min(len(value) - at, len(head) - self.offset)
+            if not head.startswith(value[at : at + size], self.offset):
+                self.ok = False
+                return
+            at, self.offset, self.ahead = at + size, self.offset + size, self.ahead - size
+            if self.offset == len(head):
+                self.pending.popleft()
+                self.offset = 0
+
+
+@dataclass(slots=True)
+class _Choice:
+    """One choice of the held events against the rules' steps for them."""
+
+    fields: dict[str, _Field] = field(default_factory=dict)
+    calls_given: list[Any] = field(default_factory=list)
+    calls_made: list[Any] = field(default_factory=list)
+    finish_given: str | None = None
+    finish_made: str | None = None
+    #: Whether a step of the rules was seen for it (an event always gives one).
+    made_seen: bool = False
+
+    def field(self, key: str) -> _Field:
+        found = self.fields.get(key)
+        if found is None:
+            found = self.fields[key] = _Field()
+        return found
+
+
+class _Compare:
+    """What a client rebuilds from the held events against what it rebuilds from the rules'
+    steps for them, kept as both grow (linear in what is held: nothing is compared twice)."""
+
+    def __init__(self) -> None:
+        self.choices: dict[int, _Choice] = {}
+
+    def _choice(self, index: int) -> _Choice:
+        found = self.choices.get(index)
+        if found is None:
+            found = self.choices[index] = _Choice()
+        return found
+
+    def given(self, index: int, step: Step) -> None:
+        choice = self._choice(index)
         for key, value in step.delta.items():
-            if key == "content":
-                content += value if isinstance(value, str) else ""
-            elif key == "tool_calls":
-                calls = [*calls, value]
-            elif isinstance(value, str) and isinstance(other.get(key, ""), str):
-                other = {**other, key: other.get(key, "") + value}
-            else:
-                other = {**other, key: [*other.get(key, []), value]}
-        view[choice["index"]] = (content, calls, other, step.finish or finish)
-    return view
+            if key == "tool_calls":
+                choice.calls_given.append(value)
+            elif key != "content" or isinstance(value, str):
+                choice.field(key).given(value)
+        choice.finish_given = step.finish or choice.finish_given
 
+    def made(self, index: int, step: Step) -> None:
+        choice = self._choice(index)
+        choice.made_seen = True
+        for key, value in step.delta.items():
+            if key == "tool_calls":
+                choice.calls_made.append(value)
+            elif key != "content" or isinstance(value, str):
+                choice.field(key).made(value)
+        choice.finish_made = step.finish or choice.finish_made
 
-def _holding(made: _View, given: _View) -> bool:
-    """Whether the rules' steps so far are the events' with text still held at the end of
-    some choice (nothing else changed): then more events may show it was only text."""
-    for index, (content, calls, other, finish) in given.items():
-        out = made.get(index, ("", [], {}, None))
-        if not content.startswith(out[0]) or out[1] != calls or out[1]:
-            return False
-        if out[2] != other or out[3] not in (None, finish):
-            return False
-    return set(made) <= set(given)
+    def same(self) -> bool:
+        """The steps rebuild what the events rebuild: the events may go out as they came."""
+        return all(
+            choice.made_seen
+            and choice.calls_made == choice.calls_given
+            and choice.finish_made == choice.finish_given
+            and all(f.ok and not f.ahead for f in choice.fields.values())
+            for choice in self.choices.values()
+        )
+
+    def holding(self) -> bool:
+        """The steps are the events' with text still held at the end of some choice's content
+        (nothing else changed): more events may show it was only text."""
+        for choice in self.choices.values():
+            if choice.calls_made or choice.calls_given:
+                return False
+            if choice.finish_made not in (None, choice.finish_given):
+                return False
+            for key, found in choice.fields.items():
+                if not found.ok or (found.ahead and key != "content"):
+                    return False
+        return True
 
 
 def whole_reply(run: ReplyRun, body: bytes) -> tuple[bytes, list[Change]] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 from typing import Any
 
 import orjson
@@ -318,3 +319,37 @@ def test_a_rewriter_that_fails_mid_hold_loses_no_text(
         else "".join(b.get("text", "") for b in read_messages(out)[0])
     )
     assert "<minimax:tool_c" in seen and seen.startswith("Checking now")
+
+
+@pytest.mark.parametrize("ending", ["partial", "whole-block", "past-the-held-bound"])
+def test_a_stream_cut_before_its_finish_keeps_what_the_rules_held(ending: str) -> None:
+    """No finish_reason, no [DONE]: at the end of the body the rules let go of what they hold,
+    a marker's start as text, a whole block as its call, an open block held past MAX_HELD
+    (its events already written anew) as its text."""
+    call = WRITERS["minimax"]("read_file", {"path": "a.txt"}, "")
+    text = {
+        "partial": "Reading <minimax:tool",
+        "whole-block": "Reading " + call,
+        "past-the-held-bound": "Reading <minimax:tool_call>" + "x" * 60_000,
+    }[ending]
+    body = stream_of(text)
+    body = body[: body.index(b'"finish_reason":"stop"')]
+    body = body[: body.rindex(b"data: ")]  # the events up to the last text, none after
+    stream = ReplyStream(run(["minimax"]))
+    out = through(stream, [body])
+    content, calls, _, _ = read_chat(out)
+    if ending != "whole-block":
+        assert content == text and not calls
+    else:
+        assert content == "Reading " and [c["name"] for c in calls] == ["read_file"]
+
+
+def test_a_long_held_block_costs_time_in_proportion_to_it() -> None:
+    """8,000 one-character events held for an open block: each event is compared once with
+    what the rules gave for it (a comparison of everything held at every event took 14 s)."""
+    body = stream_of("A <minimax:tool_call>" + "x" * 8000, 1)
+    started = time.perf_counter()
+    stream = ReplyStream(run(["minimax"]))
+    content = read_chat(stream.feed(body) + stream.finish())[0]
+    assert time.perf_counter() - started < 3.0
+    assert content == "A <minimax:tool_call>" + "x" * 8000
