@@ -1,11 +1,11 @@
 """The horizon of the id and pairing rules: a new turn apart from the history resumes.
 
-``blank-tool-call-ids``, ``duplicate-tool-call-ids``, ``displaced-tool-results``,
-``missing-tool-call-ids``, ``orphan-tool-results`` and ``unanswered-tool-calls`` decide each
-call and result by its id (who else names it, anywhere in the list) and by its block (the
-assistant's calls and the tool messages right after them). Once a session carries one of their
-defects (a split turn that repeats a call), the walk wakes them on every later request, though
-the new turn is as clean as the rest.
+``codex-call-ids``, ``blank-tool-call-ids``, ``duplicate-tool-call-ids``,
+``displaced-tool-results``, ``missing-tool-call-ids``, ``orphan-tool-results`` and
+``unanswered-tool-calls`` decide each call and result by its id (who else names it, anywhere
+in the list) and by its block (the assistant's calls and the tool messages right after them).
+Once a session carries one of their defects (a split turn that repeats a call), the walk wakes
+them on every later request, though the new turn is as clean as the rest.
 
 A new turn ``B`` after a history ``A`` cannot change what the rule decided over ``A``, and the
 rule over ``A + B`` decides ``B`` as it decides ``B`` alone, when:
@@ -43,8 +43,8 @@ def _key(value: Any) -> Any:
 
 
 def ids_of(messages: list[Any]) -> set[Any]:
-    """Every id ``messages`` name: each entry's ``tool_call_id`` and its ``tool_calls``' ``id``
-    and ``call_id``, whatever the role (a rule reading fewer reads none outside these)."""
+    """Every id ``messages`` name: each entry's ``tool_call_id`` and its ``tool_calls``' ``id``,
+    ``call_id`` and ``response_item_id``, whatever the role (the rules read none but these)."""
     found: set[Any] = set()
     for message in messages:
         if type(message) is not dict:
@@ -58,8 +58,9 @@ def ids_of(messages: list[Any]) -> set[Any]:
             if type(call) is dict:
                 if "id" in call:
                     found.add(_key(call["id"]))
-                if "call_id" in call:
-                    found.add(_key(call["call_id"]))
+                for alias in ("call_id", "response_item_id"):  # Codex's aliases
+                    if alias in call:
+                        found.add(_key(call[alias]))
     return found
 
 
