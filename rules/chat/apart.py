@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Apply, Outcome, RuleContext
+from rules.engine.memo import per_run
 
 #: What a rule carried: the ids held so far, and whether the list's end is settled.
 State = tuple[frozenset[Any], bool]
@@ -42,6 +43,7 @@ def _key(value: Any) -> Any:
     return value if type(value) is str else ("~", repr(value))
 
 
+@per_run  # the rules woken together ask it of the same new turn
 def ids_of(messages: list[Any]) -> set[Any]:
     """Every id ``messages`` name: each entry's ``tool_call_id`` and its ``tool_calls``' ``id``,
     ``call_id`` and ``response_item_id``, whatever the role (the rules read none but these)."""
