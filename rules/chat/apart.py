@@ -101,8 +101,10 @@ class ApartResume:
     ) -> tuple[Outcome, State] | None:
         if state is None:  # from the start: the rule's own run
             outcome = self.apply(messages, ctx)
-            held = ids_of(messages) | ids_of(outcome.messages)
-            return outcome, (frozenset(held), settled(messages, outcome.messages))
+            if outcome.messages is messages:
+                return outcome, (_held(messages), True)
+            held = frozenset(ids_of(messages) | ids_of(outcome.messages))
+            return outcome, (held, settled(messages, outcome.messages))
         if not messages:
             return Outcome(messages), state
         held, end_settled = state
@@ -114,4 +116,26 @@ class ApartResume:
         outcome = self.apply(messages, ctx)
         if outcome.messages is not messages or outcome.changes or outcome.request is not None:
             return None
-        return outcome, (held | new, True)
+        return outcome, (_grown(held, messages, new), True)
+
+
+@per_run  # the rules that left a list alone hold one set of its ids
+def _held(messages: list[Any]) -> frozenset[Any]:
+    return frozenset(ids_of(messages))
+
+
+@per_run
+def _unions(messages: list[Any]) -> dict[int, tuple[frozenset[Any], frozenset[Any]]]:
+    """The ids held after ``messages`` by the ids held before them (by identity), for the
+    current run: the rules that carried one set carry one set on."""
+    return {}
+
+
+def _grown(held: frozenset[Any], messages: list[Any], new: set[Any]) -> frozenset[Any]:
+    made = _unions(messages)
+    known = made.get(id(held))
+    if known is not None and known[0] is held:
+        return known[1]
+    grown = held | new
+    made[id(held)] = (held, grown)
+    return grown
