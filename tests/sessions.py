@@ -62,24 +62,16 @@ def _split_repeat(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _defects(messages: list[dict[str, Any]], workload: str) -> list[dict[str, Any]]:
-    if workload == "stuck-split":
-        out: list[dict[str, Any]] = []
-        turn = 0
-        for message in messages:
-            if message.get("role") == "assistant" and message.get("tool_calls"):
-                turn += 1
-                if turn == 2:
-                    out.extend(_split_repeat(message))
-                    continue
-            out.append(message)
-        return out
-    if workload not in ("stuck", "broken"):
+    if workload not in ("stuck", "broken", "stuck-split"):
         return messages
     out: list[dict[str, Any]] = []
     turn = 0
     for message in messages:
         if message.get("role") == "assistant" and message.get("tool_calls"):
             turn += 1
+            if workload == "stuck-split" and turn == 2:
+                out.extend(_split_repeat(message))
+                continue
             if (workload == "stuck" and turn == 2) or (workload == "broken" and turn % 4 == 0):
                 out.append(_trailing_comma(message))
                 continue
