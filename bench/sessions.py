@@ -1,7 +1,8 @@
 """Growing sessions in process: an agent re-sends its whole history, one turn more each request.
 
 The sessions and their workloads are the tests' (tests/sessions.py: each request the previous
-one plus a turn; ``clean``, ``clean-empty``, ``clean-kimi``, ``stuck``, ``broken``).
+one plus a turn; ``clean``, ``clean-empty``, ``clean-kimi``, ``stuck``, ``broken``; with
+``--workload stuck-split``, issue 39's split turn that repeats a call).
 
 Subjects, timed over the whole session (every request in order) and interleaved round by round in
 the same run: ``floor-json`` (``orjson.dumps(orjson.loads(body))``, the least a JSON-aware proxy
@@ -35,7 +36,7 @@ from rules.engine import known
 from rules.providers.apis import CHAT_API
 from rules.providers.planner import Plan, Planner
 from rules.providers.sanitize import sanitize_body
-from tests.sessions import SPACED, WORKLOADS, session
+from tests.sessions import SPACED, SPLIT, WORKLOADS, session
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,11 +173,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--messages", type=int, default=300, help="messages of the last request")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--workload",
+        action="append",
+        choices=(*WORKLOADS, *SPACED, *SPLIT),
+        help="measure only this workload (repeatable; default: every one but stuck-split)",
+    )
     args = parser.parse_args(argv)
+    workloads = args.workload or (*WORKLOADS, *SPACED)
     if args.quick:
-        rows = run(sessions=3, messages=200, rounds=7)
+        rows = run(workloads=workloads, sessions=3, messages=200, rounds=7)
     else:
-        rows = run(sessions=args.sessions, messages=args.messages, rounds=args.rounds)
+        rows = run(
+            workloads=workloads, sessions=args.sessions, messages=args.messages, rounds=args.rounds
+        )
     print(table(rows))
 
 

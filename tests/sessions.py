@@ -11,6 +11,9 @@ turn, so a session of T turns is T bodies, 3 KB up to the whole transcript. Work
 - ``stuck``: the ``clean`` session with one early defect (the second tool turn's arguments end
   with a trailing comma), carried by every later request, as a stuck agent re-sends it;
 - ``broken``: the ``clean`` session with that defect in every fourth tool turn;
+- ``stuck-split`` (``SPLIT``, not in ``WORKLOADS``): the ``clean`` session whose second tool
+  turn is split in two, a text turn with the first call, then the whole turn again: the first
+  call repeated with its id, as issue 39's stuck agent re-sends it;
 - ``<workload>-spaced`` (``SPACED``): the same bodies written as ``json.dumps`` writes them
   (``", "``, ``": "``, ASCII escapes: Python ``requests``, aiohttp's ``json=``), where the others
   are written as ``JSON.stringify`` and httpx write them (orjson's compact bytes).
@@ -29,6 +32,8 @@ import orjson
 from tests.payloads import build_messages
 
 WORKLOADS: tuple[str, ...] = ("clean", "clean-empty", "clean-kimi", "stuck", "broken")
+#: Issue 39's stuck session: a split turn that repeats a call (``bench.sessions --workload``).
+SPLIT: tuple[str, ...] = ("stuck-split",)
 #: The sessions of a client that writes ``json.dumps``' default spacing.
 SPACED: tuple[str, ...] = ("clean-spaced", "stuck-spaced", "broken-spaced")
 #: The tools of ``tests.payloads.build`` (the request's other fields, as the OpenAI SDK sends
@@ -45,14 +50,28 @@ def _trailing_comma(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "tool_calls": calls}
 
 
+def _split_repeat(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """``message`` (an assistant tool-call turn) split in two: a text turn with its first call,
+    then the whole turn again (the first call repeated, same id)."""
+    first = {
+        "role": "assistant",
+        "content": "Let me check.",
+        "tool_calls": message["tool_calls"][:1],
+    }
+    return [first, {**message, "content": None}]
+
+
 def _defects(messages: list[dict[str, Any]], workload: str) -> list[dict[str, Any]]:
-    if workload not in ("stuck", "broken"):
+    if workload not in ("stuck", "broken", "stuck-split"):
         return messages
     out: list[dict[str, Any]] = []
     turn = 0
     for message in messages:
         if message.get("role") == "assistant" and message.get("tool_calls"):
             turn += 1
+            if workload == "stuck-split" and turn == 2:
+                out.extend(_split_repeat(message))
+                continue
             if (workload == "stuck" and turn == 2) or (workload == "broken" and turn % 4 == 0):
                 out.append(_trailing_comma(message))
                 continue
@@ -65,7 +84,7 @@ def session(messages_count: int, workload: str, *, seed: int) -> list[bytes]:
     if workload in SPACED:
         compact = session(messages_count, workload.removesuffix("-spaced"), seed=seed)
         return [json.dumps(orjson.loads(body)).encode() for body in compact]
-    if workload not in WORKLOADS:
+    if workload not in WORKLOADS and workload not in SPLIT:
         raise ValueError(f"unknown workload {workload!r}")
     shape = workload if workload.startswith("clean") else "clean"
     messages = _defects(build_messages(messages_count, seed=seed, shape=shape), workload)

@@ -32,7 +32,8 @@ from __future__ import annotations
 from typing import Any, Final, TypeGuard
 
 from rules.chat import scan
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.chat.apart import ApartResume
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.messages import rewrite_at
 
 NAME = "codex-call-ids"
@@ -208,6 +209,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(ApartResume(apply)),  # a new turn apart from the history
     scan=scan.scan,
     woken_by=scan.on(scan.CALL_KEYS),
 )

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import Any, Final
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.engine.ids import Renames, digest62, fresh_from
 from rules.engine.messages import rewrite_at
 
@@ -157,6 +157,25 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes), request=fields)
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, before: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after a list where it renamed nothing (``before``; ``None``:
+    the list's start), and whether it renamed nothing so far. A name the map renames is renamed
+    in the request's fields too, and the map is one over the whole request: once anything is
+    renamed, it declines (the rule runs whole); a new turn it leaves alone after a list it left
+    alone is left alone by the whole run."""
+    if before is None:
+        outcome = apply(messages, ctx)
+        return outcome, outcome.messages is messages and not outcome.changes
+    if not before:
+        return None
+    outcome = apply(messages, ctx)
+    if outcome.messages is not messages or outcome.changes or outcome.request is not None:
+        return None
+    return outcome, True
+
+
 def _renamed_request(
     request: Mapping[str, Any],
     tools: list[Any],
@@ -210,6 +229,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # while nothing is renamed
     options=(
         PATTERN,
         EMPTY,

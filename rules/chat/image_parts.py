@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from rules.chat import scan
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.engine.messages import rewrite_at
 from rules.vocabulary import IMAGE_PART_TYPES, NOT_USER_ROLES
 
@@ -201,6 +201,41 @@ def _is_tool(message: Any) -> bool:
     return type(message) is dict and message.get("role") == "tool"
 
 
+def resume(messages: list[Any], ctx: RuleContext, before: int | None) -> tuple[Outcome, int] | None:
+    """The rule over ``messages`` after ``before`` messages (``None``: the list's start), and
+    the count after them (``Horizon``, rules/engine/resume.py). ``strip`` decides each message
+    alone; with ``keep_last`` the request's last images stay, so a new turn with an image may
+    change the old ones: it declines. ``relocate`` looks past a message only over the tool
+    messages after it: a new turn that starts with one declines; the new turn's positions in
+    the changes are counted in the whole list."""
+    offset = 0 if before is None else before
+    after = offset + len(messages)
+    if before is None or not messages:
+        return apply(messages, ctx), after
+    types = image_types(ctx.options)
+    if ACTION.of(ctx) == "relocate":
+        if _is_tool(messages[0]):
+            return None
+        outcome = _relocate(messages, types, ctx.options)
+        return Outcome(outcome.messages, tuple(_counted(c, offset) for c in outcome.changes)), after
+    keep = KEEP_LAST.of(ctx)
+    if isinstance(keep, int) and not isinstance(keep, bool) and keep > 0:
+        if any(count_images(message, types) for message in messages):
+            return None
+        return Outcome(messages), after
+    return apply(messages, ctx), after
+
+
+def _counted(change: Change, offset: int) -> Change:
+    """A ``relocate`` change over a new turn with its positions counted in the whole list."""
+    detail = dict(change.detail)
+    if "to" in detail:
+        detail["to"] += offset
+    if "from" in detail:
+        detail["from"] = [index + offset for index in detail["from"]]
+    return Change(change.rule, change.index, change.action, detail)
+
+
 RULE = Rule(
     name=NAME,
     summary="Replace images for text-only upstreams, or move them into user messages.",
@@ -222,6 +257,7 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    horizon=carried(resume),  # relocate looks over a tool block; keep_last over later images
     scan=scan.scan,
     woken_by=scan.on(scan.LIST_CONTENT, scan.DICT_CONTENT),
     options=(

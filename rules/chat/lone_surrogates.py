@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.base import Outcome, Rule, RuleContext, per_message
 from rules.engine.text import replace_lone_surrogates
 
 NAME = "lone-surrogates"
@@ -41,4 +41,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=per_message(apply),  # each string repaired by itself
 )

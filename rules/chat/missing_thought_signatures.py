@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.chat.message_fields import call_id
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import model_matches
 
@@ -92,6 +92,24 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(rewrite_at(messages, found, fix), tuple(changes))
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, before: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after a list whose current turn it signed or not (``before``;
+    ``None``: the list's start), and the same after them. A user message in them ends that turn,
+    and what was signed in it would not be: it declines then."""
+    if before is not None and messages and before and any(map(_is_user, messages)):
+        return None
+    outcome = apply(messages, ctx)
+    if before is None or any(map(_is_user, messages)):
+        return outcome, bool(outcome.changes)
+    return outcome, before or bool(outcome.changes)
+
+
+def _is_user(message: Any) -> bool:
+    return type(message) is dict and message.get("role") == "user"
+
+
 RULE = Rule(
     name=NAME,
     summary="Give the first unsigned call of each step of the current Gemini turn Google's "
@@ -105,6 +123,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # the current turn: after the last user message
     options=(SIGNATURE, MODELS),
     reads_request=True,
 )

@@ -33,7 +33,7 @@ from typing import Any
 from rules.chat.merge import join_contents, merge_messages
 from rules.chat.message_fields import has_content
 from rules.chat.tool_turns import is_assistant, rejoin
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 
 NAME = "system-messages"
 
@@ -75,6 +75,32 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if LATER.of(ctx) == "user":
         return _to_user(messages, lead, later, str(PREFIX.of(ctx)), changes)
     return _hoist(messages, lead, later, changes)
+
+
+def resume(
+    messages: list[Any], ctx: RuleContext, before: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after a list (``None``: its start), and whether the list so
+    far is settled: its leading system run ended, and it ends on no system message (a removed
+    one there would put its neighbours side by side). A new turn after a settled list changes
+    nothing before it but where a system message in it is hoisted to the start: it declines
+    then (``later: user`` converts it where it stands, as the whole run does)."""
+    if before is None:
+        return apply(messages, ctx), _settled(messages)
+    if not messages:
+        return Outcome(messages), before
+    if not before:
+        return None
+    later = [index for index, message in enumerate(messages) if _is_system(message)]
+    if not later:
+        return Outcome(messages), True
+    if LATER.of(ctx) != "user":
+        return None
+    return _to_user(messages, 0, later, str(PREFIX.of(ctx)), []), _settled(messages)
+
+
+def _settled(messages: list[Any]) -> bool:
+    return bool(messages) and not _is_system(messages[-1]) and not all(map(_is_system, messages))
 
 
 def _is_system(message: Any) -> bool:
@@ -182,6 +208,7 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    horizon=carried(resume),  # a later system message reaches the start
     options=(
         LATER,
         PREFIX,

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any, Final
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.engine.ids import Renames, digest62, fresh_from
 from rules.engine.messages import rewrite_at
 
@@ -78,14 +78,43 @@ def _candidate(value: str, attempt: int, *, fmt: str) -> str:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    fmt = FORMAT.of(ctx)
+    made = _renamed(messages, FORMAT.of(ctx), frozenset(), {})
+    assert made is not None  # from the start nothing was made that a new id could meet
+    return made[0]
+
+
+#: What the rule carries from one part of a list to the next: the ids kept as they are, and
+#: the map so far (never changed in place: a retry resumes from the same state again).
+State = tuple[frozenset[str], dict[str, str]]
+
+
+def resume(
+    messages: list[Any], ctx: RuleContext, before: State | None
+) -> tuple[Outcome, State] | None:
+    """The rule over ``messages`` after the list ``before`` describes (``None``: its start):
+    ids seen before keep their new ids, new ones avoid every id kept or made. ``None`` where
+    the new messages keep an id the map made before (the whole run would have made another)."""
+    kept, known = (frozenset(), {}) if before is None else before
+    return _renamed(messages, FORMAT.of(ctx), kept, known)
+
+
+def _renamed(
+    messages: list[Any], fmt: str, kept: frozenset[str], known: dict[str, str]
+) -> tuple[Outcome, State] | None:
+    """``messages`` with each id that does not fit ``fmt`` renamed, after the ids ``kept`` and
+    the map ``known`` of the messages before; and the state after them."""
     if fmt not in FORMATS or fmt == "preserve":
-        return Outcome(messages)
+        return Outcome(messages), (kept, known)
     renames = Renames(lambda value: conforms(value, fmt))
     suspects = [index for index, ids in _ids(messages) if renames.see_all(ids)]
+    here = renames.kept()
+    if known and not here.isdisjoint(known.values()):
+        return None
+    now = kept | here if here - kept else kept
     if not renames:
-        return Outcome(messages)  # the common case: every id already fits
-    mapping = renames.mapping(fresh_from(partial(_candidate, fmt=fmt), renames.kept()))
+        return Outcome(messages), (now, known)  # the common case: every id already fits
+    make = fresh_from(partial(_candidate, fmt=fmt), set(now) | set(known.values()))
+    mapping = {**known, **renames.mapping(lambda value: known.get(value) or make(value))}
     changes: list[Change] = []
 
     def fix(index: int, message: Any) -> Any:
@@ -99,7 +128,8 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
         changes.append(Change(NAME, index, "renamed_ids", {"ids": renamed, "format": fmt}))
         return {**message, "tool_calls": calls}
 
-    return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+    out = Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
+    return out, (now, mapping if len(mapping) > len(known) else known)
 
 
 def _renamed_call(call: Any, mapping: dict[str, str], renamed: dict[str, str]) -> Any:
@@ -147,5 +177,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # the map so far: ids seen before keep their new id
     options=(FORMAT,),
 )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.engine.messages import rewrite_at
 
 NAME = "tool-message-name"
@@ -37,29 +37,38 @@ ADD_MISSING = Option(
 )
 
 
+#: What the walk of ``call_names`` holds after a list: the calls of the block still open (``None``:
+#: no block is open) and the latest call per id so far (never changed in place).
+Walk = tuple[dict[str, str | None] | None, dict[str, str | None]]
+
+
 def call_names(messages: list[Any]) -> list[tuple[int, str | None, str]]:
     """For each tool message with a usable ``tool_call_id``: (index, the function name of its
     call or ``None`` if no call or no string name is found, the id)."""
+    return _call_names(messages, (None, {}))[0]
+
+
+def _call_names(messages: list[Any], walk: Walk) -> tuple[list[tuple[int, str | None, str]], Walk]:
+    """``call_names`` of ``messages`` going on from ``walk`` (the list before them), and the
+    walk after them."""
     found: list[tuple[int, str | None, str]] = []
-    block: dict[str, str | None] = {}  # the calls of the assistant opening the current block
-    earlier: dict[str, str | None] = {}  # every call seen so far, the latest one per id
-    in_block = False
+    block, earlier = walk  # the calls of the open block; every call seen so far, latest per id
+    grown: dict[str, str | None] | None = None  # ``earlier`` copied once, when a call joins it
     for index, message in enumerate(messages):
         role = message.get("role") if type(message) is dict else None
         if role == "tool":
             rid = message.get("tool_call_id")
             if type(rid) is str and rid:
-                if in_block and rid in block:
+                if block is not None and rid in block:
                     found.append((index, block[rid], rid))
                 else:
                     found.append((index, earlier.get(rid), rid))
             continue
-        block = {}
-        in_block = False
+        block = None
         calls = message.get("tool_calls") if role == "assistant" else None
         if type(calls) is not list:
             continue
-        in_block = True
+        block = {}
         for call in calls:
             cid = call.get("id") if type(call) is dict else None
             if type(cid) is not str or not cid:
@@ -68,14 +77,29 @@ def call_names(messages: list[Any]) -> list[tuple[int, str | None, str]]:
             name = function.get("name") if type(function) is dict else None
             name = name if type(name) is str and name else None
             block.setdefault(cid, name)  # the first call with an id, as the pairing rules read it
-            earlier[cid] = name
-    return found
+            if grown is None:
+                earlier = grown = dict(earlier)
+            grown[cid] = name
+    return found, (block, earlier)
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    return _aligned(messages, ctx, call_names(messages))
+
+
+def resume(messages: list[Any], ctx: RuleContext, before: Walk | None) -> tuple[Outcome, Walk]:
+    """The rule over ``messages`` after the list ``before`` describes (``None``: its start): a
+    tool message's name comes from the calls before it only, which the walk holds."""
+    found, after = _call_names(messages, (None, {}) if before is None else before)
+    return _aligned(messages, ctx, found), after
+
+
+def _aligned(
+    messages: list[Any], ctx: RuleContext, found: list[tuple[int, str | None, str]]
+) -> Outcome:
     add_missing = ADD_MISSING.of(ctx) is True
     wanted: dict[int, tuple[str, str]] = {}
-    for index, name, rid in call_names(messages):
+    for index, name, rid in found:
         if name is None:
             continue
         message = messages[index]
@@ -114,5 +138,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # the calls before each tool message
     options=(ADD_MISSING,),
 )

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
+from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption, carried
 
 NAME = "tool-user-bridge"
 
@@ -50,7 +50,18 @@ CONTENT = TextOption(
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    gaps = _gaps(messages)
+    return _bridged(messages, ctx, _gaps(messages))
+
+
+def resume(messages: list[Any], ctx: RuleContext, before: bool | None) -> tuple[Outcome, bool]:
+    """The rule over ``messages`` after a list that ended on a tool message or not (``before``;
+    ``None``: the list's start), and whether they end on one: a bridge looks one message back."""
+    gaps = _gaps(messages, after_tool=before is True)
+    ends = _role(messages[-1]) == "tool" if messages else before is True
+    return _bridged(messages, ctx, gaps), ends
+
+
+def _bridged(messages: list[Any], ctx: RuleContext, gaps: list[int]) -> Outcome:
     if not gaps:
         return Outcome(messages)  # the common case, found in one pass
     content = CONTENT.of(ctx)
@@ -68,12 +79,16 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes))
 
 
-def _gaps(messages: list[Any]) -> list[int]:
-    """Indices of the user messages that directly follow a tool message."""
+def _role(message: Any) -> Any:
+    return message.get("role") if type(message) is dict else None
+
+
+def _gaps(messages: list[Any], *, after_tool: bool = False) -> list[int]:
+    """Indices of the user messages that directly follow a tool message (``after_tool``: the
+    list is the rest of one whose last message before it is a tool message)."""
     gaps: list[int] = []
-    after_tool = False
     for index, message in enumerate(messages):
-        role = message.get("role") if type(message) is dict else None
+        role = _role(message)
         if after_tool and role == "user":
             gaps.append(index)
         after_tool = role == "tool"
@@ -95,5 +110,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # a bridge looks one message back
     options=(CONTENT,),
 )

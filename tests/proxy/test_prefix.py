@@ -183,20 +183,21 @@ def test_the_benchmark_sessions_hit_and_forward_what_a_full_run_forwards(workloa
     assert cache.resumed >= len(session) - 3  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("workload", ["clean", "stuck", "broken"])
+@pytest.mark.parametrize("workload", ["clean", "stuck", "broken", "stuck-split"])
 @pytest.mark.parametrize("name", NAMES)
 def test_agent_sessions_resume_under_every_profile(name: str, workload: str) -> None:
     """Agent-shaped sessions (each request the last plus a turn) under every profile, resumed
-    and not, against full runs; and how many requests resumed: the comparison is not of whole
-    runs only where a profile's rules can say their horizon."""
+    and not, against full runs; and how many requests resumed: every one but the first, and
+    where a rule first wakes (its state is not known yet) or the list it follows ends on its
+    repair (``stuck-split``: the split turn that repeats a call, issue 39's stuck session, which
+    ran whole on every request while the id and pairing rules could not say their horizon)."""
     session = bench_session(60, workload, seed=11)
     cache = replay(CHAT_API, plan_of("chat", name), session)
     spaced = [json.dumps(orjson.loads(body)).encode() for body in session]
     spaced_cache = replay(CHAT_API, plan_of("chat", name), spaced)
     assert spaced_cache.counts["hit"] == len(session) - 1  # json.dumps' writing reused too
-    if name in RESUMING:
-        assert spaced_cache.resumed >= len(session) // 2  # type: ignore[attr-defined]
-        assert cache.resumed >= len(session) // 2, cache.resumed  # type: ignore[attr-defined]
+    assert spaced_cache.resumed >= len(session) - 4  # type: ignore[attr-defined]
+    assert cache.resumed >= len(session) - 4, cache.resumed  # type: ignore[attr-defined]
 
 
 def test_a_wrong_horizon_is_caught_by_the_replay() -> None:
@@ -222,14 +223,6 @@ def test_a_wrong_horizon_is_caught_by_the_replay() -> None:
     assert replay(CHAT_API, Plan("right", steps), session).resumed == 0  # type: ignore[attr-defined]
     with pytest.raises(AssertionError, match="'hit', True, True"):  # resumed, and it differs
         replay(CHAT_API, Plan("wrong", wrong), session)
-
-
-#: The profiles whose rules, on these sessions, all say their horizon (tests/rules/
-#: test_horizons.py); the others run some rule whole, and so every request.
-RESUMING = frozenset(
-    {"anthropic", "cerebras", "deepseek", "deepseek-reasoner", "glm", "groq", "kimi"}
-    | {"openrouter", "passthrough", "xai"}
-)
 
 
 # ---------------------------------------------------------------------------------------------

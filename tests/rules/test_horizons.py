@@ -55,7 +55,13 @@ def contexts(rule: Rule) -> list[RuleContext]:
 
 @st.composite
 def histories(draw: st.DrawFn) -> list[Any]:
-    shape = draw(st.sampled_from(("clean", "broken", "conversation", "arbitrary", "doubled")))
+    shape = draw(
+        st.sampled_from(("clean", "broken", "conversation", "arbitrary", "doubled", "stuck"))
+    )
+    if shape == "stuck":  # a defect early, then turns with ids of their own (the id rules' case)
+        head = list(draw(broken_transcripts(max_turns=3)).messages)
+        tail = list(draw(clean_transcripts(max_turns=3)))
+        return head + renamed_ids(tail, "t_")
     if shape == "clean":
         return list(draw(clean_transcripts(max_turns=5)))
     if shape == "doubled":  # a block stored twice, right after itself (replayed-history's case)
@@ -69,6 +75,35 @@ def histories(draw: st.DrawFn) -> list[Any]:
     if shape == "conversation":
         return list(RENDER["chat"](draw(conversations(FATES_ALL))))
     return list(draw(arbitrary_messages()))
+
+
+def renamed_ids(items: list[Any], prefix: str) -> list[Any]:
+    """``items`` with every string id (a call's ``id``, ``call_id`` and ``response_item_id``, a
+    result's ``tool_call_id``) given ``prefix``: ids no other part of a history holds."""
+
+    def fresh(value: Any) -> Any:
+        return prefix + value if isinstance(value, str) else value
+
+    out: list[Any] = []
+    for item in items:
+        if not isinstance(item, dict):
+            out.append(item)
+            continue
+        made = dict(item)
+        if "tool_call_id" in made:
+            made["tool_call_id"] = fresh(made["tool_call_id"])
+        if isinstance(made.get("tool_calls"), list):
+            made["tool_calls"] = [
+                {
+                    key: fresh(value) if key in ("id", "call_id", "response_item_id") else value
+                    for key, value in call.items()
+                }
+                if isinstance(call, dict)
+                else call
+                for call in made["tool_calls"]
+            ]
+        out.append(made)
+    return out
 
 
 def shifted(changes: Sequence[Change], by: int) -> list[Change]:
@@ -154,3 +189,77 @@ def test_a_wrong_horizon_is_caught() -> None:
 
 def _call(call_id: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+
+
+#: The rules issue 39's stuck session wakes on every request once a split turn repeats a call.
+ID_RULES = (
+    "codex-call-ids",
+    "blank-tool-call-ids",
+    "duplicate-tool-call-ids",
+    "displaced-tool-results",
+    "missing-tool-call-ids",
+    "orphan-tool-results",
+    "unanswered-tool-calls",
+    "tool-call-ids",
+    "tool-message-name",
+)
+
+
+def stuck_history() -> tuple[list[Any], int]:
+    """A split turn that repeats its call (issue 39's stuck agent), then a clean turn: the
+    history and where the clean turn starts."""
+    head = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "fix the test"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [_call("c1")]},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1"), _call("c2")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "tool", "tool_call_id": "c2", "content": "ok"},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok again"},
+        # the next turn, clean: the list the new turn follows does not end on the repair
+        {"role": "assistant", "content": None, "tool_calls": [_call("c4")]},
+        {"role": "tool", "tool_call_id": "c4", "content": "ok"},
+    ]
+    turn = [
+        {"role": "assistant", "content": None, "tool_calls": [_call("c3")]},
+        {"role": "tool", "tool_call_id": "c3", "content": "done"},
+        {"role": "user", "content": "thanks"},
+    ]
+    return head + turn, len(head)
+
+
+@pytest.mark.parametrize("name", ID_RULES)
+def test_the_id_rules_resume_after_a_stuck_turn(name: str) -> None:
+    """The new turn after a split turn that repeats a call resumes (and gives the whole run's
+    result) under every profile's options: the property above cannot pass by declining."""
+    rule = next(rule for rule in RULES if rule.name == name)
+    items, at = stuck_history()
+    for ctx in contexts(rule):
+        assert check_horizon(rule, ctx, items, at), ctx.options
+
+
+def test_the_stuck_turn_is_repaired_before_the_split() -> None:
+    """What the resumed turn goes on from is a repair: duplicate-tool-call-ids changed the
+    split turn (the oracle above is not of a history no rule touches)."""
+    rule = next(rule for rule in RULES if rule.name == "duplicate-tool-call-ids")
+    items, at = stuck_history()
+    assert rule.apply(clone(items[:at]), rule.context()).changes
+
+
+def test_a_wrong_horizon_for_an_id_rule_is_caught() -> None:
+    """``duplicate-tool-call-ids`` declared to decide each message alone (it does not: an id a
+    new turn reuses is renamed there because the history holds it, as Kimi's per-turn counters
+    reuse ``functions.bash:0``); its true declaration declines that split."""
+    rule = next(rule for rule in RULES if rule.name == "duplicate-tool-call-ids")
+    wrong = replace(rule, horizon=per_message(rule.apply))
+    items = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("functions.bash:0")]},
+        {"role": "tool", "tool_call_id": "functions.bash:0", "content": "one"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("functions.bash:0")]},
+        {"role": "tool", "tool_call_id": "functions.bash:0", "content": "two"},
+    ]
+    assert rule.apply(clone(items), rule.context()).changes  # the whole run renames the reuse
+    assert check_horizon(rule, rule.context(), items, 3) is False
+    with pytest.raises(AssertionError):
+        check_horizon(wrong, rule.context(), items, 3)
