@@ -24,9 +24,10 @@ output moves next to its call.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.responses.items import (
     answer_map,
     call_id,
@@ -108,6 +109,58 @@ def _strict(items: list[Any]) -> Outcome:
     return move_after_calls(items, after, NAME)
 
 
+def resume(
+    items: list[Any], ctx: RuleContext, before: tuple[Any, ...] | None
+) -> tuple[Outcome, tuple[Any, ...]] | None:
+    """The rule over ``items`` after others; ``before`` says what of those the rule reads on:
+    under ``messages`` adjacency, their count when each of their calls was answered among them
+    (outputs answer earlier calls only: nothing here is then held for a call before); under
+    ``strict``, the last of them (an output here must follow its call), when every output
+    followed its call. ``None`` otherwise (``Horizon``, rules/engine/resume.py)."""
+    if ADJACENCY.of(ctx) == "strict":
+        return _resume_strict(items, ctx, before)
+    if before is None:
+        outcome = apply(items, ctx)
+        return outcome, (len(items) if not pair_calls(items)[1] else -1,)
+    if before[0] < 0:
+        return None
+    outcome = apply(items, ctx)
+    changes = tuple(  # where the message went, in the whole list
+        replace(c, detail={**c.detail, "to": before[0] + c.detail["to"]}) for c in outcome.changes
+    )
+    count = before[0] + len(items) if not pair_calls(items)[1] else -1
+    return Outcome(outcome.messages, changes), (count,)
+
+
+def _resume_strict(
+    items: list[Any], ctx: RuleContext, before: tuple[Any, ...] | None
+) -> tuple[Outcome, tuple[Any, ...]] | None:
+    """``resume`` under ``strict`` adjacency: the state is ``(last,)``, the item before
+    (``None``: none), or ``()`` when an output before did not follow its call."""
+    if before is None:
+        outcome = apply(items, ctx)
+        in_place = _follow(items, None)
+        return outcome, ((items[-1] if items else None),) if in_place else ()
+    if not before or not _follow(items, before[0]):
+        return None
+    return Outcome(items), (items[-1],) if items else before
+
+
+def _follow(items: list[Any], last: Any) -> bool:
+    """Every output of ``items`` follows a call of its call_id (``last``: the item before them,
+    ``None`` at the list's start)."""
+    previous = last
+    for index, item in enumerate(items):
+        if is_output(item) and not (
+            (index > 0 or last is not None)
+            and is_call(previous)
+            and call_id(previous) == call_id(item)
+        ):
+            return False
+        previous = item
+    return True
+
+
 RULE = Rule(
     name=NAME,
     summary="Move message items standing between a function call and its output after it.",
@@ -122,5 +175,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # an output answers an earlier call
     options=(ADJACENCY,),
 )
