@@ -155,4 +155,6 @@ RULE = Rule(
     horizon=carried(resume),  # each input by itself; the budget goes on
     scan=scan.signals,
     woken_by=on(scan.BAD_INPUT),
+    # An input made an object sets no signal: the walk reads no input but its type.
+    introduces=frozenset(),
 )

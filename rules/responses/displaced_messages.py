@@ -99,11 +99,7 @@ def _strict(items: list[Any]) -> Outcome:
         if is_output(item)
     ):
         return Outcome(items)  # the clean path: every output already follows its call
-    after = {
-        call: output
-        for output, call in answer_map(items).items()
-        if call is not None and output > call + 1
-    }
+    after = _law_moves(items)
     if not after:
         return Outcome(items)
     return move_after_calls(items, after, NAME)
@@ -135,15 +131,71 @@ def resume(
 def _resume_strict(
     items: list[Any], ctx: RuleContext, before: tuple[Any, ...] | None
 ) -> tuple[Outcome, tuple[Any, ...]] | None:
-    """``resume`` under ``strict`` adjacency: the state is ``(last,)``, the item before
-    (``None``: none), or ``()`` when an output before did not follow its call."""
+    """``resume`` under ``strict`` adjacency. The items before are closed (as many outputs as
+    calls name each call_id: by the pairing law the ones here then pair among themselves), and
+    the state is ``(count, last, in_place, moved)``: how many they were, the last of them, whether
+    every output followed a call of its call_id (the clean path), whether the law moved any;
+    ``()`` when they were not closed. ``None`` when the clean path breaks here after one that
+    held over items the law would have moved (the whole run moves them)."""
     if before is None:
         outcome = apply(items, ctx)
-        in_place = _follow(items, None)
-        return outcome, ((items[-1] if items else None),) if in_place else ()
-    if not before or not _follow(items, before[0]):
+        moved = bool(_law_moves(items))
+        state = (len(items), items[-1] if items else None, _follow(items, None), moved)
+        return outcome, state if _closed(items) else ()
+    if not before:
         return None
-    return Outcome(items), (items[-1],) if items else before
+    count, last, in_place, moved = before
+    here = _follow(items, last if count else None)
+    after = _law_moves(items)
+    if in_place and not here and moved:
+        return None
+    if in_place and here:
+        outcome = Outcome(items)
+    elif not after:
+        outcome = Outcome(items)
+    else:
+        made = move_after_calls(items, after, NAME)
+        changes = tuple(
+            replace(
+                c,
+                detail={
+                    **c.detail,
+                    "to": count + c.detail["to"],
+                    "after": count + c.detail["after"],
+                },
+            )
+            for c in made.changes
+        )
+        outcome = Outcome(made.messages, changes)
+    if not _closed(items):
+        return outcome, ()
+    state = (
+        count + len(items),
+        items[-1] if items else last,
+        in_place and here,
+        moved or bool(after),
+    )
+    return outcome, state
+
+
+def _law_moves(items: list[Any]) -> dict[int, int]:
+    """Call index -> the output that answers it, by the pairing law, where that output is not
+    right after it (and after it)."""
+    return {
+        call: output
+        for output, call in answer_map(items).items()
+        if call is not None and output > call + 1
+    }
+
+
+def _closed(items: list[Any]) -> bool:
+    """As many outputs as calls name each call_id."""
+    balance: dict[str, int] = {}
+    for item in items:
+        cid = call_id(item)
+        if cid is not None:
+            balance[cid] = balance.get(cid, 0) + (1 if is_call(item) else -1)
+    return not any(balance.values())
 
 
 def _follow(items: list[Any], last: Any) -> bool:

@@ -80,7 +80,10 @@ ODD_MESSAGES: tuple[Any, ...] = (
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "toolu_odd", "content": "ok"}],
     },
-    {"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "x"}]},
+    {
+        "role": "assistant",
+        "content": [{"type": "text", "text": " "}, {"type": "text", "text": "x"}],
+    },
     {"role": "assistant", "content": "done"},
     {"role": "assistant", "content": [{"type": "tool_use", "id": "a.b", "name": "Bash"}]},
 )
@@ -270,3 +273,30 @@ def test_a_wrong_end_horizon_is_caught() -> None:
     assert check_horizon(rule, ctx, items, 2) is False
     with pytest.raises(AssertionError):
         check_horizon(wrong, ctx, items, 2)
+
+
+#: The Messages rules that say what their change may set (``Rule.introduces``): the pipeline,
+#: resumed or not, keeps the walk's signals after them.
+DECLARING = [rule for rule in MESSAGES_RULES if rule.introduces is not None]
+
+
+def test_the_rule_that_changes_a_stuck_claude_code_session_says_what_it_may_set() -> None:
+    assert "messages-tool-input" in {rule.name for rule in DECLARING}
+
+
+@SETTINGS
+@given(history=messages_histories())
+def test_a_messages_change_sets_no_signal_its_rule_did_not_declare(
+    history: tuple[list[Any], dict[str, Any]],
+) -> None:
+    items, fields = history
+    signals = messages_scan.signals.__wrapped__(items)  # type: ignore[attr-defined]
+    for rule in DECLARING:
+        assert rule.introduces is not None
+        for ctx in contexts(rule):
+            given = ctx.with_request({**fields, "messages": items}) if rule.reads_request else ctx
+            outcome = rule.apply(items, given)
+            if outcome.messages is items:
+                continue
+            after = messages_scan.signals.__wrapped__(outcome.messages)  # type: ignore[attr-defined]
+            assert after <= signals | rule.introduces, (rule.name, after - signals)
