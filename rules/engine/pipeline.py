@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from rules.engine import memo
 from rules.engine.base import Change, Horizon, Outcome, Rule, RuleContext
@@ -65,11 +65,12 @@ class PipelineResult:
 MISSING: Final = object()
 
 
-@dataclass(frozen=True, slots=True)
-class Mark:
+class Mark(NamedTuple):
     """What one step that ran did over a request's whole list, for the next request to resume
     from (a step the walk did not wake has none: it changed nothing, and its state is known
-    only if its horizon carries none)."""
+    only if its horizon carries none; nor has a ``fields`` step that left the list as it was:
+    it runs again over the fields, and its state is none). A tuple: one is made per step that
+    runs, on every request of a session, and a frozen dataclass costs three times as much."""
 
     #: The length of the list the step was given (the index of the next request's first new
     #: message, as the step sees it) and of the list it gave back.
@@ -83,16 +84,16 @@ class Mark:
     replaced: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Carried:
+class Carried(NamedTuple):
     """What a request's run leaves for the next request of its session (rules/engine/resume.py):
     the steps it ran (the very object), the length of its list, the ``Mark`` of each step that
     ran (by its position in the steps) and the list it made. ``written`` (the body sent, and
     where its list's items are in it) and ``charge`` are filled in by the callers that know
-    them (rules/providers/sanitize.py, proxy/relay/prefix.py)."""
+    them (rules/providers/sanitize.py, proxy/relay/prefix.py). A tuple, as ``Mark``."""
 
     steps: Sequence[tuple[Rule, RuleContext]]
-    count: int
+    #: The length of the list it was given (``count`` is a tuple's method).
+    length: int
     marks: Mapping[int, Mark]
     messages: list[Any]
     #: No message was changed: the list made is the list given.
@@ -102,10 +103,8 @@ class Carried:
     charge: int = 0
 
     def but(self, written: tuple[bytes, int, int] | None, charge: int) -> Carried:
-        """This record with ``written`` and ``charge`` (``dataclasses.replace`` spelled out)."""
-        return Carried(
-            self.steps, self.count, self.marks, self.messages, self.clean, written, charge
-        )
+        """This record with ``written`` and ``charge``."""
+        return self._replace(written=written, charge=charge)
 
 
 def clone(value: Any) -> Any:
@@ -242,9 +241,12 @@ def _applied(
     else:
         outcome = rule.apply(current, ctx)
         state = None if horizon is not None and horizon.kind != "carried" else MISSING
-    kept = () if horizon is not None and horizon.kind == "fields" else outcome.changes
-    after = len(outcome.messages)
-    marks[position] = Mark(len(current), after, state, kept, outcome.messages is not current)
+    replaced = outcome.messages is not current
+    if horizon is not None and horizon.kind == "fields":
+        if replaced:  # it wrote a message after all: its mark says so, and it cannot resume
+            marks[position] = Mark(len(current), len(outcome.messages), state, (), True)
+        return outcome
+    marks[position] = Mark(len(current), len(outcome.messages), state, outcome.changes, replaced)
     return outcome
 
 

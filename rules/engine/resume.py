@@ -96,7 +96,7 @@ def resume_rules(
     """``run_rules(messages, steps, private=True, request=request, walked=walked,
     record=True)``, where ``messages`` is ``carried``'s list then the new messages, worked out
     over the new messages only; ``None`` when that cannot be trusted (run them whole)."""
-    if steps is not carried.steps or len(messages) < carried.count:
+    if steps is not carried.steps or len(messages) < carried.length:
         return None
     run = _Run(messages, carried, request, walked)
     with memo.run():
@@ -123,14 +123,14 @@ class _Run:
     ) -> None:
         self.carried = carried
         self.signals_of = dict(walked.signals)
-        self.window = self.given = messages[carried.count :]
+        self.window = self.given = messages[carried.length :]
         self.fields: Mapping[str, Any] = request
         self.new_fields: dict[str, Any] | None = None
         self.keys: frozenset[str] | None = None
         self.changes: list[Change] = []
         self.marks: dict[int, Mark] = {}
         #: The length of the messages before the new ones, as the next step sees them.
-        self.closed = carried.count
+        self.closed = carried.length
 
     def through(self, facts: tuple[_Step, ...]) -> bool:
         """Run every step the walks wake, in order; ``False`` if one cannot resume."""
@@ -162,13 +162,14 @@ class _Run:
             return None
         outcome, now, step_changes = made
         self.changes.extend(step_changes)
-        self.marks[position] = now
+        if now is not None:
+            self.marks[position] = now
         self.closed = self.closed if mark is None else mark.after
         self.window = outcome.messages
         if outcome.request is not None and step.rule.reads_request:
             self.fields = self.new_fields = outcome.request
             self.keys = None
-        return now.replaced
+        return now is not None and now.replaced
 
     def _carried(self, rule: Rule) -> bool:
         """As the whole run, after a step that replaced the list: the walks' signals with what
@@ -210,10 +211,11 @@ def _candidates(
 
 def _step(
     step: _Step, fields: Mapping[str, Any], mark: Mark | None, window: list[Any], closed: int
-) -> tuple[Outcome, Mark, tuple[Change, ...]] | None:
+) -> tuple[Outcome, Mark | None, tuple[Change, ...]] | None:
     """The step over the new messages, after ``closed`` messages as it sees them: its outcome,
-    its new mark and its changes over the whole list (a ``fields`` rule's own, as it ran
-    again); ``None``: it cannot resume."""
+    its new mark (none for a ``fields`` step that left the list alone, as ``run_rules`` keeps
+    it) and its changes over the whole list (a ``fields`` rule's own, as it ran again);
+    ``None``: it cannot resume."""
     horizon = step.horizon
     state = step.idle if mark is None else mark.state
     if horizon is None or horizon.resume is None or state is MISSING:
@@ -234,7 +236,8 @@ def _step(
     if horizon.kind == "fields":
         if outcome.messages is not window or any(c.index >= 0 for c in outcome.changes):
             return None  # it read or wrote a message after all
-        return outcome, Mark(length, after, state, (), replaced), outcome.changes
+        now = Mark(length, after, state, (), True) if replaced else None
+        return outcome, now, outcome.changes
     earlier = () if mark is None else mark.changes
     if not outcome.changes:
         return outcome, Mark(length, after, state, earlier, replaced), earlier

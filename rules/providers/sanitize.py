@@ -206,11 +206,11 @@ def _closed(resume: Carried) -> Closed | None:
     """How the previous request's repaired list is written (``Layout.write_spanned``), or
     ``None`` when it was not kept (the list is then written whole)."""
     if resume.clean:
-        return None, len(resume.messages), resume.count
+        return None, len(resume.messages), resume.length
     if resume.written is None:
         return None
     body, start, end = resume.written
-    return memoryview(body)[start:end], len(resume.messages), resume.count
+    return memoryview(body)[start:end], len(resume.messages), resume.length
 
 
 def _leave(carried: Carried | None, body: bytes, start: int, end: int) -> Carried | None:
