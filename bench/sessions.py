@@ -32,10 +32,10 @@ import orjson
 
 from proxy.relay.prefix import PrefixCache
 from rules.engine import known
-from rules.providers.apis import CHAT_API
+from rules.providers.apis import APIS, CHAT_API, Api
 from rules.providers.planner import Plan, Planner
 from rules.providers.sanitize import sanitize_body
-from tests.sessions import SPACED, WORKLOADS, session
+from tests.sessions import SPACED, WORKLOADS, api_session, session
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +52,15 @@ class SessionRow:
     ratio: dict[str, float]
 
 
-def _full(flat: Sequence[bytes], plan: Plan) -> list[object]:
+def _full(flat: Sequence[bytes], plan: Plan, api: Api = CHAT_API) -> list[object]:
     """Every request repaired alone (``prefix_cache: {enabled: false}``); nothing a round
     remembered of the strings is left for the next (``rules.engine.known``)."""
     known.forget()
-    return [sanitize_body(b, plan) for b in flat]
+    return [sanitize_body(b, plan, api.name) for b in flat]
 
 
 def _through_cache(
-    bodies: Sequence[Sequence[bytes]], plan: Plan, *, resume: bool = True
+    bodies: Sequence[Sequence[bytes]], plan: Plan, *, resume: bool = True, api: Api = CHAT_API
 ) -> list[object]:
     """Every request repaired as the server does it (proxy/relay/prefix.py): each session through
     a cache of its own, empty when the session starts; ``resume``: the rules resume from the
@@ -70,10 +70,11 @@ def _through_cache(
     for one in bodies:
         cache = PrefixCache()
         for body in one:
-            reading = cache.read("session", CHAT_API, body)
+            reading = cache.read("session", api, body)
             sanitized = sanitize_body(
                 body,
                 plan,
+                api.name,
                 parsed=reading.payload,
                 walked=reading.walked,
                 layout=reading.layout,
@@ -100,14 +101,15 @@ def measure(
     *,
     rounds: int,
     loops: int,
+    api: Api = CHAT_API,
 ) -> SessionRow:
     flat = [body for one in bodies for body in one]
     subjects: dict[str, Callable[[], object]] = {
         "floor-json": lambda: [orjson.dumps(orjson.loads(b)) for b in flat],
         "relay": lambda: [bytes(memoryview(b)) for b in flat],
-        "chatmend": lambda: _full(flat, plan),
-        "prefix": lambda: _through_cache(bodies, plan),
-        "prefix-whole": lambda: _through_cache(bodies, plan, resume=False),
+        "chatmend": lambda: _full(flat, plan, api),
+        "prefix": lambda: _through_cache(bodies, plan, api=api),
+        "prefix-whole": lambda: _through_cache(bodies, plan, resume=False, api=api),
     }
     for fn in subjects.values():
         fn()  # warm up
@@ -119,9 +121,9 @@ def measure(
             samples[name].append(_time(fn, loops))
         for name in subjects:
             ratios[name].append(samples["floor-json"][-1] / samples[name][-1])
-    changes = sum(len(sanitize_body(b, plan).changes) for b in flat)
+    changes = sum(len(sanitize_body(b, plan, api.name).changes) for b in flat)
     return SessionRow(
-        workload,
+        workload if api is CHAT_API else f"{api.name}: {workload}",
         len(bodies),
         len(flat),
         sum(len(b) for b in flat) / 1024,
@@ -139,13 +141,24 @@ def run(
     messages: int = 300,
     rounds: int = 5,
     loops: int = 1,
+    api: str = "chat",
 ) -> list[SessionRow]:
-    """Every workload under the default profile's plan (what ``make run`` serves)."""
-    plan = Planner().plan("deepseek-chat")
+    """Every workload under the default profile's plan (what ``make run`` serves); ``api``:
+    the sessions written for that API (``tests.sessions.api_session``: Claude Code's Messages,
+    Codex's Responses), under the plan the default planner gives their model."""
+    if api == "chat":
+        plan = Planner().plan("deepseek-chat")
+        rows = []
+        for workload in workloads:
+            bodies = [session(messages, workload, seed=7 + i) for i in range(sessions)]
+            rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops))
+        return rows
+    record = APIS[api]
     rows = []
     for workload in workloads:
-        bodies = [session(messages, workload, seed=7 + i) for i in range(sessions)]
-        rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops))
+        bodies = [api_session(api, messages, workload, seed=7 + i) for i in range(sessions)]
+        plan = Planner().for_api(record, orjson.loads(bodies[0][0]).get("model"))
+        rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops, api=record))
     return rows
 
 
@@ -172,11 +185,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--messages", type=int, default=300, help="messages of the last request")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--api",
+        choices=("chat", "messages", "responses"),
+        default="chat",
+        help="the sessions' API: chat (every workload), messages (Claude Code) or responses "
+        "(Codex), these two over clean, stuck and broken sessions",
+    )
     args = parser.parse_args(argv)
+    workloads = (*WORKLOADS, *SPACED) if args.api == "chat" else ("clean", "stuck", "broken")
     if args.quick:
-        rows = run(sessions=3, messages=200, rounds=7)
+        rows = run(workloads=workloads, sessions=3, messages=200, rounds=7, api=args.api)
     else:
-        rows = run(sessions=args.sessions, messages=args.messages, rounds=args.rounds)
+        rows = run(
+            workloads=workloads,
+            sessions=args.sessions,
+            messages=args.messages,
+            rounds=args.rounds,
+            api=args.api,
+        )
     print(table(rows))
 
 

@@ -149,9 +149,7 @@ def _resume_strict(
     after = _law_moves(items)
     if in_place and not here and moved:
         return None
-    if in_place and here:
-        outcome = Outcome(items)
-    elif not after:
+    if (in_place and here) or not after:
         outcome = Outcome(items)
     else:
         made = move_after_calls(items, after, NAME)

@@ -19,8 +19,8 @@ from typing import Any
 
 from rules.engine.base import Outcome, Rule, RuleContext, carried
 from rules.engine.replay import (
-    ReplayState,
     SIDECAR_FIELDS,
+    ReplayState,
     canonical_arguments,
     collapse_replays,
     is_signal,
