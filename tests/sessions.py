@@ -174,34 +174,34 @@ def _messages_body(turns: list[dict[str, Any]], system: str) -> dict[str, Any]:
 
 
 def _responses_body(turns: list[dict[str, Any]], system: str) -> dict[str, Any]:
+    """Each call followed by its output, as a strict provider takes them (DeepSeek's Responses
+    input: docs/providers.md#deepseek-responses)."""
     items: list[dict[str, Any]] = []
+    outputs = {m["tool_call_id"]: m["content"] for m in turns if m["role"] == "tool"}
     for message in turns:
         role = message["role"]
         if role == "user":
             part = {"type": "input_text", "text": message["content"]}
             items.append({"type": "message", "role": "user", "content": [part]})
-        elif role == "tool":
-            output = message["content"]
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message["tool_call_id"],
-                    "output": output,
-                }
-            )
-        else:
+        elif role == "assistant":
             if message.get("content"):
                 part = {"type": "output_text", "text": message["content"]}
                 items.append({"type": "message", "role": "assistant", "content": [part]})
-            items.extend(
-                {
-                    "type": "function_call",
-                    "call_id": call["id"],
-                    "name": call["function"]["name"],
-                    "arguments": call["function"]["arguments"],
-                }
-                for call in message.get("tool_calls") or ()
-            )
+            for call in message.get("tool_calls") or ():
+                function = call["function"]
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": function["name"],
+                        "arguments": function["arguments"],
+                    }
+                )
+                if call["id"] in outputs:
+                    output = outputs[call["id"]]
+                    items.append(
+                        {"type": "function_call_output", "call_id": call["id"], "output": output}
+                    )
     tools = [
         {"type": "function", "name": name, "parameters": {"type": "object"}} for name in _TOOLS
     ]
