@@ -300,3 +300,21 @@ def test_a_messages_change_sets_no_signal_its_rule_did_not_declare(
                 continue
             after = messages_scan.signals.__wrapped__(outcome.messages)  # type: ignore[attr-defined]
             assert after <= signals | rule.introduces, (rule.name, after - signals)
+
+
+def test_a_wrong_responses_horizon_is_caught() -> None:
+    """``responses-unanswered-calls`` declared per item: a call the previous request left
+    unanswered (it got a stub) is answered by the next request's output, and the whole run gives
+    it no stub."""
+    rule = next(rule for rule in RESPONSES_RULES if rule.name == "responses-unanswered-calls")
+    wrong = replace(rule, horizon=per_message(rule.apply))
+    items = [
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
+    ]
+    ctx = rule.context()
+    assert check_horizon(rule, ctx, items, 2) is False  # the true declaration declines
+    assert check_horizon(rule, ctx, items, 3) is True
+    with pytest.raises(AssertionError):
+        check_horizon(wrong, ctx, items, 2)
