@@ -33,10 +33,10 @@ import orjson
 
 from proxy.relay.prefix import PrefixCache
 from rules.engine import known
-from rules.providers.apis import CHAT_API
+from rules.providers.apis import APIS, CHAT_API, Api
 from rules.providers.planner import Plan, Planner
 from rules.providers.sanitize import sanitize_body
-from tests.sessions import SPACED, SPLIT, WORKLOADS, session
+from tests.sessions import SPACED, SPLIT, WORKLOADS, api_session, session
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +53,15 @@ class SessionRow:
     ratio: dict[str, float]
 
 
-def _full(flat: Sequence[bytes], plan: Plan) -> list[object]:
+def _full(flat: Sequence[bytes], plan: Plan, api: Api = CHAT_API) -> list[object]:
     """Every request repaired alone (``prefix_cache: {enabled: false}``); nothing a round
     remembered of the strings is left for the next (``rules.engine.known``)."""
     known.forget()
-    return [sanitize_body(b, plan) for b in flat]
+    return [sanitize_body(b, plan, api.name) for b in flat]
 
 
 def _through_cache(
-    bodies: Sequence[Sequence[bytes]], plan: Plan, *, resume: bool = True
+    bodies: Sequence[Sequence[bytes]], plan: Plan, *, resume: bool = True, api: Api = CHAT_API
 ) -> list[object]:
     """Every request repaired as the server does it (proxy/relay/prefix.py): each session through
     a cache of its own, empty when the session starts; ``resume``: the rules resume from the
@@ -71,10 +71,11 @@ def _through_cache(
     for one in bodies:
         cache = PrefixCache()
         for body in one:
-            reading = cache.read("session", CHAT_API, body)
+            reading = cache.read("session", api, body)
             sanitized = sanitize_body(
                 body,
                 plan,
+                api.name,
                 parsed=reading.payload,
                 walked=reading.walked,
                 layout=reading.layout,
@@ -101,14 +102,15 @@ def measure(
     *,
     rounds: int,
     loops: int,
+    api: Api = CHAT_API,
 ) -> SessionRow:
     flat = [body for one in bodies for body in one]
     subjects: dict[str, Callable[[], object]] = {
         "floor-json": lambda: [orjson.dumps(orjson.loads(b)) for b in flat],
         "relay": lambda: [bytes(memoryview(b)) for b in flat],
-        "chatmend": lambda: _full(flat, plan),
-        "prefix": lambda: _through_cache(bodies, plan),
-        "prefix-whole": lambda: _through_cache(bodies, plan, resume=False),
+        "chatmend": lambda: _full(flat, plan, api),
+        "prefix": lambda: _through_cache(bodies, plan, api=api),
+        "prefix-whole": lambda: _through_cache(bodies, plan, resume=False, api=api),
     }
     for fn in subjects.values():
         fn()  # warm up
@@ -120,9 +122,9 @@ def measure(
             samples[name].append(_time(fn, loops))
         for name in subjects:
             ratios[name].append(samples["floor-json"][-1] / samples[name][-1])
-    changes = sum(len(sanitize_body(b, plan).changes) for b in flat)
+    changes = sum(len(sanitize_body(b, plan, api.name).changes) for b in flat)
     return SessionRow(
-        workload,
+        workload if api is CHAT_API else f"{api.name}: {workload}",
         len(bodies),
         len(flat),
         sum(len(b) for b in flat) / 1024,
@@ -140,13 +142,24 @@ def run(
     messages: int = 300,
     rounds: int = 5,
     loops: int = 1,
+    api: str = "chat",
 ) -> list[SessionRow]:
-    """Every workload under the default profile's plan (what ``make run`` serves)."""
-    plan = Planner().plan("deepseek-chat")
+    """Every workload under the default profile's plan (what ``make run`` serves); ``api``:
+    the sessions written for that API (``tests.sessions.api_session``: Claude Code's Messages,
+    Codex's Responses), under the plan the default planner gives their model."""
+    if api == "chat":
+        plan = Planner().plan("deepseek-chat")
+        rows = []
+        for workload in workloads:
+            bodies = [session(messages, workload, seed=7 + i) for i in range(sessions)]
+            rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops))
+        return rows
+    record = APIS[api]
     rows = []
     for workload in workloads:
-        bodies = [session(messages, workload, seed=7 + i) for i in range(sessions)]
-        rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops))
+        bodies = [api_session(api, messages, workload, seed=7 + i) for i in range(sessions)]
+        plan = Planner().for_api(record, orjson.loads(bodies[0][0]).get("model"))
+        rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops, api=record))
     return rows
 
 
@@ -177,15 +190,28 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--workload",
         action="append",
         choices=(*WORKLOADS, *SPACED, *SPLIT),
-        help="measure only this workload (repeatable; default: every one but stuck-split)",
+        help="measure only this workload (repeatable; default: every one but stuck-split, and "
+        "for --api messages or responses clean, stuck and broken)",
+    )
+    parser.add_argument(
+        "--api",
+        choices=("chat", "messages", "responses"),
+        default="chat",
+        help="the sessions' API: chat (every workload), messages (Claude Code) or responses "
+        "(Codex), these two over clean, stuck and broken sessions",
     )
     args = parser.parse_args(argv)
-    workloads = args.workload or (*WORKLOADS, *SPACED)
+    every = (*WORKLOADS, *SPACED) if args.api == "chat" else ("clean", "stuck", "broken")
+    workloads = args.workload or every
     if args.quick:
-        rows = run(workloads=workloads, sessions=3, messages=200, rounds=7)
+        rows = run(workloads=workloads, sessions=3, messages=200, rounds=7, api=args.api)
     else:
         rows = run(
-            workloads=workloads, sessions=args.sessions, messages=args.messages, rounds=args.rounds
+            workloads=workloads,
+            sessions=args.sessions,
+            messages=args.messages,
+            rounds=args.rounds,
+            api=args.api,
         )
     print(table(rows))
 

@@ -124,3 +124,111 @@ def interleaved(workload: str, sessions: int, messages: int) -> list[bytes]:
     each = [session(messages, workload, seed=101 + n) for n in range(sessions)]
     steps = max(len(one) for one in each)
     return [one[k] for k in range(steps) for one in each if k < len(one)]
+
+
+#: The APIs a session can be written for (``api_session``).
+APIS: tuple[str, ...] = ("chat", "messages", "responses")
+
+
+def api_session(api: str, messages_count: int, workload: str, *, seed: int) -> list[bytes]:
+    """``session``'s growing session written for ``api``: ``chat`` as it is; ``messages`` as
+    Claude Code sends it (the system prompt in ``system``, each turn's tool results and the
+    next prompt in one user message, ``tool_use`` inputs as objects: the defect's arguments,
+    which read as no object, go as the string they are); ``responses`` as Codex sends it
+    (``instructions``, ``function_call`` and ``function_call_output`` items). A request ends
+    where the chat session's does: before each assistant turn."""
+    if api == "chat":
+        return session(messages_count, workload, seed=seed)
+    if api not in APIS or workload not in WORKLOADS:
+        raise ValueError(f"unknown api {api!r} or workload {workload!r}")
+    bodies = session(messages_count, workload, seed=seed)
+    last = orjson.loads(bodies[-1])["messages"]
+    lengths = {len(orjson.loads(body)["messages"]) for body in bodies}
+    system = "\n".join(m["content"] for m in last if m["role"] == "system")
+    turns = [m for m in last if m["role"] != "system"]
+    cuts = sorted(k - (len(last) - len(turns)) for k in lengths)
+    write = _messages_body if api == "messages" else _responses_body
+    return [orjson.dumps(write(turns[:k], system)) for k in cuts]
+
+
+def _messages_body(turns: list[dict[str, Any]], system: str) -> dict[str, Any]:
+    out: list[dict[str, Any]] = []
+    for message in turns:
+        role = message["role"]
+        if role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if message.get("content"):
+                blocks.append({"type": "text", "text": message["content"]})
+            for call in message.get("tool_calls") or ():
+                raw = call["function"]["arguments"]
+                try:
+                    value: Any = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    value = raw  # the defect: arguments that read as no object
+                name = call["function"]["name"]
+                blocks.append({"type": "tool_use", "id": call["id"], "name": name, "input": value})
+            out.append({"role": "assistant", "content": blocks})
+            continue
+        if role == "tool":
+            block = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
+            block["content"] = message["content"]
+        else:
+            block = {"type": "text", "text": message["content"]}
+        if out and out[-1]["role"] == "user":
+            out[-1]["content"].append(block)
+        else:
+            out.append({"role": "user", "content": [block]})
+    tools = [
+        {"name": name, "description": f"The {name} tool.", "input_schema": {"type": "object"}}
+        for name in _TOOLS
+    ]
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "system": system,
+        "messages": out,
+        "tools": tools,
+        "stream": True,
+    }
+
+
+def _responses_body(turns: list[dict[str, Any]], system: str) -> dict[str, Any]:
+    """Each call followed by its output, as a strict provider takes them (DeepSeek's Responses
+    input: docs/providers.md#deepseek-responses)."""
+    items: list[dict[str, Any]] = []
+    outputs = {m["tool_call_id"]: m["content"] for m in turns if m["role"] == "tool"}
+    for message in turns:
+        role = message["role"]
+        if role == "user":
+            part = {"type": "input_text", "text": message["content"]}
+            items.append({"type": "message", "role": "user", "content": [part]})
+        elif role == "assistant":
+            if message.get("content"):
+                part = {"type": "output_text", "text": message["content"]}
+                items.append({"type": "message", "role": "assistant", "content": [part]})
+            for call in message.get("tool_calls") or ():
+                function = call["function"]
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": function["name"],
+                        "arguments": function["arguments"],
+                    }
+                )
+                if call["id"] in outputs:
+                    output = outputs[call["id"]]
+                    items.append(
+                        {"type": "function_call_output", "call_id": call["id"], "output": output}
+                    )
+    tools = [
+        {"type": "function", "name": name, "parameters": {"type": "object"}} for name in _TOOLS
+    ]
+    return {
+        "model": "gpt-5-codex",
+        "instructions": system,
+        "input": items,
+        "tools": tools,
+        "store": False,
+        "stream": True,
+    }

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.engine.named import names
 from rules.engine.request import with_fields
 
@@ -58,10 +58,35 @@ def _places(messages: list[Any], request: Any) -> list[Place]:
     return places
 
 
-def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
-    keys = frozenset(names(KEYS.of(ctx)))
+def _options(ctx: RuleContext) -> tuple[frozenset[str], int]:
+    """The keys removed and the most markers kept (0: all)."""
     limit = MAX_MARKERS.of(ctx)
     limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else 0
+    return frozenset(names(KEYS.of(ctx))), limit
+
+
+def resume(messages: list[Any], ctx: RuleContext, before: int | None) -> tuple[Outcome, int] | None:
+    """The rule over ``messages`` after others, ``before`` the markers in those when it changed
+    nothing (``-1`` when it did, ``None`` at the list's start); and the same after them. It
+    changes nothing while the markers are at most ``max_markers`` and none holds a key removed;
+    ``None`` otherwise (which markers go, and the change's counts, read the whole request:
+    ``Horizon``, rules/engine/resume.py)."""
+    if before is None:
+        outcome = apply(messages, ctx)
+        return outcome, -1 if outcome.changes else len(_places(messages, {}))
+    if before < 0:
+        return None
+    keys, limit = _options(ctx)
+    found = _places(messages, {})
+    if limit and len(_places([], ctx.request)) + before + len(found) > limit:
+        return None
+    if keys and any(keys & set(_get(messages, {}, place)["cache_control"]) for place in found):
+        return None
+    return Outcome(messages), before + len(found)
+
+
+def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    keys, limit = _options(ctx)
     if not keys and not limit:
         return Outcome(messages)
     places = _places(messages, ctx.request)
@@ -142,6 +167,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # nothing to do while the markers are few and plain
     options=(KEYS, MAX_MARKERS),
     reads_request=True,
 )

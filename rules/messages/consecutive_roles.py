@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.wake import on
 from rules.messages import scan
 from rules.messages.blocks import as_blocks, role
@@ -76,6 +76,22 @@ def _merged(run: list[dict[str, Any]]) -> dict[str, Any]:
     return {**run[0], "content": merged}
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, before: tuple[str | None] | None
+) -> tuple[Outcome, tuple[str | None]] | None:
+    """The rule over ``messages`` after others, ``before`` holding the role of the last of them
+    (``None``: the list's start); and the same after them. A merge looks one message back:
+    ``None`` when the first message here would join the one before (``Horizon``,
+    rules/engine/resume.py)."""
+    previous = None if before is None else before[0]
+    if not messages:
+        return Outcome(messages), (previous,)
+    first = role(messages[0])
+    if first in _ROLES and first == previous:
+        return None
+    return apply(messages, ctx), (role(messages[-1]),)
+
+
 RULE = Rule(
     name=NAME,
     summary="Merge adjacent messages of the same role into one turn.",
@@ -86,6 +102,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # a merge looks one message back
     scan=scan.signals,
     woken_by=on(scan.ADJACENT),
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rules import vocabulary
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, fields_only
 from rules.engine.wake import fields
 
 NAME = "messages-context-management"
@@ -53,6 +53,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     reads_request=True,
     woken_by=fields(FIELD),
     reads_facts=True,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.base import Outcome, Rule, RuleContext, fields_only
 from rules.engine.request import drop_repeated_tools
 from rules.engine.wake import fields
 
@@ -44,6 +44,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     reads_request=True,
     woken_by=fields("tools"),
 )

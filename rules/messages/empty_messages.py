@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
+from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption, carried
 from rules.engine.messages import rewrite_at
 from rules.engine.wake import on
 from rules.messages import scan
@@ -58,6 +58,20 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(rewrite_at(messages, suspects, fix), tuple(changes))
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, open_end: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after others, ``open_end`` if the last of those is an empty
+    assistant (let be as the final message; ``None``: the list's start); and the same after them.
+    ``None`` when it is followed: it is then removed (``Horizon``, rules/engine/resume.py)."""
+    if not messages:
+        return Outcome(messages), bool(open_end)
+    if open_end:
+        return None
+    last = messages[-1]
+    return apply(messages, ctx), is_empty(last) and last["role"] == "assistant"
+
+
 RULE = Rule(
     name=NAME,
     summary="Remove empty assistant messages (not a final one); fill empty user turns.",
@@ -71,6 +85,7 @@ RULE = Rule(
     },
     default=True,
     apply=apply,
+    horizon=carried(resume),  # the final assistant is let be until another message follows it
     scan=scan.signals,
     woken_by=on(scan.EMPTY_MESSAGE),
     options=(CONTENT,),

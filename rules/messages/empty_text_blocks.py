@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 from rules.engine.wake import on
 from rules.messages import scan
@@ -58,6 +58,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.signals,
     woken_by=on(scan.BLANK_TEXT),
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption
+from rules.engine.base import Change, Outcome, Rule, RuleContext, TextOption, carried
 from rules.messages.blocks import role
 
 NAME = "messages-leading-user"
@@ -33,6 +33,17 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome([inserted, *messages], (change,))
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, opened: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after others, ``opened`` if there were any (``None``: the
+    list's start); and the same after them. It reads the first message only: once there is one,
+    nothing after it changes what was decided (``Horizon``, rules/engine/resume.py)."""
+    if opened:
+        return Outcome(messages), True
+    return apply(messages, ctx), bool(messages)
+
+
 RULE = Rule(
     name=NAME,
     summary="Insert a placeholder user message before a leading assistant message.",
@@ -42,5 +53,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # decided by the first message
     options=(CONTENT,),
 )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_each
 from rules.engine.text import any_surrogate, repair_value
 
@@ -80,4 +80,5 @@ RULE = Rule(
     },
     default=True,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
 )

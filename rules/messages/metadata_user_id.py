@@ -20,7 +20,7 @@ import hashlib
 from typing import Any, Final
 
 from rules import vocabulary
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.wake import fields
 from rules.messages.blocks import valid_id
 
@@ -73,6 +73,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(ACTION,),
     reads_request=True,
     woken_by=fields("metadata"),

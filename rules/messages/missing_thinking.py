@@ -30,7 +30,7 @@ from typing import Any, Final
 import orjson
 
 from rules.engine import recall
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, StashQuery
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, StashQuery, per_message
 from rules.engine.messages import rewrite_at
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 from rules.engine.wake import on
@@ -185,6 +185,7 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each turn by itself, the request's facts given
     scan=scan.signals,
     woken_by=on(scan.BARE_TOOL_USE),
     options=(PLACEHOLDER, MODELS),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Option, Outcome, Rule, RuleContext
+from rules.engine.base import Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.named import replace_values
 from rules.engine.thinking import model_matches
 from rules.engine.wake import FieldsNamed
@@ -53,6 +53,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(REPLACE, MODELS),
     reads_request=True,
     woken_by=FieldsNamed(("replace",)),

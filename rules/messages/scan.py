@@ -14,6 +14,8 @@ under-reported; tests/rules/test_messages_properties.py checks every rule agains
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from rules.engine import memo
@@ -69,23 +71,60 @@ class _Turn:
         self.thinking = False
 
 
+@dataclass(frozen=True, slots=True)
+class WalkState:
+    """A walk's state after some messages: enough to read more messages as if the walk had
+    never stopped (``walk``)."""
+
+    found: frozenset[str]
+    ids: frozenset[str]
+    #: The usable ``tool_use`` ids of the last message read.
+    expected: tuple[str, ...]
+    previous: str | None
+    #: The last message read is an empty assistant: refused once another message follows it.
+    open_empty: bool
+
+
 class _Walk:
     """One walk's state, read by one small method per signal family."""
 
-    def __init__(self, last: int) -> None:
+    def __init__(self, state: WalkState | None = None) -> None:
         self.found: set[str] = set()
         self.seen_ids: set[str] = set()
         self.expected: list[str] = []  # the usable tool_use ids of the message before
         self.previous: str | None = None
-        self.last = last
+        self.open_empty = False  # the message before is an empty assistant (fine if last)
+        if state is not None:
+            self.found = set(state.found)
+            self.seen_ids = set(state.ids)
+            self.expected = list(state.expected)
+            self.previous = state.previous
+            self.open_empty = state.open_empty
 
-    def message(self, index: int, message: Any) -> None:
+    def state(self) -> WalkState:
+        return WalkState(
+            frozenset(self.found),
+            frozenset(self.seen_ids),
+            tuple(self.expected),
+            self.previous,
+            self.open_empty,
+        )
+
+    def finish(self) -> frozenset[str]:
+        """The signals of the list read so far, as the list's end makes them."""
+        return frozenset(self.found | {UNPAIRED}) if self.expected else frozenset(self.found)
+
+    def message(self, message: Any) -> None:
         role = message.get("role") if type(message) is dict else None
         role = role if type(role) is str else None
         if role in _ROLES and role == self.previous:
             self.found.add(ADJACENT)
         self.previous = role
-        if is_empty(message) and not (index == self.last and role == "assistant"):
+        if self.open_empty:  # an empty assistant that is not the final message
+            self.found.add(EMPTY_MESSAGE)
+        empty = is_empty(message)
+        self.open_empty = empty and role == "assistant"
+        if empty and role != "assistant":
             self.found.add(EMPTY_MESSAGE)
         content = message.get("content") if type(message) is dict else None
         turn = _Turn()
@@ -149,9 +188,23 @@ class _Walk:
 @memo.per_run
 def signals(messages: list[Any]) -> frozenset[str]:
     """The signals ``messages`` sets (the Messages rules' ``Rule.scan``)."""
-    walk = _Walk(len(messages) - 1)
-    for index, message in enumerate(messages):
-        walk.message(index, message)
-    if walk.expected:
-        walk.found.add(UNPAIRED)
-    return frozenset(walk.found)
+    walk = _Walk()
+    for message in messages:
+        walk.message(message)
+    return walk.finish()
+
+
+def walk(messages: list[Any], state: WalkState | None = None) -> tuple[frozenset[str], WalkState]:
+    """``signals`` of the messages an earlier walk read (up to ``state``) followed by
+    ``messages``, and the state after them, to go on from with the messages a later request adds
+    (proxy/relay/prefix.py): ``walk(b, walk(a)[1])`` gives the signals of ``signals(a + b)``,
+    exactly (tests/rules/test_horizons_items.py)."""
+    reading = _Walk(state)
+    for message in messages:
+        reading.message(message)
+    return reading.finish(), reading.state()
+
+
+def primed(state: WalkState) -> dict[Callable[[list[Any]], Any], Any]:
+    """What a walk knows for the rules' prescans: nothing (no Messages prescan is primed)."""
+    return {}

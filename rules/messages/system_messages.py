@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.request import with_fields
 from rules.messages.blocks import as_blocks
 
@@ -63,6 +63,19 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(kept, tuple(changes), request=fields)
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, hoisted: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after others, ``hoisted`` if it moved a message of those into
+    ``system`` (``None``: the list's start); and the same after them. What it moved is a change
+    of the request's fields, which the next request brings anew: ``None`` when it moved any
+    (``Horizon``, rules/engine/resume.py)."""
+    if hoisted:
+        return None
+    outcome = apply(messages, ctx)
+    return outcome, bool(outcome.changes)
+
+
 RULE = Rule(
     name=NAME,
     summary="Move `system` messages out of `messages` into the top-level `system`.",
@@ -74,5 +87,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # a request's fields change with what it moved
     reads_request=True,
 )

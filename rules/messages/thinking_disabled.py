@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.messages.blocks import (
     THINKING_TYPES,
     block_type,
@@ -56,6 +56,27 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes))
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, acted: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after others, ``acted`` if it changed those (``None``: the
+    list's start); and the same after them. It reads the end of the list: a list that goes on is
+    decided anew where the end it judges (the final assistant, after what it removed) lies in the
+    new messages; ``None`` when the end before was changed or the new end reaches back
+    (``Horizon``, rules/engine/resume.py)."""
+    if acted is None:
+        outcome = apply(messages, ctx)
+        return outcome, bool(outcome.changes)
+    if acted:
+        return None if messages else (Outcome(messages), True)
+    if not messages or thinking_on(ctx.request):
+        return Outcome(messages), False
+    outcome = apply(messages, ctx)
+    if len(outcome.messages) < 2:  # the final assistant may be one before them
+        return None
+    return outcome, bool(outcome.changes)
+
+
 RULE = Rule(
     name=NAME,
     summary="With thinking off, remove thinking blocks from the final assistant message (a "
@@ -68,5 +89,6 @@ RULE = Rule(
     safety="lossy",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # reads the end of the list only
     reads_request=True,
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 from rules.engine.wake import on
 from rules.messages import scan
@@ -59,6 +59,7 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.signals,
     woken_by=on(scan.MISPLACED_THINKING),
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.thinking import THINKING_MODELS, thinking_enabled
 from rules.engine.wake import fields
 
@@ -64,6 +64,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(MODELS,),
     reads_request=True,
     woken_by=fields("tool_choice"),

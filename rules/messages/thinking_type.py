@@ -24,7 +24,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from rules import vocabulary
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.wake import fields
 
 NAME = "messages-thinking-type"
@@ -89,6 +89,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(MODELS,),
     reads_request=True,
     woken_by=fields("thinking"),

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext, WorkBudgetExceeded
+from rules.engine.base import Change, Outcome, Rule, RuleContext, WorkBudgetExceeded, carried
 from rules.engine.json_repair_passes import (
     LOSSY_FIXES,
     MAX_LOGGED_CHARS,
@@ -45,6 +45,21 @@ def _bad(block: Any) -> bool:
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
+    return _repaired(messages, ctx, [MAX_REQUEST_TOKENS])
+
+
+def resume(messages: list[Any], ctx: RuleContext, left: int | None) -> tuple[Outcome, int]:
+    """The rule over ``messages`` after others, ``left`` of the request's repair budget after
+    them (``None``: the list's start); and the same after them. Each input is repaired by
+    itself: only the budget goes on from one message to the next (``Horizon``,
+    rules/engine/resume.py)."""
+    budget = [MAX_REQUEST_TOKENS if left is None else left]
+    outcome = _repaired(messages, ctx, budget)
+    return outcome, budget[0]
+
+
+def _repaired(messages: list[Any], ctx: RuleContext, budget: list[int]) -> Outcome:
+    """The rule over ``messages`` with what is ``budget`` (its one entry, spent in place)."""
     if scan.BAD_INPUT not in scan.signals(messages):
         return Outcome(messages)
     suspects = [
@@ -55,7 +70,6 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     if not suspects:
         return Outcome(messages)
     changes: list[Change] = []
-    budget = [MAX_REQUEST_TOKENS]
 
     def fix(index: int, message: dict[str, Any]) -> Any:
         blocks = [
@@ -138,6 +152,9 @@ RULE = Rule(
     },
     default=True,
     apply=apply,
+    horizon=carried(resume),  # each input by itself; the budget goes on
     scan=scan.signals,
     woken_by=on(scan.BAD_INPUT),
+    # An input made an object sets no signal: the walk reads no input but its type.
+    introduces=frozenset(),
 )

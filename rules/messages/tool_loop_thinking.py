@@ -23,9 +23,10 @@ thinking type).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.wake import fields
 from rules.messages.blocks import (
     THINKING_TYPES,
@@ -65,6 +66,29 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(messages, (Change(NAME, -1, "disabled_thinking", detail),), request=fields)
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, before: tuple[bool, int] | None
+) -> tuple[Outcome, tuple[bool, int]] | None:
+    """The rule over ``messages`` after others, ``before`` holding whether it turned thinking
+    off for those and how many they were (``None``: the list's start); and the same after them.
+    It reads the last two messages: a list that goes on by two or more is decided anew; ``None``
+    when it acted before (a change of the request's fields, which the next request brings anew)
+    or one message is added to a list that may end in a tool loop (``Horizon``,
+    rules/engine/resume.py)."""
+    acted, offset = (False, 0) if before is None else before
+    if acted:
+        return None
+    after = offset + len(messages)
+    if before is None or len(messages) >= 2 or not thinking_on(ctx.request):
+        outcome = apply(messages, ctx)
+        if outcome.changes and offset:  # the assistant is counted in the whole list
+            change = outcome.changes[0]
+            detail = {**change.detail, "assistant": offset + change.detail["assistant"]}
+            outcome = replace(outcome, changes=(replace(change, detail=detail),))
+        return outcome, (bool(outcome.changes), after)
+    return None if messages else (Outcome(messages), (False, after))
+
+
 RULE = Rule(
     name=NAME,
     summary="Thinking on, a tool loop whose last assistant turn lost its thinking: turn "
@@ -77,6 +101,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=carried(resume),  # reads the last two messages
     reads_request=True,
     woken_by=fields("thinking"),
 )

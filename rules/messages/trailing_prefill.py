@@ -19,7 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from rules import vocabulary
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, carried
 from rules.messages.blocks import is_empty, role
 
 NAME = "messages-trailing-prefill"
@@ -52,6 +52,21 @@ def apply(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome([*messages, appended], (change,))
 
 
+def resume(
+    messages: list[Any], ctx: RuleContext, acted: bool | None
+) -> tuple[Outcome, bool] | None:
+    """The rule over ``messages`` after others, ``acted`` if it changed the end of those
+    (``None``: the list's start); and the same after them. It reads the last message only: a
+    list that goes on is decided anew, unless the end before was changed (``None``: ``Horizon``,
+    rules/engine/resume.py)."""
+    if not messages:
+        return Outcome(messages), bool(acted)
+    if acted:
+        return None
+    outcome = apply(messages, ctx)
+    return outcome, bool(outcome.changes)
+
+
 RULE = Rule(
     name=NAME,
     summary="Append a user message after a trailing assistant prefill for models that refuse it.",
@@ -65,6 +80,7 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    horizon=carried(resume),  # reads the end of the list only
     options=(CONTENT, MODELS),
     reads_request=True,
 )

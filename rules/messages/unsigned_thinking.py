@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 from rules.messages import scan
 from rules.messages.blocks import (
@@ -105,6 +105,7 @@ RULE = Rule(
     safety="lossy",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     scan=scan.signals,
     woken_by=_wakes,
     options=(SIGNATURES,),

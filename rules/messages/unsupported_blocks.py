@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.named import names
 
 NAME = "messages-unsupported-blocks"
@@ -117,5 +117,6 @@ RULE = Rule(
     safety={"renamed_block": "safe", "rendered_block": "unsafe", "dropped_block": "lossy"},
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     options=(TYPES,),
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Option, Outcome, Rule, RuleContext
+from rules.engine.base import Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.named import in_list, names, without_keys
 
 NAME = "messages-unsupported-keys"
@@ -55,5 +55,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each message is decided by itself
     options=(KEYS, BLOCK_KEYS),
 )

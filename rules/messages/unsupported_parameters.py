@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Option, Outcome, Rule, RuleContext
+from rules.engine.base import Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.named import drop_parameters, names, renames
 from rules.engine.wake import FieldsNamed
 
@@ -54,6 +54,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(DROP, RENAME),
     reads_request=True,
     woken_by=FieldsNamed(("drop", "rename")),

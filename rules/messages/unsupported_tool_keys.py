@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Option, Outcome, Rule, RuleContext
+from rules.engine.base import Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.named import names, without_tool_keys
 from rules.engine.wake import fields
 
@@ -39,6 +39,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no message
     options=(KEYS,),
     reads_request=True,
     woken_by=fields("tools"),

@@ -16,6 +16,7 @@ from rules.chat import RULES
 from rules.chat import scan as chat_scan
 from rules.engine.base import Change, Rule, Safety
 from rules.messages import MESSAGES_RULES
+from rules.messages import scan as messages_scan
 from rules.providers.contract import DEFAULT_CONTRACT, Contract, Violation
 from rules.providers.contract import messages as messages_contract
 from rules.providers.contract import responses as responses_contract
@@ -107,6 +108,7 @@ MESSAGES_API = Api(
     _messages_check,
     lambda profile: profile.messages,
     signed=True,
+    resumable=Resumable(messages_scan.signals, messages_scan.walk, messages_scan.primed),
 )
 
 #: Every API by name.

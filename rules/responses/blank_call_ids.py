@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.blank_ids import blank_renames, is_blank, string_ids
 from rules.responses.items import is_call, is_output
 
@@ -50,6 +50,23 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes))
 
 
+def resume(items: list[Any], ctx: RuleContext, clean: bool | None) -> tuple[Outcome, bool] | None:
+    """The rule over ``items`` after others, ``clean`` if no call of theirs had a blank
+    call_id (``None``: the list's start); and the same after them. ``None`` when one has: the
+    name it gets and the outputs that follow it read the whole list (``Horizon``,
+    rules/engine/resume.py)."""
+    if clean is None:
+        outcome = apply(items, ctx)
+        return outcome, not any(map(_blank_call, items))
+    if not clean or any(map(_blank_call, items)):
+        return None
+    return Outcome(items), True
+
+
+def _blank_call(item: Any) -> bool:
+    return is_call(item) and "call_id" in item and is_blank(item["call_id"])
+
+
 RULE = Rule(
     name=NAME,
     summary="Give a function call with an empty or blank call_id one, and its output the same.",
@@ -61,4 +78,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # nothing to do while no call_id is blank
 )

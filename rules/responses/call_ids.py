@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.engine.ids import Minter
 from rules.responses.items import answer_map, call_id, is_call
 
@@ -94,6 +94,43 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes))
 
 
+def resume(
+    items: list[Any], ctx: RuleContext, before: frozenset[str] | bool | None
+) -> tuple[Outcome, frozenset[str] | bool] | None:
+    """The rule over ``items`` after others, ``before`` holding their calls' call_ids when none
+    was too long or repeated (``False`` otherwise, ``None`` at the list's start); and the same
+    after them. ``None`` when one is here or was before: the new names read the whole list
+    (``Horizon``, rules/engine/resume.py)."""
+    if before is None:
+        outcome = apply(items, ctx)
+        seen = _clean_calls(items, frozenset(), _limit(ctx))
+        return outcome, False if seen is None else seen
+    if before is False or before is True:
+        return None
+    seen = _clean_calls(items, before, _limit(ctx))
+    return None if seen is None else (Outcome(items), seen)
+
+
+def _limit(ctx: RuleContext) -> int:
+    limit = MAX_LENGTH_OPTION.of(ctx)
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else MAX_LENGTH
+
+
+def _clean_calls(items: list[Any], before: frozenset[str], limit: int) -> frozenset[str] | None:
+    """The calls' call_ids of the items before and ``items``, or ``None`` if one is too long or
+    a call's is repeated (the rule's prescan, going on)."""
+    calls: set[str] = set()
+    for item in items:
+        cid = call_id(item)
+        if cid is None:
+            continue
+        if len(cid) > limit or (is_call(item) and (cid in calls or cid in before)):
+            return None
+        if is_call(item):
+            calls.add(cid)
+    return before | calls if calls else before
+
+
 RULE = Rule(
     name=NAME,
     summary="Shorten call_ids over 64 characters and rename reused ones, calls and outputs alike.",
@@ -108,5 +145,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # nothing to do while call_ids are short and unique
     options=(MAX_LENGTH_OPTION,),
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.responses.items import COMPACTION, is_message, item_type
 
 NAME = "responses-compaction"
@@ -83,6 +83,17 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(rebuilt, (Change(NAME, first, "rebuilt_from_checkpoint", detail),))
 
 
+def resume(items: list[Any], ctx: RuleContext, before: bool | None) -> tuple[Outcome, bool] | None:
+    """The rule over ``items`` after others (``before``: ``None`` at the list's start); what
+    it rebuilt from the last checkpoint stands while no new checkpoint comes: ``None`` when
+    one does (it reads the items before it: ``Horizon``, rules/engine/resume.py)."""
+    if before is None:
+        return apply(items, ctx), True
+    if any(item_type(item) == COMPACTION for item in items):
+        return None
+    return Outcome(items), True
+
+
 RULE = Rule(
     name=NAME,
     summary="Rebuild an input holding compaction checkpoints the way the server reads it.",
@@ -96,5 +107,6 @@ RULE = Rule(
     safety="lossy",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # decided by the last checkpoint
     options=(USER_BUDGET_TOKENS,),
 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.wake import fields
 from rules.vocabulary import COMPACTION_MODELS
 
@@ -84,6 +84,7 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no item
     options=(
         DIRECT_OPENAI,
         MODELS,

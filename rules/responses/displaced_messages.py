@@ -24,9 +24,10 @@ output moves next to its call.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.responses.items import (
     answer_map,
     call_id,
@@ -98,14 +99,116 @@ def _strict(items: list[Any]) -> Outcome:
         if is_output(item)
     ):
         return Outcome(items)  # the clean path: every output already follows its call
-    after = {
+    after = _law_moves(items)
+    if not after:
+        return Outcome(items)
+    return move_after_calls(items, after, NAME)
+
+
+def resume(
+    items: list[Any], ctx: RuleContext, before: tuple[Any, ...] | None
+) -> tuple[Outcome, tuple[Any, ...]] | None:
+    """The rule over ``items`` after others; ``before`` says what of those the rule reads on:
+    under ``messages`` adjacency, their count when each of their calls was answered among them
+    (outputs answer earlier calls only: nothing here is then held for a call before); under
+    ``strict``, the last of them (an output here must follow its call), when every output
+    followed its call. ``None`` otherwise (``Horizon``, rules/engine/resume.py)."""
+    if ADJACENCY.of(ctx) == "strict":
+        return _resume_strict(items, ctx, before)
+    if before is None:
+        outcome = apply(items, ctx)
+        return outcome, (len(items) if not pair_calls(items)[1] else -1,)
+    if before[0] < 0:
+        return None
+    outcome = apply(items, ctx)
+    changes = tuple(  # where the message went, in the whole list
+        replace(c, detail={**c.detail, "to": before[0] + c.detail["to"]}) for c in outcome.changes
+    )
+    count = before[0] + len(items) if not pair_calls(items)[1] else -1
+    return Outcome(outcome.messages, changes), (count,)
+
+
+def _resume_strict(
+    items: list[Any], ctx: RuleContext, before: tuple[Any, ...] | None
+) -> tuple[Outcome, tuple[Any, ...]] | None:
+    """``resume`` under ``strict`` adjacency. The items before are closed (as many outputs as
+    calls name each call_id: by the pairing law the ones here then pair among themselves), and
+    the state is ``(count, last, in_place, moved)``: how many they were, the last of them, whether
+    every output followed a call of its call_id (the clean path), whether the law moved any;
+    ``()`` when they were not closed. ``None`` when the clean path breaks here after one that
+    held over items the law would have moved (the whole run moves them)."""
+    if before is None:
+        outcome = apply(items, ctx)
+        moved = bool(_law_moves(items))
+        state = (len(items), items[-1] if items else None, _follow(items, None), moved)
+        return outcome, state if _closed(items) else ()
+    if not before:
+        return None
+    count, last, in_place, moved = before
+    here = _follow(items, last if count else None)
+    after = _law_moves(items)
+    if in_place and not here and moved:
+        return None
+    if (in_place and here) or not after:
+        outcome = Outcome(items)
+    else:
+        made = move_after_calls(items, after, NAME)
+        changes = tuple(
+            replace(
+                c,
+                detail={
+                    **c.detail,
+                    "to": count + c.detail["to"],
+                    "after": count + c.detail["after"],
+                },
+            )
+            for c in made.changes
+        )
+        outcome = Outcome(made.messages, changes)
+    if not _closed(items):
+        return outcome, ()
+    state = (
+        count + len(items),
+        items[-1] if items else last,
+        in_place and here,
+        moved or bool(after),
+    )
+    return outcome, state
+
+
+def _law_moves(items: list[Any]) -> dict[int, int]:
+    """Call index -> the output that answers it, by the pairing law, where that output is not
+    right after it (and after it)."""
+    return {
         call: output
         for output, call in answer_map(items).items()
         if call is not None and output > call + 1
     }
-    if not after:
-        return Outcome(items)
-    return move_after_calls(items, after, NAME)
+
+
+def _closed(items: list[Any]) -> bool:
+    """As many outputs as calls name each call_id."""
+    balance: dict[str, int] = {}
+    for item in items:
+        cid = call_id(item)
+        if cid is not None:
+            balance[cid] = balance.get(cid, 0) + (1 if is_call(item) else -1)
+    return not any(balance.values())
+
+
+def _follow(items: list[Any], last: Any) -> bool:
+    """Every output of ``items`` follows a call of its call_id (``last``: the item before them,
+    ``None`` at the list's start)."""
+    previous = last
+    for index, item in enumerate(items):
+        if is_output(item) and not (
+            (index > 0 or last is not None)
+            and is_call(previous)
+            and call_id(previous) == call_id(item)
+        ):
+            return False
+        previous = item
+    return True
 
 
 RULE = Rule(
@@ -122,5 +225,6 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # an output answers an earlier call
     options=(ADJACENCY,),
 )

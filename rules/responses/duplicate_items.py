@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.responses.items import call_id, is_call, is_output, item_id, item_type
 
 NAME = "responses-duplicate-items"
@@ -84,6 +84,30 @@ def _spare(item: Any, calls: dict[str, int], outputs: dict[str, int]) -> bool:
     return False
 
 
+def resume(
+    items: list[Any], ctx: RuleContext, before: frozenset[str] | bool | None
+) -> tuple[Outcome, frozenset[str] | bool] | None:
+    """The rule over ``items`` after others, ``before`` holding their item ids when none was
+    repeated (``False`` when one was, ``None`` at the list's start); and the same after them.
+    ``None`` when an id repeats one before or here, or was repeated before: which copy goes
+    reads the whole list (``Horizon``, rules/engine/resume.py)."""
+    if before is None:
+        outcome = apply(items, ctx)
+        ids = [key for item in items if (key := item_id(item)) is not None]
+        seen = frozenset(ids)
+        return outcome, seen if len(seen) == len(ids) else False
+    if before is False or before is True:
+        return None
+    new: set[str] = set()
+    for item in items:
+        key = item_id(item)
+        if key is not None and (key in before or key in new):
+            return None
+        if key is not None:
+            new.add(key)
+    return Outcome(items), before | new if new else before
+
+
 RULE = Rule(
     name=NAME,
     summary="Remove a duplicated item `id` (the item stays); drop only exact copies.",
@@ -99,4 +123,5 @@ RULE = Rule(
     },
     default=True,
     apply=apply,
+    horizon=carried(resume),  # an id repeats one before or not
 )

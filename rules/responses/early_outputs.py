@@ -16,8 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Outcome, Rule, RuleContext
-from rules.responses.items import answer_map, move_after_calls, outputs_in_place
+from rules.engine.base import Outcome, Rule, RuleContext, carried
+from rules.responses.items import (
+    answer_map,
+    move_after_calls,
+    outputs_in_place,
+    resume_in_place,
+)
 
 NAME = "responses-early-outputs"
 
@@ -35,6 +40,14 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     return move_after_calls(items, early, NAME)
 
 
+def resume(
+    items: list[Any], ctx: RuleContext, before: dict[str, int] | bool | None
+) -> tuple[Outcome, dict[str, int] | bool] | None:
+    """The rule over ``items`` after others (``resume_in_place``): it changes nothing while
+    every output is in place, and reads the whole list otherwise."""
+    return resume_in_place(items, lambda given: apply(given, ctx), before)
+
+
 RULE = Rule(
     name=NAME,
     summary="Move a function_call_output that stands before its function_call to right after it.",
@@ -45,4 +58,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # nothing to do while every output is in place
 )

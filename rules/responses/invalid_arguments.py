@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.arguments import MISSING, TRUNCATED, Budget, repair_arguments
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.json_repair_passes import MAX_REQUEST_TOKENS
 from rules.engine.known import object_text, strict_object
 from rules.responses.items import is_call
@@ -38,6 +38,19 @@ def _valid(raw: Any) -> bool:
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
+    return _repaired(items, ctx, Budget(MAX_REQUEST_TOKENS))
+
+
+def resume(items: list[Any], ctx: RuleContext, left: int | None) -> tuple[Outcome, int]:
+    """The rule over ``items`` after others, ``left`` of the request's scan budget after them
+    (``None``: the list's start); and the same after them. Each call is repaired by itself:
+    only the budget goes on (``Horizon``, rules/engine/resume.py)."""
+    budget = Budget(MAX_REQUEST_TOKENS if left is None else left)
+    return _repaired(items, ctx, budget), budget.left
+
+
+def _repaired(items: list[Any], ctx: RuleContext, budget: Budget) -> Outcome:
+    """The rule over ``items`` with what is left of ``budget`` (spent in place)."""
     suspects = [
         index
         for index, item in enumerate(items)
@@ -46,7 +59,6 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     if not suspects:
         return Outcome(items)
     close_strings = TRUNCATED.of(ctx) != "empty"
-    budget = Budget(MAX_REQUEST_TOKENS)
     out = list(items)
     changes: list[Change] = []
     for index in suspects:
@@ -85,5 +97,6 @@ RULE = Rule(
     },
     default=False,
     apply=apply,
+    horizon=carried(resume),  # each call by itself; the budget goes on
     options=(TRUNCATED,),
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.named import renames
 from rules.responses.items import item_type
 
@@ -72,5 +72,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each item is decided by itself
     options=(PREFIXES, MAX_LENGTH),
 )

@@ -8,6 +8,7 @@ tolerate anything here: an item may be a non-dict, a field any JSON type.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from rules.engine.base import Change, Outcome
@@ -110,7 +111,14 @@ def outputs_in_place(items: list[Any]) -> bool:
     """The clean path's prescan: every output has a usable call_id and answers a call before it
     (it is at most the k-th output naming X after k calls naming X). Then the pairing law pairs
     as the input reads: no output is early, orphaned or a further answer. One walk, one dict."""
-    open_calls: dict[str, int] = {}
+    return outputs_in_place_after(items, {}) is not None
+
+
+def outputs_in_place_after(items: list[Any], open_calls: dict[str, int]) -> dict[str, int] | None:
+    """``outputs_in_place`` of the items before, then ``items``: ``open_calls`` (its own copy,
+    written) holds, per call_id, the calls before not answered yet; the same after ``items``, or
+    ``None`` when an output here is not in place (a request that adds items to one whose outputs
+    were in place: rules/engine/resume.py)."""
     for item in items:
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == CALL:
@@ -121,9 +129,31 @@ def outputs_in_place(items: list[Any]) -> bool:
             cid = call_id(item)
             waiting = open_calls.get(cid, 0) if cid is not None else 0
             if not waiting:
-                return False
-            open_calls[cid] = waiting - 1  # type: ignore[index]
-    return True
+                return None
+            if waiting == 1:
+                del open_calls[cid]  # type: ignore[arg-type]
+            else:
+                open_calls[cid] = waiting - 1  # type: ignore[index]
+    return open_calls
+
+
+def resume_in_place(
+    items: list[Any], apply: Callable[[list[Any]], Outcome], before: dict[str, int] | bool | None
+) -> tuple[Outcome, dict[str, int] | bool] | None:
+    """The resume of a rule that changes nothing where every output is in place
+    (``outputs_in_place``) and reads the whole list otherwise: ``apply`` from the start; after
+    items whose outputs were in place (``before``: their calls not answered yet), ``items``
+    unchanged while theirs are too; ``None`` otherwise (``Horizon``, rules/engine/resume.py).
+    The state is ``False`` after items whose outputs were not all in place."""
+    if before is None:
+        opened = outputs_in_place_after(items, {})
+        if opened is None:
+            return apply(items), False
+        return Outcome(items), opened
+    if before is False or before is True:
+        return None
+    after = outputs_in_place_after(items, dict(before))
+    return None if after is None else (Outcome(items), after)
 
 
 def move_after_calls(items: list[Any], after: dict[int, int], rule: str) -> Outcome:

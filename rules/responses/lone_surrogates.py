@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.base import Outcome, Rule, RuleContext, per_message
 from rules.engine.text import replace_lone_surrogates
 
 NAME = "responses-lone-surrogates"
@@ -35,4 +35,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=per_message(apply),  # each item is decided by itself
 )

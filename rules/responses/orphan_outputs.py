@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, carried
 from rules.engine.messages import rewrite_at
 from rules.engine.text import result_text
 from rules.responses.items import (
@@ -32,6 +32,7 @@ from rules.responses.items import (
     is_call,
     output_length,
     outputs_in_place,
+    resume_in_place,
 )
 
 NAME = "responses-orphan-outputs"
@@ -95,6 +96,14 @@ def _as_text(items: list[Any], drops: list[tuple[int, str]], heading: str) -> Ou
     return Outcome(rewrite_at(items, [i for i, _ in drops], render), tuple(changes))
 
 
+def resume(
+    items: list[Any], ctx: RuleContext, before: dict[str, int] | bool | None
+) -> tuple[Outcome, dict[str, int] | bool] | None:
+    """The rule over ``items`` after others (``resume_in_place``): it changes nothing while
+    every output is in place, and reads the whole list otherwise."""
+    return resume_in_place(items, lambda given: apply(given, ctx), before)
+
+
 RULE = Rule(
     name=NAME,
     summary="Drop a function_call_output that answers no function_call (or a second answer).",
@@ -114,5 +123,6 @@ RULE = Rule(
     },
     default=True,
     apply=apply,
+    horizon=carried(resume),  # nothing to do while every output is in place
     options=(ACTION, HEADING),
 )

@@ -16,9 +16,10 @@ Safety: safe: a move; every item is kept.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.engine.named import renames
 from rules.responses.items import is_call, is_message, is_output
 
@@ -48,9 +49,16 @@ def _displaced(items: list[Any]) -> dict[int, int]:
     """Message index -> the reasoning index it belongs right after: a message with an id
     between a call and that call's output, in a run of calls and messages opened by a
     reasoning item."""
+    return _walk(items, None, set())[0]
+
+
+def _walk(
+    items: list[Any], opened: int | None, waiting: set[Any]
+) -> tuple[dict[int, int], int | None, set[Any]]:
+    """``_displaced`` going on from ``opened`` (the reasoning item opening the current
+    response's items, ``-1``: one before these) and ``waiting`` (its own copy, written); the
+    same after ``items``."""
     moves: dict[int, int] = {}
-    opened: int | None = None  # the reasoning item opening the current response's items
-    waiting: set[Any] = set()  # call_ids of calls seen since, whose output has not come
     for index, item in enumerate(items):
         if _reasoning(item):
             opened, waiting = index, set()
@@ -65,7 +73,7 @@ def _displaced(items: list[Any]) -> dict[int, int]:
                 moves[index] = opened
         else:
             opened, waiting = None, set()
-    return moves
+    return moves, opened, waiting
 
 
 def _named(items: list[Any], wanted: dict[str, str]) -> dict[int, int]:
@@ -110,6 +118,33 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, changes)
 
 
+def resume(
+    items: list[Any], ctx: RuleContext, before: tuple[bool, frozenset[Any]] | bool | None
+) -> tuple[Outcome, tuple[bool, frozenset[Any]] | bool] | None:
+    """The rule over ``items`` after others (the option ``items`` unset: ``Horizon.holds``),
+    ``before`` holding whether a reasoning item before opened the current response and the
+    call_ids it waits for, when nothing before moved (``False`` otherwise, ``None`` at the
+    list's start); and the same after them. ``None`` when a message moves, here or before
+    (``Horizon``, rules/engine/resume.py)."""
+    if before is None:
+        outcome = apply(items, ctx)
+        if outcome.changes:
+            return outcome, False
+        _, opened, waiting = _walk(items, None, set())
+        return outcome, (opened is not None, frozenset(waiting))
+    if before is False or before is True:
+        return None
+    moves, opened, waiting = _walk(items, -1 if before[0] else None, set(before[1]))
+    if moves:
+        return None
+    return Outcome(items), (opened is not None, frozenset(waiting))
+
+
+def _unnamed(options: Mapping[str, Any]) -> bool:
+    """The moves are found by the walk (no ids named): the horizon holds."""
+    return not options.get(ITEMS.name)
+
+
 RULE = Rule(
     name=NAME,
     summary="Put an assistant message item back right after its turn's reasoning item.",
@@ -122,5 +157,6 @@ RULE = Rule(
     safety="safe",
     default=False,
     apply=apply,
+    horizon=carried(resume, holds=_unnamed),  # a move reads back to its reasoning item
     options=(ITEMS,),
 )

@@ -17,15 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.base import Outcome, Rule, RuleContext, carried
 from rules.engine.replay import (
     SIDECAR_FIELDS,
+    ReplayState,
     canonical_arguments,
     collapse_replays,
     is_signal,
     meaning_key,
     normalize_content,
     normalize_text,
+    resume_replays,
 )
 from rules.responses.items import is_call
 
@@ -59,6 +61,14 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     return collapse_replays(items, NAME, item_key, item_anchors, ctx)
 
 
+def resume(
+    items: list[Any], ctx: RuleContext, before: ReplayState | None
+) -> tuple[Outcome, ReplayState] | None:
+    """The rule over ``items`` after others (``resume_replays``): a replayed block is decided
+    when it ends, and a call with a new call_id cannot pair with one before."""
+    return resume_replays(items, NAME, item_key, item_anchors, ctx, before=before)
+
+
 RULE = Rule(
     name=NAME,
     summary="Collapse a block of input items replayed right after itself (a doubled history).",
@@ -70,4 +80,5 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # decided when a block ends; new call_ids pair with none before
 )

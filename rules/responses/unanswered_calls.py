@@ -12,9 +12,10 @@ Safety: safe: the stub says no result was recorded.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 from rules.responses.items import OUTPUT, call_id, pair_calls
 
 NAME = "responses-unanswered-calls"
@@ -49,6 +50,26 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(out, tuple(changes))
 
 
+def resume(items: list[Any], ctx: RuleContext, before: int | None) -> tuple[Outcome, int] | None:
+    """The rule over ``items`` after others, ``before`` their count when each of their calls was
+    answered among them (``-1`` otherwise, ``None`` at the list's start); and the same after
+    them. Outputs answer earlier calls only: once every call before is answered, nothing here
+    answers one of them. ``None`` after a call left unanswered (an output here may answer it:
+    ``Horizon``, rules/engine/resume.py)."""
+    if before is None:
+        outcome = apply(items, ctx)
+        return outcome, len(items) if not outcome.changes else -1
+    if before < 0:
+        return None
+    outcome = apply(items, ctx)
+    if not outcome.changes:
+        return outcome, before + len(items)
+    changes = tuple(  # where the output went, in the whole list
+        replace(c, detail={**c.detail, "at": before + c.detail["at"]}) for c in outcome.changes
+    )
+    return Outcome(outcome.messages, changes), -1
+
+
 RULE = Rule(
     name=NAME,
     summary="Add a stub function_call_output right after each call no output answers.",
@@ -59,5 +80,6 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
+    horizon=carried(resume),  # an output answers an earlier call
     options=(OUTPUT_OPTION,),
 )

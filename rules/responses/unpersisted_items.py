@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
 from rules.engine.messages import rewrite_at
 from rules.engine.wake import fields
 from rules.responses.items import item_type
@@ -72,6 +72,7 @@ RULE = Rule(
     safety={"dropped_reference": "safe", "dropped_summary": "lossy"},
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each item is decided by itself
     reads_request=True,
     woken_by=fields("store"),
 )

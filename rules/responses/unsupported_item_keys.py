@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Option, Outcome, Rule, RuleContext
+from rules.engine.base import Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.named import names, without_keys
 
 NAME = "responses-unsupported-item-keys"
@@ -44,5 +44,6 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each item is decided by itself
     options=(KEYS,),
 )

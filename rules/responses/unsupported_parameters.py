@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
 from rules.engine.named import drop_parameters, names, renames
 from rules.engine.request import DROP, with_fields
 from rules.engine.wake import FieldsNamed
@@ -88,6 +88,7 @@ RULE = Rule(
     safety="unsafe",
     default=False,
     apply=apply,
+    horizon=fields_only(apply),  # reads the request's fields, no item
     options=(DROP_OPTION, RENAME),
     reads_request=True,
     woken_by=FieldsNamed(("drop", "rename")),

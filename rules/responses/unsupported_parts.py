@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.named import names
 
 NAME = "responses-unsupported-parts"
@@ -89,5 +89,6 @@ RULE = Rule(
     safety={"renamed_part": "safe", "rendered_part": "unsafe", "dropped_part": "lossy"},
     default=False,
     apply=apply,
+    horizon=per_message(apply),  # each item is decided by itself
     options=(TYPES,),
 )

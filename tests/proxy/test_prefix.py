@@ -33,6 +33,7 @@ from rules.providers.profiles import PROFILES
 from rules.providers.sanitize import sanitize_body
 from tests.budget import examples
 from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan_of
+from tests.sessions import api_session
 from tests.sessions import session as bench_session
 from tests.strategies import broken_transcripts, clean_transcripts, request_fields
 
@@ -198,6 +199,23 @@ def test_agent_sessions_resume_under_every_profile(name: str, workload: str) -> 
     assert spaced_cache.counts["hit"] == len(session) - 1  # json.dumps' writing reused too
     assert spaced_cache.resumed >= len(session) - 4  # type: ignore[attr-defined]
     assert cache.resumed >= len(session) - 4, cache.resumed  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("workload", ["clean", "stuck", "broken"])
+@pytest.mark.parametrize("api", ["messages", "responses"])
+@pytest.mark.parametrize("name", NAMES)
+def test_messages_and_responses_agent_sessions_resume_under_every_profile(
+    name: str, api: str, workload: str
+) -> None:
+    """Claude Code's (Messages) and Codex's (Responses) sessions, each request the last plus a
+    turn, under every profile, resumed and not, against full runs; and every request after the
+    first resumes, but where a rule first wakes (its state is not known yet) and, in a broken
+    session, where a defect turns up (the rule it wakes reads it whole) and the request after."""
+    session = api_session(api, 60, workload, seed=11)
+    cache = replay(APIS[api], plan_of(api, name), session)
+    assert cache.counts["hit"] == len(session) - 1
+    least = len(session) - 3 if workload != "broken" else len(session) // 2
+    assert cache.resumed >= least, cache.resumed  # type: ignore[attr-defined]
 
 
 def test_a_wrong_horizon_is_caught_by_the_replay() -> None:
@@ -589,7 +607,9 @@ def test_one_body_over_the_bound_is_not_kept() -> None:
 
 
 @pytest.mark.parametrize("api", [RESPONSES_API, MESSAGES_API])
-def test_apis_without_a_resumable_walk_reuse_the_parse(api: Api) -> None:
+def test_every_api_reuses_the_parse(api: Api) -> None:
+    """...and what its walk (if it has one: Messages) knows of the whole list, walked over the
+    new items only."""
     items = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
     first = orjson.dumps({"model": "m", api.field: items[:1]})
     second = orjson.dumps({"model": "m", api.field: items})
@@ -598,7 +618,8 @@ def test_apis_without_a_resumable_walk_reuse_the_parse(api: Api) -> None:
     reading = cache.read("s", api, second)
     assert reading.outcome == "hit"
     assert reading.payload == orjson.loads(second)
-    assert reading.walked.signals == {}
+    walk = api.resumable
+    assert reading.walked.signals == ({} if walk is None else {walk.scan: walk.scan(items)})
 
 
 @pytest.mark.parametrize("depth", range(247, 257))
