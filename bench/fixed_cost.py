@@ -17,8 +17,8 @@ Targets, all in front of the same fake upstream (``bench.servers``):
   path (its own dependencies must match this venv's);
 - with ``--parts``: this tree's chatmend with one part of its per-request work switched off (see
   ``serve``), to weigh each part: ``-log`` (its log lines), ``-metrics``, ``-stash`` (the
-  reasoning stash lookup before the rules), ``-rules`` (the body still parsed, no rule run), and
-  all four off. Not a configuration anyone runs: a measuring device.
+  reasoning stash lookup before the rules, ``ReasoningHooks.read``), ``-rules`` (the body still
+  parsed, no rule run), and all four off. Not a configuration anyone runs: a measuring device.
 
 Run: ``.venv/bin/python -m bench.fixed_cost [--before DIR] [--parts] [--rounds N] [--seconds S]``
 (wrk needed, as for ``make bench``).
@@ -156,10 +156,10 @@ def serve(upstream: str, port: int, off: Sequence[str]) -> None:
         app[METRICS_KEY] = Nothing()  # type: ignore[misc]
     if "stash" in off:
 
-        async def nothing(*args: object, **kwargs: object) -> None:
+        def nothing(*args: object, **kwargs: object) -> None:
             return None
 
-        app[REASONING_KEY].before_rules = nothing  # type: ignore[method-assign]
+        app[REASONING_KEY].read = nothing  # type: ignore[method-assign]
     if "rules" in off:
 
         def parsed_only(body: bytes, *args: object, parsed: object = None, **kw: object) -> Any:

@@ -23,8 +23,9 @@ is read once by its format's ``Reader``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Final
 
 from rules.replies.formats import CONFIRM_WINDOW, MORE, Call, Declared, Format, Reader
@@ -136,6 +137,37 @@ class _Code:
             self.inline = run
 
 
+@dataclass(frozen=True, slots=True)
+class _Openers:
+    """What a scanner searches for, made once per set of formats (``_tables``): each opener's
+    formats, one pattern for them all (longest first), every proper prefix of one (the text
+    held at the end of a piece) and the longest opener's length."""
+
+    formats: Mapping[str, tuple[Format, ...]]
+    pattern: re.Pattern[str] | None
+    prefixes: frozenset[str]
+    longest: int
+
+
+@lru_cache(maxsize=64)
+def _tables(formats: tuple[Format, ...]) -> _Openers:
+    """The openers of ``formats``. A profile arms a fixed set of formats, so each request's
+    scanner reuses its set's tables (building them is most of what a scanner costs: about 30 µs
+    for three formats); 64 sets at most are kept, each a few hundred short strings."""
+    by_opener: dict[str, list[Format]] = {}
+    for fmt in formats:
+        for opener in fmt.opens:
+            by_opener.setdefault(opener, []).append(fmt)
+    openers = sorted(by_opener, key=len, reverse=True)
+    pattern = re.compile("|".join(map(re.escape, openers))) if openers else None
+    return _Openers(
+        {opener: tuple(found) for opener, found in by_opener.items()},
+        pattern,
+        frozenset(o[:k] for o in openers for k in range(1, len(o))),
+        len(openers[0]) if openers else 0,
+    )
+
+
 @dataclass(slots=True)
 class TextCalls:
     """One choice's content, scanned for tool calls written as text in ``formats``."""
@@ -150,7 +182,7 @@ class TextCalls:
     #: reads it: an undeclared tool, arguments that are not an object), ``too_long`` (past
     #: ``max_block``), ``cut_off`` (the content ended inside it).
     released: list[tuple[str, int]] = field(default_factory=list)
-    _openers: dict[str, list[Format]] = field(default_factory=dict)
+    _openers: Mapping[str, tuple[Format, ...]] = field(default_factory=dict)
     _pattern: re.Pattern[str] | None = None
     _prefixes: frozenset[str] = frozenset()
     _longest: int = 0
@@ -159,14 +191,9 @@ class TextCalls:
     _code: _Code = field(default_factory=_Code)
 
     def __post_init__(self) -> None:
-        for fmt in self.formats:
-            for opener in fmt.opens:
-                self._openers.setdefault(opener, []).append(fmt)
-        openers = sorted(self._openers, key=len, reverse=True)
-        if openers:
-            self._pattern = re.compile("|".join(map(re.escape, openers)))
-            self._longest = len(openers[0])
-        self._prefixes = frozenset(o[:k] for o in openers for k in range(1, len(o)))
+        openers = _tables(tuple(self.formats))
+        self._openers, self._pattern = openers.formats, openers.pattern
+        self._prefixes, self._longest = openers.prefixes, openers.longest
 
     @property
     def holding(self) -> int:
