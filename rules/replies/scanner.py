@@ -147,6 +147,8 @@ class _Openers:
     pattern: re.Pattern[str] | None
     prefixes: frozenset[str]
     longest: int
+    #: The last characters of the prefixes: text ending otherwise holds none back.
+    ends: frozenset[str]
 
 
 @lru_cache(maxsize=64)
@@ -160,11 +162,13 @@ def _tables(formats: tuple[Format, ...]) -> _Openers:
             by_opener.setdefault(opener, []).append(fmt)
     openers = sorted(by_opener, key=len, reverse=True)
     pattern = re.compile("|".join(map(re.escape, openers))) if openers else None
+    prefixes = frozenset(o[:k] for o in openers for k in range(1, len(o)))
     return _Openers(
         {opener: tuple(found) for opener, found in by_opener.items()},
         pattern,
-        frozenset(o[:k] for o in openers for k in range(1, len(o))),
+        prefixes,
         len(openers[0]) if openers else 0,
+        frozenset(prefix[-1] for prefix in prefixes),
     )
 
 
@@ -185,6 +189,7 @@ class TextCalls:
     _openers: Mapping[str, tuple[Format, ...]] = field(default_factory=dict)
     _pattern: re.Pattern[str] | None = None
     _prefixes: frozenset[str] = frozenset()
+    _ends: frozenset[str] = frozenset()
     _longest: int = 0
     _held: str = ""
     _block: _Block | None = None
@@ -194,6 +199,7 @@ class TextCalls:
         openers = _tables(tuple(self.formats))
         self._openers, self._pattern = openers.formats, openers.pattern
         self._prefixes, self._longest = openers.prefixes, openers.longest
+        self._ends = openers.ends
 
     @property
     def holding(self) -> int:
@@ -262,6 +268,8 @@ class TextCalls:
     def _tail_prefix(self, text: str, pos: int) -> int:
         """Where a proper prefix of an opener runs from to the end of ``text`` (at or after
         ``pos``), else ``-1``: the earliest such position."""
+        if not text or text[-1] not in self._ends:  # no prefix ends as the text does
+            return -1
         for size in range(min(self._longest - 1, len(text) - pos), 0, -1):
             if text[-size:] in self._prefixes:
                 return len(text) - size
