@@ -79,8 +79,8 @@ def corpus() -> Iterator[Case]:
     for path in sorted((ROOT / "tests" / "fixtures").rglob("*.json")):
         fixture = json.loads(path.read_text())
         for number, case in enumerate(fixture.get("cases", [])):
-            if "input" not in case:  # a reply fixture (tests/fixtures/replies/): no request
-                continue
+            if "input" not in case:
+                continue  # not a request's list: the reply rules' cases (tests/fixtures/replies)
             request = dict(case.get("request") or {"model": "m"})
             yield f"fixture:{fixture.get('rule')}:{number}", request, case["input"]
 
