@@ -17,8 +17,9 @@ Targets, all in front of the same fake upstream (``bench.servers``):
   path (its own dependencies must match this venv's);
 - with ``--parts``: this tree's chatmend with one part of its per-request work switched off (see
   ``serve``), to weigh each part: ``-log`` (its log lines), ``-metrics``, ``-stash`` (the
-  reasoning stash lookup before the rules), ``-rules`` (the body still parsed, no rule run), and
-  all four off. Not a configuration anyone runs: a measuring device.
+  reasoning stash lookup before the rules, ``ReasoningHooks.read``), ``-rules`` (the body still
+  parsed, no rule run), ``-replies`` (the reply rules not armed for the answer), and all five
+  off. Not a configuration anyone runs: a measuring device.
 
 Run: ``.venv/bin/python -m bench.fixed_cost [--before DIR] [--parts] [--rounds N] [--seconds S]``
 (wrk needed, as for ``make bench``).
@@ -41,7 +42,7 @@ from bench.http import write_payloads, write_script, wrk
 from bench.procs import Fleet, fleet, free_port, handle_sigterm
 from bench.servers import start_chatmend, start_fake, start_floor
 
-PARTS: tuple[str, ...] = ("log", "metrics", "stash", "rules")
+PARTS: tuple[str, ...] = ("log", "metrics", "stash", "rules", "replies")
 
 
 @dataclass(slots=True)
@@ -71,7 +72,7 @@ def _start_before(servers: Fleet, upstream: str, source: str) -> None:
 def _start_without(servers: Fleet, upstream: str, parts: Sequence[str]) -> None:
     port = free_port()
     command = [sys.executable, "-m", "bench.fixed_cost", "serve", upstream, str(port)]
-    name = "-" + "-".join(parts) if len(parts) < len(PARTS) else "-all four"
+    name = "-" + "-".join(parts) if len(parts) < len(PARTS) else "-all five"
     servers.start(name, [*command, "--off", ",".join(parts)], port)
 
 
@@ -156,10 +157,10 @@ def serve(upstream: str, port: int, off: Sequence[str]) -> None:
         app[METRICS_KEY] = Nothing()  # type: ignore[misc]
     if "stash" in off:
 
-        async def nothing(*args: object, **kwargs: object) -> None:
+        def nothing(*args: object, **kwargs: object) -> None:
             return None
 
-        app[REASONING_KEY].before_rules = nothing  # type: ignore[method-assign]
+        app[REASONING_KEY].read = nothing  # type: ignore[method-assign]
     if "rules" in off:
 
         def parsed_only(body: bytes, *args: object, parsed: object = None, **kw: object) -> Any:
@@ -168,6 +169,12 @@ def serve(upstream: str, port: int, off: Sequence[str]) -> None:
             return Sanitized(body, profile="none")
 
         setattr(proxy.server.trip, "sanitize_body", parsed_only)  # noqa: B010 - not exported
+    if "replies" in off:
+
+        async def unarmed(*args: object, **kwargs: object) -> None:
+            return None
+
+        setattr(proxy.server.trip, "_replies", unarmed)  # noqa: B010 - not exported
     loop = event_loop_factory("auto")()
     web.run_app(
         app,

@@ -142,15 +142,21 @@ Arm = Callable[[ReplyPlan, Mapping[str, Any]], "Rewrite | None"]
 
 def chat(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
     """The reply rules of a chat completion (``proxy.relay.replies``)."""
-    if not ReplyRun(plan.report or plan.steps, request):
+    armed = plan.report or plan.steps
+    first = ReplyRun(armed, request)
+    if not first:
         return None
 
+    def run_of(steps: tuple[ReplyStep, ...]) -> ReplyRun:
+        # The steps armed above (the plan's, unless it reports) are not armed twice.
+        return first if steps is armed else ReplyRun(steps, request)
+
     def make(steps: tuple[ReplyStep, ...]) -> _Rewriter | None:
-        run = ReplyRun(steps, request)
+        run = run_of(steps)
         return ReplyStream(run) if run else None
 
     def whole(steps: tuple[ReplyStep, ...], body: bytes) -> tuple[bytes, list[Change]] | None:
-        run = ReplyRun(steps, request)
+        run = run_of(steps)
         return whole_reply(run, body) if run else None
 
     return Rewrite(make, whole, plan)

@@ -169,7 +169,7 @@ def _admit(flow: Flow, events: Events, runtime: Runtime) -> Route | web.Response
         path = route_path(request.rel_url.raw_path)
     except RefusedPath as exc:
         return _refused(flow, events, "path", errors.bad_path(str(exc)), reason=str(exc))
-    if RECENT_KEY in request.app and page.claims(path):
+    if page.claims(path) and RECENT_KEY in request.app:
         # Under the page's name but not one of its paths: never forwarded, with the
         # admin's Authorization on it.
         flow.outcome = "rejected"
@@ -270,26 +270,29 @@ async def _repair(flow: Flow, events: Events, route: Route, read: Body, config: 
     started = time.perf_counter()  # the body parsed once, by the prefix cache if it can
     reading = prefix.SKIP if big else _prefix_read(flow, route, read, scope)
     try:
-        async with asyncio.timeout(config.sanitize_deadline):
-            if read.api.tool_turn is not None:  # one stash lookup before the rules
+        if big:  # parsed and repaired in a worker process (proxy/relay/offload.py)
+            async with asyncio.timeout(config.sanitize_deadline):
                 waiting = time.perf_counter()
-                reasoning = await _recall(
-                    flow, route, read, reading, scope, offload=offload if big else None
-                )
+                reasoning = await _recall(flow, route, read, reading, scope, offload=offload)
                 started += time.perf_counter() - waiting  # the stash's wait is not the rules'
-            given = given_to_rules(request, read.api, reasoning)
-            if big:  # parsed and repaired in a worker process (proxy/relay/offload.py)
                 sanitized = await offload.sanitize(
                     read.decoded,
                     route.planner,
                     read.api.name,
-                    given=given,
+                    given=given_to_rules(request, read.api, reasoning),
                     deadline=config.sanitize_deadline,
                 )
-            else:  # here, on the event loop
-                source, sanitized = _inline(
-                    app, route, read, reading, scope, reasoning=reasoning, given=given
-                )
+        else:  # here, on the event loop; the deadline can only act where it waits: the stash
+            waiting = time.perf_counter()
+            reasoning = _recall_here(flow, route, read, reading, scope)
+            if reasoning is not None and reasoning.wanted:
+                async with asyncio.timeout(config.sanitize_deadline):
+                    await app[REASONING_KEY].recall(reasoning)
+            started += time.perf_counter() - waiting  # the stash's wait is not the rules'
+            given = given_to_rules(request, read.api, reasoning)
+            source, sanitized = _inline(
+                app, route, read, reading, scope, reasoning=reasoning, given=given
+            )
     except TimeoutError:
         # Fail-open: the body goes as it came, as if chatmend were not there.
         events.limited(flow, "sanitize_deadline", seconds=config.sanitize_deadline)
@@ -313,16 +316,36 @@ async def _recall(
     reading: prefix.Reading,
     scope: str | None,
     *,
-    offload: Offloader | None,
+    offload: Offloader,
 ) -> RequestReasoning | None:
-    """What the reasoning stash recalls for this body (proxy/stash): one lookup before the
-    rules, over the body as the prefix cache parsed it (or in a worker, for a big body)."""
+    """What the reasoning stash recalls for a big body (proxy/stash): one lookup before the
+    rules, its parse and its walk in a worker."""
     assert read.decoded is not None and read.api is not None
+    if read.api.tool_turn is None:
+        return None
     return await flow.request.app[REASONING_KEY].before_rules(
         route.planner,
         read.decoded,
         scope,
-        offload=None if offload is None else offload.call,
+        offload=offload.call,
+        api=read.api.name,
+        mark=read.api.tool_turn,
+        parsed=reading.payload,
+    )
+
+
+def _recall_here(
+    flow: Flow, route: Route, read: Body, reading: prefix.Reading, scope: str | None
+) -> RequestReasoning | None:
+    """What the reasoning stash wants for this body (proxy/stash), over the body as the prefix
+    cache parsed it: its keys, fetched from the store by ``ReasoningHooks.recall``."""
+    assert read.decoded is not None and read.api is not None
+    if read.api.tool_turn is None:
+        return None
+    return flow.request.app[REASONING_KEY].read(
+        route.planner,
+        read.decoded,
+        scope,
         api=read.api.name,
         mark=read.api.tool_turn,
         parsed=reading.payload,

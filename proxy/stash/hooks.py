@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -56,6 +56,8 @@ class RequestReasoning:
     thinking: bool = True
     #: The request's API (``chat`` or ``messages``): which plans recall, which observer reads.
     api: str = "chat"
+    #: The keys its turns want from the store (``ReasoningHooks.read``; ``[]``: none).
+    wanted: list[str] = field(default_factory=list)
 
 
 #: Runs ``function(body, planner, *args)`` elsewhere and returns its result.
@@ -120,26 +122,49 @@ class ReasoningHooks(Subscriber):
         """The recalled reasoning for a request of ``api`` (``chat`` or ``messages``) whose
         client's credential scope is ``scope`` (``proxy.relay.credentials.request_scope``), or
         ``None`` when nothing is stashed (or the client sent no credential, ``scope`` is
-        ``None``: an anonymous request is never stored or recalled). ``offload`` runs the
-        parse and the key walk elsewhere (a big body, see proxy/offload): the payload is then
-        not kept, ``sanitize_body`` parses it again where it runs. ``parsed``: the body,
-        already parsed (proxy/relay/prefix.py), then not parsed here. ``mark``: what marks a
-        body of ``api`` holding a tool turn (``proxy.relay.served.ServedApi.tool_turn``)."""
-        if self.stash is None or mark is None or not self.profiles(planner, api):
-            return None
-        if scope is None:
+        ``None``: an anonymous request is never stored or recalled): ``read``, then ``recall``.
+        ``offload`` runs the parse and the key walk elsewhere (a big body, see proxy/offload):
+        the payload is then not kept, ``sanitize_body`` parses it again where it runs."""
+        if offload is None:
+            reasoning = self.read(planner, body, scope, api=api, mark=mark, parsed=parsed)
+            if reasoning is not None and reasoning.wanted:
+                await self.recall(reasoning)
+            return reasoning
+        stash = self.stash
+        if stash is None or mark is None or scope is None or not self.profiles(planner, api):
             return None
         reasoning = RequestReasoning(RequestFacts(scope), api=api)
         try:
-            if offload is not None:
-                # A big body is read in a worker: its response is observed in any case.
-                if mark in body:
-                    keys = await offload(wanted_keys_of, body, planner, scope, api)
-                    if keys:
-                        reasoning.given = RequestFacts(scope, await self.stash.recall(keys))
-                return reasoning
+            # A big body is read in a worker: its response is observed in any case.
+            if mark in body:
+                keys = await offload(wanted_keys_of, body, planner, scope, api)
+                if keys:
+                    reasoning.given = RequestFacts(scope, await stash.recall(keys))
+        except Exception as exc:  # fail-open, like the rules: the request goes on without it
+            log.error("reasoning_recall_failed", error=type(exc).__name__)
+        return reasoning
+
+    def read(
+        self,
+        planner: Planner,
+        body: bytes,
+        scope: str | None,
+        *,
+        api: str = "chat",
+        mark: bytes | None,
+        parsed: dict[str, Any] | None = None,
+    ) -> RequestReasoning | None:
+        """``before_rules`` up to the store, on this thread and without waiting: the body parsed
+        (``parsed``: already parsed, proxy/relay/prefix.py, then not parsed here; the one parse,
+        ``sanitize_body`` reuses it), whether it runs in thinking mode, and the keys its turns
+        want from the store (``RequestReasoning.wanted``: ``recall`` fetches them). ``mark``:
+        what marks a body of ``api`` holding a tool turn
+        (``proxy.relay.served.ServedApi.tool_turn``)."""
+        if self.stash is None or mark is None or scope is None or not self.profiles(planner, api):
+            return None
+        reasoning = RequestReasoning(RequestFacts(scope), api=api)
+        try:
             try:
-                # the one parse: sanitize_body reuses it
                 payload = orjson.loads(body) if parsed is None else parsed
             except orjson.JSONDecodeError:
                 return reasoning  # sanitize_body reads it its own way (surrogates, errors)
@@ -152,12 +177,22 @@ class ReasoningHooks(Subscriber):
                 payload, recalling[1]
             )
             if recalling is not None and reasoning.thinking and mark in body:
-                keys = recalling[0].keys(payload, recalling[1], scope)  # a first turn: none
-                if keys:
-                    reasoning.given = RequestFacts(scope, await self.stash.recall(keys))
+                # A first turn wants none.
+                reasoning.wanted = recalling[0].keys(payload, recalling[1], scope)
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning
+
+    async def recall(self, reasoning: RequestReasoning) -> None:
+        """The texts of ``reasoning.wanted`` from the store, given to the rules (the one wait of
+        the lookup: nothing else in it waits)."""
+        stash = self.stash
+        try:
+            if stash is not None and reasoning.wanted:
+                recalled = await stash.recall(reasoning.wanted)
+                reasoning.given = RequestFacts(reasoning.given.scope, recalled)
+        except Exception as exc:  # fail-open, like the rules: the request goes on without it
+            log.error("reasoning_recall_failed", error=type(exc).__name__)
 
     def observes(
         self, planner: Planner, profile: str | None, reasoning: RequestReasoning | None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from rules.engine.base import Change, Option, RuleContext, Safety
@@ -105,17 +106,34 @@ class ReplyRule:
         return self.safety
 
 
-def declared_tools(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The function tools a chat request declared: name -> its parameters schema."""
-    declared: dict[str, Mapping[str, Any]] = {}
+class _Read:
+    """The ``tools`` list ``declared_tools`` read last, and what it declared. A request's
+    reply rules ask for it several times (each rule's ``arms``, then each ``fix``), and a
+    parsed body is never written to (rules never mutate their input), so the same list
+    declares the same tools. The list itself is held, not its ``id``: another list made at
+    the address of a freed one is never taken for it. One list is held at a time."""
+
+    tools: object = None
+    declared: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
+
+
+def declared_tools(request: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+    """The function tools a chat request declared: name -> its parameters schema (read-only:
+    the next call for the same list gets the same mapping)."""
     tools = request.get("tools")
+    if tools is _Read.tools and tools is not None:
+        return _Read.declared
+    declared: dict[str, Mapping[str, Any]] = {}
     for tool in tools if isinstance(tools, list) else ():
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             continue
         parameters = function.get("parameters")
         declared[function["name"]] = parameters if isinstance(parameters, dict) else {}
-    return declared
+    found = MappingProxyType(declared)
+    if isinstance(tools, list):
+        _Read.tools, _Read.declared = tools, found
+    return found
 
 
 def calls_allowed(request: Mapping[str, Any]) -> bool:

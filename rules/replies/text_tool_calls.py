@@ -71,7 +71,7 @@ def arms(request: Mapping[str, Any], ctx: RuleContext) -> bool:
     return bool(FORMATS_OPTION.of(ctx)) and bool(allowed_tools(request))
 
 
-def allowed_tools(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+def allowed_tools(request: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
     """The tools a made call may name: the declared ones, only the named one under a named
     ``tool_choice``, none under ``"none"``."""
     choice = request.get("tool_choice")
@@ -80,7 +80,7 @@ def allowed_tools(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     declared = declared_tools(request)
     if isinstance(choice, dict):
         function = choice.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
+        name: Any = function.get("name") if isinstance(function, dict) else None
         return {name: declared[name]} if name in declared else {}
     return declared
 

@@ -450,3 +450,27 @@ async def test_serve_with_the_redis_store_logs_only_json(
     assert lines
     for line in lines:
         assert isinstance(orjson.loads(line), dict), line
+
+
+async def test_a_store_slower_than_the_sanitize_deadline_sends_the_body_as_it_came(
+    start: Start, upstream: ThinkingUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline acts where the repair waits, the store's lookup (proxy/server/trip.py runs
+    the rest inline, where nothing waits): past it, the body goes as it came, counted."""
+    proxy = await start({"sanitize_deadline": 0.05, "recover": {"enabled": False}})
+    message = await first_turn(proxy, stream=False)
+    store = proxy.app[REASONING_KEY].stash.store
+
+    async def slow(keys: Any) -> dict[str, str]:
+        await asyncio.sleep(0.5)
+        return {}
+
+    monkeypatch.setattr(store, "get_many", slow)
+    body = turn_two(message)
+    with capture_logs() as logs:
+        await proxy.post(URL, data=body)
+    assert upstream.received[-1] == orjson.loads(body)  # no reasoning restored, nothing changed
+    (limit,) = [e for e in logs if e["event"] == "limit_exceeded"]
+    assert (limit["limit"], limit["seconds"]) == ("sanitize_deadline", 0.05)
+    assert counter(proxy, "chatmend_limits_total", limit="sanitize_deadline") == 1
+    assert "payload_sanitized" not in [entry["event"] for entry in logs]
