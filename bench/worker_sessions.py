@@ -47,6 +47,11 @@ class HitRow:
     hits: int
     misses: int
     relayed: int
+    #: Of the bytes sent, the share not parsed again (the cached prefixes hits started from).
+    reused: float
+    #: Sessions held in all (the workers' entries) and what they charge, after the pass.
+    entries: int
+    cache_mb: float
 
     @property
     def rate(self) -> float:
@@ -59,6 +64,13 @@ def counters(url: str) -> dict[str, float]:
         text = answer.read().decode()
     found: dict[str, float] = {"hit": 0.0, "miss": 0.0, "relayed": 0.0}
     for line in text.splitlines():
+        for name, metric in (
+            ("reused", "chatmend_prefix_reused_bytes_total "),
+            ("entries", "chatmend_prefix_cache_entries "),
+            ("bytes", "chatmend_prefix_cache_bytes "),
+        ):
+            if line.startswith(metric):
+                found[name] = float(line.split()[-1])
         for name in ("hit", "miss"):
             if line.startswith(f'chatmend_prefix_reads_total{{result="{name}"}}'):
                 found[name] = float(line.split()[-1])
@@ -101,6 +113,7 @@ def hit_rates(urls: dict[str, str], sessions: int, messages: int) -> list[HitRow
     for clients in ("keep", "reconnect"):
         for target in TARGETS:
             bodies = [session(messages, "clean", seed=seed + n) for n in range(sessions)]
+            size = sum(len(body) for one in bodies for body in one)
             seed += sessions
             before = counters(urls[target])
             sent = send(urls[target], bodies, keep=clients == "keep")
@@ -113,6 +126,9 @@ def hit_rates(urls: dict[str, str], sessions: int, messages: int) -> list[HitRow
                     int(after["hit"] - before["hit"]),
                     int(after["miss"] - before["miss"]),
                     int(after["relayed"] - before["relayed"]),
+                    (after["reused"] - before["reused"]) / size,
+                    int(after["entries"] - before["entries"]),
+                    (after["bytes"] - before["bytes"]) / 1e6,
                 )
             )
     return rows
@@ -120,12 +136,13 @@ def hit_rates(urls: dict[str, str], sessions: int, messages: int) -> list[HitRow
 
 def hit_table(rows: Sequence[HitRow]) -> str:
     lines = [
-        "| chatmend --workers 2 | clients | requests | hits | misses | **hit rate** | relayed |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| chatmend --workers 2 | clients | requests | hits | misses | **hit rate** "
+        "| bytes not parsed again | relayed | sessions held | cache MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| {r.target} | {r.clients} | {r.requests} | {r.hits} | {r.misses} "
-        f"| **{r.rate:.0%}** | {r.relayed} |"
+        f"| **{r.rate:.0%}** | {r.reused:.1%} | {r.relayed} | {r.entries} | {r.cache_mb:.1f} |"
         for r in rows
     ]
     return "\n".join(lines)

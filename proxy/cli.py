@@ -257,6 +257,11 @@ def _serve_one(
         structlog.contextvars.bind_contextvars(worker=workers.index)  # on every line it logs
         app[RELAY_KEY] = Relay(workers)
         app.on_cleanup.append(_close_relay)
+    listening = None if workers is None else workers.listening()
+    if workers is not None and listening is None:
+        get_logger().warning(
+            "worker_socket_path_too_long", path=workers.path(workers.index), note="set TMPDIR"
+        )
 
     async def on_startup(app: web.Application) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_config, app, load)
@@ -273,7 +278,7 @@ def _serve_one(
     web.run_app(
         app,
         sock=sock,
-        path=None if workers is None else workers.path(workers.index),
+        path=listening,
         access_log=None,  # request_done is the access log
         print=None,
         handler_cancellation=True,  # a client that leaves cancels its upstream request

@@ -224,8 +224,11 @@ class PrefixConfig:
     #: (docs/performance.md#resume).
     resume: bool = False
     #: Under ``--workers N``: a session's requests are served by the worker holding its prefix
-    #: (proxy/relay/owners.py), relayed there by the worker their connection landed on.
-    route_sessions: bool = True
+    #: (proxy/relay/owners.py), relayed there by the worker their connection landed on. Off by
+    #: default: without it a session scattered over the workers still hits each one's cache
+    #: (from the last request that worker saw), and the hop costs more than that saves on two
+    #: workers; with it each session is held once (docs/performance.md#workers).
+    route_sessions: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, UnixConnector, we
 
 from proxy.relay.upstream import HOP_BY_HOP
 
+#: The longest path a unix socket takes (``sun_path``, less its terminating NUL, on Linux).
+UNIX_PATH_MAX: Final = 107
 #: Bytes of the history read for a session key (a longer first message: its first bytes).
 WINDOW: Final = 64 * 1024
 #: Roles of a leading message many sessions share (the agent's prompt): the key reads on.
@@ -110,6 +113,12 @@ class Workers:
 
     def path(self, index: int) -> str:
         return str(self.directory / f"worker-{index}.sock")
+
+    def listening(self) -> str | None:
+        """This worker's socket, or ``None`` when its path is too long for a unix socket (a
+        long ``TMPDIR``): its peers then serve its sessions themselves."""
+        path = self.path(self.index)
+        return path if len(os.fsencode(path)) <= UNIX_PATH_MAX else None
 
     def owner(self, space: Hashable, body: bytes, field: str) -> int | None:
         """The worker that keeps the session of ``body`` in ``space``, or ``None`` (no history
