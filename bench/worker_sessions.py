@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from bench.http import measure
 from bench.http_sessions import LUA
 from bench.procs import fleet
-from bench.servers import API_KEY, start_chatmend, start_fake, start_floor
+from bench.servers import API_KEY, start_chatmend, start_floor, start_upstream
 from tests.sessions import session
 
 PATH = "/v1/chat/completions"
@@ -164,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     sessions, messages = (4, 100) if args.quick else (8, 200)
     with tempfile.TemporaryDirectory(prefix="chatmend-workers-bench-") as tmp_name, fleet() as f:
         tmp = Path(tmp_name)
-        upstream = start_fake(f, "direct")
+        upstream, kind = start_upstream(f, "direct")
+        print(f"fake upstream: {kind}", file=sys.stderr)
         for target, setting in TARGETS.items():
             config = tmp / f"{target}.yaml"
             config.write_text(f"prefix_cache: {{{setting}}}\n")
