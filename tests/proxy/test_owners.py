@@ -34,7 +34,7 @@ from proxy.relay.owners import WINDOW, Relay, Workers, history_start
 from proxy.server.app import create_app
 from proxy.server.appkeys import PREFIX_KEY, RELAY_KEY
 from tests.conftest import base_url
-from tests.proxy.test_operate import serving
+from tests.proxy.test_operate import Serving, serving
 from tests.sessions import session
 
 Server = Callable[..., Awaitable[TestServer]]
@@ -284,8 +284,8 @@ async def test_reconnecting_sessions_keep_their_worker_with_routing(
     )
     sessions = [session(30, "clean", seed=300 + n)[:4] for n in range(4)]
     async with serving(config, "--workers", "2") as proxy:
-        (started,) = await proxy.wait_for("workers_started")
-        await proxy.wait_for("proxy_started", 2)
+        (started,) = await _wait_for(proxy, "workers_started")
+        await _wait_for(proxy, "proxy_started", 2)
         for _ in range(200):  # both workers listen for their peers
             if len(list(sockets.glob("chatmend-workers-*/worker-*.sock"))) == 2:
                 break
@@ -304,3 +304,85 @@ async def test_reconnecting_sessions_keep_their_worker_with_routing(
         assert counts["miss"] == 2 * len(sessions)
         assert counts["entries"] == 2 * len(sessions)
         assert counts["relayed"] == 0
+
+
+def _events(proxy: Serving, name: str) -> list[dict[str, Any]]:
+    """``proxy``'s log lines of event ``name``, whole lines only (a worker may be writing one)."""
+    found = []
+    for line in proxy.log.read_bytes().splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if event.get("event") == name:
+            found.append(event)
+    return found
+
+
+async def _wait_for(proxy: Serving, name: str, count: int = 1) -> list[dict[str, Any]]:
+    for _ in range(300):
+        if len(found := _events(proxy, name)) >= count:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no {name} event in {proxy.log.read_text()}")
+
+
+def _workers_of(supervisor: int) -> list[int]:
+    return [
+        int(pid)
+        for pid in Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    ]
+
+
+async def _listening(directory: Path) -> None:
+    """Until both workers' sockets take connections (a replaced worker's file stays behind
+    until its successor binds it again)."""
+    for _ in range(200):
+        paths = list(directory.glob("chatmend-workers-*/worker-*.sock"))
+        taken = 0
+        for path in paths:
+            try:
+                _, writer = await asyncio.open_unix_connection(str(path))
+            except OSError:
+                continue
+            writer.close()
+            taken += 1
+        if taken == 2:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the workers' sockets do not take connections")
+
+
+@pytest.mark.slow
+async def test_routing_survives_a_replaced_worker_and_a_reload_turns_it_off(
+    tmp_path: Path, aiohttp_server: Server, sockets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(sockets))
+    upstream = await _upstream(aiohttp_server)
+    config = tmp_path / "chatmend.yaml"
+    config.write_text(f"upstream: {{url: '{upstream}'}}\nprefix_cache: {{route_sessions: true}}\n")
+    first = [session(30, "clean", seed=400 + n)[:3] for n in range(4)]
+    then = [session(30, "clean", seed=500 + n)[:3] for n in range(4)]
+    async with serving(config, "--workers", "2") as proxy:
+        (started,) = await _wait_for(proxy, "workers_started")
+        await _wait_for(proxy, "proxy_started", 2)
+        os.kill(started["pids"][0], signal.SIGKILL)  # replaced, on the same socket path
+        await _wait_for(proxy, "proxy_started", 3)
+        await _listening(sockets)
+        pids = _workers_of(proxy.process.pid)
+        assert len(pids) == 2 and started["pids"][0] not in pids
+        await _scattered(proxy.url, pids, first)
+        routed = await _counts(proxy.url)
+        assert routed["miss"] == len(first) and routed["unreachable"] == 0
+        assert routed["relayed"] > 0
+
+        config.write_text(f"upstream: {{url: '{upstream}'}}\n")  # route_sessions: false
+        proxy.process.send_signal(signal.SIGHUP)
+        await _wait_for(proxy, "config_reloaded", 2)
+        await _scattered(proxy.url, pids, then)
+        scattered = await _counts(proxy.url)
+        assert scattered["miss"] - routed["miss"] == 2 * len(then)  # each worker missed each
+        assert scattered["relayed"] == routed["relayed"]
+        proxy.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proxy.process.wait(), 15) == 0
+    assert not list(sockets.glob("chatmend-workers-*"))  # removed by the supervisor
