@@ -150,12 +150,15 @@ chromium:
 		|| echo "chromium not installed (needs root and apt-get): install Chromium (Debian: apt-get install chromium) or the browser test of the page is skipped"
 
 ## Benchmarks (not part of `make test`): writes bench/results/tmp/latest.md and latest.png
-## (SAVE=1: the committed bench/results/latest.md and latest.png); growing sessions included.
+## (SAVE=1: the committed bench/results/latest.md and latest.png); growing sessions included,
+## over HTTP in front of an nginx fake upstream (installed here like wrk; the Python fake if not).
 ## `make bench PEERS=litellm` adds LiteLLM (own venv in bench/.venvs/); ARGS=--quick for a smoke run.
 PEERS ?=
 bench: $(BIN)/python
 	$(PIP) -e '.[test,bench]'
 	command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; } || echo "wrk unavailable: HTTP benchmark skipped"
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || { apt-get update -qq && apt-get install -y -qq nginx-light; } \
+		|| echo "nginx unavailable: the HTTP sessions benchmark uses the Python fake upstream (it shares the cores)"
 	$(BIN)/python -m bench.run $(if $(PEERS),--peers $(PEERS)) $(if $(SAVE),--save) $(ARGS)
 
 ## The reasoning stash's relay overhead (not part of `make test`): one long SSE stream relayed

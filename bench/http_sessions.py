@@ -6,13 +6,15 @@ The bodies are ``tests.sessions``' (each request the previous one of its session
 fourth tool turn), several sessions interleaved step by step, as concurrent agents send them.
 ``wrk``'s Lua script posts them in that order, over and over (a session that starts again is a
 new session with the same prompt). Targets, each a subprocess in front of the same fake upstream
-(``bench.servers``), measured interleaved round by round: ``floor-raw`` (a byte relay: the
-limit), ``floor-json`` (one orjson parse and serialize per request), ``chatmend`` (its defaults:
-the prefix cache on) and ``chatmend-whole`` (``prefix_cache: {enabled: false}``: every request
-parsed and walked whole). Ratios are each target's throughput over floor-json's (median of the
-per-round ratios); after each workload, what chatmend's prefix cache charges and the process's
-resident memory. Workloads: compact clients (``clean``, ``stuck``, ``broken``) and clients
-that write ``json.dumps``' spacing (``*-spaced``). Skipped if ``wrk`` is missing.
+(``bench.servers.start_upstream``: nginx when installed, else the Python fake), measured
+interleaved round by round: ``floor-raw`` (a byte relay: the limit), ``floor-json`` (one orjson
+parse and serialize per request), ``chatmend`` (its defaults: the prefix cache on) and
+``chatmend-whole`` (``prefix_cache: {enabled: false}``: every request parsed and walked whole).
+Ratios are each target's throughput over floor-json's (median of the per-round ratios); after
+each workload, what chatmend's prefix cache charges, chatmend's resident memory and
+chatmend-whole's (no cache: the difference is what the cache really holds). Workloads: compact
+clients (``clean``, ``stuck``, ``broken``) and clients that write ``json.dumps``' spacing
+(``*-spaced``). Skipped if ``wrk`` is missing.
 
 Run: ``.venv/bin/python -m bench.http_sessions [--quick] [--concurrency 8] [--peers litellm]``.
 """
@@ -33,7 +35,7 @@ from pathlib import Path
 from bench import peers as peer_mod
 from bench.http import Measured, measure
 from bench.procs import fleet, rss_kb
-from bench.servers import API_KEY, start_chatmend, start_fake, start_floor
+from bench.servers import API_KEY, start_chatmend, start_floor, start_upstream
 from tests.sessions import SPACED, interleaved
 
 WORKLOADS: tuple[str, ...] = ("clean", "stuck", "broken", *SPACED)
@@ -66,6 +68,10 @@ class SessionsRow:
     #: and the process's resident memory, in MB (``nan``: not read).
     cache_mb: float = math.nan
     rss_mb: float = math.nan
+    #: chatmend-whole's resident memory (the same server, no prefix cache), in MB.
+    whole_rss_mb: float = math.nan
+    #: The fake upstream: ``nginx`` or ``python`` (``bench.servers.start_upstream``).
+    upstream: str = "python"
 
     def ratio(self, target: str) -> float:
         return self.measured.ratio(target, "floor-json")
@@ -89,7 +95,7 @@ def run(
         tmp = Path(tmp_name)
         whole = tmp / "whole.yaml"
         whole.write_text("prefix_cache: {enabled: false}\n")
-        upstream = start_fake(servers, "direct")
+        upstream, kind = start_upstream(servers, "direct")
         start_floor(servers, "floor-raw", upstream)
         start_floor(servers, "floor-json", upstream)
         start_chatmend(servers, upstream)
@@ -113,6 +119,8 @@ def run(
                 measured,
                 _cache_mb(urls["chatmend"]),
                 _rss_mb(servers.pid("chatmend")),
+                _rss_mb(servers.pid("chatmend-whole")),
+                kind,
             )
             rows.append(row)
             print(
@@ -148,8 +156,8 @@ def table(rows: Sequence[SessionsRow]) -> str:
     head = " | ".join(f"{t} / floor-json" for t in others)
     lines = [
         f"| session | sessions x steps | mean KB | c | floor-json rps | chatmend rps "
-        f"| **chatmend / floor-json** | {head} | cache MB | RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(others) + 2),
+        f"| **chatmend / floor-json** | {head} | cache MB | RSS MB | RSS MB whole |",
+        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(others) + 3),
     ]
     for r in rows:
         cells = " | ".join(f"{r.ratio(t):.2f}" for t in others)
@@ -157,8 +165,13 @@ def table(rows: Sequence[SessionsRow]) -> str:
         lines.append(
             f"| {r.workload} | {r.sessions} x {r.steps} | {r.mean_kb:.0f} | {r.concurrency} "
             f"| {floor:,.0f} | {ours:,.0f} | **{r.ratio('chatmend'):.2f}** | {cells} "
-            f"| {r.cache_mb:.1f} | {r.rss_mb:.0f} |"
+            f"| {r.cache_mb:.1f} | {r.rss_mb:.0f} | {r.whole_rss_mb:.0f} |"
         )
+    lines.append(
+        f"\nFake upstream: {rows[0].upstream} (`bench.servers.start_upstream`); cache MB: what "
+        "chatmend's prefix cache charges (`chatmend_prefix_cache_bytes`); RSS MB: chatmend's "
+        "resident memory, RSS MB whole: chatmend-whole's (no cache), after each workload."
+    )
     return "\n".join(lines)
 
 

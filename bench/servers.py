@@ -13,6 +13,12 @@
 - ``floor-json``: the same plus one orjson parse and one serialize of the body (the least a
   JSON-aware proxy pays).
 
+- ``nginx`` (``start_upstream``): the same fixed completion from nginx, when it is installed
+  (``make bench`` installs it as it does wrk): an upstream that needs a fraction of the CPU the
+  Python fake does, so that on a small machine the targets, not the backdrop, share the cores.
+  Non-streaming requests only (its answer is the fixed JSON whatever the body asks); without
+  nginx the Python fake stands in, and says so.
+
 Run one: ``.venv/bin/python -m bench.servers fake PORT [--loop uvloop]`` or
 ``.venv/bin/python -m bench.servers floor-raw PORT http://127.0.0.1:UPSTREAM_PORT``.
 """
@@ -21,9 +27,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import orjson
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
@@ -219,6 +229,76 @@ def start_fake(fleet: Fleet, name: str = "direct") -> str:
     loop = "uvloop" if uvloop_available() else "asyncio"
     command = [sys.executable, "-m", "bench.servers", "fake", str(port), "--loop", loop]
     return fleet.start(name, command, port)
+
+
+#: nginx answering every request with ``COMPLETION``, in one process, everything it writes in
+#: its own directory (``{root}``), on loopback (``{port}``).
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log error;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {root}/body;
+    proxy_temp_path {root}/proxy;
+    fastcgi_temp_path {root}/fastcgi;
+    uwsgi_temp_path {root}/uwsgi;
+    scgi_temp_path {root}/scgi;
+    client_max_body_size 0;
+    client_body_buffer_size 1m;
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            default_type application/json;
+            return 200 '{body}';
+        }}
+    }}
+}}
+"""
+
+
+def nginx_bin() -> str | None:
+    """nginx, if installed (Debian puts it in /usr/sbin, often off a user's PATH)."""
+    found = shutil.which("nginx")
+    if found is None and Path("/usr/sbin/nginx").exists():
+        found = "/usr/sbin/nginx"
+    return found
+
+
+def start_nginx(fleet: Fleet, name: str = "direct") -> str | None:
+    """The fixed completion from nginx on a free loopback port (its config and files in a new
+    temporary directory), or ``None`` if nginx is not installed."""
+    binary = nginx_bin()
+    if binary is None:
+        return None
+    root = Path(tempfile.mkdtemp(prefix="chatmend-bench-nginx-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    port = free_port()
+    body = COMPLETION.decode()
+    assert "'" not in body and "\\" not in body  # quoted as is in the config
+    conf = root / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(root=root, port=port, body=body))
+    return fleet.start(
+        name, [binary, "-p", str(root), "-e", str(root / "error.log"), "-c", str(conf)], port
+    )
+
+
+def start_upstream(fleet: Fleet, name: str = "direct") -> tuple[str, str]:
+    """The fastest fake upstream at hand for non-streaming requests: nginx if installed, else
+    the Python fake (with a line on stderr saying so); its URL and which it is."""
+    url = start_nginx(fleet, name)
+    if url is not None:
+        return url, "nginx"
+    print(
+        "nginx not installed: the Python fake upstream stands in (it shares the cores with the "
+        "targets; Debian: apt-get install nginx-light, or make bench installs it)",
+        file=sys.stderr,
+    )
+    return start_fake(fleet, name), "python"
 
 
 def start_floor(fleet: Fleet, kind: str, upstream: str, loop: str | None = None) -> str:

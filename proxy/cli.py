@@ -26,8 +26,10 @@ from aiohttp import web
 from proxy.config import Config, ConfigError, load_config
 from proxy.observe.log import configure_logging, get_logger
 from proxy.recovery.learned import format_table, learned_table
+from proxy.relay.owners import Relay, Workers
 from proxy.relay.routing import ends_in_v1
 from proxy.server.app import OFFLOAD_KEY, create_app
+from proxy.server.appkeys import RELAY_KEY
 from proxy.server.reload import reload_config
 from proxy.server.workers import bind, run_workers
 from rules.providers.planner import Planner
@@ -234,8 +236,8 @@ def _serve(
             return False
         return True
 
-    def serve_worker(shared: socket.socket, index: int) -> int:
-        return _serve_one(config, load, new_loop, sock=shared, worker=index)
+    def serve_worker(shared: socket.socket, workers: Workers) -> int:
+        return _serve_one(config, load, new_loop, sock=shared, workers=workers)
 
     return run_workers(args.workers, sock, serve_worker, validate, config.drain_seconds)
 
@@ -246,12 +248,20 @@ def _serve_one(
     new_loop: Callable[[], asyncio.AbstractEventLoop],
     *,
     sock: socket.socket,
-    worker: int | None = None,
+    workers: Workers | None = None,
 ) -> int:
-    """Run one server process until SIGTERM or SIGINT (then drain); SIGHUP reloads ``load()``."""
-    if worker is not None:
-        structlog.contextvars.bind_contextvars(worker=worker)  # on every line it logs
+    """Run one server process until SIGTERM or SIGINT (then drain); SIGHUP reloads ``load()``.
+    A worker of several also listens for its peers on its unix socket (``proxy.relay.owners``)."""
     app = create_app(config)
+    if workers is not None:
+        structlog.contextvars.bind_contextvars(worker=workers.index)  # on every line it logs
+        app[RELAY_KEY] = Relay(workers)
+        app.on_cleanup.append(_close_relay)
+    listening = None if workers is None else workers.listening()
+    if workers is not None and listening is None:
+        get_logger().warning(
+            "worker_socket_path_too_long", path=workers.path(workers.index), note="set TMPDIR"
+        )
 
     async def on_startup(app: web.Application) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_config, app, load)
@@ -268,6 +278,7 @@ def _serve_one(
     web.run_app(
         app,
         sock=sock,
+        path=listening,
         access_log=None,  # request_done is the access log
         print=None,
         handler_cancellation=True,  # a client that leaves cancels its upstream request
@@ -276,6 +287,10 @@ def _serve_one(
     )
     get_logger().info("proxy_stopped")
     return 0
+
+
+async def _close_relay(app: web.Application) -> None:
+    await app[RELAY_KEY].close()
 
 
 def log_started(config: Config, **extra: Any) -> None:

@@ -223,6 +223,12 @@ class PrefixConfig:
     #: it pays on sessions with a defect every few turns and costs clean ones
     #: (docs/performance.md#resume).
     resume: bool = False
+    #: Under ``--workers N``: a session's requests are served by the worker holding its prefix
+    #: (proxy/relay/owners.py), relayed there by the worker their connection landed on. Off by
+    #: default: without it a session scattered over the workers still hits each one's cache
+    #: (from the last request that worker saw), and the hop costs more than that saves on two
+    #: workers; with it each session is held once (docs/performance.md#workers).
+    route_sessions: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -780,13 +786,16 @@ def _capture(value: Any) -> CaptureConfig:
 
 def _prefix_cache(value: Any) -> PrefixConfig:
     given = _mapping(value, "prefix_cache")
-    _no_unknown(given, ("enabled", "max_bytes", "ttl", "resume"), "prefix_cache")
+    _no_unknown(given, ("enabled", "max_bytes", "ttl", "resume", "route_sessions"), "prefix_cache")
     base = PrefixConfig()
     return PrefixConfig(
         enabled=_bool(given.get("enabled", base.enabled), "prefix_cache.enabled"),
         max_bytes=_positive_int(given.get("max_bytes", base.max_bytes), "prefix_cache.max_bytes"),
         ttl=_seconds(given.get("ttl", base.ttl), "prefix_cache.ttl"),
         resume=_bool(given.get("resume", base.resume), "prefix_cache.resume"),
+        route_sessions=_bool(
+            given.get("route_sessions", base.route_sessions), "prefix_cache.route_sessions"
+        ),
     )
 
 

@@ -85,6 +85,9 @@ class Flow:
     #: How the prefix cache read the body (proxy/relay/prefix.py): ``hit``, ``miss``, ``skip``;
     #: ``None`` if it did not.
     prefix: str | None = None
+    #: The worker the request was relayed to, keeping its session (proxy/relay/owners.py): that
+    #: worker answers, logs and counts it; ``None``: served here.
+    handed_to: int | None = None
     #: Milliseconds: the upstream's time to its headers, the rules', and chatmend's own time up
     #: to the upstream's headers (``None`` if the upstream was never reached).
     upstream_ms: float | None = None

@@ -187,6 +187,16 @@ class Metrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        # Under --workers (proxy/relay/owners.py): requests handed to the worker keeping their
+        # session, counted by the worker that relayed them (the owner counts them as requests).
+        self.handovers = Counter(
+            "chatmend_worker_handovers",
+            "Requests relayed to the worker keeping their session (--workers), by result: "
+            "relayed (that worker answered them), unreachable (it could not be reached: served "
+            "where they landed).",
+            ["result"],
+            registry=r,
+        )
         self.log_write_failures = Counter(
             "chatmend_log_write_failures",
             "Log lines that could not be written (the request went on without them).",

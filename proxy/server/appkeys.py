@@ -12,6 +12,7 @@ from proxy.recovery.learned import LearnedRepairs
 from proxy.recovery.retry import Suggestions
 from proxy.relay.body import InflightBudget
 from proxy.relay.offload import Offloader
+from proxy.relay.owners import Relay
 from proxy.relay.prefix import PrefixCache
 from proxy.relay.routing import RuntimeHolder
 from proxy.stash.hooks import ReasoningHooks
@@ -26,6 +27,8 @@ INFLIGHT_KEY = web.AppKey("inflight", InflightBudget)
 LEARNED_KEY = web.AppKey("learned_repairs", LearnedRepairs)
 #: Verified-prefix reuse (proxy/relay/prefix.py): the sessions' last bodies, parsed.
 PREFIX_KEY = web.AppKey("prefix_cache", PrefixCache)
+#: Under ``--workers``: this worker and its relay to the others (proxy/relay/owners.py).
+RELAY_KEY = web.AppKey("relay", Relay)
 #: The page's recent requests and captured bodies (proxy/observe/capture.py): set only when ``ui``
 #: is on.
 RECENT_KEY = web.AppKey("recent", Recent)

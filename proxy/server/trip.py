@@ -41,6 +41,7 @@ from proxy.recovery.retry import (
 from proxy.relay import body, errors, prefix
 from proxy.relay.credentials import apply_upstream_credentials, authorized, request_scope
 from proxy.relay.offload import Offloader
+from proxy.relay.owners import relayed
 from proxy.relay.rewrite import Rewrite, request_tools
 from proxy.relay.routing import RefusedPath, Route, Runtime, route_path
 from proxy.relay.served import ServedApi, served_api, served_named
@@ -62,6 +63,7 @@ from proxy.server.appkeys import (
     PREFIX_KEY,
     REASONING_KEY,
     RECENT_KEY,
+    RELAY_KEY,
     RUNTIME_KEY,
     SESSION_KEY,
     SUGGESTIONS_KEY,
@@ -129,7 +131,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
     finally:
         if flow.hold is not None:
             flow.hold.release()
-        request.app[EVENTS_KEY].done(flow)
+        if flow.handed_to is None:  # else the worker it was handed to said it all
+            request.app[EVENTS_KEY].done(flow)
         flow.end()
 
 
@@ -146,6 +149,11 @@ async def _serve(flow: Flow) -> web.StreamResponse:
     read = await _read(flow, events, runtime.config)
     if isinstance(read, web.Response):
         return read
+    # Under --workers: a session another worker keeps is served there (proxy/relay/owners.py).
+    if RELAY_KEY in app and runtime.config.prefix_cache.route_sessions:
+        handed = await _hand_over(flow, route, read, runtime.config)
+        if handed is not None:
+            return handed
     events.request_read(flow)
     # 3. Repair: the route's rules, fail-open within the deadline.
     repair = await _repair(flow, events, route, read, runtime.config)
@@ -247,6 +255,40 @@ async def _read(flow: Flow, events: Events, config: Config) -> Body | web.Respon
         flow.unread = "encoding"
         return Body(raw)
     return Body(raw, decoded, api)
+
+
+async def _hand_over(
+    flow: Flow, route: Route, read: Body, config: Config
+) -> web.StreamResponse | None:
+    """The answer of the worker keeping this request's session, when that is another worker
+    and it answers; ``None``: served here (its own session, a body chatmend does not repair or
+    that goes to an offload process, a request relayed here already, an owner unreachable)."""
+    request = flow.request
+    if (
+        read.api is None
+        or read.decoded is None
+        or read.raw is None
+        or not config.prefix_cache.enabled
+        or len(read.decoded) > config.offload_body_bytes  # repaired without the cache
+        or relayed(request)
+    ):
+        return None
+    app = request.app
+    relay = app[RELAY_KEY]
+    scope = request_scope(route.config.upstream.url, request.headers, request.rel_url.query)
+    space = (route.name, read.api.name, scope)  # the prefix cache's space (_prefix_read)
+    owner = relay.workers.owner(space, read.decoded, read.api.api.field)
+    if owner is None or owner == relay.workers.index:
+        return None
+    meter = app[METRICS_KEY]
+    flow.handed_to = owner  # from here the owner says it all, a client that leaves included
+    response = await relay.forward(request, read.raw, owner)
+    if response is None:
+        flow.handed_to = None
+        meter.child(meter.handovers, "unreachable").inc()
+        return None
+    meter.child(meter.handovers, "relayed").inc()
+    return response
 
 
 # 3. Repair ----------------------------------------------------------------------------------

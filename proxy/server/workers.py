@@ -14,6 +14,10 @@ inherited socket; the kernel hands each new connection to one of them) and super
 * A worker that dies otherwise is replaced (at most ``MAX_RESPAWNS`` within a minute, then the
   parent stops the rest and exits 1: something is wrong that restarting will not fix).
 
+Each worker also listens on a unix socket of its own, in a temporary directory the parent makes
+and removes: a worker relays there the requests of a session another worker keeps
+(``proxy.relay.owners``; ``prefix_cache.route_sessions``).
+
 Metrics stay correct across processes with prometheus-client's multiprocess mode: each worker
 writes its samples to files in ``PROMETHEUS_MULTIPROC_DIR`` (a fresh temporary directory unless
 the operator names one) and ``/metrics`` on any worker sums them all.
@@ -37,6 +41,7 @@ from prometheus_client import multiprocess, values
 
 from proxy.observe.log import get_logger
 from proxy.relay.lifeline import Lifeline, die_with_parent
+from proxy.relay.owners import Workers
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MAX_RESPAWNS = 10
@@ -70,17 +75,20 @@ def enable_multiprocess_metrics() -> Path | None:
 def run_workers(
     count: int,
     sock: socket.socket,
-    serve_one: Callable[[socket.socket, int], int],
+    serve_one: Callable[[socket.socket, Workers], int],
     validate: Callable[[], bool],
     drain_seconds: float,
 ) -> int:
-    """Fork ``count`` workers running ``serve_one(sock, index)``; supervise until they exit."""
+    """Fork ``count`` workers running ``serve_one(sock, workers)`` (``workers``: which one it
+    is, and where each listens for its peers); supervise until they exit."""
     created = enable_multiprocess_metrics()
-    supervisor = _Supervisor(count, sock, serve_one, validate, drain_seconds)
+    sockets = Path(tempfile.mkdtemp(prefix="chatmend-workers-"))
+    supervisor = _Supervisor(count, sock, serve_one, validate, drain_seconds, sockets=sockets)
     try:
         code = supervisor.run()
     finally:
         sock.close()
+        shutil.rmtree(sockets, ignore_errors=True)
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
     log.info("workers_stopped", exit_code=code)
@@ -97,11 +105,14 @@ class _Supervisor:
         self,
         count: int,
         sock: socket.socket,
-        serve_one: Callable[[socket.socket, int], int],
+        serve_one: Callable[[socket.socket, Workers], int],
         validate: Callable[[], bool],
         drain_seconds: float,
+        *,
+        sockets: Path,
     ) -> None:
         self.count = count
+        self.sockets = sockets
         self.sock = sock
         self.serve_one = serve_one
         self.validate = validate
@@ -165,7 +176,7 @@ class _Supervisor:
                 signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until its loop handles it
                 die_with_parent(self.pid)  # Linux: the kernel kills it with its supervisor
                 self.lifeline.watch()  # anywhere: it exits when the supervisor's pipe closes
-                code = self.serve_one(self.sock, index)
+                code = self.serve_one(self.sock, Workers(self.sockets, self.count, index))
             except Exception as exc:
                 log.error("worker_failed", worker=index, error=type(exc).__name__)
             finally:
