@@ -111,18 +111,19 @@ class _Read:
     reply rules ask for it several times (each rule's ``arms``, then each ``fix``), and a
     parsed body is never written to (rules never mutate their input), so the same list
     declares the same tools. The list itself is held, not its ``id``: another list made at
-    the address of a freed one is never taken for it. One list is held at a time."""
+    the address of a freed one is never taken for it. One list is held at a time, with what it
+    declared in one tuple (one read and one write: never one list's tools for another's)."""
 
-    tools: object = None
-    declared: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
+    last: tuple[object, Mapping[str, Mapping[str, Any]]] = (None, MappingProxyType({}))
 
 
 def declared_tools(request: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
     """The function tools a chat request declared: name -> its parameters schema (read-only:
     the next call for the same list gets the same mapping)."""
     tools = request.get("tools")
-    if tools is _Read.tools and tools is not None:
-        return _Read.declared
+    last_tools, last_declared = _Read.last
+    if tools is last_tools and tools is not None:
+        return last_declared
     declared: dict[str, Mapping[str, Any]] = {}
     for tool in tools if isinstance(tools, list) else ():
         function = tool.get("function") if isinstance(tool, dict) else None
@@ -132,7 +133,7 @@ def declared_tools(request: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]
         declared[function["name"]] = parameters if isinstance(parameters, dict) else {}
     found = MappingProxyType(declared)
     if isinstance(tools, list):
-        _Read.tools, _Read.declared = tools, found
+        _Read.last = (tools, found)
     return found
 
 
