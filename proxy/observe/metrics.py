@@ -170,6 +170,14 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.prefix_resumes = Counter(
+            "chatmend_prefix_resumes",
+            "Hits that brought the previous request's record (prefix_cache.resume), by how the "
+            "rules ran: resumed (over the new turn only) or whole (a rule declined, or could "
+            "not say its horizon).",
+            ["result"],
+            registry=r,
+        )
         self.prefix_reused = Counter(
             "chatmend_prefix_reused_bytes",
             "Bytes of request bodies not parsed again: the cached prefixes hits started from.",

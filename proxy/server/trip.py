@@ -411,7 +411,7 @@ def _inline(
     parsed = reading.payload if reasoning is None else reasoning.payload
     source, parsed = _learned(app[LEARNED_KEY], route, read, parsed, scope)
     layout = reading.layout
-    resuming = app[PREFIX_KEY].config.resume  # prefix_cache.resume (off by default)
+    resuming = app[PREFIX_KEY].config.resume  # prefix_cache.resume (on by default)
     sanitized = sanitize_body(
         read.decoded,
         source,
@@ -423,6 +423,9 @@ def _inline(
         resume=reading.resume if resuming else None,
         carry=resuming and layout is not None,
     )
+    if resuming and reading.resume is not None:
+        meter = app[METRICS_KEY]
+        meter.child(meter.prefix_resumes, "resumed" if sanitized.resumed else "whole").inc()
     if sanitized.carried is not None:  # for the session's next request (rules/engine/resume.py)
         resumed = reading.resume if sanitized.resumed else None
         app[PREFIX_KEY].keep(layout, sanitized.carried, resumed)

@@ -31,8 +31,8 @@ from tests.sessions import session
 
 Client = TestClient[Any, Any]
 OFF = {"prefix_cache": {"enabled": False}}
-#: Repairs that resume (``prefix_cache.resume``, off by default).
-RESUME = {"prefix_cache": {"resume": True}}
+#: The rules over the whole list each time (``prefix_cache.resume`` is on by default).
+WHOLE = {"prefix_cache": {"resume": False}}
 
 
 def _encodable(value: Any) -> bool:
@@ -44,7 +44,11 @@ def _encodable(value: Any) -> bool:
 
 
 def _hits(metrics: str) -> float:
-    found = re.search(r'^chatmend_prefix_reads_total\{result="hit"\} (\S+)$', metrics, re.M)
+    return _counted(metrics, "chatmend_prefix_reads_total", "hit")
+
+
+def _counted(metrics: str, name: str, result: str) -> float:
+    found = re.search(rf'^{name}\{{result="{result}"\}} (\S+)$', metrics, re.M)
     return float(found.group(1)) if found else 0.0
 
 
@@ -52,11 +56,11 @@ async def test_a_stuck_chat_session_through_the_openai_sdk(
     make_proxy: ProxyFactory, fake: FakeUpstream
 ) -> None:
     cached, plain = await make_proxy(), await make_proxy(OFF)
-    resuming = await make_proxy(RESUME)
+    whole = await make_proxy(WHOLE)  # the cache, the rules over the whole list
     bodies = [orjson.loads(body) for body in session(80, "stuck", seed=11)]
     for number, body in enumerate(bodies):
         sent = []
-        for proxy in (cached, plain, resuming):
+        for proxy in (cached, plain, whole):
             client = openai.AsyncOpenAI(
                 base_url=str(proxy.make_url("/v1")), api_key="sk-test", max_retries=0
             )
@@ -73,6 +77,12 @@ async def test_a_stuck_chat_session_through_the_openai_sdk(
     assert sent[0][1].startswith("1;")  # the defect is carried, and repaired, to the end
     metrics = await (await cached.get("/metrics")).text()
     assert _hits(metrics) == len(bodies) - 1
+    # Resumed (the default): every hit but the first few (a rule woken for the first time runs
+    # whole); the same bytes as the rules over the whole list, above.
+    resumed = _counted(metrics, "chatmend_prefix_resumes_total", "resumed")
+    assert resumed >= len(bodies) - 4, resumed
+    whole_metrics = await (await whole.get("/metrics")).text()
+    assert _counted(whole_metrics, "chatmend_prefix_resumes_total", "resumed") == 0
     assert _hits(await (await plain.get("/metrics")).text()) == 0
 
 
