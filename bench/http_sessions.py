@@ -2,8 +2,9 @@
 history plus a turn.
 
 The bodies are ``tests.sessions``' (each request the previous one of its session plus a turn;
-``clean``, ``stuck``: one early defect carried by every later request, ``broken``: a defect every
-fourth tool turn), several sessions interleaved step by step, as concurrent agents send them.
+``clean``, ``stuck``: one early defect carried by every later request, ``stuck-split``: issue
+39's, a split turn that repeats its call at turn 2, ``broken``: a defect every fourth tool
+turn), several sessions interleaved step by step, as concurrent agents send them.
 ``wrk``'s Lua script posts them in that order, over and over (a session that starts again is a
 new session with the same prompt). Targets, each a subprocess in front of the same fake upstream
 (``bench.servers.start_upstream``: nginx when installed, else the Python fake), measured
@@ -13,10 +14,11 @@ parse and serialize per request), ``chatmend`` (its defaults: the prefix cache o
 Ratios are each target's throughput over floor-json's (median of the per-round ratios); after
 each workload, what chatmend's prefix cache charges, chatmend's resident memory and
 chatmend-whole's (no cache: the difference is what the cache really holds). Workloads: compact
-clients (``clean``, ``stuck``, ``broken``) and clients that write ``json.dumps``' spacing
-(``*-spaced``). Skipped if ``wrk`` is missing.
+clients (``clean``, ``stuck``, ``stuck-split``, ``broken``) and clients that write
+``json.dumps``' spacing (``*-spaced``). Skipped if ``wrk`` is missing.
 
-Run: ``.venv/bin/python -m bench.http_sessions [--quick] [--concurrency 8] [--peers litellm]``.
+Run: ``.venv/bin/python -m bench.http_sessions [--quick] [--concurrency 8] [--peers litellm]
+[--workload NAME ...]``.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from bench import peers as peer_mod
 from bench.http import Measured, measure
 from bench.procs import fleet, rss_kb
 from bench.servers import API_KEY, start_chatmend, start_floor, start_upstream
-from tests.sessions import SPACED, interleaved
+from tests.sessions import SPACED, SPLIT, interleaved
 
-WORKLOADS: tuple[str, ...] = ("clean", "stuck", "broken", *SPACED)
+WORKLOADS: tuple[str, ...] = ("clean", "stuck", *SPLIT, "broken", *SPACED)
 #: The bodies, one per line (compact JSON holds no raw newline), posted in turn.
 LUA = f"""
 wrk.method = "POST"
@@ -180,10 +182,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="4 sessions of 150 messages, 2 rounds")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--peers", default="", help="comma-separated: litellm")
+    parser.add_argument(
+        "--workload",
+        action="append",
+        choices=WORKLOADS,
+        help="measure only this workload (repeatable; default: every one)",
+    )
     args = parser.parse_args(argv)
     peers = [p for p in args.peers.split(",") if p]
+    workloads = args.workload or WORKLOADS
     if args.quick:
         rows = run(
+            workloads=workloads,
             sessions=4,
             messages=150,
             rounds=2,
@@ -192,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             peers=peers,
         )
     else:
-        rows = run(concurrency=args.concurrency, peers=peers)
+        rows = run(workloads=workloads, concurrency=args.concurrency, peers=peers)
     print(table(rows))
 
 

@@ -100,10 +100,27 @@ def _parsed(raw: Any) -> Any:
         except orjson.JSONDecodeError:
             pass
         try:
-            return ast.literal_eval(raw)
+            return _paired(ast.literal_eval(raw))
         except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
             return raw
     return raw
+
+
+def _paired(value: Any) -> Any:
+    """A Python literal's strings as JSON reads them: ``"\\ud800\\udc00"`` is one character
+    there (a surrogate pair's escapes), two lone surrogates in Python (JSON text with a trailing
+    comma reads as a literal here, and the rule repairs it as the JSON it is)."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    if isinstance(value, list):
+        return [_paired(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_paired(item) for item in value)
+    if isinstance(value, dict):
+        return {_paired(key): _paired(item) for key, item in value.items()}
+    if isinstance(value, set):
+        return {_paired(item) for item in value}
+    return value
 
 
 def _content(content: Any, into: Pieces) -> None:
