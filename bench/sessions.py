@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from proxy.config import PrefixConfig
 from proxy.relay.prefix import PrefixCache
 from rules.engine import known
 from rules.providers.apis import APIS, CHAT_API, Api
@@ -69,22 +70,10 @@ def _through_cache(
     known.forget()
     out: list[object] = []
     for one in bodies:
-        cache = PrefixCache()
+        cache = PrefixCache(PrefixConfig(resume=resume))
         for body in one:
             reading = cache.read("session", api, body)
-            sanitized = sanitize_body(
-                body,
-                plan,
-                api.name,
-                parsed=reading.payload,
-                walked=reading.walked,
-                layout=reading.layout,
-                resume=reading.resume if resume else None,
-                carry=resume and reading.layout is not None,
-            )
-            resumed = reading.resume if sanitized.resumed else None
-            cache.keep(reading.layout, sanitized.carried, resumed)
-            out.append(sanitized)
+            out.append(cache.repair(reading, body, plan, api.name, parsed=reading.payload))
     return out
 
 

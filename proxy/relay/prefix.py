@@ -50,8 +50,10 @@ import orjson
 
 from proxy.config import PrefixConfig
 from rules.chat.scan import WalkState
+from rules.engine.base import RequestFacts
 from rules.engine.pipeline import NOT_WALKED, Carried, Walked
 from rules.providers.apis import Api
+from rules.providers.sanitize import PlanSource, Sanitized, sanitize_body
 
 #: The key the list's key is replaced with in the head: U+0001 has one JSON spelling only.
 SENTINEL: Final = "\x01"
@@ -582,6 +584,37 @@ class PrefixCache:
         new.sep = sep
         made = self._add(new)
         return None if made is None else (made, (end[1], end[0], starts))
+
+    def repair(
+        self,
+        reading: Reading,
+        body: bytes,
+        source: PlanSource,
+        api: str = "chat",
+        *,
+        parsed: dict[str, Any] | None,
+        given: RequestFacts | None = None,
+    ) -> Sanitized:
+        """``sanitize_body`` over ``body`` as this cache read it (``reading``; ``parsed``: its
+        payload, or what the caller made of it): the rules resumed from the session's previous
+        request when ``config.resume`` says so and the reading brought its record, and what
+        their run leaves kept for the session's next request (``keep``)."""
+        resume = self.config.resume
+        sanitized = sanitize_body(
+            body,
+            source,
+            api,
+            parsed=parsed,
+            given=given,
+            walked=reading.walked,
+            layout=reading.layout,
+            resume=reading.resume if resume else None,
+            carry=resume and reading.layout is not None,
+        )
+        if sanitized.carried is not None:  # for the session's next request
+            resumed = reading.resume if sanitized.resumed else None
+            self.keep(reading.layout, sanitized.carried, resumed)
+        return sanitized
 
     def keep(self, layout: Layout | None, carried: Carried | None, resumed: Carried | None) -> None:
         """Keep what the rules' run over the body ``layout`` was made for left for the next

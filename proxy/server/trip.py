@@ -70,7 +70,7 @@ from proxy.server.appkeys import (
 )
 from proxy.stash.hooks import RequestReasoning
 from rules.engine.base import NO_FACTS, RequestFacts
-from rules.providers.sanitize import PlanSource, Sanitized, sanitize_body
+from rules.providers.sanitize import PlanSource, Sanitized
 
 #: The methods chatmend forwards. TRACE would echo the request headers back, a route's own
 #: upstream key included; CONNECT and the rest have no business with an HTTP API.
@@ -410,25 +410,13 @@ def _inline(
     assert read.decoded is not None and read.api is not None
     parsed = reading.payload if reasoning is None else reasoning.payload
     source, parsed = _learned(app[LEARNED_KEY], route, read, parsed, scope)
-    layout = reading.layout
-    resuming = app[PREFIX_KEY].config.resume  # prefix_cache.resume (on by default)
-    sanitized = sanitize_body(
-        read.decoded,
-        source,
-        read.api.name,
-        parsed=parsed,
-        given=given,
-        walked=reading.walked,
-        layout=layout,
-        resume=reading.resume if resuming else None,
-        carry=resuming and layout is not None,
+    cache = app[PREFIX_KEY]  # resumed from the session's last request (prefix_cache.resume)
+    sanitized = cache.repair(
+        reading, read.decoded, source, read.api.name, parsed=parsed, given=given
     )
-    if resuming and reading.resume is not None:
+    if cache.config.resume and reading.resume is not None:
         meter = app[METRICS_KEY]
         meter.child(meter.prefix_resumes, "resumed" if sanitized.resumed else "whole").inc()
-    if sanitized.carried is not None:  # for the session's next request (rules/engine/resume.py)
-        resumed = reading.resume if sanitized.resumed else None
-        app[PREFIX_KEY].keep(layout, sanitized.carried, resumed)
     return source, sanitized
 
 

@@ -110,7 +110,7 @@ def replay(api: Api, plan: Plan, session: list[bytes], space: str = "s") -> Pref
     previous request's run (rules/engine/resume.py) and one whose rules run over the whole
     list, each request compared with a full run; the resuming cache (``resumed`` counts the
     requests whose rules resumed)."""
-    resuming, whole = PrefixCache(), PrefixCache()
+    resuming, whole = PrefixCache(), PrefixCache(PrefixConfig(resume=False))
     resuming.resumed = 0  # type: ignore[attr-defined]
     for number, body in enumerate(session):
         full = sanitize_body(body, plan, api.name)
@@ -118,17 +118,7 @@ def replay(api: Api, plan: Plan, session: list[bytes], space: str = "s") -> Pref
             reading = cache.read(space, api, body)
             assert reading.payload == orjson.loads(body), number
             on = cache is resuming
-            through = sanitize_body(
-                body,
-                plan,
-                api.name,
-                parsed=reading.payload,
-                walked=reading.walked,
-                layout=reading.layout,
-                resume=reading.resume if on else None,
-                carry=on and reading.layout is not None,
-            )
-            cache.keep(reading.layout, through.carried, reading.resume if through.resumed else None)
+            through = cache.repair(reading, body, plan, api.name, parsed=reading.payload)
             resuming.resumed += through.resumed  # type: ignore[attr-defined]
             where = (number, reading.outcome, on, through.resumed)
             assert through.body == full.body, where
@@ -568,16 +558,7 @@ def test_what_resumed_repairs_keep_is_charged(workload: str) -> None:
     try:
         for body in bench_session(120, workload, seed=3):
             reading = cache.read("s", CHAT_API, body)
-            through = sanitize_body(
-                body,
-                plan,
-                parsed=reading.payload,
-                walked=reading.walked,
-                layout=reading.layout,
-                resume=reading.resume,
-                carry=True,
-            )
-            cache.keep(reading.layout, through.carried, reading.resume if through.resumed else None)
+            through = cache.repair(reading, body, plan, parsed=reading.payload)
             del reading, through
         gc.collect()
         held = _traced_by_the_cache()
