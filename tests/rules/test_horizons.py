@@ -112,13 +112,19 @@ def shifted(changes: Sequence[Change], by: int) -> list[Change]:
     ]
 
 
-def check_horizon(rule: Rule, ctx: RuleContext, items: list[Any], at: int) -> bool:
+def check_horizon(
+    rule: Rule, ctx: RuleContext, items: list[Any], at: int, *, fields_kept: bool = False
+) -> bool:
     """The declaration of ``rule`` holds for ``items`` split at ``at``; whether the split was
-    resumed (a ``carried`` rule may decline)."""
+    resumed (a ``carried`` rule may decline). ``fields_kept``: the step may leave new fields (a
+    Messages or Responses rule: tests/rules/test_horizons_items.py), those of its run over the
+    new messages alone; else it leaves none."""
     horizon = horizon_of(rule, ctx)
     assert horizon is not None and horizon.resume is not None
+    given = clone(items)
     first, then = clone(items[:at]), clone(items[at:])
-    whole = rule.apply(clone(items), ctx)
+    whole = rule.apply(given, ctx)
+    assert given == items, "apply wrote into its argument"
     if horizon.kind == "fields":
         alone = rule.apply(then, ctx)
         assert alone.messages is then and whole.messages == items
@@ -129,13 +135,19 @@ def check_horizon(rule: Rule, ctx: RuleContext, items: list[Any], at: int) -> bo
     assert started is not None, "from the start nothing can decline"
     assert _same(started[0], rule.apply(clone(items[:at]), ctx)), "resume from the start is apply"
     went_on = horizon.resume(then, ctx, started[1])
+    assert first == items[:at] and then == items[at:], "resume wrote into its argument"
     if went_on is None:
         assert horizon.kind == "carried", "a message rule never declines"
         return False
+    if horizon.kind == "message":
+        assert went_on[1] is None and started[1] is None, "a message rule carries nothing"
     assert started[0].messages + went_on[0].messages == whole.messages
     changes = [*started[0].changes, *shifted(went_on[0].changes, at)]
     assert changes == list(whole.changes)
-    assert whole.request is None and went_on[0].request is None
+    if fields_kept:
+        assert went_on[0].request == whole.request
+    else:
+        assert whole.request is None and went_on[0].request is None
     return True
 
 

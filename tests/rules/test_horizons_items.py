@@ -18,7 +18,6 @@ resuming.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,14 +25,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
-from rules.engine.pipeline import clone, horizon_of
+from rules.engine.base import Rule, RuleContext, per_message
+from rules.engine.pipeline import horizon_of
 from rules.messages import MESSAGES_RULES
 from rules.messages import scan as messages_scan
 from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES
 from tests.anthropic_strategies import requests
 from tests.budget import examples
+from tests.rules.test_horizons import check_horizon as check_chat_horizon
 from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan_of
 from tests.rules.test_responses import clean_inputs, inputs
 
@@ -131,51 +131,10 @@ def responses_histories(draw: st.DrawFn) -> tuple[list[Any], dict[str, Any]]:
     return list(items), fields
 
 
-def shifted(changes: Sequence[Change], by: int) -> list[Change]:
-    return [
-        Change(c.rule, c.index + by, c.action, c.detail) if c.index >= 0 else c for c in changes
-    ]
-
-
 def check_horizon(rule: Rule, ctx: RuleContext, items: list[Any], at: int) -> bool:
-    """The declaration of ``rule`` holds for ``items`` split at ``at``; whether the split was
-    resumed (a ``carried`` rule may decline)."""
-    horizon = horizon_of(rule, ctx)
-    assert horizon is not None and horizon.resume is not None
-    given = clone(items)
-    first, then = clone(items[:at]), clone(items[at:])
-    whole = rule.apply(given, ctx)
-    assert given == items, "apply wrote into its argument"
-    if horizon.kind == "fields":
-        alone = rule.apply(then, ctx)
-        assert alone.messages is then and whole.messages == items
-        assert all(change.index < 0 for change in whole.changes)
-        assert (whole.changes, whole.request) == (alone.changes, alone.request)
-        return True
-    started = horizon.resume(first, ctx, None)
-    assert started is not None, "from the start nothing can decline"
-    assert _same(started[0], rule.apply(clone(items[:at]), ctx)), "resume from the start is apply"
-    went_on = horizon.resume(then, ctx, started[1])
-    assert first == items[:at] and then == items[at:], "resume wrote into its argument"
-    if went_on is None:
-        assert horizon.kind == "carried", "a message rule never declines"
-        return False
-    if horizon.kind == "message":
-        assert went_on[1] is None and started[1] is None, "a message rule carries nothing"
-    assert started[0].messages + went_on[0].messages == whole.messages
-    changes = [*started[0].changes, *shifted(went_on[0].changes, at)]
-    assert changes == list(whole.changes)
-    # The fields the step leaves are those of its run over the new messages alone.
-    assert went_on[0].request == whole.request
-    return True
-
-
-def _same(one: Outcome, other: Outcome) -> bool:
-    return (one.messages, one.changes, one.request) == (
-        other.messages,
-        other.changes,
-        other.request,
-    )
+    """The chat oracle's (tests/rules/test_horizons.py), where a step may leave fields: those of
+    its run over the new messages alone."""
+    return check_chat_horizon(rule, ctx, items, at, fields_kept=True)
 
 
 def _holds(rule: Rule, items: list[Any], fields: dict[str, Any], at: int) -> None:
