@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -160,11 +160,12 @@ class Relay:
         self._sessions.clear()
 
     async def forward(
-        self, request: web.Request, raw: bytes, index: int
+        self, request: web.Request, raw: bytes, index: int, answered: Callable[[], object]
     ) -> web.StreamResponse | None:
         """``request`` (its body ``raw``, as it came) served by worker ``index``, its answer
         streamed back as it came; ``None`` if that worker could not be reached (nothing was
-        sent to the client: serve it here)."""
+        sent to the client: serve it here). ``answered`` is called once the worker answered,
+        before the client gets anything (what it counts is there when the client reads it)."""
         headers = [
             (name, value)
             for name, value in request.headers.items()
@@ -181,6 +182,7 @@ class Relay:
             )
         except (ClientError, OSError):
             return None
+        answered()
         async with answer:
             out = web.StreamResponse(status=answer.status, reason=answer.reason)
             for name, value in answer.headers.items():

@@ -282,12 +282,11 @@ async def _hand_over(
         return None
     meter = app[METRICS_KEY]
     flow.handed_to = owner  # from here the owner says it all, a client that leaves included
-    response = await relay.forward(request, read.raw, owner)
+    relayed_to = meter.child(meter.handovers, "relayed")
+    response = await relay.forward(request, read.raw, owner, relayed_to.inc)
     if response is None:
         flow.handed_to = None
         meter.child(meter.handovers, "unreachable").inc()
-        return None
-    meter.child(meter.handovers, "relayed").inc()
     return response
 
 
