@@ -605,9 +605,12 @@ async def _replies(
     if sanitized is None or read.api is None or read.api.replies is None or not read.decoded:
         return None
     plan = route.planner.replies(sanitized.profile)
-    if not plan or b'"tools"' not in read.decoded:  # no tools declared: no call can come back
-        return None
     request = repair.payload
+    # No tools declared: no call can come back. Asked of the body as parsed when it was (a
+    # search of its bytes for '"tools"' reads all of a long history: JSON is full of quotes).
+    declared = "tools" in request if request is not None else b'"tools"' in read.decoded
+    if not plan or not declared:
+        return None
     if request is None:  # parsed in a worker: only the tools come back from one
         offload = flow.request.app[OFFLOAD_KEY]
         if offload.enabled and len(read.decoded) > config.offload_body_bytes:
