@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, UnixConnector, web
+from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, UnixConnector, web
 
 from proxy.relay.upstream import HOP_BY_HOP
 
@@ -150,6 +150,7 @@ class Relay:
                 connector=UnixConnector(path=self.workers.path(index), limit=0),
                 timeout=ClientTimeout(total=None, connect=2.0),
                 auto_decompress=False,
+                cookie_jar=DummyCookieJar(),  # a relayed answer's cookies are its client's
             )
             self._sessions[index] = session
         return session

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from aiohttp import ClientResponse, ClientSession, ClientTimeout, TCPConnector
+from aiohttp import ClientResponse, ClientSession, ClientTimeout, DummyCookieJar, TCPConnector
 from multidict import CIMultiDict, CIMultiDictProxy, MultiMapping
 from yarl import URL
 
@@ -38,7 +38,8 @@ NO_AUTO_HEADERS = ("Accept-Encoding", "User-Agent", "Accept", "Content-Type")
 
 
 def create_session(config: UpstreamConfig) -> ClientSession:
-    """One pooled session for the app's lifetime; bodies are relayed still compressed."""
+    """One pooled session for the app's lifetime, shared by every client: bodies are relayed
+    still compressed, and no cookie is kept."""
     timeout = ClientTimeout(
         total=None,  # a stream may last many minutes
         connect=config.connect_timeout,
@@ -49,7 +50,9 @@ def create_session(config: UpstreamConfig) -> ClientSession:
         timeout=timeout,
         auto_decompress=False,
         skip_auto_headers=NO_AUTO_HEADERS,
-        cookie_jar=None,
+        # No jar (``None`` would be aiohttp's default one): a cookie the upstream sets is its
+        # client's (``Set-Cookie`` goes back to it as it came), never sent on another's request.
+        cookie_jar=DummyCookieJar(),
     )
 
 

@@ -533,3 +533,67 @@ async def test_a_route_held_key_and_client_tokens_never_reach_logs_or_bodies(
     assert_no_canary(logs, probe)
     assert CANARY not in repr(config) and CANARY not in str(config)
     assert upstream.requests[-1].headers["authorization"] == f"Bearer {key}"
+
+
+# ---------------------------------------------------------------------------------------------
+# No cookie jar: what an upstream sets for one client never rides on another client's request
+# ---------------------------------------------------------------------------------------------
+
+COMPLETION = orjson.dumps(
+    {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "hi"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+)
+
+
+async def test_a_cookie_the_upstream_sets_reaches_only_its_client(
+    make_proxy: ProxyFactory,
+) -> None:
+    """A shared gateway's upstream session kept aiohttp's default cookie jar: a cookie the
+    upstream set on one client's answer (a load balancer's, a bot check's) went out on every
+    later request, whoever sent it. The client gets its ``Set-Cookie``; its Cookie header is
+    forwarded as it sent it; chatmend adds none."""
+    import openai
+
+    server = await FaultyUpstream(
+        script=[
+            respond(
+                200,
+                COMPLETION,
+                {"Set-Cookie": "__cf_bm=alice-session; Path=/; HttpOnly"},
+                keep_alive=True,
+            )
+        ],
+        default=respond(200, COMPLETION, keep_alive=True),
+    ).start()
+    try:
+        # By name: aiohttp's jar keeps no cookie from an IP address, a provider has a name.
+        proxy = await make_proxy(url=server.url.replace("127.0.0.1", "localhost"))
+        base = str(proxy.make_url("/v1"))
+        alice = openai.AsyncOpenAI(base_url=base, api_key="sk-alice", max_retries=0)
+        bob = openai.AsyncOpenAI(base_url=base, api_key="sk-bob", max_retries=0)
+        messages: Any = [{"role": "user", "content": "hi"}]
+        answer = await alice.chat.completions.with_raw_response.create(model="m", messages=messages)
+        assert "alice-session" in answer.headers.get("set-cookie", "")
+        await bob.chat.completions.create(model="m", messages=messages)
+        await bob.chat.completions.create(
+            model="m", messages=messages, extra_headers={"Cookie": "mine=bob"}
+        )
+        first, second, third = server.requests
+        assert "cookie" not in first.headers
+        assert "cookie" not in second.headers, "alice's cookie went out on bob's request"
+        assert third.headers["cookie"] == "mine=bob"
+        await alice.close()
+        await bob.close()
+    finally:
+        await server.close()
