@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.base import Outcome, Rule, RuleContext
+from rules.engine.base import Outcome, Rule, RuleContext, carried
 from rules.engine.ids import Minter
 from rules.engine.wake import on
 from rules.messages import scan
+from rules.messages.apart import apart
 from rules.messages.remap import all_ids, remap
 
 NAME = "messages-duplicate-tool-use-ids"
@@ -50,4 +51,5 @@ RULE = Rule(
     apply=apply,
     scan=scan.signals,
     woken_by=on(scan.DUP_ID),
+    horizon=carried(apart(apply)),  # a new turn apart from the history
 )

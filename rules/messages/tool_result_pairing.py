@@ -34,11 +34,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
-from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption
+from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, carried
 from rules.engine.messages import dropped_content
 from rules.engine.text import result_text
 from rules.engine.wake import on
 from rules.messages import scan
+from rules.messages.apart import apart
 from rules.messages.blocks import (
     as_blocks,
     content_list,
@@ -308,4 +309,5 @@ RULE = Rule(
     scan=scan.signals,
     woken_by=on(scan.UNPAIRED),
     options=(CONTENT, ORPHANS, HEADING),
+    horizon=carried(apart(apply)),  # a new turn apart from the history
 )

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rules.engine.base import Rule, RuleContext, per_message
+from rules.engine.base import Rule, RuleContext, carried, per_message
 from rules.engine.pipeline import horizon_of
 from rules.messages import MESSAGES_RULES
 from rules.messages import scan as messages_scan
@@ -277,3 +277,75 @@ def test_a_wrong_responses_horizon_is_caught() -> None:
     assert check_horizon(rule, ctx, items, 3) is True
     with pytest.raises(AssertionError):
         check_horizon(wrong, ctx, items, 2)
+
+
+def _use(tid: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "tool_use", "id": tid, "name": "Bash"}]}
+
+
+def _result(tid: Any) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid}]}
+
+
+#: A Claude Code session stuck on every id and pairing defect early on, then clean turns.
+STUCK_IDS: list[Any] = [
+    {"role": "user", "content": "go"},
+    _use("functions.Bash:0"),  # outside the id pattern (Kimi's)
+    _result("functions.Bash:0"),
+    _use(""),  # blank
+    _result(""),
+    _use("toolu_d"),
+    _result("toolu_d"),
+    _use("toolu_d"),  # reused, and unanswered
+    {"role": "user", "content": [{"type": "text", "text": "never mind"}]},
+    {"role": "assistant", "content": "ok"},
+    {"role": "user", "content": "next"},
+]
+ID_RULES = (
+    "messages-blank-tool-use-ids",
+    "messages-tool-use-id-charset",
+    "messages-duplicate-tool-use-ids",
+    "messages-tool-result-pairing",
+)
+
+
+@pytest.mark.parametrize("name", ID_RULES)
+def test_a_messages_session_stuck_on_ids_resumes_its_new_turn(name: str) -> None:
+    """The id and pairing rules (rules/engine/apart.py) repair the early turns and resume the
+    next request's turn (its calls and their results, under fresh ids); a turn that reuses a
+    held id, or starts with a user message, runs whole."""
+    rule = next(rule for rule in MESSAGES_RULES if rule.name == name)
+    ctx = rule.context()
+    assert rule.apply(STUCK_IDS, ctx).changes  # the history carries its defect
+    turn = [_use("toolu_new"), _result("toolu_new")]
+    assert check_horizon(rule, ctx, STUCK_IDS + turn, len(STUCK_IDS)) is True
+    reused = [_use("toolu_d"), _result("toolu_d")]
+    assert check_horizon(rule, ctx, STUCK_IDS + reused, len(STUCK_IDS)) is False
+    late = [_result("toolu_late"), _use("toolu_late")]
+    assert check_horizon(rule, ctx, STUCK_IDS + late, len(STUCK_IDS)) is False
+
+
+def test_a_pairing_horizon_that_forgets_the_end_is_caught() -> None:
+    """The pairing rule drops a user message holding only an orphan result, and then joins the
+    assistants it leaves adjacent: over the history alone the last assistant stands last, over
+    the history and a new assistant turn the two are one. The true horizon sees that the run
+    changed the end of the list and declines; one that forgets it is caught."""
+    rule = next(rule for rule in MESSAGES_RULES if rule.name == "messages-tool-result-pairing")
+    assert rule.horizon is not None and rule.horizon.resume is not None
+    resume = rule.horizon.resume
+
+    def forgetting(messages: list[Any], ctx: RuleContext, state: Any) -> Any:
+        return resume(messages, ctx, None if state is None else (state[0], True))
+
+    wrong = replace(rule, horizon=carried(forgetting))
+    items = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "looking"},
+        _result("toolu_gone"),  # answers nothing: dropped, and the message with it
+        {"role": "assistant", "content": "found it"},
+        {"role": "user", "content": "thanks"},
+    ]
+    ctx = rule.context()
+    assert check_horizon(rule, ctx, items, 3) is False
+    with pytest.raises(AssertionError):
+        check_horizon(wrong, ctx, items, 3)
