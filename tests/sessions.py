@@ -139,7 +139,7 @@ def api_session(api: str, messages_count: int, workload: str, *, seed: int) -> l
     where the chat session's does: before each assistant turn."""
     if api == "chat":
         return session(messages_count, workload, seed=seed)
-    if api not in APIS or workload not in WORKLOADS:
+    if api not in APIS or (workload not in WORKLOADS and workload not in SPLIT):
         raise ValueError(f"unknown api {api!r} or workload {workload!r}")
     bodies = session(messages_count, workload, seed=seed)
     last = orjson.loads(bodies[-1])["messages"]
