@@ -44,6 +44,12 @@ Setting = bool | Mapping[str, Any]
 Step = tuple[Rule, RuleContext]
 
 
+#: The plans given betas alone, by the plan's id (the plan is held: its id is not reused while
+#: the entry stands), the client's scope and the betas: a few per route and client, bounded.
+_GIVEN: dict[tuple[int, str, frozenset[str]], tuple[Plan, Plan]] = {}
+_MAX_GIVEN = 256
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """The steps and contract one request runs under."""
@@ -70,10 +76,27 @@ class Plan:
     def given(self, given: RequestFacts) -> Plan:
         """This plan with ``given`` (what the server gives the request) in the context of every
         step whose rule reads it (``Rule.gets_facts``), enforced and reported alike; the plan
-        itself if none does (a context is rebuilt per step: a few microseconds each)."""
+        itself if none does (a context is rebuilt per step: a few microseconds each).
+
+        Facts of ``betas`` alone give the same plan object each time (per plan, scope and
+        betas; ``_GIVEN``): a Claude Code session sends the same ``anthropic-beta`` values with
+        every request, and the session's next request resumes the rules only under the very
+        steps the last one ran (rules/engine/resume.py). Recalled values make a new plan."""
         if not any(rule.gets_facts for rule, _ in (*self.steps, *(self.report or ()))):
             return self
+        if given.recalled:
+            return self._give(given)
+        key = (id(self), given.scope, given.betas)
+        known = _GIVEN.get(key)
+        if known is not None and known[0] is self:
+            return known[1]
+        if len(_GIVEN) >= _MAX_GIVEN:
+            _GIVEN.clear()
+        made = self._give(given)
+        _GIVEN[key] = (self, made)
+        return made
 
+    def _give(self, given: RequestFacts) -> Plan:
         def give(steps: Sequence[Step]) -> list[Step]:
             return [
                 (rule, replace(ctx, given=given) if rule.gets_facts else ctx) for rule, ctx in steps

@@ -27,7 +27,7 @@ from tests.conftest import ProxyFactory, base_url
 from tests.fake_anthropic import FakeAnthropic, create_fake_anthropic
 from tests.fake_upstream import FakeUpstream, strict_errors
 from tests.proxy.test_prefix import with_cache_marker
-from tests.sessions import session
+from tests.sessions import api_session, session
 
 Client = TestClient[Any, Any]
 OFF = {"prefix_cache": {"enabled": False}}
@@ -139,3 +139,51 @@ async def test_a_failing_cache_costs_the_request_nothing(
     assert response.status == 200
     assert response.headers["X-Chatmend-Changes"].startswith("1;")
     assert [e["error"] for e in logs if e["event"] == "prefix_cache_failed"] == ["RuntimeError"]
+
+
+#: What Claude Code sends with every request (its ``anthropic-beta`` values): facts the rules
+#: are given (``RequestFacts.betas``), the same each request.
+CLAUDE_CODE_BETAS = (
+    "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27"
+)
+
+
+async def test_a_claude_code_session_with_its_betas_resumes(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    aiohttp_client: Callable[..., Awaitable[Client]],
+) -> None:
+    """Claude Code's betas reach the rules that read them (``messages-context-management``) on
+    every request; the session still resumes (the plan given the same betas is the same plan),
+    sending the bytes the rules over the whole list send. Before, every request ran whole."""
+    fake = FakeAnthropic(contract=dict(PROFILES["anthropic"].messages_contract))
+    server = await aiohttp_server(create_fake_anthropic(fake))
+    proxies = []
+    for extra in ({}, WHOLE):
+        config = parse_config(
+            {"profile": "anthropic", **extra}, default_upstream=base_url(server), env={}
+        )
+        proxies.append(await aiohttp_client(create_app(config)))
+    bodies = [orjson.loads(body) for body in api_session("messages", 60, "stuck-split", seed=11)]
+    for number, body in enumerate(bodies):
+        sent = []
+        for proxy in proxies:
+            client = anthropic.AsyncAnthropic(
+                base_url=str(proxy.make_url("")).rstrip("/"),
+                api_key="sk-ant-test",
+                max_retries=0,
+                default_headers={"anthropic-beta": CLAUDE_CODE_BETAS},
+            )
+            async with client:
+                raw = await client.messages.with_raw_response.create(
+                    model=body["model"],
+                    max_tokens=body["max_tokens"],
+                    system=body["system"],
+                    tools=body["tools"],
+                    messages=body["messages"],
+                )
+            sent.append((fake.received[-1].body, raw.headers["X-Chatmend-Changes"]))
+        assert sent[0] == sent[1], number
+    assert "messages-duplicate-tool-use-ids" in sent[0][1]  # the reused id, carried to the end
+    metrics = await (await proxies[0].get("/metrics")).text()
+    resumed = _counted(metrics, "chatmend_prefix_resumes_total", "resumed")
+    assert resumed >= len(bodies) - 4, resumed
