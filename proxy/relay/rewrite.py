@@ -25,7 +25,9 @@ from proxy.relay.replies import ReplyStream, whole_reply
 from proxy.relay.replies_messages import MessagesReply, MessagesStream, whole_messages_reply
 from rules.engine.base import Change
 from rules.replies import finish_reason, text_tool_calls
+from rules.replies.base import Needles, may_act
 from rules.replies.pipeline import ReplyPlan, ReplyRun, ReplyStep
+from rules.replies.scanner import openers
 
 #: The action of a held block let go as text: no change (the client gets the upstream's text).
 LEFT_AS_TEXT = "left_as_text"
@@ -48,10 +50,14 @@ class Rewrite:
         make: Callable[[tuple[ReplyStep, ...]], _Rewriter | None],
         whole: Callable[[tuple[ReplyStep, ...], bytes], tuple[bytes, list[Change]] | None],
         plan: ReplyPlan,
+        needles: tuple[Needles | None, Needles | None] = (None, None),
     ) -> None:
         self._make = make
         self._whole = whole
         self.plan = plan
+        #: What a whole answer must hold for the enforced steps, and for the reported ones,
+        #: to have anything to do (``rules.replies.base.may_act``; ``None``: read it).
+        self._needles = needles
         self._enforced: _Rewriter | None = None
         self._shadow: _Rewriter | None = None
         self._started = False
@@ -103,12 +109,16 @@ class Rewrite:
         return b"" if self._enforced is None else self._enforced.finish()
 
     def whole(self, body: bytes) -> bytes | None:
-        """A whole response rewritten, or ``None`` when no rule changed it."""
+        """A whole response rewritten, or ``None`` when no rule changed it. An answer that
+        holds none of the rules' needles is not parsed: no rule could change it."""
         self.kind = "whole"
-        if self.plan.report:
+        enforced, reported = self._needles
+        if self.plan.report and may_act(reported, body):
             shadow = self._whole(self.plan.report, body)
             self._would = [] if shadow is None else shadow[1]
-        done = self._whole(self.plan.steps, body) if self.plan.steps else None
+        done = None
+        if self.plan.steps and may_act(enforced, body):
+            done = self._whole(self.plan.steps, body)
         if done is None:
             return None
         body, self._applied = done
@@ -159,7 +169,7 @@ def chat(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
         run = run_of(steps)
         return whole_reply(run, body) if run else None
 
-    return Rewrite(make, whole, plan)
+    return Rewrite(make, whole, plan, (plan.needles, plan.report_needles))
 
 
 def _messages_reply(steps: tuple[ReplyStep, ...], request: Mapping[str, Any]) -> MessagesReply:
@@ -172,6 +182,16 @@ def _messages_reply(steps: tuple[ReplyStep, ...], request: Mapping[str, Any]) ->
         reply.formats = []
     reply.fix_stop = finish_reason.NAME in names
     return reply
+
+
+def _messages_needles(steps: tuple[ReplyStep, ...] | None) -> Needles:
+    """What a whole Messages answer must hold for ``steps`` to change it: an opener of a
+    format ``response-text-tool-calls`` reads (``response-finish-reason`` acts only after it
+    made a call)."""
+    for rule, ctx in steps or ():
+        if rule.name == text_tool_calls.NAME:
+            return openers(text_tool_calls.formats_of(ctx))
+    return ()
 
 
 def messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
@@ -188,4 +208,5 @@ def messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
         new = whole_messages_reply(reply, body) if reply else None
         return None if new is None else (new, reply.changes)
 
-    return Rewrite(make, whole, plan)
+    needles = (_messages_needles(plan.steps), _messages_needles(plan.report))
+    return Rewrite(make, whole, plan, needles)
