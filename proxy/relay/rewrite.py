@@ -17,6 +17,7 @@ a rewriter that fails stops and passes the rest as it came (what it held first).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, Protocol
 
 import orjson
@@ -25,7 +26,8 @@ from proxy.relay.replies import ReplyStream, whole_reply
 from proxy.relay.replies_messages import MessagesReply, MessagesStream, whole_messages_reply
 from rules.engine.base import Change
 from rules.replies import finish_reason, text_tool_calls
-from rules.replies.base import Needles, may_act
+from rules.replies.base import Search, may_act
+from rules.replies.formats import Format
 from rules.replies.pipeline import ReplyPlan, ReplyRun, ReplyStep
 from rules.replies.scanner import openers
 
@@ -50,7 +52,7 @@ class Rewrite:
         make: Callable[[tuple[ReplyStep, ...]], _Rewriter | None],
         whole: Callable[[tuple[ReplyStep, ...], bytes], tuple[bytes, list[Change]] | None],
         plan: ReplyPlan,
-        needles: tuple[Needles | None, Needles | None] = (None, None),
+        needles: tuple[Search | None, Search | None] = (None, None),
     ) -> None:
         self._make = make
         self._whole = whole
@@ -184,14 +186,19 @@ def _messages_reply(steps: tuple[ReplyStep, ...], request: Mapping[str, Any]) ->
     return reply
 
 
-def _messages_needles(steps: tuple[ReplyStep, ...] | None) -> Needles:
+def _messages_needles(steps: tuple[ReplyStep, ...] | None) -> Search:
     """What a whole Messages answer must hold for ``steps`` to change it: an opener of a
     format ``response-text-tool-calls`` reads (``response-finish-reason`` acts only after it
     made a call)."""
     for rule, ctx in steps or ():
         if rule.name == text_tool_calls.NAME:
-            return openers(text_tool_calls.formats_of(ctx))
-    return ()
+            return _openers(text_tool_calls.formats_of(ctx))
+    return _openers(())
+
+
+@lru_cache(maxsize=64)
+def _openers(formats: tuple[Format, ...]) -> Search:
+    return Search.of(openers(formats))
 
 
 def messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:

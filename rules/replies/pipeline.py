@@ -9,12 +9,12 @@ from typing import Any
 
 from rules.engine.base import RuleContext
 from rules.replies import REPLY_RULES
-from rules.replies.base import ChoiceFix, ChoiceState, Delta, Needles, ReplyRule, Step
+from rules.replies.base import ChoiceFix, ChoiceState, Delta, ReplyRule, Search, Step
 
 ReplyStep = tuple[ReplyRule, RuleContext]
 
 
-def needles_of(steps: Sequence[ReplyStep]) -> Needles | None:
+def needles_of(steps: Sequence[ReplyStep]) -> Search | None:
     """What a whole answer must hold for any of ``steps`` to act on it (each rule's
     ``needles``, joined), or ``None`` if one of them cannot say."""
     found: list[bytes] = []
@@ -22,8 +22,8 @@ def needles_of(steps: Sequence[ReplyStep]) -> Needles | None:
         own = rule.needles(ctx)
         if own is None:
             return None
-        found += [needle for needle in own if needle not in found]
-    return tuple(found)
+        found += own
+    return Search.of(tuple(found))
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +37,8 @@ class ReplyPlan:
     steps: tuple[ReplyStep, ...] = ()
     report: tuple[ReplyStep, ...] | None = None
     reported: frozenset[str] = frozenset()
-    needles: Needles | None = field(init=False, compare=False, repr=False)
-    report_needles: Needles | None = field(init=False, compare=False, repr=False)
+    needles: Search | None = field(init=False, compare=False, repr=False)
+    report_needles: Search | None = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "needles", needles_of(self.steps))
