@@ -28,7 +28,7 @@ from rules.engine.base import Change
 from rules.replies import finish_reason, text_tool_calls
 from rules.replies.base import Search, may_act
 from rules.replies.formats import Format
-from rules.replies.pipeline import ReplyPlan, ReplyRun, ReplyStep
+from rules.replies.pipeline import ReplyPlan, ReplyRun, ReplyStep, arms_any
 from rules.replies.scanner import openers
 
 #: The action of a held block let go as text: no change (the client gets the upstream's text).
@@ -154,21 +154,17 @@ Arm = Callable[[ReplyPlan, Mapping[str, Any]], "Rewrite | None"]
 
 def chat(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
     """The reply rules of a chat completion (``proxy.relay.replies``)."""
-    armed = plan.report or plan.steps
-    first = ReplyRun(armed, request)
-    if not first:
+    if not arms_any(plan.report or plan.steps, request):
         return None
 
-    def run_of(steps: tuple[ReplyStep, ...]) -> ReplyRun:
-        # The steps armed above (the plan's, unless it reports) are not armed twice.
-        return first if steps is armed else ReplyRun(steps, request)
-
+    # Each run is armed when an answer comes that its rules may change: a stream, or a whole
+    # answer past the pre-check (``Rewrite.whole``); each is asked for once.
     def make(steps: tuple[ReplyStep, ...]) -> _Rewriter | None:
-        run = run_of(steps)
+        run = ReplyRun(steps, request)
         return ReplyStream(run) if run else None
 
     def whole(steps: tuple[ReplyStep, ...], body: bytes) -> tuple[bytes, list[Change]] | None:
-        run = run_of(steps)
+        run = ReplyRun(steps, request)
         return whole_reply(run, body) if run else None
 
     return Rewrite(make, whole, plan, (plan.needles, plan.report_needles))

@@ -104,6 +104,12 @@ class ChoicePipe:
         return steps
 
 
+def arms_any(steps: Sequence[ReplyStep], request: Mapping[str, Any]) -> bool:
+    """Whether one of ``steps`` arms for ``request``: ``bool(ReplyRun(steps, request))``,
+    asked up to the first that does."""
+    return any(rule.arms(request, ctx) for rule, ctx in steps)
+
+
 class ReplyRun:
     """The reply rules armed for one request; ``choice`` starts a choice's pipe."""
 
