@@ -23,7 +23,12 @@ from typing import Any, Protocol
 import orjson
 
 from proxy.relay.replies import ReplyStream, whole_reply
-from proxy.relay.replies_messages import MessagesReply, MessagesStream, whole_messages_reply
+from proxy.relay.replies_messages import (
+    MessagesReply,
+    MessagesStream,
+    declares_messages_tools,
+    whole_messages_reply,
+)
 from rules.engine.base import Change
 from rules.replies import finish_reason, text_tool_calls
 from rules.replies.base import Search, may_act
@@ -198,8 +203,15 @@ def _openers(formats: tuple[Format, ...]) -> Search:
 
 
 def messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
-    """The reply rules of an Anthropic Messages answer (``proxy.relay.replies_messages``)."""
-    if not _messages_reply(plan.report or plan.steps, request):
+    """The reply rules of an Anthropic Messages answer (``proxy.relay.replies_messages``):
+    armed when ``response-text-tool-calls`` reads a format and the request declared a client
+    tool (``bool(MessagesReply)``, asked without building one)."""
+    steps = plan.report or plan.steps
+    reads = any(
+        rule.name == text_tool_calls.NAME and text_tool_calls.formats_of(ctx)
+        for rule, ctx in steps
+    )
+    if not reads or not declares_messages_tools(request):
         return None
 
     def make(steps: tuple[ReplyStep, ...]) -> _Rewriter | None:

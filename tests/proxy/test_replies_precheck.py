@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.relay import rewrite
+from proxy.relay.replies_messages import MessagesReply
 from rules.engine.base import Change
 from rules.providers.planner import merge_settings
 from rules.providers.profiles import PROFILES
@@ -410,3 +411,29 @@ def test_each_marker_alone_is_read_as_the_full_path_reads_it(
             texts = _messages_answer([{"type": "text", "text": one["content"]}], "end_turn")
             assert _same_for_every_plan(rewrite.messages, MESSAGES_REQUESTS[0], writer(texts))
     assert changed  # the markers are ones the rules act on
+
+
+SERVER_TOOL = {"type": "web_search_20250305", "name": "web_search"}
+ARMING_REQUESTS: list[dict[str, Any]] = [
+    {},
+    {"tools": None},
+    {"tools": []},
+    {"tools": [SERVER_TOOL]},
+    {"tools": [SERVER_TOOL, *MESSAGES_TOOLS]},
+    {"tools": [{"name": 3}, {"type": "custom", "name": "x"}]},
+    {"tools": MESSAGES_TOOLS, "tool_choice": {"type": "none"}},
+    {"tools": MESSAGES_TOOLS, "tool_choice": {"type": "any"}},
+    {"tools": MESSAGES_TOOLS, "tool_choice": {"type": "tool", "name": "bash"}},
+    {"tools": MESSAGES_TOOLS, "tool_choice": {"type": "tool", "name": "missing"}},
+    {"tools": [SERVER_TOOL], "tool_choice": {"type": "tool", "name": "web_search"}},
+]
+
+
+@pytest.mark.parametrize("request_", ARMING_REQUESTS)
+def test_a_messages_answer_is_armed_as_the_rules_would_read_it(request_: dict[str, Any]) -> None:
+    """Arming asks the request without building the rules' reader: it arms exactly when a
+    ``MessagesReply`` for the request would have something to read."""
+    for plan in PLANS:
+        ctx = plan.context("response-text-tool-calls")
+        reads = ctx is not None and bool(MessagesReply(request_, ctx))
+        assert (rewrite.messages(plan, request_) is not None) == reads
