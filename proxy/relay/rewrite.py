@@ -208,8 +208,7 @@ def messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
     tool (``bool(MessagesReply)``, asked without building one)."""
     steps = plan.report or plan.steps
     reads = any(
-        rule.name == text_tool_calls.NAME and text_tool_calls.formats_of(ctx)
-        for rule, ctx in steps
+        rule.name == text_tool_calls.NAME and text_tool_calls.formats_of(ctx) for rule, ctx in steps
     )
     if not reads or not declares_messages_tools(request):
         return None
