@@ -121,6 +121,22 @@ def messages_tools(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return declared
 
 
+def declares_messages_tools(request: Mapping[str, Any]) -> bool:
+    """``bool(messages_tools(request))``, read up to the first client tool (arming asks only
+    this; the rules read the whole list when an answer comes that they may change)."""
+    choice = request.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("none", "tool"):
+        return bool(messages_tools(request))
+    for tool in request.get("tools") or ():
+        if (
+            isinstance(tool, dict)
+            and isinstance(tool.get("name"), str)
+            and tool.get("type") in (None, "custom")
+        ):
+            return True
+    return False
+
+
 def whole_messages_reply(reply: MessagesReply, body: bytes) -> bytes | None:
     """A whole Messages response through the rules: the new body, or ``None`` if unchanged."""
     if len(body) > MAX_WHOLE:

@@ -17,15 +17,24 @@ a rewriter that fails stops and passes the rest as it came (what it held first).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, Protocol
 
 import orjson
 
 from proxy.relay.replies import ReplyStream, whole_reply
-from proxy.relay.replies_messages import MessagesReply, MessagesStream, whole_messages_reply
+from proxy.relay.replies_messages import (
+    MessagesReply,
+    MessagesStream,
+    declares_messages_tools,
+    whole_messages_reply,
+)
 from rules.engine.base import Change
 from rules.replies import finish_reason, text_tool_calls
-from rules.replies.pipeline import ReplyPlan, ReplyRun, ReplyStep
+from rules.replies.base import Search, may_act
+from rules.replies.formats import Format
+from rules.replies.pipeline import ReplyPlan, ReplyRun, ReplyStep, arms_any
+from rules.replies.scanner import openers
 
 #: The action of a held block let go as text: no change (the client gets the upstream's text).
 LEFT_AS_TEXT = "left_as_text"
@@ -48,10 +57,14 @@ class Rewrite:
         make: Callable[[tuple[ReplyStep, ...]], _Rewriter | None],
         whole: Callable[[tuple[ReplyStep, ...], bytes], tuple[bytes, list[Change]] | None],
         plan: ReplyPlan,
+        needles: tuple[Search | None, Search | None] = (None, None),
     ) -> None:
         self._make = make
         self._whole = whole
         self.plan = plan
+        #: What a whole answer must hold for the enforced steps, and for the reported ones,
+        #: to have anything to do (``rules.replies.base.may_act``; ``None``: read it).
+        self._needles = needles
         self._enforced: _Rewriter | None = None
         self._shadow: _Rewriter | None = None
         self._started = False
@@ -103,12 +116,16 @@ class Rewrite:
         return b"" if self._enforced is None else self._enforced.finish()
 
     def whole(self, body: bytes) -> bytes | None:
-        """A whole response rewritten, or ``None`` when no rule changed it."""
+        """A whole response rewritten, or ``None`` when no rule changed it. An answer that
+        holds none of the rules' needles is not parsed: no rule could change it."""
         self.kind = "whole"
-        if self.plan.report:
+        enforced, reported = self._needles
+        if self.plan.report and may_act(reported, body):
             shadow = self._whole(self.plan.report, body)
             self._would = [] if shadow is None else shadow[1]
-        done = self._whole(self.plan.steps, body) if self.plan.steps else None
+        done = None
+        if self.plan.steps and may_act(enforced, body):
+            done = self._whole(self.plan.steps, body)
         if done is None:
             return None
         body, self._applied = done
@@ -142,24 +159,20 @@ Arm = Callable[[ReplyPlan, Mapping[str, Any]], "Rewrite | None"]
 
 def chat(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
     """The reply rules of a chat completion (``proxy.relay.replies``)."""
-    armed = plan.report or plan.steps
-    first = ReplyRun(armed, request)
-    if not first:
+    if not arms_any(plan.report or plan.steps, request):
         return None
 
-    def run_of(steps: tuple[ReplyStep, ...]) -> ReplyRun:
-        # The steps armed above (the plan's, unless it reports) are not armed twice.
-        return first if steps is armed else ReplyRun(steps, request)
-
+    # Each run is armed when an answer comes that its rules may change: a stream, or a whole
+    # answer past the pre-check (``Rewrite.whole``); each is asked for once.
     def make(steps: tuple[ReplyStep, ...]) -> _Rewriter | None:
-        run = run_of(steps)
+        run = ReplyRun(steps, request)
         return ReplyStream(run) if run else None
 
     def whole(steps: tuple[ReplyStep, ...], body: bytes) -> tuple[bytes, list[Change]] | None:
-        run = run_of(steps)
+        run = ReplyRun(steps, request)
         return whole_reply(run, body) if run else None
 
-    return Rewrite(make, whole, plan)
+    return Rewrite(make, whole, plan, (plan.needles, plan.report_needles))
 
 
 def _messages_reply(steps: tuple[ReplyStep, ...], request: Mapping[str, Any]) -> MessagesReply:
@@ -174,9 +187,30 @@ def _messages_reply(steps: tuple[ReplyStep, ...], request: Mapping[str, Any]) ->
     return reply
 
 
+def _messages_needles(steps: tuple[ReplyStep, ...] | None) -> Search:
+    """What a whole Messages answer must hold for ``steps`` to change it: an opener of a
+    format ``response-text-tool-calls`` reads (``response-finish-reason`` acts only after it
+    made a call)."""
+    for rule, ctx in steps or ():
+        if rule.name == text_tool_calls.NAME:
+            return _openers(text_tool_calls.formats_of(ctx))
+    return _openers(())
+
+
+@lru_cache(maxsize=64)
+def _openers(formats: tuple[Format, ...]) -> Search:
+    return Search.of(openers(formats))
+
+
 def messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
-    """The reply rules of an Anthropic Messages answer (``proxy.relay.replies_messages``)."""
-    if not _messages_reply(plan.report or plan.steps, request):
+    """The reply rules of an Anthropic Messages answer (``proxy.relay.replies_messages``):
+    armed when ``response-text-tool-calls`` reads a format and the request declared a client
+    tool (``bool(MessagesReply)``, asked without building one)."""
+    steps = plan.report or plan.steps
+    reads = any(
+        rule.name == text_tool_calls.NAME and text_tool_calls.formats_of(ctx) for rule, ctx in steps
+    )
+    if not reads or not declares_messages_tools(request):
         return None
 
     def make(steps: tuple[ReplyStep, ...]) -> _Rewriter | None:
@@ -188,4 +222,5 @@ def messages(plan: ReplyPlan, request: Mapping[str, Any]) -> Rewrite | None:
         new = whole_messages_reply(reply, body) if reply else None
         return None if new is None else (new, reply.changes)
 
-    return Rewrite(make, whole, plan)
+    needles = (_messages_needles(plan.steps), _messages_needles(plan.report))
+    return Rewrite(make, whole, plan, needles)

@@ -17,11 +17,14 @@ rules'.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from rules.engine.base import Change, Option, RuleContext, Safety
 
@@ -73,13 +76,86 @@ class ChoiceFix:
 #: or ``None`` when the rule has nothing to do for that request (it is not armed).
 Fixer = Callable[[Mapping[str, Any], RuleContext, ChoiceState], ChoiceFix | None]
 
+#: Byte strings an answer's JSON must hold for a rule to have anything to do, as a JSON
+#: writer writes them (``in_text``, ``as_key``): an answer that holds none of them, in a
+#: ``plain`` body, is one the rule passes as it came.
+Needles = tuple[bytes, ...]
+
+
+def in_text(text: str) -> bytes:
+    """``text`` as it is written inside a JSON string (its quotes off): ``"`` and ``\\`` and
+    control characters escaped, anything else as its UTF-8."""
+    return orjson.dumps(text)[1:-1]
+
+
+def as_key(name: str) -> bytes:
+    """``name`` as a JSON key or string value, its quotes on."""
+    return orjson.dumps(name)
+
+
+#: A ``\u`` or ``\/`` escape (one pass: the engine looks for the backslash first, where
+#: ``b"\\u" in body`` steps through the body two bytes at a time).
+_ESCAPE: Final = re.compile(rb"\\[u/]")
+
+
+def plain(body: bytes) -> bool:
+    """Whether every string of the JSON ``body`` is written one way only, so that a needle
+    found nowhere in its bytes is in none of its strings: no ``\\uXXXX`` escape (Go writes
+    ``<`` as ``\\u003c``, Python's ``ensure_ascii`` any non-ASCII character, any writer may
+    escape any character) and no ``\\/``. Then each character has one written form (its
+    UTF-8, or ``\\"``, ``\\\\``, ``\\n`` ...), and a string holding a text holds its
+    written form. A false ``False`` (a ``\\u`` that is an escaped backslash and a ``u``)
+    only costs the answer a full read."""
+    return _ESCAPE.search(body) is None
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """Needles made ready once (per plan) to be searched in many answers: grouped by their
+    first byte, so that a body without that byte (one ``memchr``) skips the group: most
+    openers begin with ``<``, which plain prose seldom holds."""
+
+    groups: tuple[tuple[bytes, Needles], ...]
+
+    @classmethod
+    def of(cls, needles: Needles) -> Search:
+        groups: dict[bytes, list[bytes]] = {}
+        for needle in needles:
+            found = groups.setdefault(needle[:1], [])
+            if needle not in found:
+                found.append(needle)
+        return cls(tuple((first, tuple(found)) for first, found in groups.items()))
+
+    def found(self, body: bytes) -> bool:
+        """Whether ``body`` holds one of the needles."""
+        for first, needles in self.groups:
+            if first in body:
+                for needle in needles:
+                    if needle in body:
+                        return True
+        return False
+
+
+def may_act(search: Search | None, body: bytes) -> bool:
+    """Whether rules whose needles are ``search`` (``None``: one of them cannot say) may have
+    anything to do on the JSON answer ``body``."""
+    return search is None or search.found(body) or not plain(body)
+
+
+def cannot_say(ctx: RuleContext) -> Needles | None:
+    """The needles of a rule that does not declare them: ``None``, every answer is read."""
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class ReplyRule:
     """A named, toggleable repair of a response: the same record fields as a request rule
     (``rules.engine.base.Rule``: docs, safety, default, options), with ``fix`` in place of
     ``apply``. ``arms`` says, from the request alone, whether it may act on the response (the
-    relay reads a response it does not arm for as it always did)."""
+    relay reads a response it does not arm for as it always did). ``needles`` says, from its
+    context, what a whole answer's bytes must hold for it to have anything to do (``Needles``;
+    ``()``: it acts only on what another rule did), or ``None`` (the default): it cannot say,
+    and every answer is read."""
 
     name: str
     summary: str
@@ -90,6 +166,7 @@ class ReplyRule:
     fix: Fixer
     arms: Callable[[Mapping[str, Any], RuleContext], bool]
     options: tuple[Option[Any], ...] = ()
+    needles: Callable[[RuleContext], Needles | None] = cannot_say
 
     def context(
         self, options: Mapping[str, Any] | None = None, *, log_content: bool = False
@@ -137,7 +214,23 @@ def declared_tools(request: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]
     return found
 
 
+def declares_tools(request: Mapping[str, Any]) -> bool:
+    """Whether a chat request declared a function tool: ``bool(declared_tools(request))``,
+    read up to its first tool (arming asks only this; the rules' fixes read the whole list
+    when an answer comes that they may change)."""
+    tools = request.get("tools")
+    if not isinstance(tools, list):
+        return False
+    if tools is _Read.last[0]:
+        return bool(_Read.last[1])
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            return True
+    return False
+
+
 def calls_allowed(request: Mapping[str, Any]) -> bool:
     """Whether the request lets the model call tools: it declared some, and ``tool_choice``
     is not ``"none"``."""
-    return bool(declared_tools(request)) and request.get("tool_choice") != "none"
+    return request.get("tool_choice") != "none" and declares_tools(request)

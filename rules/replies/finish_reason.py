@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.engine.base import Change, RuleContext
-from rules.replies.base import ChoiceFix, ChoiceState, ReplyRule, Step, calls_allowed
+from rules.replies.base import ChoiceFix, ChoiceState, Needles, ReplyRule, Step, calls_allowed
 
 NAME = "response-finish-reason"
 
@@ -45,6 +45,11 @@ def fix(request: Mapping[str, Any], ctx: RuleContext, state: ChoiceState) -> Cho
     return _Fix(state) if arms(request, ctx) else None
 
 
+def needles(ctx: RuleContext) -> Needles:
+    """None of its own: it acts only on a call ``response-text-tool-calls`` made."""
+    return ()
+
+
 RULE = ReplyRule(
     NAME,
     "finish_reason stop becomes tool_calls when chatmend made the choice's calls",
@@ -54,4 +59,5 @@ RULE = ReplyRule(
     True,
     fix,
     arms,
+    needles=needles,
 )

@@ -4,25 +4,45 @@ order (``ChoicePipe``), streamed or whole (``fix_message``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rules.engine.base import RuleContext
 from rules.replies import REPLY_RULES
-from rules.replies.base import ChoiceFix, ChoiceState, Delta, ReplyRule, Step
+from rules.replies.base import ChoiceFix, ChoiceState, Delta, ReplyRule, Search, Step
 
 ReplyStep = tuple[ReplyRule, RuleContext]
+
+
+def needles_of(steps: Sequence[ReplyStep]) -> Search | None:
+    """What a whole answer must hold for any of ``steps`` to act on it (each rule's
+    ``needles``, joined), or ``None`` if one of them cannot say."""
+    found: list[bytes] = []
+    for rule, ctx in steps:
+        own = rule.needles(ctx)
+        if own is None:
+            return None
+        found += own
+    return Search.of(tuple(found))
 
 
 @dataclass(frozen=True, slots=True)
 class ReplyPlan:
     """The reply rules a profile runs, with the operator's settings on top: ``steps`` are
     enforced; in report mode ``report`` holds every step, run on the side (what it would write
-    is thrown away, its changes to the rules in ``reported`` are logged)."""
+    is thrown away, its changes to the rules in ``reported`` are logged). ``needles`` and
+    ``report_needles`` are what a whole chat answer must hold for ``steps`` (``report``) to
+    have anything to do (``needles_of``), read once per plan."""
 
     steps: tuple[ReplyStep, ...] = ()
     report: tuple[ReplyStep, ...] | None = None
     reported: frozenset[str] = frozenset()
+    needles: Search | None = field(init=False, compare=False, repr=False)
+    report_needles: Search | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "needles", needles_of(self.steps))
+        object.__setattr__(self, "report_needles", needles_of(self.report or ()))
 
     def __bool__(self) -> bool:
         return bool(self.steps) or bool(self.report)
@@ -82,6 +102,12 @@ class ChoicePipe:
         for fix in self.fixes:
             steps = [*[out for s in steps for out in fix.feed(s)], *fix.end()]
         return steps
+
+
+def arms_any(steps: Sequence[ReplyStep], request: Mapping[str, Any]) -> bool:
+    """Whether one of ``steps`` arms for ``request``: ``bool(ReplyRun(steps, request))``,
+    asked up to the first that does."""
+    return any(rule.arms(request, ctx) for rule, ctx in steps)
 
 
 class ReplyRun:

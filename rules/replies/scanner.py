@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final
 
+from rules.replies.base import in_text
 from rules.replies.formats import CONFIRM_WINDOW, MORE, Call, Declared, Format, Reader
 
 #: The most characters one block may hold (a call's arguments can be a whole file).
@@ -170,6 +171,13 @@ def _tables(formats: tuple[Format, ...]) -> _Openers:
         len(openers[0]) if openers else 0,
         frozenset(prefix[-1] for prefix in prefixes),
     )
+
+
+@lru_cache(maxsize=64)
+def openers(formats: tuple[Format, ...]) -> tuple[bytes, ...]:
+    """Every opener of ``formats`` as a JSON string holds it (``rules.replies.base.in_text``):
+    a text in which none is found holds no block, so the scanner gives it back as it came."""
+    return tuple(in_text(opener) for opener in _tables(formats).formats)
 
 
 @dataclass(slots=True)

@@ -29,9 +29,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.engine.base import Change, Option, RuleContext
-from rules.replies.base import ChoiceFix, ChoiceState, Delta, ReplyRule, Step, declared_tools
-from rules.replies.formats import CONFIRM_WINDOW, FORMATS
-from rules.replies.scanner import MAX_BLOCK, Calls, Piece, Text, TextCalls
+from rules.replies.base import (
+    ChoiceFix,
+    ChoiceState,
+    Delta,
+    Needles,
+    ReplyRule,
+    Step,
+    as_key,
+    declared_tools,
+    declares_tools,
+)
+from rules.replies.formats import CONFIRM_WINDOW, FORMATS, Format
+from rules.replies.scanner import MAX_BLOCK, Calls, Piece, Text, TextCalls, openers
 
 NAME = "response-text-tool-calls"
 
@@ -68,7 +78,27 @@ IDS = Option("ids", "openai", "The shape of a made call's id.", choices=("openai
 
 
 def arms(request: Mapping[str, Any], ctx: RuleContext) -> bool:
-    return bool(FORMATS_OPTION.of(ctx)) and bool(allowed_tools(request))
+    if not FORMATS_OPTION.of(ctx):
+        return False
+    choice = request.get("tool_choice")
+    if choice == "none":
+        return False
+    if isinstance(choice, dict):  # a named tool: it must be one of the declared
+        return bool(allowed_tools(request))
+    return declares_tools(request)
+
+
+def formats_of(ctx: RuleContext) -> tuple[Format, ...]:
+    """The formats the rule reads under ``ctx``, in ``FORMATS``' order."""
+    names = FORMATS_OPTION.of(ctx)
+    return tuple(FORMATS[name] for name in FORMATS if name in names)
+
+
+def needles(ctx: RuleContext) -> Needles:
+    """A call is made only from a block that begins with an opener of a format read; and a
+    choice with the upstream's own ``tool_calls`` is rebuilt around them (their indices moved
+    past the calls made before)."""
+    return (*openers(formats_of(ctx)), as_key("tool_calls"))
 
 
 def allowed_tools(request: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
@@ -87,9 +117,8 @@ def allowed_tools(request: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]
 
 class _Fix(ChoiceFix):
     def __init__(self, request: Mapping[str, Any], ctx: RuleContext, state: ChoiceState) -> None:
-        names = FORMATS_OPTION.of(ctx)
         self.scanner = TextCalls(
-            [FORMATS[name] for name in FORMATS if name in names],
+            formats_of(ctx),
             allowed_tools(request),
             confirm_window=WINDOW.of(ctx),
             max_block=MAX_BLOCK_OPTION.of(ctx),
@@ -221,4 +250,5 @@ RULE = ReplyRule(
     fix,
     arms,
     (FORMATS_OPTION, WINDOW, MAX_BLOCK_OPTION, IDS),
+    needles,
 )

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.engine.base import Change, Option, RuleContext
-from rules.replies.base import ChoiceFix, ChoiceState, ReplyRule, Step
+from rules.replies.base import ChoiceFix, ChoiceState, Needles, ReplyRule, Step, in_text
 
 NAME = "response-think-tags"
 
@@ -53,7 +53,7 @@ class _Fix(ChoiceFix):
         if delta.get("reasoning_content"):  # the upstream splits its reasoning itself
             self.mode = _PASS
             return self._with_held(step, text)
-        if not text and step.finish is None and not self.held:
+        if not text and not self.held:  # nothing that could open a tag (and no text to write)
             return [step]
         return self._start(step, self.held + text)
 
@@ -144,6 +144,12 @@ def fix(request: Mapping[str, Any], ctx: RuleContext, state: ChoiceState) -> Cho
     return _Fix(TAGS.of(ctx), state) if arms(request, ctx) else None
 
 
+def needles(ctx: RuleContext) -> Needles:
+    """Only content that opens with a tag is touched: an answer without ``<think>`` (each tag
+    read) is passed as it came."""
+    return tuple(in_text(f"<{tag}>") for tag in TAGS.of(ctx))
+
+
 RULE = ReplyRule(
     NAME,
     "<think>...</think> at the start of content moves to reasoning_content",
@@ -155,4 +161,5 @@ RULE = ReplyRule(
     fix,
     arms,
     (TAGS,),
+    needles,
 )

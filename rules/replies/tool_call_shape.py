@@ -26,7 +26,15 @@ from typing import Any
 import orjson
 
 from rules.engine.base import Change, RuleContext
-from rules.replies.base import ChoiceFix, ChoiceState, ReplyRule, Step, declared_tools
+from rules.replies.base import (
+    ChoiceFix,
+    ChoiceState,
+    Needles,
+    ReplyRule,
+    Step,
+    as_key,
+    declares_tools,
+)
 
 NAME = "response-tool-call-shape"
 
@@ -93,11 +101,16 @@ class _Fix(ChoiceFix):
 
 def arms(request: Mapping[str, Any], ctx: RuleContext) -> bool:
     """Only a request that declared tools can get tool calls back."""
-    return bool(declared_tools(request))
+    return declares_tools(request)
 
 
 def fix(request: Mapping[str, Any], ctx: RuleContext, state: ChoiceState) -> ChoiceFix | None:
     return _Fix(state) if arms(request, ctx) else None
+
+
+def needles(ctx: RuleContext) -> Needles:
+    """It reads only ``tool_calls``."""
+    return (as_key("tool_calls"),)
 
 
 RULE = ReplyRule(
@@ -110,4 +123,5 @@ RULE = ReplyRule(
     True,
     fix,
     arms,
+    needles=needles,
 )

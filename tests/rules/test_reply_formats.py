@@ -255,3 +255,18 @@ def test_no_think_rule_unless_asked() -> None:
     pipe = run_steps(list(FORMATS)).choice(0)
     step = Step({"content": "<think>kept</think>"})
     assert pipe.feed(step) == [step]
+
+
+@pytest.mark.parametrize("content", [None, [{"type": "text", "text": "<think>x"}], ""])
+def test_think_tags_leave_a_content_that_is_not_text_as_it_came(content: Any) -> None:
+    """A whole message whose content is null, a list of parts or empty has nothing that could
+    open a tag: it passes as the same step (before, a null or a list became ``""`` once a
+    ``finish_reason`` came, and a client's parts were lost)."""
+    pipe = ReplyRun(plan({"response-think-tags": {}}), {}).choice(0, stream=False)
+    step = Step({"role": "assistant", "content": content}, "stop")
+    assert pipe.feed(step)[0] is step and pipe.end() == []
+    assert fix_message(
+        ReplyRun(plan({"response-think-tags": {}}), {}).choice(0, stream=False),
+        step.delta,
+        "stop",
+    ) == (step.delta, "stop")
