@@ -3,10 +3,15 @@ client wrote only where the request's route logs content, a failing stdout count
 fatal.
 
 Privacy is the logger's, not each call site's: a request's flow binds its id once, and, on a route
-with ``log_content: true``, the ``CONTENT_ALLOWED`` mark (proxy/observe/flow.py); ``cap_fields``
-withholds every ``CONTENT_FIELDS`` field of every other line, however deep, and leaves its size.
-The rules write content into a change only where asked (``RuleContext.log_content``); this is the
-guarantee that no line carries it otherwise.
+with ``log_content: true``, the ``CONTENT_ALLOWED`` mark (proxy/observe/flow.py); the configured
+chain's one processor (``Render``, through ``capped``, the law ``cap_fields`` applies as a
+processor of its own) withholds every ``CONTENT_FIELDS`` field of every other line, however deep,
+and leaves its size. The rules write content into a change only where asked
+(``RuleContext.log_content``); this is the guarantee that no line carries it otherwise.
+
+A line costs a few microseconds (docs/performance.md#fixed-cost): the call's keywords are the
+line's dict (``Logger``), the context is read from the three or so variables bound, a line with
+nothing to cap or withhold is read once and never copied, and the sink writes it in one call.
 """
 
 from __future__ import annotations
