@@ -341,6 +341,16 @@ class Logger(structlog.BoundLoggerBase):
             return None
         return self._line(level, _METHODS[level], event, fields)
 
+    warn = warning
+    fatal = critical
+    msg = info
+
+    def is_enabled_for(self, level: int) -> bool:
+        return level >= self.min_level
+
+    def get_effective_level(self) -> int:
+        return self.min_level
+
     def _line(self, level: int, method: str, event: str, fields: dict[str, Any]) -> Any:
         if level < self.min_level:
             return None

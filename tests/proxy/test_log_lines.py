@@ -372,3 +372,30 @@ def test_the_context_is_merged_as_structlog_merges_it() -> None:
         assert list(event) == ["event", "request_id", "worker"]
 
     contextvars.copy_context().run(run)
+
+
+def test_a_level_below_the_configured_one_writes_nothing(
+    written: Callable[[], list[str]],
+) -> None:
+    """``configure_logging(level)`` as ``bench.observe`` calls it; a library's record comes as
+    a ``library_log`` line at its level, without its text."""
+    configure_logging(logging.WARNING)
+
+    def run() -> None:
+        log = get_logger()
+        log.info("request_done", status=200)
+        log.log(logging.INFO, "library_log")
+        log.log(logging.ERROR, "rule_failed", rule="r")
+        log.warn("shutdown_draining")
+        logging.getLogger("aiohttp.server").warning("bad header %s", SECRET)
+
+    in_request(run, request_id=REQUEST_ID)
+    context = f'"request_id":"{REQUEST_ID}"'
+    assert written() == [
+        f'{{"rule":"r","event":"rule_failed",{context},"level":"error","timestamp":"{STAMP}"}}',
+        f'{{"event":"shutdown_draining",{context},"level":"warning","timestamp":"{STAMP}"}}',
+        '{"logger":"aiohttp.server","where":"test_log_lines:'
+        + str(run.__code__.co_firstlineno + 6)
+        + f'","error":null,"event":"library_log",{context},"level":"warning",'
+        f'"timestamp":"{STAMP}"}}',
+    ]
