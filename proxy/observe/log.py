@@ -54,42 +54,23 @@ _PRIVATE = CONTENT_FIELDS | {VALUE_FIELD}
 
 
 class Sink:
-    """stdout for the log lines, that never fails a request: a write that raises (stdout
-    closed, a full disk, a broken pipe) is counted and dropped, and ``failing`` tells
-    readiness until a write succeeds again."""
+    """stdout for the log lines, that never fails a request: a line whose write raises
+    (stdout closed, a full disk, a broken pipe) is counted once and dropped, and ``failing``
+    tells readiness until a line is written again. The configured chain's logger: a method per
+    level, like structlog's ``BytesLogger``."""
 
     def __init__(self, file: IO[bytes] | None = None) -> None:
         self.file = file
         self.failures = 0
         self.failing = False
 
-    def write(self, data: bytes) -> int:
-        try:
-            file = self.file if self.file is not None else sys.stdout.buffer
-            written = file.write(data)
-        except (OSError, ValueError):  # ValueError: the file is closed
-            self.failures += 1
-            self.failing = True
-            return 0
-        self.failing = False
-        return written or 0
-
-    def flush(self) -> None:
-        try:
-            (self.file if self.file is not None else sys.stdout.buffer).flush()
-        except (OSError, ValueError):
-            self.failures += 1
-            self.failing = True
-
     def msg(self, line: bytes) -> None:
-        """Write one rendered line and flush it (the logger the configured chain writes to: a
-        method per level, like structlog's ``BytesLogger``); a line that cannot be written
-        is counted once."""
+        """Write one rendered line and flush it."""
         try:
             file = self.file if self.file is not None else sys.stdout.buffer
             file.write(line + b"\n")  # one write: lines of two threads do not interleave
             file.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # ValueError: the file is closed
             self.failures += 1
             self.failing = True
             return
