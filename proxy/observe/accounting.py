@@ -52,12 +52,14 @@ class Accounting(Subscriber):
         # Counted per (rule, action), not per change: a body with 100,000 changes costs a few
         # increments.
         meter = self.meter
-        for (rule, action), count in result.tally().items():
+        made = result.tally()
+        for (rule, action), count in made.items():
             meter.child(meter.rewrites, rule, action).inc(count)
         capped = {c.rule for c in result.changes if "over_cost_cap" in c.detail}
         for rule in sorted(capped):
             self.limited(flow, "arguments_cost_cap", {"rule": rule})
-        for (rule, action), count in Counter((c.rule, c.action) for c in result.reported).items():
+        reported = Counter((c.rule, c.action) for c in result.reported)
+        for (rule, action), count in reported.items():
             meter.reported.labels(rule, action).inc(count)
         self._failures(flow, result)
         for violation in result.violations:
@@ -67,7 +69,7 @@ class Accounting(Subscriber):
             self.limited(flow, result.skipped, {})
         elif result.skipped:
             log.info("payload_not_sanitized", reason=result.skipped)
-        self._logged(flow, result)
+        self._logged(flow, result, made, reported)
 
     def _failures(self, flow: Flow, result: Sanitized) -> None:
         for failure in result.failures:
@@ -76,16 +78,22 @@ class Accounting(Subscriber):
                 self.limited(flow, "work_budget", {"rule": failure.rule})
             log.error("rule_failed", rule=failure.rule, error=failure.error, where=failure.where)
 
-    def _logged(self, flow: Flow, result: Sanitized) -> None:
+    def _logged(
+        self,
+        flow: Flow,
+        result: Sanitized,
+        made: Mapping[tuple[str, str], int],
+        reported: Mapping[tuple[str, str], int],
+    ) -> None:
+        """The lines of a repaired body; ``made`` and ``reported`` count its changes by rule
+        and action, listed or not (``Sanitized.tally``), in the order they were first made."""
         path = flow.request.path
         if result.changed:
-            _changes(
-                "payload_sanitized", path, result.profile, result.changes, omitted=result.omitted
-            )
+            _changes("payload_sanitized", path, result.profile, result.changes, made)
         if result.reported:
             # Report mode: what the rules would have changed; the body went as the rules left
             # it without them (the original bytes, in global report mode).
-            _changes("payload_reported", path, result.profile, result.reported)
+            _changes("payload_reported", path, result.profile, result.reported, reported)
         if result.violations:
             # What the provider will still reject: a rule switched off, or a defect no rule
             # repairs.
@@ -207,12 +215,13 @@ def _changes(
     path: str,
     profile: str | None,
     changes: tuple[Change, ...],
-    *,
-    omitted: tuple[tuple[str, str, int], ...] = (),
+    counted: Mapping[tuple[str, str], int],
 ) -> None:
-    rules = Counter(change.rule for change in changes)
-    for rule, _, count in omitted:
-        rules[rule] += count
+    """The line of a body's changes: how many, per rule (``counted``: per rule and action, the
+    listed ``changes`` and those only counted), and the first ones described."""
+    rules: dict[str, int] = {}
+    for (rule, _), count in counted.items():
+        rules[rule] = rules.get(rule, 0) + count
     count = sum(rules.values())
     # The first changes, as the log would cap the list (proxy.observe.log): never 100,000 dicts
     # built.
@@ -223,9 +232,12 @@ def _changes(
     listed: list[Any] = [_described(change) for change in changes[:shown]]
     if count > len(listed):
         listed.append(f"...[{count - len(listed)} more]")
-    log.info(event, path=path, profile=profile, count=count, rules=dict(rules), changes=listed)
+    log.info(event, path=path, profile=profile, count=count, rules=rules, changes=listed)
 
 
 def _described(change: Change) -> dict[str, Any]:
+    described = change.as_dict()  # a new dict
     kind = safety_of(change)
-    return change.as_dict() if kind == "safe" else {**change.as_dict(), "safety": kind}
+    if kind != "safe":
+        described["safety"] = kind
+    return described
