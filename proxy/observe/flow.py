@@ -15,8 +15,8 @@ skipped, like a rule: the request goes on.
 
 The request's id is bound once, when the flow starts (``structlog.contextvars``): every log line
 of the request carries it without being told. A route that logs content (``log_content``) says
-so once too (``allow_content``); the log's ``cap_fields`` processor drops message-derived text
-from every other line (proxy/observe/log.py).
+so once too (``allow_content``); the log's rendering processor (``proxy.observe.log.Render``,
+through ``capped``) drops message-derived text from every other line (proxy/observe/log.py).
 """
 
 from __future__ import annotations
