@@ -103,10 +103,11 @@ class Carried(NamedTuple):
     #: Bytes charged for the objects of the messages rules made (``PrefixCache.keep``).
     charge: int = 0
     #: The positions of the steps that read the request, were given its fields as the request
-    #: brought them (no step before had changed them) and gave back no new fields; a ``fields``
-    #: step among them also changed nothing at all. Given the same fields (a resumed request
-    #: brings the previous one's bytes around its list), such a ``fields`` step changes nothing
-    #: again, and another such step leaves the fields alone (rules/engine/resume.py).
+    #: brought them (no step before had changed them) and gave back no new fields: asleep
+    #: (their keys not in the request), or run (a ``fields`` step then changed nothing at all).
+    #: Given the same fields (a resumed request brings the previous one's bytes around its
+    #: list), such a ``fields`` step is asleep or changes nothing again, and another such step
+    #: leaves the fields alone (rules/engine/resume.py).
     quiet: tuple[int, ...] = ()
 
     def but(self, written: tuple[bytes, int, int] | None, charge: int) -> Carried:
@@ -168,6 +169,7 @@ def run_rules(
     keys: frozenset[str] | None = None  # the request's key signals, built when first needed
     marks: dict[int, Mark] | None = {} if record else None
     quiets: list[int] = []  # Carried.quiet
+    fresh = quiets  # while the fields are as the request brought them (else a list let go)
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for prescan, answer in walked.primed.items():
             memo.prime(prescan, current, answer)
@@ -175,16 +177,15 @@ def run_rules(
             woken_by = step_ctx.woken_by
             if woken_by is not None and _asleep(rule.scan, woken_by, signals_of, current):
                 continue
+            ctx = step_ctx
             if rule.reads_request:
                 if woken_by is not None and rule.scan is None:  # its keys wake it (wake.fields)
                     keys = field_signals(fields) if keys is None else keys
                     if woken_by.isdisjoint(keys):
+                        fresh.append(position)  # asleep given these fields: quiet
                         continue
                 ctx = step_ctx.with_request(fields)
-            else:
-                ctx = step_ctx
             try:
-                fresh = quiets if new_fields is None else None  # the fields as they came
                 outcome = _applied(marks, position, rule, ctx, current, quiets=fresh)
             except Exception as exc:  # fail-open: one broken rule must not block the request
                 failures.append(RuleFailure.of(rule.name, exc))
@@ -196,7 +197,7 @@ def run_rules(
             changes.extend(outcome.changes)
             if outcome.request is not None and rule.reads_request:
                 fields = new_fields = outcome.request
-                keys = None
+                keys, fresh = None, []
     carried = None if marks is None else _left(steps, messages, marks, current, quiets)
     return PipelineResult(current, tuple(changes), tuple(failures), new_fields, carried)
 
@@ -251,18 +252,18 @@ def _applied(
     ctx: RuleContext,
     current: list[Any],
     *,
-    quiets: list[int] | None,
+    quiets: list[int],
 ) -> Outcome:
     """Run a step over the whole list and, when the run is recorded, mark what it did (a
     ``carried`` rule through its ``resume`` from the start, which is its ``apply``:
-    tests/rules/test_horizons.py), and note it in ``quiets`` (given when the step is given the
-    request's fields as they came) if it is quiet (``Carried.quiet``)."""
+    tests/rules/test_horizons.py), and note it in ``quiets`` (a list let go once the step is
+    given other fields than the request's own) if it is quiet (``Carried.quiet``)."""
     if marks is None:
         return rule.apply(current, ctx)
     horizon = horizon_of(rule, ctx)
     outcome = _marked(marks, position, rule, ctx, current, horizon=horizon)
     fields = horizon is not None and horizon.kind == "fields"
-    if quiets is not None and rule.reads_request and quiet(fields, outcome, current):
+    if rule.reads_request and quiet(fields, outcome, current):
         quiets.append(position)
     return outcome
 

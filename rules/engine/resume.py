@@ -156,12 +156,14 @@ class _Run:
             position = candidates[at]
             at += 1
             step = facts[position]
+            if step.fields and self._quiet(position):
+                continue  # it changed nothing given these fields: it changes nothing again
             if step.keyed:
                 self.keys = field_signals(self.fields) if self.keys is None else self.keys
                 if step.woken_by.isdisjoint(self.keys):
+                    if self.new_fields is None:
+                        self.quiet.append(position)  # asleep given these fields: quiet
                     continue
-            if step.fields and self._quiet(position):
-                continue  # it changed nothing given these fields: it changes nothing again
             replaced = self._run(position, step)
             if replaced is None:
                 return False

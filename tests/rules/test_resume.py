@@ -15,10 +15,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from rules.engine.base import Change, Outcome, Rule, RuleContext, carried, fields_only, per_message
 from rules.engine.pipeline import PipelineResult, Walked, run_rules
 from rules.engine.request import DROP, with_fields
 from rules.engine.resume import resume_rules
+from rules.engine.wake import fields
 
 CALLS: Counter[str] = Counter()
 
@@ -86,7 +89,9 @@ def _drop(messages: list[Any], ctx: RuleContext) -> Outcome:
     return Outcome(kept, tuple(Change("drop", i, "dropped", {}) for i in dropped))
 
 
-def _rule(name: str, apply: Any, horizon: Any, *, reads_request: bool = False) -> Rule:
+def _rule(
+    name: str, apply: Any, horizon: Any, *, reads_request: bool = False, woken_by: Any = None
+) -> Rule:
     return Rule(
         name=name,
         summary=name,
@@ -96,12 +101,15 @@ def _rule(name: str, apply: Any, horizon: Any, *, reads_request: bool = False) -
         default=True,
         apply=apply,
         reads_request=reads_request,
+        woken_by=woken_by,
         horizon=horizon,
     )
 
 
 FLAG = _rule("flag", _flag_apply, carried(_flag_resume), reads_request=True)
 UNFLAG = _rule("unflag", _unflag, fields_only(_unflag), reads_request=True)
+#: The same, woken by the request's key only (asleep without it: quiet too).
+KEYED = _rule("unflag", _unflag, fields_only(_unflag), reads_request=True, woken_by=fields("flag"))
 HIDE = _rule("hide", _hide_apply, carried(_hide_resume), reads_request=True)
 NUMBER = _rule("number", _number_apply, carried(_number_resume))
 DROPS = _rule("drop", _drop, per_message(_drop))
@@ -164,24 +172,27 @@ def test_a_quiet_fields_step_is_not_run_again() -> None:
     assert CALLS["number"] == 3 + 1 + 2
 
 
-def test_a_quiet_fields_step_runs_once_an_earlier_step_changed_the_fields() -> None:
-    """``unflag`` changed nothing before; this request's new turn makes ``flag`` set the
-    field, so ``unflag`` is given other fields and must run (skipped, ``flag`` would stay)."""
-    steps = _steps(FLAG, NUMBER, UNFLAG)
+@pytest.mark.parametrize("unflag", [UNFLAG, KEYED], ids=["awake", "keyed"])
+def test_a_quiet_fields_step_runs_once_an_earlier_step_changed_the_fields(unflag: Rule) -> None:
+    """``unflag`` changed nothing before (or was asleep); this request's new turn makes
+    ``flag`` set the field, so ``unflag`` is given other fields and must run (skipped, ``flag``
+    would stay)."""
+    steps = _steps(FLAG, NUMBER, unflag)
     first = [_user("a")]
     done = _session(steps, [first, [*first, _user("raise")], [*first, _user("raise"), _user("x")]])
     assert done[1].resumed and done[1].changes[-1].rule == "unflag"
     assert done[2].resumed and done[2].changes[-1].rule == "unflag"
 
 
-def test_a_fields_step_quiet_under_changed_fields_is_not_quiet_under_the_fields_as_they_came() -> (
-    None
-):
+@pytest.mark.parametrize("unflag", [UNFLAG, KEYED], ids=["awake", "keyed"])
+def test_a_fields_step_quiet_under_changed_fields_is_not_quiet_under_the_fields_as_they_came(
+    unflag: Rule,
+) -> None:
     """``hide`` drops the request's ``flag`` until a message says ``"show"``: ``unflag``, given
-    the fields ``hide`` left, finds nothing to drop; once ``hide`` lets the field be, ``unflag``
-    is given the fields as they came and must drop it (not noted quiet before, in the whole
-    run or in a resumed one)."""
-    steps = _steps(HIDE, NUMBER, UNFLAG)
+    the fields ``hide`` left, finds nothing to drop (or sleeps); once ``hide`` lets the field
+    be, ``unflag`` is given the fields as they came and must drop it (not noted quiet before,
+    in the whole run or in a resumed one)."""
+    steps = _steps(HIDE, NUMBER, unflag)
     first = [_user("a")]
     lists = [first, [*first, _user("b")], [*first, _user("b"), _user("show")]]
     done = _session(steps, lists, flag=True)
