@@ -351,6 +351,8 @@ class _Space:
         """The entry whose prefix ``body`` starts with, and the entries sorted between them:
         each extends that prefix (sorted between a string and one it prefixes, a string starts
         with it), with a history this body does not follow (a fork, an older branch)."""
+        if len(self.keys) == 1:  # one session: its prefix or none (one memcmp, not two)
+            return (self.entries[0], []) if body.startswith(self.keys[0]) else (None, [])
         at = bisect.bisect_right(self.keys, body)
         for j in range(at - 1, max(-1, at - 1 - _NEAREST), -1):
             if body.startswith(self.keys[j]):
@@ -382,7 +384,11 @@ class _Space:
         return None
 
     def remove(self, entry: _Entry) -> None:
-        at = bisect.bisect_left(self.keys, entry.prefix)
+        entries = self.entries
+        if len(entries) <= _NEAREST:  # found by identity: no prefix compared with itself
+            at = next((at for at, kept in enumerate(entries) if kept is entry), len(entries))
+        else:
+            at = bisect.bisect_left(self.keys, entry.prefix)
         if at < len(self.entries) and self.entries[at] is entry:
             del self.keys[at]
             del self.entries[at]
