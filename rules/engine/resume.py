@@ -28,11 +28,12 @@ Two steps are not run at all, as the rules are functions of their input: a step 
 list it was given before (no new message reaches it: ``mark.length`` messages as the previous
 run made them, and nothing after) makes what it made then, so its mark stands (a step that
 reads the request, only if it is given the fields as the request brought them and gave back
-none before: ``Carried.quiet``); and a ``fields`` step that changed nothing at all, given the
-request's fields as they came, changes nothing again (the fields are the previous request's,
-and it reads no message: tests/rules/test_horizons.py holds it). An identical request (a
-retry) so costs a lookup per step that may wake; a growing session's request-level rules no
-run at all when they have nothing to do.
+none before: ``Carried.quiet``); and a ``fields`` step that changed nothing at all (or slept,
+its keys not in the request), given the request's fields as they came, does so again (the
+fields are the previous request's, and it reads no message: tests/rules/test_horizons.py
+holds it). An identical request (a retry) so costs a lookup per step that may wake, and a
+growing session's request-level rules do not run at all when they have nothing to do
+(tests/rules/test_resume.py).
 """
 
 from __future__ import annotations
