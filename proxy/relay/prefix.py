@@ -127,6 +127,8 @@ class _Entry:
     #: into a repaired body) or ``, `` (``json.dumps``' default writing: the items' bytes are
     #: ``json.dumps``' own; a repaired body is written by orjson whole).
     sep: bytes = b","
+    #: What the API's walk knows of ``items`` (a body that adds nothing is not walked again).
+    walked: Walked | None = None
     #: What the rules' run over this entry's list left for the next request
     #: (rules/engine/resume.py; ``PrefixCache.keep``), and what it is charged.
     carried: Carried | None = None
@@ -349,6 +351,8 @@ class _Space:
         """The entry whose prefix ``body`` starts with, and the entries sorted between them:
         each extends that prefix (sorted between a string and one it prefixes, a string starts
         with it), with a history this body does not follow (a fork, an older branch)."""
+        if len(self.keys) == 1:  # one session: its prefix or none (one memcmp, not two)
+            return (self.entries[0], []) if body.startswith(self.keys[0]) else (None, [])
         at = bisect.bisect_right(self.keys, body)
         for j in range(at - 1, max(-1, at - 1 - _NEAREST), -1):
             if body.startswith(self.keys[j]):
@@ -380,7 +384,11 @@ class _Space:
         return None
 
     def remove(self, entry: _Entry) -> None:
-        at = bisect.bisect_left(self.keys, entry.prefix)
+        entries = self.entries
+        if len(entries) <= _NEAREST:  # found by identity: no prefix compared with itself
+            at = next((at for at, kept in enumerate(entries) if kept is entry), len(entries))
+        else:
+            at = bisect.bisect_left(self.keys, entry.prefix)
         if at < len(self.entries) and self.entries[at] is entry:
             del self.keys[at]
             del self.entries[at]
@@ -450,13 +458,13 @@ class PrefixCache:
         """``body`` read from ``entry``'s prefix on (or from its boundary ``end``: its
         messages before it, then the body's own), or ``None`` if that cannot be trusted."""
         length, count = (len(entry.prefix), len(entry.items)) if end is None else end
-        rest = body[length:]
-        if _SENTINEL in rest:
+        if body.find(_SENTINEL, length) >= 0:
             return None
-        if rest[:1] == b",":
-            text = entry.head + rest[1:]
-        elif rest[:1] == b"]":
-            text = entry.head + rest
+        mark = body[length : length + 1]  # what follows the prefix: no copy of the rest
+        if mark == b",":
+            text = b"".join((entry.head, memoryview(body)[length + 1 :]))
+        elif mark == b"]":
+            text = b"".join((entry.head, memoryview(body)[length:]))
         else:
             return None
         try:
@@ -471,7 +479,9 @@ class PrefixCache:
         items = entry.items[:count] + added  # a new list: the cached one is never written
         payload = {(api.field if key == SENTINEL else key): value for key, value in parsed.items()}
         payload[api.field] = items
-        if end is None:
+        if end is None and not added and entry.walked is not None:
+            walked, state = entry.walked, entry.state  # the same list: what its walk knew
+        elif end is None:
             walked, state = _walk(api, added, entry.state)
         else:  # no walk state is kept at an earlier boundary: the list is walked whole
             walked, state = _walk(api, items, None, whole=True)
@@ -480,13 +490,13 @@ class PrefixCache:
         tail = (count, length, [length + 1])
         if added or end is not None:
             extended = self._extend(
-                entry, body, rest, added, items=items, state=state, end=(length, count)
+                entry, body, added, items=items, state=(state, walked), end=(length, count)
             )
             now, tail = (None, tail) if extended is None else extended
         if now is None:
             return Reading("hit", payload, walked, length)
         resume = None
-        if end is None and entry.carried is not None and body[len(now.prefix) + 1 :] == entry.after:
+        if end is None and entry.carried is not None and _ends(body, len(now.prefix), entry.after):
             resume = entry.carried  # the same bytes around the list: the same other fields
         return Reading("hit", payload, walked, length, Layout(now, tail), resume)
 
@@ -513,6 +523,7 @@ class PrefixCache:
         head = body[:at] + _SENTINEL + b":["
         length = start + len(written) - 1
         entry = _Entry(space, body[:length], head, start + 1, items, state, 0, 0.0)
+        entry.walked = walked
         entry.ends = _last_ends(items, length, sep)
         entry.parsed = parsed_charge(written)
         entry.after = body[length + 1 :]
@@ -542,23 +553,23 @@ class PrefixCache:
         self,
         entry: _Entry,
         body: bytes,
-        rest: bytes,
         added: list[Any],
         *,
         items: list[Any],
-        state: WalkState | None,
+        state: tuple[WalkState | None, Walked],
         end: tuple[int, int],
     ) -> tuple[_Entry, tuple[int, int, list[int]]] | None:
         """Replace ``entry`` with one that ends where this body's list does, if the messages it
-        adds after ``entry``'s boundary ``end`` are written as orjson writes them (``rest``
-        starts with them): the new entry, and its ``Layout.tail`` from ``end``."""
+        adds after ``entry``'s boundary ``end`` are written as orjson writes them (the body
+        goes on with them there): the new entry, and its ``Layout.tail`` from ``end``.
+        ``state``: the walk's state after ``items``, and what it knows of them."""
         sep = entry.sep
         dumped = [_item(item, sep) for item in added]
         parts = [part for part in dumped if part is not None]
         if len(parts) != len(dumped):
             return None
         written = (sep + sep.join(parts) if parts else b"") + b"]"
-        if rest[: len(written)] != written:
+        if not body.startswith(written, end[0]):
             return None
         length, count = end
         bounds = None if entry.bounds is None else entry.bounds[: count + 1]
@@ -576,8 +587,9 @@ class PrefixCache:
         kept = entry.parsed - parsed_charge(entry.prefix[end[0] :], floor=True)
         self._drop(entry)
         new = _Entry(
-            entry.space, body[:length], entry.head, entry.first, items, state, 0, 0.0, bounds
+            entry.space, body[:length], entry.head, entry.first, items, state[0], 0, 0.0, bounds
         )
+        new.walked = state[1]
         new.ends = tuple(ends[-_STEPS_BACK - 1 :])
         new.parsed = max(0, kept) + parsed_charge(written)
         new.after = body[length + 1 :]
@@ -707,6 +719,11 @@ def _listed(body: bytes, field: str, items: list[Any]) -> tuple[int, int, bytes,
         if written is not None and body[start : start + len(written)] == written:
             return at, start, written, sep
     return None
+
+
+def _ends(body: bytes, length: int, after: bytes) -> bool:
+    """``body[length + 1:] == after``, without copying the body's end."""
+    return len(body) == length + 1 + len(after) and body.endswith(after)
 
 
 def _state_charge(state: Any) -> int:

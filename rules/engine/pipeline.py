@@ -87,9 +87,10 @@ class Mark(NamedTuple):
 class Carried(NamedTuple):
     """What a request's run leaves for the next request of its session (rules/engine/resume.py):
     the steps it ran (the very object), the length of its list, the ``Mark`` of each step that
-    ran (by its position in the steps) and the list it made. ``written`` (the body sent, and
-    where its list's items are in it) and ``charge`` are filled in by the callers that know
-    them (rules/providers/sanitize.py, proxy/relay/prefix.py). A tuple, as ``Mark``."""
+    ran (by its position in the steps), the list it made and its ``quiet`` steps. ``written``
+    (the body sent, and where its list's items are in it) and ``charge`` are filled in by the
+    callers that know them (rules/providers/sanitize.py, proxy/relay/prefix.py). A tuple, as
+    ``Mark``."""
 
     steps: Sequence[tuple[Rule, RuleContext]]
     #: The length of the list it was given (``count`` is a tuple's method).
@@ -101,10 +102,19 @@ class Carried(NamedTuple):
     written: tuple[bytes, int, int] | None = None
     #: Bytes charged for the objects of the messages rules made (``PrefixCache.keep``).
     charge: int = 0
+    #: The positions of the steps that read the request, were given its fields as the request
+    #: brought them (no step before had changed them) and gave back no new fields: asleep
+    #: (their keys not in the request), or run (a ``fields`` step then changed nothing at all).
+    #: Given the same fields (a resumed request brings the previous one's bytes around its
+    #: list), such a ``fields`` step is asleep or changes nothing again, and another such step
+    #: leaves the fields alone (rules/engine/resume.py).
+    quiet: tuple[int, ...] = ()
 
     def but(self, written: tuple[bytes, int, int] | None, charge: int) -> Carried:
-        """This record with ``written`` and ``charge``."""
-        return self._replace(written=written, charge=charge)
+        """This record with ``written`` and ``charge`` (spelled out: ``_replace`` costs three
+        times as much, and this runs on every request of a session that a rule changed)."""
+        steps, length, marks, messages, clean, _, _, quiet = self
+        return Carried(steps, length, marks, messages, clean, written, charge, quiet)
 
 
 def clone(value: Any) -> Any:
@@ -158,6 +168,8 @@ def run_rules(
     signals_of: dict[Scan, frozenset[str] | None] = dict(walked.signals)
     keys: frozenset[str] | None = None  # the request's key signals, built when first needed
     marks: dict[int, Mark] | None = {} if record else None
+    quiets: list[int] = []  # Carried.quiet
+    fresh = quiets  # while the fields are as the request brought them (else a list let go)
     with memo.run():  # shared prescans are per run: no payload is kept past its request
         for prescan, answer in walked.primed.items():
             memo.prime(prescan, current, answer)
@@ -165,18 +177,16 @@ def run_rules(
             woken_by = step_ctx.woken_by
             if woken_by is not None and _asleep(rule.scan, woken_by, signals_of, current):
                 continue
+            ctx = step_ctx
             if rule.reads_request:
-                if woken_by is not None and rule.scan is None:
-                    # A request-level rule wakes on the request's top-level keys (wake.fields).
-                    if keys is None:
-                        keys = field_signals(fields)
+                if woken_by is not None and rule.scan is None:  # its keys wake it (wake.fields)
+                    keys = field_signals(fields) if keys is None else keys
                     if woken_by.isdisjoint(keys):
+                        fresh.append(position)  # asleep given these fields: quiet
                         continue
                 ctx = step_ctx.with_request(fields)
-            else:
-                ctx = step_ctx
             try:
-                outcome = _applied(marks, position, rule, ctx, current)
+                outcome = _applied(marks, position, rule, ctx, current, quiets=fresh)
             except Exception as exc:  # fail-open: one broken rule must not block the request
                 failures.append(RuleFailure.of(rule.name, exc))
                 marks = None  # a run that failed is not resumed from
@@ -187,8 +197,8 @@ def run_rules(
             changes.extend(outcome.changes)
             if outcome.request is not None and rule.reads_request:
                 fields = new_fields = outcome.request
-                keys = None
-    carried = None if marks is None else _left(steps, messages, marks, current)
+                keys, fresh = None, []
+    carried = None if marks is None else _left(steps, messages, marks, current, quiets)
     return PipelineResult(current, tuple(changes), tuple(failures), new_fields, carried)
 
 
@@ -197,8 +207,19 @@ def _left(
     messages: list[Any],
     marks: dict[int, Mark],
     current: list[Any],
+    quiets: list[int],
 ) -> Carried:
-    return Carried(steps, len(messages), marks, current, current is messages)
+    clean = current is messages
+    return Carried(steps, len(messages), marks, current, clean, None, 0, tuple(quiets))
+
+
+def quiet(fields: bool, outcome: Outcome, given: list[Any]) -> bool:
+    """Whether a step that read the request's fields as they came is quiet
+    (``Carried.quiet``): it gave back no fields, and (``fields``: a ``fields`` step) changed
+    nothing at all of the list ``given``."""
+    if outcome.request is not None:
+        return False
+    return not fields or not (outcome.changes or outcome.messages is not given)
 
 
 def _asleep(
@@ -225,14 +246,38 @@ def horizon_of(rule: Rule, ctx: RuleContext) -> Horizon | None:
 
 
 def _applied(
-    marks: dict[int, Mark] | None, position: int, rule: Rule, ctx: RuleContext, current: list[Any]
+    marks: dict[int, Mark] | None,
+    position: int,
+    rule: Rule,
+    ctx: RuleContext,
+    current: list[Any],
+    *,
+    quiets: list[int],
 ) -> Outcome:
     """Run a step over the whole list and, when the run is recorded, mark what it did (a
     ``carried`` rule through its ``resume`` from the start, which is its ``apply``:
-    tests/rules/test_horizons.py)."""
+    tests/rules/test_horizons.py), and note it in ``quiets`` (a list let go once the step is
+    given other fields than the request's own) if it is quiet (``Carried.quiet``)."""
     if marks is None:
         return rule.apply(current, ctx)
     horizon = horizon_of(rule, ctx)
+    outcome = _marked(marks, position, rule, ctx, current, horizon=horizon)
+    fields = horizon is not None and horizon.kind == "fields"
+    if rule.reads_request and quiet(fields, outcome, current):
+        quiets.append(position)
+    return outcome
+
+
+def _marked(
+    marks: dict[int, Mark],
+    position: int,
+    rule: Rule,
+    ctx: RuleContext,
+    current: list[Any],
+    *,
+    horizon: Horizon | None,
+) -> Outcome:
+    """``_applied``'s run, and its mark."""
     resumed = None
     if horizon is not None and horizon.kind == "carried" and horizon.resume is not None:
         resumed = horizon.resume(current, ctx, None)

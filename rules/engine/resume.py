@@ -23,6 +23,17 @@ have changed the messages before either. Anything else (a step that must run and
 horizon, a state not known, a rule that raises, a walk not given) gives ``None``: the caller
 runs every rule whole, as without the previous run. tests/proxy/test_prefix.py replays growing
 sessions with and without resuming and asserts the same bytes, changes and failures.
+
+Two steps are not run at all, as the rules are functions of their input: a step given the very
+list it was given before (no new message reaches it: ``mark.length`` messages as the previous
+run made them, and nothing after) makes what it made then, so its mark stands (a step that
+reads the request, only if it is given the fields as the request brought them and gave back
+none before: ``Carried.quiet``); and a ``fields`` step that changed nothing at all (or slept,
+its keys not in the request), given the request's fields as they came, does so again (the
+fields are the previous request's, and it reads no message: tests/rules/test_horizons.py
+holds it). An identical request (a retry) so costs a lookup per step that may wake, and a
+growing session's request-level rules do not run at all when they have nothing to do
+(tests/rules/test_resume.py).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from rules.engine.pipeline import (
     Walked,
     _carry,
     horizon_of,
+    quiet,
 )
 from rules.engine.wake import field_signals
 
@@ -59,6 +71,8 @@ class _Step:
     woken_by: frozenset[str]
     #: Its state when it did not run: ``None`` (it carries none) or ``MISSING``.
     idle: Any
+    #: A ``fields`` step: it reads no message.
+    fields: bool
 
 
 #: The facts of the last steps resumed, by the steps' id (plans are few and long-lived).
@@ -78,7 +92,8 @@ def _facts(steps: Sequence[tuple[Rule, RuleContext]]) -> tuple[_Step, ...]:
         keyed = gated and rule.reads_request and rule.scan is None
         idle = None if horizon is not None and horizon.kind != "carried" else MISSING
         woken_by = ctx.woken_by or frozenset()
-        facts.append(_Step(rule, ctx, horizon, scan, keyed, woken_by, idle))
+        fields = horizon is not None and horizon.kind == "fields"
+        facts.append(_Step(rule, ctx, horizon, scan, keyed, woken_by, idle, fields))
     if len(_FACTS) >= _MAX_FACTS:
         _FACTS.clear()
     _FACTS[id(steps)] = (steps, tuple(facts))
@@ -107,7 +122,7 @@ def resume_rules(
             return None  # it changed the messages before, and does not run now: cannot be
     clean = carried.clean and run.window is run.given
     out = messages if clean else carried.messages + run.window
-    again = Carried(steps, len(messages), run.marks, out, clean)
+    again = Carried(steps, len(messages), run.marks, out, clean, None, 0, tuple(run.quiet))
     return PipelineResult(out, tuple(run.changes), (), run.new_fields, again, resumed=True)
 
 
@@ -131,6 +146,8 @@ class _Run:
         self.marks: dict[int, Mark] = {}
         #: The length of the messages before the new ones, as the next step sees them.
         self.closed = carried.length
+        #: ``Carried.quiet`` of this run.
+        self.quiet: list[int] = []
 
     def through(self, facts: tuple[_Step, ...]) -> bool:
         """Run every step the walks wake, in order; ``False`` if one cannot resume."""
@@ -140,9 +157,13 @@ class _Run:
             position = candidates[at]
             at += 1
             step = facts[position]
+            if step.fields and self._quiet(position):
+                continue  # it changed nothing given these fields: it changes nothing again
             if step.keyed:
                 self.keys = field_signals(self.fields) if self.keys is None else self.keys
                 if step.woken_by.isdisjoint(self.keys):
+                    if self.new_fields is None:
+                        self.quiet.append(position)  # asleep given these fields: quiet
                     continue
             replaced = self._run(position, step)
             if replaced is None:
@@ -153,14 +174,36 @@ class _Run:
                 at = 0
         return candidates is not None
 
+    def _quiet(self, position: int) -> bool:
+        """Whether the step at ``position`` reads the request's fields as they came and gave
+        back none before (``Carried.quiet``): then it is quiet in this run too."""
+        if self.new_fields is None and position in self.carried.quiet:
+            self.quiet.append(position)
+            return True
+        return False
+
     def _run(self, position: int, step: _Step) -> bool | None:
         """Run one step over the new messages: whether it replaced the list (``None``: it
-        cannot resume)."""
+        cannot resume). A step given the list it was given before keeps its mark."""
         mark = self.carried.marks.get(position)
+        if (
+            not self.window
+            and mark is not None
+            and mark.length == self.closed
+            and not step.fields
+            and (not step.rule.reads_request or self._quiet(position))
+        ):
+            self.marks[position] = mark
+            self.changes.extend(mark.changes)
+            self.closed = mark.after
+            return mark.replaced
         made = _step(step, self.fields, mark, self.window, self.closed)
         if made is None:
             return None
         outcome, now, step_changes = made
+        fresh = step.rule.reads_request and self.new_fields is None
+        if fresh and quiet(step.fields, outcome, self.window):
+            self.quiet.append(position)
         self.changes.extend(step_changes)
         if now is not None:
             self.marks[position] = now

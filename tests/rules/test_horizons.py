@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rules.chat import RULES
-from rules.engine.base import Change, Outcome, Rule, RuleContext, per_message
+from rules.engine.base import Change, Outcome, Rule, RuleContext, fields_only, per_message
 from rules.engine.pipeline import clone, horizon_of
 from rules.providers.profiles import PROFILES
 from tests.budget import examples
@@ -130,6 +130,12 @@ def check_horizon(
         assert alone.messages is then and whole.messages == items
         assert all(change.index < 0 for change in whole.changes)
         assert (whole.changes, whole.request) == (alone.changes, alone.request)
+        # Nor does it read the list through the request (a resumed run does not run it again
+        # where it changed nothing, given the same fields: rules/engine/resume.py).
+        blind = ctx.with_request(_without_lists(ctx.request))
+        other = rule.apply(clone(then), blind)
+        assert other.changes == whole.changes, "a fields rule read the list in the request"
+        assert _without_lists(other.request) == _without_lists(whole.request)
         return True
     started = horizon.resume(first, ctx, None)
     assert started is not None, "from the start nothing can decline"
@@ -149,6 +155,15 @@ def check_horizon(
     else:
         assert whole.request is None and went_on[0].request is None
     return True
+
+
+def _without_lists(request: Any) -> Any:
+    """``request`` with its message list (``messages``, ``input``) emptied: what a rule that
+    reads no message gives over it is what it gives over the request."""
+    if request is None:
+        return None
+    lists = ("messages", "input")
+    return {k: [] if k in lists and type(v) is list else v for k, v in request.items()}
 
 
 def _same(one: Outcome, other: Outcome) -> bool:
@@ -197,6 +212,22 @@ def test_a_wrong_horizon_is_caught() -> None:
     assert check_horizon(rule, ctx, items, 2) is False  # the true declaration declines
     with pytest.raises(AssertionError):
         check_horizon(wrong, ctx, items, 2)
+
+
+def test_a_fields_rule_reading_the_list_in_the_request_is_caught() -> None:
+    """A rule declared ``fields`` that counts the messages of ``ctx.request``: given the same
+    fields, it would not change nothing again (rules/engine/resume.py skips it)."""
+
+    def counts(messages: list[Any], ctx: RuleContext) -> Outcome:
+        listed = ctx.request.get("messages") or []
+        return Outcome(messages, (Change("counts", -1, "counted", {"n": len(listed)}),))
+
+    rule = Rule("counts", "s", "d", "r", "safe", True, counts, reads_request=True)
+    wrong = replace(rule, horizon=fields_only(counts))
+    items = [{"role": "user", "content": "go"}, {"role": "user", "content": "on"}]
+    ctx = wrong.context().with_request({"model": "m", "messages": items})
+    with pytest.raises(AssertionError, match="read the list in the request"):
+        check_horizon(wrong, ctx, items, 1)
 
 
 def _call(call_id: str) -> dict[str, Any]:
