@@ -31,13 +31,10 @@ from proxy.relay.replies_messages import (
 )
 from rules.engine.base import Change
 from rules.replies import finish_reason, text_tool_calls
-from rules.replies.base import Search, may_act
+from rules.replies.base import LEFT_AS_TEXT, Search, may_act
 from rules.replies.formats import Format
 from rules.replies.pipeline import ReplyPlan, ReplyRun, ReplyStep, arms_any
 from rules.replies.scanner import openers
-
-#: The action of a held block let go as text: no change (the client gets the upstream's text).
-LEFT_AS_TEXT = "left_as_text"
 
 
 class _Rewriter(Protocol):

@@ -41,6 +41,17 @@ class Step:
     finish: str | None = None
 
 
+#: The action of a held block let go as the text it was: recorded (the log says why a block was
+#: not made a call), but no change: the client gets the upstream's text.
+LEFT_AS_TEXT: Final = "left_as_text"
+
+
+def changed(changes: list[Change]) -> bool:
+    """Whether ``changes`` (one choice's) hold a change the client would see: a choice with none
+    passes as it came, whatever the rules held and let go on the way."""
+    return any(change.action != LEFT_AS_TEXT for change in changes)
+
+
 @dataclass(slots=True)
 class ChoiceState:
     """What the rules of one response know about one of its choices."""

@@ -30,6 +30,7 @@ from typing import Any
 
 from rules.engine.base import Change, Option, RuleContext
 from rules.replies.base import (
+    LEFT_AS_TEXT,
     ChoiceFix,
     ChoiceState,
     Delta,
@@ -229,7 +230,7 @@ class _Fix(ChoiceFix):
     def _record_released(self) -> None:
         for reason, chars in self.scanner.released:
             self.state.changes.append(
-                Change(NAME, self.state.index, "left_as_text", {"reason": reason, "chars": chars})
+                Change(NAME, self.state.index, LEFT_AS_TEXT, {"reason": reason, "chars": chars})
             )
         self.scanner.released.clear()
 

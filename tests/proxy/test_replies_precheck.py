@@ -330,6 +330,20 @@ def test_a_chat_answer_the_pre_check_passes_is_one_no_rule_changes(
     assert _same_for_every_plan(rewrite.chat, request, body)
 
 
+@pytest.mark.parametrize("writer", WRITES, ids=["orjson", "ensure_ascii", "compact", "go", "php"])
+def test_a_choice_no_rule_changed_passes_as_it_came(writer: Callable[[Any], bytes]) -> None:
+    """Found by the property above: think-tags held the content's leading blank (a tag may
+    follow it) and let it go; the message rebuilt from what it let go lost its empty
+    ``tool_calls``, and the full path wrote a body with no change counted ("0; rules=").
+    A choice whose rules changed nothing now passes as it came on both paths."""
+    message = {"role": "assistant", "content": " ", "tool_calls": []}
+    body = writer(_completion([_choice(0, message, None)]))
+    assert _same_for_every_plan(rewrite.chat, CHAT_REQUESTS[0], body)
+    for plan in PLANS:
+        armed = rewrite.chat(plan, CHAT_REQUESTS[0])
+        assert armed is None or _full(rewrite.chat, plan, CHAT_REQUESTS[0], body)[0] is None
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages_answer, write, st.sampled_from(MESSAGES_REQUESTS))
 def test_a_messages_answer_the_pre_check_passes_is_one_no_rule_changes(
