@@ -232,8 +232,9 @@ def declares_tools(request: Mapping[str, Any]) -> bool:
     tools = request.get("tools")
     if not isinstance(tools, list):
         return False
-    if tools is _Read.last[0]:
-        return bool(_Read.last[1])
+    last_tools, last_declared = _Read.last  # one read (the class's docstring)
+    if tools is last_tools:
+        return bool(last_declared)
     for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
