@@ -43,6 +43,7 @@ from proxy.observe.log import (
 from proxy.observe.metrics import Metrics
 from rules.engine.base import Change
 from rules.providers.sanitize import Sanitized
+from tests.budget import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 #: 2026-11-30T22:41:07.532118Z, as ``time.time_ns`` gives it.
@@ -340,7 +341,7 @@ def _wrapped(path: list[str | None], leaf: Any) -> Any:
 _deep = st.builds(_wrapped, st.lists(st.one_of(st.none(), _keys), min_size=3, max_size=7), _values)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(2), deadline=None)  # 200 under the ci and dev profiles
 @given(st.dictionaries(_keys, st.one_of(_values, _deep), max_size=6), st.booleans())
 def test_capping_writes_what_the_law_writes(fields: dict[str, Any], content: bool) -> None:
     event = {**fields, "event": "e"}
