@@ -35,6 +35,7 @@ from rules.providers.profiles import PROFILES
 from rules.replies import REPLY_RULES_BY_NAME
 from rules.replies.base import plain
 from rules.replies.pipeline import ReplyPlan, compile_reply_plan
+from tests.budget import examples
 from tools.emulate.text_calls import WRITERS
 
 ARGUMENTS = {"path": 'a "quoted" <name>/é\n', "lines": 3}
@@ -313,7 +314,7 @@ MESSAGES_REQUESTS: list[dict[str, Any]] = [
 ]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     completion,
     write,
@@ -344,7 +345,7 @@ def test_a_choice_no_rule_changed_passes_as_it_came(writer: Callable[[Any], byte
         assert armed is None or _full(rewrite.chat, plan, CHAT_REQUESTS[0], body)[0] is None
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages_answer, write, st.sampled_from(MESSAGES_REQUESTS))
 def test_a_messages_answer_the_pre_check_passes_is_one_no_rule_changes(
     answer: dict[str, Any], writer: Callable[[Any], bytes], request: dict[str, Any]
