@@ -3,16 +3,15 @@ ids its messages name, and the tool messages that answer the assistant turn befo
 
 ``codex-call-ids``, ``blank-tool-call-ids``, ``duplicate-tool-call-ids``,
 ``displaced-tool-results``, ``missing-tool-call-ids``, ``orphan-tool-results`` and
-``unanswered-tool-calls`` resume with ``apart(apply)``: a new turn that names no id the history
-holds, does not start with a tool message, and that the rule leaves alone.
+``unanswered-tool-calls`` resume with ``TURNS.apart(apply)``: a new turn that names no id the
+history holds, does not start with a tool message, and that the rule leaves alone.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.apart import ApartResume, Turns, key
-from rules.engine.base import Apply
+from rules.engine.apart import Turns, key
 from rules.engine.memo import per_run
 
 
@@ -39,14 +38,4 @@ def ids_of(messages: list[Any]) -> set[Any]:
     return found
 
 
-def is_tool(message: Any) -> bool:
-    """A tool message: it answers the assistant turn before it."""
-    return type(message) is dict and message.get("role") == "tool"
-
-
-TURNS = Turns(ids_of, is_tool)
-
-
-def apart(apply: Apply) -> ApartResume:
-    """The resume of a chat id or pairing rule (``rules.engine.apart``)."""
-    return ApartResume(apply, TURNS)
+TURNS = Turns(ids_of, "tool")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.chat import scan
-from rules.chat.apart import apart
+from rules.chat.apart import TURNS
 from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.blank_ids import blank_renames, is_blank, string_ids
 
@@ -81,7 +81,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
     scan=scan.scan,
     woken_by=scan.on(scan.UNPAIRED),
     introduces=frozenset(),  # fresh, unique ids: no signal a later rule reads is set

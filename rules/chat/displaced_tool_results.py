@@ -29,7 +29,7 @@ from bisect import bisect_left
 from typing import Any
 
 from rules.chat import scan
-from rules.chat.apart import apart
+from rules.chat.apart import TURNS
 from rules.chat.tool_turns import analyse, is_paired, rebuild, rejoin
 from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 
@@ -106,7 +106,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
     scan=scan.scan,
     woken_by=scan.on(scan.UNPAIRED),
 )

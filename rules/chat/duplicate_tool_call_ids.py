@@ -35,7 +35,7 @@ from typing import Any, Final
 import orjson
 
 from rules.chat import scan
-from rules.chat.apart import apart
+from rules.chat.apart import TURNS
 from rules.chat.message_fields import function_name
 from rules.chat.tool_turns import is_assistant, rejoin
 from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
@@ -388,7 +388,7 @@ RULE = Rule(
     },
     default=True,
     apply=apply,
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
     scan=scan.scan,
     woken_by=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
 )

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.chat import scan
-from rules.chat.apart import apart
+from rules.chat.apart import TURNS
 from rules.chat.tool_turns import Block, analyse, is_paired
 from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.messages import rewrite_at
@@ -153,7 +153,7 @@ RULE = Rule(
     safety="safe",
     default=True,
     apply=apply,
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
     scan=scan.scan,
     woken_by=scan.on(scan.UNPAIRED),
 )

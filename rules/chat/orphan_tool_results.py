@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.chat import scan
-from rules.chat.apart import apart
+from rules.chat.apart import TURNS
 from rules.chat.tool_turns import analyse, is_paired, rebuild, rejoin
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, TextOption, carried
 from rules.engine.messages import dropped_content
@@ -152,7 +152,7 @@ RULE = Rule(
     },
     default=True,
     apply=apply,
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
     options=(ACTION, HEADING),
     scan=scan.scan,
     woken_by=scan.on(scan.UNPAIRED),

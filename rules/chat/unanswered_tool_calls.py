@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rules.chat import scan
-from rules.chat.apart import apart
+from rules.chat.apart import TURNS
 from rules.chat.tool_turns import analyse, is_paired, rebuild
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, carried
 
@@ -74,7 +74,7 @@ RULE = Rule(
     safety="unsafe",
     default=True,
     apply=apply,
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
     scan=scan.scan,
     woken_by=scan.on(scan.UNPAIRED),
     options=(CONTENT,),

@@ -46,13 +46,22 @@ State = tuple[frozenset[Any], bool]
 
 
 class Turns(NamedTuple):
-    """How an API's list reads for ``ApartResume`` (module-level functions: a rule's horizon
-    goes to worker processes, pickled)."""
+    """How an API's list reads for ``ApartResume`` (a module-level function and a string: a
+    rule's horizon goes to worker processes, pickled)."""
 
     #: Every id the messages name, as set members (``key``), wherever the rules read one.
     ids_of: Callable[[list[Any]], set[Any]]
-    #: Whether a message answers the turn before it (it belongs to that turn's block).
-    answers: Callable[[Any], bool]
+    #: The role of the messages that answer the turn before them (they belong to its block:
+    #: chat's ``tool`` messages, Messages' ``user`` messages, where ``tool_result`` stands).
+    answering: str
+
+    def answers(self, message: Any) -> bool:
+        """Whether ``message`` answers the turn before it."""
+        return type(message) is dict and message.get("role") == self.answering
+
+    def apart(self, apply: Apply) -> ApartResume:
+        """The resume of one of this API's id or pairing rules."""
+        return ApartResume(apply, self)
 
 
 def key(value: Any) -> Any:
@@ -91,7 +100,7 @@ class ApartResume:
     def __call__(
         self, messages: list[Any], ctx: RuleContext, state: State | None
     ) -> tuple[Outcome, State] | None:
-        ids_of, answers = self.turns
+        ids_of, answers = self.turns.ids_of, self.turns.answers
         if state is None:  # from the start: the rule's own run
             outcome = self.apply(messages, ctx)
             if outcome.messages is messages:

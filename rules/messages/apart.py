@@ -4,17 +4,16 @@ ids its blocks name, and the user messages that answer the assistant turn before
 
 ``messages-blank-tool-use-ids``, ``messages-tool-use-id-charset``,
 ``messages-duplicate-tool-use-ids`` and ``messages-tool-result-pairing`` resume with
-``apart(apply)``: a new turn (Claude Code's is the assistant's calls and the user message of their
-results) that names no id the history holds, does not start with a user message, and that the
-rule leaves alone.
+``TURNS.apart(apply)``: a new turn (Claude Code's is the assistant's calls and the user message
+of their results) that names no id the history holds, does not start with a user message, and
+that the rule leaves alone.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rules.engine.apart import ApartResume, Turns, key
-from rules.engine.base import Apply
+from rules.engine.apart import Turns, key
 from rules.engine.memo import per_run
 
 
@@ -39,14 +38,4 @@ def ids_of(messages: list[Any]) -> set[Any]:
     return found
 
 
-def is_user(message: Any) -> bool:
-    """A user message: it holds the answers to the assistant turn before it, if any."""
-    return type(message) is dict and message.get("role") == "user"
-
-
-TURNS = Turns(ids_of, is_user)
-
-
-def apart(apply: Apply) -> ApartResume:
-    """The resume of a Messages id or pairing rule (``rules.engine.apart``)."""
-    return ApartResume(apply, TURNS)
+TURNS = Turns(ids_of, "user")

@@ -23,7 +23,7 @@ from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
 from rules.engine.blank_ids import blank_renames, is_blank, string_ids
 from rules.engine.wake import on
 from rules.messages import scan
-from rules.messages.apart import apart
+from rules.messages.apart import TURNS
 from rules.messages.blocks import content_list
 
 NAME = "messages-blank-tool-use-ids"
@@ -92,5 +92,5 @@ RULE = Rule(
     # a fresh id in the pattern, unique; the call it names is now one the pairing must answer,
     # and a tool-use turn the thinking rules must judge (an empty id made it none)
     introduces=frozenset({scan.UNPAIRED, scan.BARE_TOOL_USE}),
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
 )

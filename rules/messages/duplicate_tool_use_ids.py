@@ -22,7 +22,7 @@ from rules.engine.base import Outcome, Rule, RuleContext, carried
 from rules.engine.ids import Minter
 from rules.engine.wake import on
 from rules.messages import scan
-from rules.messages.apart import apart
+from rules.messages.apart import TURNS
 from rules.messages.remap import all_ids, remap
 
 NAME = "messages-duplicate-tool-use-ids"
@@ -51,5 +51,5 @@ RULE = Rule(
     apply=apply,
     scan=scan.signals,
     woken_by=on(scan.DUP_ID),
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
 )

@@ -39,7 +39,7 @@ from rules.engine.messages import dropped_content
 from rules.engine.text import result_text
 from rules.engine.wake import on
 from rules.messages import scan
-from rules.messages.apart import apart
+from rules.messages.apart import TURNS
 from rules.messages.blocks import (
     as_blocks,
     content_list,
@@ -309,5 +309,5 @@ RULE = Rule(
     scan=scan.signals,
     woken_by=on(scan.UNPAIRED),
     options=(CONTENT, ORPHANS, HEADING),
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
 )

@@ -20,7 +20,7 @@ from rules.engine.base import Outcome, Rule, RuleContext, carried
 from rules.engine.ids import Minter
 from rules.engine.wake import on
 from rules.messages import scan
-from rules.messages.apart import apart
+from rules.messages.apart import TURNS
 from rules.messages.blocks import sanitized_id, valid_id
 from rules.messages.remap import all_ids, remap
 
@@ -59,5 +59,5 @@ RULE = Rule(
     apply=apply,
     scan=scan.signals,
     woken_by=on(scan.BAD_ID),
-    horizon=carried(apart(apply)),  # a new turn apart from the history
+    horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
 )
