@@ -26,7 +26,7 @@ import orjson
 
 from proxy.observe.log import get_logger
 from rules.engine.base import Change
-from rules.replies.base import Step, changed
+from rules.replies.base import Step
 from rules.replies.pipeline import ChoicePipe, ReplyRun, fix_message
 
 log = get_logger()
@@ -433,11 +433,7 @@ def whole_reply(run: ReplyRun, body: bytes) -> tuple[bytes, list[Change]] | None
         pipe = run.choice(choice["index"], stream=False)
         new, finish = fix_message(pipe, message, choice.get("finish_reason"))
         changes += pipe.state.changes
-        # A choice no rule changed is the upstream's, as it came: rebuilt from text a rule held
-        # and let go, it would lose what the rebuild does not keep (an empty ``tool_calls``).
-        same = not changed(pipe.state.changes) or (
-            new == message and finish == choice.get("finish_reason")
-        )
+        same = new == message and finish == choice.get("finish_reason")
         fixed.append(choice if same else {**choice, "message": new, "finish_reason": finish})
     if all(a is b for a, b in zip(fixed, choices, strict=True)):
         return None

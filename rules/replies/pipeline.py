@@ -9,7 +9,7 @@ from typing import Any
 
 from rules.engine.base import RuleContext
 from rules.replies import REPLY_RULES
-from rules.replies.base import ChoiceFix, ChoiceState, Delta, ReplyRule, Search, Step
+from rules.replies.base import ChoiceFix, ChoiceState, Delta, ReplyRule, Search, Step, changed
 
 ReplyStep = tuple[ReplyRule, RuleContext]
 
@@ -141,10 +141,11 @@ class ReplyRun:
 
 def fix_message(pipe: ChoicePipe, message: Delta, finish: str | None) -> tuple[Delta, str | None]:
     """A whole (non-streamed) choice through the pipe: its message and ``finish_reason``
-    rebuilt from the steps (the same objects when no rule changed anything)."""
+    rebuilt from the steps (the same objects when no rule changed anything: text a rule held
+    and let go, rebuilt, would lose what the rebuild does not keep, an empty ``tool_calls``)."""
     step = Step(message, finish)
     steps = pipe.feed(step) + pipe.end()
-    if steps == [step] and steps[0] is step:
+    if (steps == [step] and steps[0] is step) or not changed(pipe.state.changes):
         return message, finish
     merged: Delta = {}
     content: list[str] = []
