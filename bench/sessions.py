@@ -132,10 +132,12 @@ def run(
     rounds: int = 5,
     loops: int = 1,
     api: str = "chat",
+    thinking: bool = False,
 ) -> list[SessionRow]:
     """Every workload under the default profile's plan (what ``make run`` serves); ``api``:
     the sessions written for that API (``tests.sessions.api_session``: Claude Code's Messages,
-    Codex's Responses), under the plan the default planner gives their model."""
+    Codex's Responses; ``thinking``: Messages with a signed thinking block in each assistant
+    turn), under the plan the default planner gives their model."""
     if api == "chat":
         plan = Planner().plan("deepseek-chat")
         rows = []
@@ -146,7 +148,10 @@ def run(
     record = APIS[api]
     rows = []
     for workload in workloads:
-        bodies = [api_session(api, messages, workload, seed=7 + i) for i in range(sessions)]
+        bodies = [
+            api_session(api, messages, workload, seed=7 + i, thinking=thinking)
+            for i in range(sessions)
+        ]
         plan = Planner().for_api(record, orjson.loads(bodies[0][0]).get("model"))
         rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops, api=record))
     return rows
@@ -189,11 +194,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the sessions' API: chat (every workload), messages (Claude Code) or responses "
         "(Codex), these two over clean, stuck and broken sessions",
     )
+    parser.add_argument(
+        "--thinking",
+        action="store_true",
+        help="with --api messages: Claude Code with extended thinking (a signed thinking block "
+        "opens each assistant turn)",
+    )
     args = parser.parse_args(argv)
+    if args.thinking and args.api != "messages":
+        parser.error("--thinking needs --api messages")
     every = (*WORKLOADS, *SPACED) if args.api == "chat" else ("clean", "stuck", "broken")
     workloads = args.workload or every
     if args.quick:
-        rows = run(workloads=workloads, sessions=3, messages=200, rounds=7, api=args.api)
+        rows = run(
+            workloads=workloads,
+            sessions=3,
+            messages=200,
+            rounds=7,
+            api=args.api,
+            thinking=args.thinking,
+        )
     else:
         rows = run(
             workloads=workloads,
@@ -201,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             messages=args.messages,
             rounds=args.rounds,
             api=args.api,
+            thinking=args.thinking,
         )
     print(table(rows))
 

@@ -24,6 +24,8 @@ The tests of the prefix cache (tests/proxy/test_prefix.py) and the benchmarks
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from typing import Any
 
@@ -130,13 +132,16 @@ def interleaved(workload: str, sessions: int, messages: int) -> list[bytes]:
 APIS: tuple[str, ...] = ("chat", "messages", "responses")
 
 
-def api_session(api: str, messages_count: int, workload: str, *, seed: int) -> list[bytes]:
+def api_session(
+    api: str, messages_count: int, workload: str, *, seed: int, thinking: bool = False
+) -> list[bytes]:
     """``session``'s growing session written for ``api``: ``chat`` as it is; ``messages`` as
     Claude Code sends it (the system prompt in ``system``, each turn's tool results and the
     next prompt in one user message, ``tool_use`` inputs as objects: the defect's arguments,
-    which read as no object, go as the string they are); ``responses`` as Codex sends it
-    (``instructions``, ``function_call`` and ``function_call_output`` items). A request ends
-    where the chat session's does: before each assistant turn."""
+    which read as no object, go as the string they are; ``thinking``: each assistant turn
+    opens with a signed thinking block, as with extended thinking on); ``responses`` as Codex
+    sends it (``instructions``, ``function_call`` and ``function_call_output`` items). A
+    request ends where the chat session's does: before each assistant turn."""
     if api == "chat":
         return session(messages_count, workload, seed=seed)
     if api not in APIS or (workload not in WORKLOADS and workload not in SPLIT):
@@ -147,16 +152,27 @@ def api_session(api: str, messages_count: int, workload: str, *, seed: int) -> l
     system = "\n".join(m["content"] for m in last if m["role"] == "system")
     turns = [m for m in last if m["role"] != "system"]
     cuts = sorted(k - (len(last) - len(turns)) for k in lengths)
-    write = _messages_body if api == "messages" else _responses_body
-    return [orjson.dumps(write(turns[:k], system)) for k in cuts]
+    if api == "messages":
+        return [orjson.dumps(_messages_body(turns[:k], system, thinking)) for k in cuts]
+    return [orjson.dumps(_responses_body(turns[:k], system)) for k in cuts]
 
 
-def _messages_body(turns: list[dict[str, Any]], system: str) -> dict[str, Any]:
+def _signature(turn: int) -> str:
+    """A signature as long as Anthropic's usually are (base64, a few hundred characters)."""
+    return base64.b64encode(hashlib.sha512(str(turn).encode()).digest() * 4).decode()
+
+
+def _messages_body(turns: list[dict[str, Any]], system: str, thinking: bool) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
-    for message in turns:
+    for number, message in enumerate(turns):
         role = message["role"]
         if role == "assistant":
             blocks: list[dict[str, Any]] = []
+            if thinking:
+                thought = f"Turn {number}: what the user asked, and which tool answers it next."
+                blocks.append(
+                    {"type": "thinking", "thinking": thought, "signature": _signature(number)}
+                )
             if message.get("content"):
                 blocks.append({"type": "text", "text": message["content"]})
             for call in message.get("tool_calls") or ():
@@ -182,7 +198,7 @@ def _messages_body(turns: list[dict[str, Any]], system: str) -> dict[str, Any]:
         {"name": name, "description": f"The {name} tool.", "input_schema": {"type": "object"}}
         for name in _TOOLS
     ]
-    return {
+    body = {
         "model": "claude-sonnet-4-5",
         "max_tokens": 4096,
         "system": system,
@@ -190,6 +206,9 @@ def _messages_body(turns: list[dict[str, Any]], system: str) -> dict[str, Any]:
         "tools": tools,
         "stream": True,
     }
+    if thinking:  # as Claude Code asks for it
+        body.update(max_tokens=32000, thinking={"type": "enabled", "budget_tokens": 16000})
+    return body
 
 
 def _responses_body(turns: list[dict[str, Any]], system: str) -> dict[str, Any]:

@@ -133,6 +133,10 @@ class _Entry:
     #: (rules/engine/resume.py; ``PrefixCache.keep``), and what it is charged.
     carried: Carried | None = None
     carried_charge: int = 0
+    #: No object written in ``prefix`` that carries a ``signature`` repeats a key: the check of
+    #: a signed API's rewritten body read them (rules/providers/sanitize.py ``_write``), and a
+    #: later body that starts with the same bytes holds the same objects there.
+    signed_checked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,15 +172,39 @@ class Layout:
     ``tail``: for a body read from a whole entry's prefix, how many messages that prefix held,
     where its list ends in the body, and where each message added after it starts (then one
     past the ``]``): a resumed list (``write_spanned``) copies the previous request's repaired
-    bytes for the messages before, and the body's own for the new ones no rule replaced."""
+    bytes for the messages before, and the body's own for the new ones no rule replaced.
 
-    __slots__ = ("entry", "made", "tail")
+    ``checked``: where the body's list's first item starts and how long a prefix of it an
+    earlier body's signed-duplicates check read (the entry it was read from), if one did."""
 
-    def __init__(self, entry: _Entry, tail: tuple[int, int, list[int]] | None = None) -> None:
+    __slots__ = ("checked", "entry", "made", "tail")
+
+    def __init__(
+        self,
+        entry: _Entry,
+        tail: tuple[int, int, list[int]] | None = None,
+        checked: tuple[int, int] | None = None,
+    ) -> None:
         self.entry = entry
         self.tail = tail
+        self.checked = checked
         #: What the objects of the messages serialized by the last write are charged.
         self.made = 0
+
+    def unchecked(self, raw: bytes) -> bytes:
+        """What of ``raw`` the signed-duplicates check has still to read: ``raw`` without the
+        messages in the prefix an earlier body's check read (a JSON text with every other
+        object of ``raw``, the top-level one included), else ``raw`` whole."""
+        if self.checked is None:
+            return raw
+        first, length = self.checked
+        after = length + 1 if raw[length : length + 1] == b"," else length
+        return b"".join((memoryview(raw)[:first], memoryview(raw)[after:]))
+
+    def signed_checked(self) -> None:
+        """The body this layout was made for holds no signed object that repeats a key: so
+        does its entry's prefix, for the next body that starts with it."""
+        self.entry.signed_checked = True
 
     def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes:
         """``orjson.dumps(payload)``, where ``payload[field]`` holds the messages of ``raw`` a
@@ -495,10 +523,12 @@ class PrefixCache:
             now, tail = (None, tail) if extended is None else extended
         if now is None:
             return Reading("hit", payload, walked, length)
+        # The messages of the prefix are the entry's (the same bytes): checked if its were.
+        checked = (entry.first, length) if entry.signed_checked and entry.first <= length else None
         resume = None
         if end is None and entry.carried is not None and _ends(body, len(now.prefix), entry.after):
             resume = entry.carried  # the same bytes around the list: the same other fields
-        return Reading("hit", payload, walked, length, Layout(now, tail), resume)
+        return Reading("hit", payload, walked, length, Layout(now, tail, checked), resume)
 
     def _miss(self, space: Hashable, api: Api, body: bytes) -> Reading:
         """``body`` parsed whole; an entry made if its list is written as orjson writes it."""

@@ -6,6 +6,7 @@ Pure, as the rest of ``rules/``: the server (proxy/server/trip.py), its worker p
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +47,15 @@ class Layout(Protocol):
         """``write``, and where the items of the list are in the bytes written (``-1, -1``: not
         known); ``closed``: the list's first messages are those of the previous request's
         repaired list, written as the bytes given (``None``: the client's own)."""
+        ...
+
+    def unchecked(self, raw: bytes) -> bytes:
+        """What of ``raw`` the signed-duplicates check has still to read (``_write``): a JSON
+        text of every object of ``raw`` but the messages an earlier body's check read."""
+        ...
+
+    def signed_checked(self) -> None:
+        """Say that ``raw`` holds no signed object that repeats a key."""
         ...
 
 
@@ -236,7 +246,7 @@ def _write_spanned(
         spans.append((start, end))
         return body
 
-    written = _write(raw, payload, api, write)
+    written = _write(raw, payload, api, write, layout)
     if isinstance(written, str):
         return written
     return (written, *spans[0]) if spans else (written, -1, -1)
@@ -306,19 +316,24 @@ def _write(
     payload: dict[str, Any],
     api: Api,
     write: Callable[[dict[str, Any]], bytes] | None = None,
+    layout: Layout | None = None,
 ) -> bytes | str:
     """The repaired payload as bytes, or why it goes as it came: ``unserializable`` (nested
     deeper than the 255 levels orjson writes, though it reads 1024: never forward something
     half-done; the proxy counts it as ``limit_exceeded``), ``duplicate_signed_keys`` (written
     back, a signed block with a duplicate key would keep only its last value under a signature
     that may cover the first). ``write`` writes the payload as ``orjson.dumps`` would, from
-    the client's bytes of what no rule changed (``proxy.relay.prefix.Layout.write``)."""
+    the client's bytes of what no rule changed (``proxy.relay.prefix.Layout.write``); the
+    ``layout`` it writes from says what an earlier body's check read already."""
     try:
         body = orjson.dumps(payload) if write is None else write(payload)
     except TypeError:
         return "unserializable"
-    if api.signed and b'"signature"' in raw and signed_duplicates(raw):
-        return "duplicate_signed_keys"
+    if api.signed:
+        if signed_duplicates(raw if layout is None else layout.unchecked(raw)):
+            return "duplicate_signed_keys"
+        if layout is not None:
+            layout.signed_checked()  # the next body of the session reads only what it adds
     return body
 
 
@@ -401,10 +416,18 @@ def _no_signed_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+#: How a ``signature`` key could be written other than plainly: a lower-case ASCII letter
+#: escaped (``"\u0073ignature"``), which no JSON writer does on its own.
+_ESCAPED_LETTER = re.compile(rb"\\u00[67][0-9a-fA-F]")
+
+
 def signed_duplicates(raw: bytes) -> bool:
     """Some object of the body that carries a ``signature`` repeats a key (``{"thinking": "a",
     "signature": "s", "thinking": "b"}``). One standard-library parse, only for a Messages body
-    the rules rewrote that holds a signature at all."""
+    the rules rewrote that could hold a signature at all (its key written plainly or with an
+    escaped letter)."""
+    if b'"signature"' not in raw and _ESCAPED_LETTER.search(raw) is None:
+        return False
     try:
         json.loads(raw, object_pairs_hook=_no_signed_duplicates)
     except _Duplicate:

@@ -27,6 +27,7 @@ from proxy.relay.prefix import SKIP, PrefixCache
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
 from rules.engine import memo
 from rules.engine.base import per_message
+from rules.providers import sanitize
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan
 from rules.providers.profiles import PROFILES
@@ -670,3 +671,84 @@ def test_a_moved_cache_marker_reuses_what_comes_before_it() -> None:
     cache = replay(MESSAGES_API, plan_of("messages", "anthropic"), session)
     assert cache.counts == {"hit": 3, "miss": 1, "skip": 0}
     assert cache.entries == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The signed-duplicates check follows the new turn
+# ---------------------------------------------------------------------------------------------
+
+
+def _doubled(session: list[bytes], where: str) -> list[bytes]:
+    """``session`` with a signed object that repeats a key from its second half on: the
+    thinking block of the first assistant turn that half adds (``turn``), or the request's
+    own fields (``fields``: a top-level ``signature``, and ``stream`` twice)."""
+    half = len(session) // 2
+    if where == "fields":
+        doubled = b',"signature":"s","stream":true}'
+        return [*session[:half], *(body[:-1] + doubled for body in session[half:])]
+    before = len(orjson.loads(session[half])["messages"])
+    turns = orjson.loads(session[-1])["messages"]
+    turn = next(m for m in turns[before:] if m["role"] == "assistant")
+    block = turn["content"][0]
+    signed = b'"signature":' + orjson.dumps(block["signature"])
+    assert block["type"] == "thinking" and session[-1].count(signed) == 1
+    return [body.replace(signed, signed + b',"thinking":"again"') for body in session]
+
+
+@pytest.mark.parametrize("where", ["turn", "fields"])
+@pytest.mark.parametrize("name", ["anthropic", "deepseek", "kimi"])
+def test_a_signed_session_is_checked_only_where_it_grows(
+    name: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code with extended thinking: every assistant turn opens with a signed thinking
+    block, and a stuck session is rewritten on every request, so each one is checked for a
+    signed object that repeats a key (rules/providers/sanitize.py). Through the cache, each
+    request after the first it checked reads only what it adds (the top-level fields and its
+    new messages): what its prefix holds was read for an earlier request. What it forwards is
+    a full run's, and a repeated key is still found where a full run finds it: in a block a
+    later turn adds (the cache reads that body whole: its bytes are not orjson's), or in the
+    request's own fields."""
+    clean = api_session("messages", 60, "stuck-split", seed=11, thinking=True)
+    doubled = _doubled(clean, where)
+    plan = plan_of("messages", name)
+    read: list[int] = []
+    check = sanitize.signed_duplicates
+
+    def counted(raw: bytes) -> bool:
+        read.append(len(raw))
+        return check(raw)
+
+    monkeypatch.setattr(sanitize, "signed_duplicates", counted)
+    for session in (clean, doubled):
+        cache = PrefixCache()
+        for number, body in enumerate(session):
+            full = sanitize_body(body, plan, "messages")
+            read.clear()
+            reading = cache.read("s", MESSAGES_API, body)
+            through = cache.repair(reading, body, plan, "messages", parsed=reading.payload)
+            assert (through.body, through.changes, through.skipped) == (
+                full.body,
+                full.changes,
+                full.skipped,
+            ), number
+            rewritten = through.body != body or through.skipped is not None
+            assert len(read) == rewritten, number  # a body the rules rewrote is checked
+            if session is doubled and body != clean[number]:
+                assert through.skipped == "duplicate_signed_keys", number
+            elif rewritten and number >= 4:  # from the first checked request's prefix on
+                fields = {k: v for k, v in orjson.loads(body).items() if k != "messages"}
+                added = len(body) - len(session[number - 1])
+                assert read[0] <= added + len(orjson.dumps(fields)) + 20, (number, read[0])
+        assert cache.counts["hit"] == len(session) - 1
+
+
+def test_a_signature_key_with_an_escaped_letter_is_checked() -> None:
+    """JSON may escape any letter of a key: ``"\\u0073ignature"`` reads as ``signature``, so a
+    signed block that repeats a key is found however its key is written."""
+    block = b'{"type":"thinking","thinking":"a","\\u0073ignature":"s","thinking":"b"}'
+    body = b'{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text",'
+    body += b'"text":"hi"}]},{"role":"assistant","content":[' + block + b"]},"
+    body += b'{"role":"assistant","content":[{"type":"text","text":"again"}]}]}'
+    assert sanitize.signed_duplicates(body)
+    result = sanitize_body(body, plan_of("messages", "anthropic"), "messages")
+    assert result.skipped == "duplicate_signed_keys" and result.body == body
