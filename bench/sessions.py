@@ -2,7 +2,10 @@
 
 The sessions and their workloads are the tests' (tests/sessions.py: each request the previous
 one plus a turn; ``clean``, ``clean-empty``, ``clean-kimi``, ``stuck``, ``broken``; with
-``--workload stuck-split``, issue 39's split turn that repeats a call).
+``--workload stuck-split``, issue 39's split turn that repeats a call). With ``--thinking``:
+chat sessions in DeepSeek's thinking mode whose client drops ``reasoning_content``, each request
+given every turn's reasoning by the stash (its keys read per request, as the server's lookup
+reads them); Messages sessions with a signed thinking block in each assistant turn.
 
 Subjects, timed over the whole session (every request in order) and interleaved round by round in
 the same run: ``floor-json`` (``orjson.dumps(orjson.loads(body))``, the least a JSON-aware proxy
@@ -28,15 +31,17 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from proxy.config import PrefixConfig
 from proxy.relay.prefix import PrefixCache
 from rules.engine import known
+from rules.engine.base import RequestFacts
 from rules.providers.apis import APIS, CHAT_API, Api
 from rules.providers.planner import Plan, Planner
-from rules.providers.sanitize import sanitize_body
+from rules.providers.sanitize import Sanitized, sanitize_body
 from tests.sessions import SPACED, SPLIT, WORKLOADS, api_session, session
 
 
@@ -54,26 +59,68 @@ class SessionRow:
     ratio: dict[str, float]
 
 
-def _full(flat: Sequence[bytes], plan: Plan, api: Api = CHAT_API) -> list[object]:
+#: What the server's stash lookup gives a request, from the body as parsed.
+Recall = Callable[[dict[str, Any]], RequestFacts]
+_SCOPE = "bench"
+
+
+def stash_of(bodies: Sequence[Sequence[bytes]], plan: Plan) -> Recall:
+    """A stash holding the reasoning of every turn of ``bodies`` (about 500 characters each, as
+    DeepSeek's usually are): the facts it gives a request, its keys read as the server's lookup
+    reads them (``Plan.recalling``, proxy/stash/hooks.py)."""
+    recalling = plan.recalling()
+    assert recalling is not None, "the plan recalls nothing"
+    query, ctx = recalling
+    store: dict[str, str] = {}
+    for one in bodies:
+        for key in query.keys(orjson.loads(one[-1]), ctx, _SCOPE):
+            store.setdefault(key, f"Turn {len(store)}: " + "the user wants the file read. " * 16)
+
+    def recall(payload: dict[str, Any]) -> RequestFacts:
+        keys = query.keys(payload, ctx, _SCOPE)
+        return RequestFacts(_SCOPE, {k: store[k] for k in keys if k in store}, wanted=keys)
+
+    return recall
+
+
+def _full(
+    flat: Sequence[bytes], plan: Plan, api: Api = CHAT_API, recall: Recall | None = None
+) -> list[Sanitized]:
     """Every request repaired alone (``prefix_cache: {enabled: false}``); nothing a round
-    remembered of the strings is left for the next (``rules.engine.known``)."""
+    remembered of the strings is left for the next (``rules.engine.known``); ``recall``: each
+    given what the stash holds for it."""
     known.forget()
-    return [sanitize_body(b, plan, api.name) for b in flat]
+    if recall is None:
+        return [sanitize_body(b, plan, api.name) for b in flat]
+    out: list[Sanitized] = []
+    for body in flat:
+        payload = orjson.loads(body)
+        given = recall(payload)
+        out.append(sanitize_body(body, plan, api.name, parsed=payload, given=given))
+    return out
 
 
 def _through_cache(
-    bodies: Sequence[Sequence[bytes]], plan: Plan, *, resume: bool = True, api: Api = CHAT_API
+    bodies: Sequence[Sequence[bytes]],
+    plan: Plan,
+    *,
+    resume: bool = True,
+    api: Api = CHAT_API,
+    recall: Recall | None = None,
 ) -> list[object]:
     """Every request repaired as the server does it (proxy/relay/prefix.py): each session through
     a cache of its own, empty when the session starts; ``resume``: the rules resume from the
-    previous request's run (rules/engine/resume.py), else they run over the whole list."""
+    previous request's run (rules/engine/resume.py), else they run over the whole list;
+    ``recall``: each given what the stash holds for it."""
     known.forget()
     out: list[object] = []
     for one in bodies:
         cache = PrefixCache(PrefixConfig(resume=resume))
         for body in one:
             reading = cache.read("session", api, body)
-            out.append(cache.repair(reading, body, plan, api.name, parsed=reading.payload))
+            payload = reading.payload
+            given = None if recall is None or payload is None else recall(payload)
+            out.append(cache.repair(reading, body, plan, api.name, parsed=payload, given=given))
     return out
 
 
@@ -85,21 +132,22 @@ def _time(fn: Callable[[], object], loops: int) -> float:
 
 
 def measure(
-    workload: str,
+    label: str,
     bodies: Sequence[Sequence[bytes]],
     plan: Plan,
     *,
     rounds: int,
     loops: int,
     api: Api = CHAT_API,
+    recall: Recall | None = None,
 ) -> SessionRow:
     flat = [body for one in bodies for body in one]
     subjects: dict[str, Callable[[], object]] = {
         "floor-json": lambda: [orjson.dumps(orjson.loads(b)) for b in flat],
         "relay": lambda: [bytes(memoryview(b)) for b in flat],
-        "chatmend": lambda: _full(flat, plan, api),
-        "prefix": lambda: _through_cache(bodies, plan, api=api),
-        "prefix-whole": lambda: _through_cache(bodies, plan, resume=False, api=api),
+        "chatmend": lambda: _full(flat, plan, api, recall),
+        "prefix": lambda: _through_cache(bodies, plan, api=api, recall=recall),
+        "prefix-whole": lambda: _through_cache(bodies, plan, resume=False, api=api, recall=recall),
     }
     for fn in subjects.values():
         fn()  # warm up
@@ -111,9 +159,9 @@ def measure(
             samples[name].append(_time(fn, loops))
         for name in subjects:
             ratios[name].append(samples["floor-json"][-1] / samples[name][-1])
-    changes = sum(len(sanitize_body(b, plan, api.name).changes) for b in flat)
+    changes = sum(len(result.changes) for result in _full(flat, plan, api, recall))
     return SessionRow(
-        workload if api is CHAT_API else f"{api.name}: {workload}",
+        label,
         len(bodies),
         len(flat),
         sum(len(b) for b in flat) / 1024,
@@ -139,11 +187,16 @@ def run(
     Codex's Responses; ``thinking``: Messages with a signed thinking block in each assistant
     turn), under the plan the default planner gives their model."""
     if api == "chat":
-        plan = Planner().plan("deepseek-chat")
+        model = "deepseek-reasoner" if thinking else "deepseek-chat"
+        plan = Planner().plan(model)
         rows = []
         for workload in workloads:
             bodies = [session(messages, workload, seed=7 + i) for i in range(sessions)]
-            rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops))
+            if thinking:
+                bodies = [[_with_model(body, model) for body in one] for one in bodies]
+            recall = stash_of(bodies, plan) if thinking else None
+            label = f"thinking: {workload}" if thinking else workload
+            rows.append(measure(label, bodies, plan, rounds=rounds, loops=loops, recall=recall))
         return rows
     record = APIS[api]
     rows = []
@@ -153,8 +206,13 @@ def run(
             for i in range(sessions)
         ]
         plan = Planner().for_api(record, orjson.loads(bodies[0][0]).get("model"))
-        rows.append(measure(workload, bodies, plan, rounds=rounds, loops=loops, api=record))
+        label = f"{api}{' thinking' if thinking else ''}: {workload}"
+        rows.append(measure(label, bodies, plan, rounds=rounds, loops=loops, api=record))
     return rows
+
+
+def _with_model(body: bytes, model: str) -> bytes:
+    return orjson.dumps({**orjson.loads(body), "model": model})
 
 
 def table(rows: Sequence[SessionRow]) -> str:
@@ -197,12 +255,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--thinking",
         action="store_true",
-        help="with --api messages: Claude Code with extended thinking (a signed thinking block "
-        "opens each assistant turn)",
+        help="thinking sessions: chat in DeepSeek's thinking mode, the client dropping "
+        "reasoning_content and the stash restoring every turn's; messages: Claude Code with "
+        "extended thinking (a signed thinking block opens each assistant turn)",
     )
     args = parser.parse_args(argv)
-    if args.thinking and args.api != "messages":
-        parser.error("--thinking needs --api messages")
+    if args.thinking and args.api == "responses":
+        parser.error("--thinking is for --api chat or messages")
     every = (*WORKLOADS, *SPACED) if args.api == "chat" else ("clean", "stuck", "broken")
     workloads = args.workload or every
     if args.quick:

@@ -139,7 +139,8 @@ class ReasoningHooks(Subscriber):
             if mark in body:
                 keys = await offload(wanted_keys_of, body, planner, scope, api)
                 if keys:
-                    reasoning.given = RequestFacts(scope, await stash.recall(keys))
+                    recalled = await stash.recall(keys)
+                    reasoning.given = RequestFacts(scope, recalled, wanted=keys)
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning
@@ -190,7 +191,11 @@ class ReasoningHooks(Subscriber):
         try:
             if stash is not None and reasoning.wanted:
                 recalled = await stash.recall(reasoning.wanted)
-                reasoning.given = RequestFacts(reasoning.given.scope, recalled)
+                # What was asked goes too: the session's next request resumes the rules when
+                # it is given the same values for these keys (rules/engine/resume.py).
+                reasoning.given = RequestFacts(
+                    reasoning.given.scope, recalled, wanted=reasoning.wanted
+                )
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
 

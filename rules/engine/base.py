@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -140,6 +140,10 @@ class RequestFacts:
     scope: str = ""
     recalled: Mapping[str, Any] = field(default_factory=dict)
     betas: frozenset[str] = frozenset()
+    #: The keys the request's turns asked for (``recalled`` holds those found), or ``None``
+    #: where not known: the next request of the session, given the same values for them,
+    #: leaves those turns as this one did (rules/engine/resume.py).
+    wanted: Sequence[str] | None = None
 
     @property
     def empty(self) -> bool:

@@ -39,11 +39,11 @@ growing session's request-level rules do not run at all when they have nothing t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from rules.engine import memo
-from rules.engine.base import Change, Horizon, Outcome, Rule, RuleContext
+from rules.engine.base import Change, Horizon, Outcome, RequestFacts, Rule, RuleContext
 from rules.engine.pipeline import (
     MISSING,
     Carried,
@@ -94,6 +94,8 @@ def _facts(steps: Sequence[tuple[Rule, RuleContext]]) -> tuple[_Step, ...]:
         woken_by = ctx.woken_by or frozenset()
         fields = horizon is not None and horizon.kind == "fields"
         facts.append(_Step(rule, ctx, horizon, scan, keyed, woken_by, idle, fields))
+    if any(ctx.given.recalled for _, ctx in steps):
+        return tuple(facts)  # one request's: what was recalled for it is not kept here
     if len(_FACTS) >= _MAX_FACTS:
         _FACTS.clear()
     _FACTS[id(steps)] = (steps, tuple(facts))
@@ -111,7 +113,7 @@ def resume_rules(
     """``run_rules(messages, steps, private=True, request=request, walked=walked,
     record=True)``, where ``messages`` is ``carried``'s list then the new messages, worked out
     over the new messages only; ``None`` when that cannot be trusted (run them whole)."""
-    if steps is not carried.steps or len(messages) < carried.length:
+    if len(messages) < carried.length or not _same_steps(steps, carried.steps):
         return None
     run = _Run(messages, carried, request, walked)
     with memo.run():
@@ -124,6 +126,43 @@ def resume_rules(
     out = messages if clean else carried.messages + run.window
     again = Carried(steps, len(messages), run.marks, out, clean, None, 0, tuple(run.quiet))
     return PipelineResult(out, tuple(run.changes), (), run.new_fields, again, resumed=True)
+
+
+def _same_steps(
+    steps: Sequence[tuple[Rule, RuleContext]], before: Sequence[tuple[Rule, RuleContext]]
+) -> bool:
+    """``steps`` decide the messages ``before`` ran over as ``before`` did: the very steps, or
+    the same plan given facts that say the same of those messages (``_same_facts``)."""
+    if steps is before:
+        return True
+    if len(steps) != len(before):
+        return False
+    for (rule, ctx), (was_rule, was) in zip(steps, before, strict=True):
+        if rule is not was_rule:
+            return False
+        if ctx is not was and not (
+            rule.gets_facts
+            and _same_facts(ctx.given, was.given)
+            and ctx.options is was.options
+            and ctx == replace(was, given=ctx.given)
+        ):
+            return False
+    return True
+
+
+def _same_facts(given: RequestFacts, before: RequestFacts) -> bool:
+    """``given`` says of the previous request's turns what ``before`` said: the same scope and
+    betas, and for each key those turns asked for (``RequestFacts.wanted``), the same value or
+    none again. Keys the new turn adds may be recalled too (a DeepSeek thinking session whose
+    stash restores each turn's reasoning gives one more value with every request)."""
+    if given is before:
+        return True
+    if given.scope != before.scope or given.betas != before.betas:
+        return False
+    if before.wanted is None:
+        return given.recalled == before.recalled
+    now, then = given.recalled, before.recalled
+    return all(now.get(key, MISSING) == then.get(key, MISSING) for key in before.wanted)
 
 
 class _Run:

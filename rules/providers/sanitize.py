@@ -299,12 +299,15 @@ _READABLE: dict[int, tuple[Sequence[Any], list[Any]]] = {}
 
 def _readable_steps(steps: Sequence[Any]) -> list[Any]:
     """``steps`` without the rules that repair lone surrogates (a body orjson read holds none),
-    computed once per plan: plans are few and long-lived; the memo is bounded anyway (a plan
-    given the request's facts is new each request)."""
+    computed once per plan: plans are few and long-lived; the memo is bounded anyway, and never
+    holds a plan given what the stash recalled for one request (new each request, and it holds
+    the texts)."""
     known = _READABLE.get(id(steps))
     if known is not None and known[0] is steps:
         return known[1]
     kept = [step for step in steps if step[0].name not in _SURROGATE_RULES]
+    if any(ctx.given.recalled for _, ctx in steps):
+        return kept  # one request's: what was recalled for it is not kept here
     if len(_READABLE) >= 64:
         _READABLE.clear()
     _READABLE[id(steps)] = (steps, kept)

@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 
 from proxy.config import PrefixConfig
 from proxy.relay.prefix import SKIP, PrefixCache
+from rules.chat import reasoning_content
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
 from rules.engine import memo
-from rules.engine.base import per_message
+from rules.engine.base import RequestFacts, per_message
 from rules.providers import sanitize
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan
@@ -752,3 +753,108 @@ def test_a_signature_key_with_an_escaped_letter_is_checked() -> None:
     assert sanitize.signed_duplicates(body)
     result = sanitize_body(body, plan_of("messages", "anthropic"), "messages")
     assert result.skipped == "duplicate_signed_keys" and result.body == body
+
+
+# ---------------------------------------------------------------------------------------------
+# Recalled facts: a thinking session whose stash restores each turn's reasoning resumes
+# ---------------------------------------------------------------------------------------------
+
+
+def _turn_keys(payload: dict[str, Any], scope: str) -> list[str]:
+    """The keys a DeepSeek thinking request's turns ask the stash for, written out here: one
+    per assistant tool-call turn without its ``reasoning_content`` (the rule's own reading is
+    what is judged)."""
+    keys = [
+        reasoning_content.turn_key(scope, message["tool_calls"])
+        for message in payload["messages"]
+        if message.get("role") == "assistant"
+        and message.get("tool_calls")
+        and not (message.get("reasoning_content") or "").strip()
+    ]
+    return [key for key in keys if key is not None]
+
+
+def replay_recalled(
+    session: list[bytes], stores: Sequence[dict[str, str]], plan: Plan
+) -> tuple[int, list[bool]]:
+    """Each request of ``session`` given what its own ``stores`` entry holds for the keys its
+    turns want (as the proxy's stash lookup gives it, ``RequestFacts.wanted`` included), through
+    a resuming cache, against a full run given the same facts; how many requests resumed,
+    and which."""
+    cache, resumed = PrefixCache(), []
+    for number, (body, store) in enumerate(zip(session, stores, strict=True)):
+        wanted = _turn_keys(orjson.loads(body), "scope")
+        recalled = {key: store[key] for key in wanted if key in store}
+        given = RequestFacts("scope", recalled, wanted=wanted)
+        full = sanitize_body(body, plan, "chat", given=given)
+        reading = cache.read("s", CHAT_API, body)
+        through = cache.repair(reading, body, plan, "chat", parsed=reading.payload, given=given)
+        where = (number, reading.outcome, through.resumed)
+        assert through.body == full.body, where
+        assert through.changes == full.changes, where
+        assert through.failures == full.failures, where
+        resumed.append(through.resumed)
+    return sum(resumed), resumed
+
+
+def _thinking(session: list[bytes]) -> list[bytes]:
+    return [orjson.dumps({**orjson.loads(body), "model": "deepseek-reasoner"}) for body in session]
+
+
+@pytest.mark.parametrize("workload", ["clean", "stuck", "stuck-split"])
+def test_a_thinking_session_whose_reasoning_is_recalled_resumes(workload: str) -> None:
+    """DeepSeek in thinking mode, a client that drops ``reasoning_content`` (most do), and the
+    stash restoring each tool-call turn's reasoning: every request is given one more recalled
+    value than the last, so it made a new plan, and ran every rule over the whole history
+    (1.1 ms a request at 300 messages). Facts that say the same of the old turns (the same
+    value, or none again, for every key they asked for) now let the rules resume: as often as
+    with nothing recalled at all."""
+    session = _thinking(bench_session(60, workload, seed=11))
+    last = orjson.loads(session[-1])
+    store = {key: f"reasoning {n}" for n, key in enumerate(_turn_keys(last, "scope"))}
+    plan = plan_of("chat", "deepseek-reasoner")
+    count, resumed = replay_recalled(session, [store] * len(session), plan)
+    _, without = replay_recalled(session, [{}] * len(session), plan)
+    assert resumed == without and count >= len(session) - 5, resumed
+
+
+def test_a_value_recalled_later_for_an_old_turn_runs_the_rules_whole() -> None:
+    """A turn's reasoning the stash did not hold for a request (the response stored late, a
+    race) but holds for the next: that turn is decided anew (restored, not the placeholder),
+    so the request runs whole; a value that changed, likewise."""
+    session = _thinking(bench_session(60, "clean", seed=11))
+    keys = _turn_keys(orjson.loads(session[-1]), "scope")
+    full = {key: f"reasoning {n}" for n, key in enumerate(keys)}
+    late = dict(full)
+    del late[keys[1]]
+    changed = {**full, keys[2]: "other reasoning"}
+    at = len(session) // 2
+    for later in (full, changed):
+        stores = [late if number < at else later for number in range(len(session))]
+        if later is changed:
+            stores = [full if number < at else changed for number in range(len(session))]
+        _, resumed = replay_recalled(session, stores, plan_of("chat", "deepseek-reasoner"))
+        assert not resumed[at] and all(resumed[at + 1 : at + 4])
+
+
+@SETTINGS
+@given(data=st.data())
+def test_generated_thinking_sessions_resume_as_their_facts_allow(data: st.DataObject) -> None:
+    """Generated histories, cut as sessions, each request given what a changing stash holds
+    (values added, dropped and replaced between requests): every request forwards what a full
+    run given the same facts forwards."""
+    items = data.draw(clean_transcripts(max_turns=4))
+    points = data.draw(cuts(len(items)))
+    session = _thinking(bodies(items, points, {"model": "deepseek-reasoner"}, "messages"))
+    keys = _turn_keys(orjson.loads(session[-1]), "scope") if session else []
+    stores: list[dict[str, str]] = []
+    store: dict[str, str] = {}
+    for _ in session:
+        for key in keys:
+            move = data.draw(st.sampled_from(("keep", "keep", "keep", "add", "drop", "change")))
+            if move == "add" or (move == "change" and key in store):
+                store[key] = data.draw(st.sampled_from(("a", "b", " ", "")))
+            elif move == "drop":
+                store.pop(key, None)
+        stores.append(dict(store))
+    replay_recalled(session, stores, plan_of("chat", "deepseek-reasoner"))

@@ -10,9 +10,10 @@ import asyncio
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
+import openai
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -474,3 +475,45 @@ async def test_a_store_slower_than_the_sanitize_deadline_sends_the_body_as_it_ca
     assert (limit["limit"], limit["seconds"]) == ("sanitize_deadline", 0.05)
     assert counter(proxy, "chatmend_limits_total", limit="sanitize_deadline") == 1
     assert "payload_sanitized" not in [entry["event"] for entry in logs]
+
+
+async def test_a_long_thinking_session_resumes_with_every_turn_restored(
+    start: Start, upstream: ThinkingUpstream
+) -> None:
+    """An agent on DeepSeek's thinking mode through the openai SDK, dropping
+    ``reasoning_content`` as most do: every request is given the reasoning of every tool-call
+    turn so far, one more than the last request, and still resumes the rules from the last
+    one (rules/engine/resume.py: the facts say the same of the old turns), rather than running
+    them over the whole history; each turn reaches the strict upstream with its own text."""
+    proxy = await start()
+    client = openai.AsyncOpenAI(
+        base_url=str(proxy.make_url("/v1")), api_key="sk-client-a", max_retries=0
+    )
+    messages: list[dict[str, Any]] = []
+    requests = 0
+    async with client:
+        for turn in range(12):
+            messages.append({"role": "user", "content": f"Read a.txt ({turn})"})
+            for _ in range(2):  # the tool call, then the answer once its result is in
+                answer = await client.chat.completions.create(
+                    model="deepseek-v4-pro", messages=cast(Any, messages)
+                )
+                requests += 1
+                message = answer.choices[0].message.model_dump(exclude_none=True)
+                message.pop("reasoning_content", None)  # what the client keeps of it
+                messages.append(message)
+                if not message.get("tool_calls"):
+                    break
+                call = message["tool_calls"][0]
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": "hi"})
+    assert upstream.rejected == 0 and len(upstream.received) == requests
+    texts = dict(zip(upstream.call_ids, upstream.reasonings, strict=True))
+    for received in upstream.received:
+        for sent in received["messages"]:
+            if sent.get("tool_calls"):
+                assert sent["reasoning_content"] == texts[sent["tool_calls"][0]["id"]]
+    restored = counter(proxy, "chatmend_reasoning_total", outcome="restored")
+    # Each tool-call turn's, on every later request: turn t's two requests restore t + 1.
+    assert restored == sum(2 * turn + 1 for turn in range(12))
+    resumed = counter(proxy, "chatmend_prefix_resumes_total", result="resumed")
+    assert resumed >= requests - 4, (resumed, requests)
