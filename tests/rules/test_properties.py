@@ -180,6 +180,16 @@ def usable_id(value: Any) -> bool:
     return isinstance(value, str) and value != ""
 
 
+def made_id(call: dict[str, Any]) -> Any:
+    """The id a call has once repaired, if it has one: its own, else the Codex alias it carries
+    (``codex-call-ids`` gives a call without a usable id its ``call_id``, else its
+    ``response_item_id``), else ``None``."""
+    for key in ("id", "call_id", "response_item_id"):
+        if usable_id(call.get(key)):
+            return call[key]
+    return None
+
+
 def pairing_problems(messages: list[Any], *, unpairable: bool = False) -> list[str]:
     """Each assistant with calls is followed by exactly one result per call, and vice versa.
 
@@ -308,7 +318,7 @@ def without_stray_runs(messages: list[Any]) -> list[Any]:
     for message in messages:
         after = out[-1] if out else None
         if role(message) == "assistant":
-            ids = {c.get("id") for c in calls_of(message) if usable_id(c.get("id"))}
+            ids = {made_id(c) for c in calls_of(message)} - {None}
             run = run | ids if role(after) == "assistant" else ids
         elif role(message) == "tool" and role(after) == "assistant" and not run:
             continue
