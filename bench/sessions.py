@@ -37,8 +37,10 @@ import orjson
 
 from proxy.config import PrefixConfig
 from proxy.relay.prefix import PrefixCache
+from proxy.stash.hooks import wanted_of
 from rules.engine import known
 from rules.engine.base import RequestFacts
+from rules.engine.pipeline import Carried
 from rules.providers.apis import APIS, CHAT_API, Api
 from rules.providers.planner import Plan, Planner
 from rules.providers.sanitize import Sanitized, sanitize_body
@@ -59,8 +61,9 @@ class SessionRow:
     ratio: dict[str, float]
 
 
-#: What the server's stash lookup gives a request, from the body as parsed.
-Recall = Callable[[dict[str, Any]], RequestFacts]
+#: What the server's stash lookup gives a request, from the body as parsed and the rules'
+#: record of the session's last request when the body is that one's plus a turn.
+Recall = Callable[[dict[str, Any], Carried | None], RequestFacts]
 _SCOPE = "bench"
 
 
@@ -73,11 +76,11 @@ def stash_of(bodies: Sequence[Sequence[bytes]], plan: Plan) -> Recall:
     query, ctx = recalling
     store: dict[str, str] = {}
     for one in bodies:
-        for key in query.keys(orjson.loads(one[-1]), ctx, _SCOPE):
+        for key in query.keys(orjson.loads(one[-1]), ctx, _SCOPE, 0):
             store.setdefault(key, f"Turn {len(store)}: " + "the user wants the file read. " * 16)
 
-    def recall(payload: dict[str, Any]) -> RequestFacts:
-        keys = query.keys(payload, ctx, _SCOPE)
+    def recall(payload: dict[str, Any], carried: Carried | None) -> RequestFacts:
+        keys = wanted_of(recalling, payload, _SCOPE, carried)
         return RequestFacts(_SCOPE, {k: store[k] for k in keys if k in store}, wanted=keys)
 
     return recall
@@ -95,7 +98,7 @@ def _full(
     out: list[Sanitized] = []
     for body in flat:
         payload = orjson.loads(body)
-        given = recall(payload)
+        given = recall(payload, None)
         out.append(sanitize_body(body, plan, api.name, parsed=payload, given=given))
     return out
 
@@ -119,7 +122,7 @@ def _through_cache(
         for body in one:
             reading = cache.read("session", api, body)
             payload = reading.payload
-            given = None if recall is None or payload is None else recall(payload)
+            given = None if recall is None or payload is None else recall(payload, reading.resume)
             out.append(cache.repair(reading, body, plan, api.name, parsed=payload, given=given))
     return out
 

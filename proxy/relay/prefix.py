@@ -91,6 +91,10 @@ ENTRY_BYTES: Final = 4096
 MARK_BYTES: Final = 96
 CHANGE_BYTES: Final = 512
 POINTER_BYTES: Final = 8
+#: And per key of what the stash recalled for it, which its steps hold (``RequestFacts``: the
+#: key asked for, its slot in ``recalled`` and ``wanted``; the texts are the restored messages',
+#: charged as made).
+FACT_BYTES: Final = 176
 SET_ENTRY_BYTES: Final = 64
 #: A walk that goes on from a state: ``rules.chat.scan.walk``.
 Walk = Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
@@ -673,6 +677,7 @@ class PrefixCache:
         marks = carried.marks.values()
         charge = made + MARK_BYTES * len(marks) + CHANGE_BYTES * sum(len(m.changes) for m in marks)
         charge += sum(_state_charge(mark.state) for mark in marks)
+        charge += FACT_BYTES * _facts_held(carried)
         if carried.written is not None:
             charge += len(carried.written[0])
         if carried.messages is not entry.items:
@@ -754,6 +759,17 @@ def _listed(body: bytes, field: str, items: list[Any]) -> tuple[int, int, bytes,
 def _ends(body: bytes, length: int, after: bytes) -> bool:
     """``body[length + 1:] == after``, without copying the body's end."""
     return len(body) == length + 1 + len(after) and body.endswith(after)
+
+
+def _facts_held(carried: Carried) -> int:
+    """How many keys the facts given to ``carried``'s steps hold (each facts object once)."""
+    held, seen = 0, None
+    for _, ctx in carried.steps:
+        given = ctx.given
+        if (given.recalled or given.wanted) and given is not seen:
+            held += max(len(given.recalled), len(given.wanted or ()))
+            seen = given
+    return held
 
 
 def _state_charge(state: Any) -> int:

@@ -390,6 +390,7 @@ def _recall_here(
         api=read.api.name,
         mark=read.api.tool_turn,
         parsed=reading.payload,
+        carried=reading.resume,  # the session's last request: its turns' keys are known
     )
 
 

@@ -27,7 +27,8 @@ from proxy.observe.metrics import Metrics
 from proxy.stash import Stash
 from proxy.stash.observer import READABLE_ENCODINGS, BodyObserver, readable_accept_encoding
 from rules.chat import reasoning_content
-from rules.engine.base import RequestFacts
+from rules.engine.base import RequestFacts, RuleContext, StashQuery
+from rules.engine.pipeline import Carried
 from rules.messages import missing_thinking
 from rules.providers.apis import api_named
 from rules.providers.planner import Plan, Planner
@@ -71,7 +72,30 @@ def plan_of(planner: Planner, model: Any, api: str) -> Plan:
 
 def _wanted(payload: dict[str, Any], planner: Planner, scope: str, api: str) -> list[str]:
     recalling = plan_of(planner, payload.get("model"), api).recalling()
-    return [] if recalling is None else recalling[0].keys(payload, recalling[1], scope)
+    return [] if recalling is None else recalling[0].keys(payload, recalling[1], scope, 0)
+
+
+def wanted_of(
+    recalling: tuple[StashQuery, RuleContext],
+    payload: dict[str, Any],
+    scope: str,
+    carried: Carried | None,
+) -> list[str]:
+    """The keys ``payload``'s turns want: those the session's last request asked for its own
+    turns, then those of the turns added since, when this body is that request's plus a turn
+    (``carried``: its rules' record, proxy/relay/prefix.py ``Reading.resume``) and that request
+    asked under the same options and scope (a turn's keys are its own: ``StashQuery``); else
+    every turn's, read anew."""
+    query, ctx = recalling
+    if carried is not None:
+        for rule, was in carried.steps:
+            if rule.recall is not query:
+                continue
+            asked = was.given.wanted
+            if asked is not None and was.options is ctx.options and was.given.scope == scope:
+                return [*asked, *query.keys(payload, ctx, scope, carried.length)]
+            break
+    return query.keys(payload, ctx, scope, 0)
 
 
 def wanted_keys_of(body: bytes, planner: Planner, scope: str, api: str = "chat") -> list[str]:
@@ -154,13 +178,15 @@ class ReasoningHooks(Subscriber):
         api: str = "chat",
         mark: bytes | None,
         parsed: dict[str, Any] | None = None,
+        carried: Carried | None = None,
     ) -> RequestReasoning | None:
         """``before_rules`` up to the store, on this thread and without waiting: the body parsed
         (``parsed``: already parsed, proxy/relay/prefix.py, then not parsed here; the one parse,
         ``sanitize_body`` reuses it), whether it runs in thinking mode, and the keys its turns
-        want from the store (``RequestReasoning.wanted``: ``recall`` fetches them). ``mark``:
-        what marks a body of ``api`` holding a tool turn
-        (``proxy.relay.served.ServedApi.tool_turn``)."""
+        want from the store (``RequestReasoning.wanted``: ``recall`` fetches them; ``carried``:
+        the rules' record of the session's last request, when this body is that one's plus a
+        turn, whose keys are not read again). ``mark``: what marks a body of ``api`` holding a
+        tool turn (``proxy.relay.served.ServedApi.tool_turn``)."""
         if self.stash is None or mark is None or scope is None or not self.profiles(planner, api):
             return None
         reasoning = RequestReasoning(RequestFacts(scope), api=api)
@@ -179,7 +205,7 @@ class ReasoningHooks(Subscriber):
             )
             if recalling is not None and reasoning.thinking and mark in body:
                 # A first turn wants none.
-                reasoning.wanted = recalling[0].keys(payload, recalling[1], scope)
+                reasoning.wanted = wanted_of(recalling, payload, scope, carried)
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning

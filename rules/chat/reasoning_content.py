@@ -28,8 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Final
 
+from rules.chat import scan
 from rules.engine import recall
 from rules.engine.base import (
     Change,
@@ -135,14 +137,17 @@ def thinking(request: Mapping[str, Any], ctx: RuleContext) -> bool:
     return thinking_enabled(request, MODELS.of(ctx))
 
 
-def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> list[str]:
-    """The keys the rule would look up in this request: those of the tool-call turns lacking
-    reasoning, in thinking mode (the proxy fetches them before the rules run)."""
+def wanted_keys(
+    request: Mapping[str, Any], ctx: RuleContext, scope: str, start: int = 0
+) -> list[str]:
+    """The keys the rule would look up in this request (its messages from ``start`` on):
+    those of the tool-call turns lacking reasoning, in thinking mode (the proxy fetches them
+    before the rules run)."""
     messages = request.get("messages")
     if type(messages) is not list or not thinking(request, ctx):
         return []
     keys: list[str] = []
-    for message in messages:
+    for message in islice(messages, start, None):
         if lacks_reasoning(message):
             key = turn_key(scope, message["tool_calls"])
             if key is not None:
@@ -284,4 +289,8 @@ RULE = Rule(
     ),
     reads_request=True,
     recall=StashQuery(serves=thinking, keys=wanted_keys),
+    # It only sets a ``reasoning_content`` string, a key the walk reads as plain: the walk's
+    # signals still hold for the rules after it (they need not run their own prescans).
+    scan=scan.scan,
+    introduces=frozenset(),
 )

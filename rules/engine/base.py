@@ -159,10 +159,13 @@ NO_FACTS = RequestFacts()
 class StashQuery:
     """How a rule asks the server for what it kept from earlier responses (the reasoning
     stash): whether a request is one the rule ``serves`` (its response is then worth keeping),
-    and the ``keys`` it would read, given the request and the scope. Both are pure."""
+    and the ``keys`` it would read, given the request, the scope and where to start in its
+    messages (``0``: all of them). Both are pure, and a message's keys depend on that message,
+    the request's fields and the scope alone: a session's next request, its last one plus a
+    turn, reads only the messages it adds (proxy/stash/hooks.py)."""
 
     serves: Callable[[Mapping[str, Any], RuleContext], bool]
-    keys: Callable[[Mapping[str, Any], RuleContext, str], list[str]]
+    keys: Callable[[Mapping[str, Any], RuleContext, str, int], list[str]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -285,6 +285,8 @@ def _candidates(
             if signals is not None and step.woken_by.isdisjoint(signals):
                 continue
         positions.append(position)
+    if any(step.ctx.given.recalled for step in facts):
+        return positions  # one request's steps (``_facts``): not remembered
     if len(_WOKEN) >= 4 * _MAX_FACTS:
         _WOKEN.clear()
     _WOKEN[key] = (facts, tuple(positions))

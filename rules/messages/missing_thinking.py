@@ -25,6 +25,7 @@ signature check refuses it). The changes name the ids, block counts and lengths,
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any, Final
 
 import orjson
@@ -124,14 +125,17 @@ def serves(request: Mapping[str, Any], ctx: RuleContext) -> bool:
     return thinking_enabled(request, MODELS.of(ctx))
 
 
-def wanted_keys(request: Mapping[str, Any], ctx: RuleContext, scope: str) -> list[str]:
-    """The keys the rule would look up in this request: those of the tool-use turns without
-    thinking, in thinking mode (the proxy fetches them before the rules run)."""
+def wanted_keys(
+    request: Mapping[str, Any], ctx: RuleContext, scope: str, start: int = 0
+) -> list[str]:
+    """The keys the rule would look up in this request (its messages from ``start`` on):
+    those of the tool-use turns without thinking, in thinking mode (the proxy fetches them
+    before the rules run)."""
     messages = request.get("messages")
     if type(messages) is not list or not serves(request, ctx):
         return []
     keys: list[str] = []
-    for message in messages:
+    for message in islice(messages, start, None):
         if _bare(message):
             key = turn_key(scope, message["content"])
             if key is not None:

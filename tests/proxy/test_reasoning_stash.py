@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 
 from proxy.config import parse_config
 from proxy.server.app import METRICS_KEY, REASONING_KEY, RUNTIME_KEY, create_app
+from rules.chat import reasoning_content
 from rules.chat.reasoning_content import RULE
 from rules.engine.base import StashQuery
 from rules.providers.planner import Plan
@@ -478,13 +479,22 @@ async def test_a_store_slower_than_the_sanitize_deadline_sends_the_body_as_it_ca
 
 
 async def test_a_long_thinking_session_resumes_with_every_turn_restored(
-    start: Start, upstream: ThinkingUpstream
+    start: Start, upstream: ThinkingUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An agent on DeepSeek's thinking mode through the openai SDK, dropping
     ``reasoning_content`` as most do: every request is given the reasoning of every tool-call
     turn so far, one more than the last request, and still resumes the rules from the last
     one (rules/engine/resume.py: the facts say the same of the old turns), rather than running
-    them over the whole history; each turn reaches the strict upstream with its own text."""
+    them over the whole history; the stash's keys are worked out for the turns each request
+    adds only (proxy/stash/hooks.py); each turn reaches the strict upstream with its own text."""
+    keyed: list[int] = []
+    turn_key = reasoning_content.turn_key
+
+    def counted(scope: str, calls: Any) -> str | None:
+        keyed.append(1)
+        return turn_key(scope, calls)
+
+    monkeypatch.setattr(reasoning_content, "turn_key", counted)
     proxy = await start()
     client = openai.AsyncOpenAI(
         base_url=str(proxy.make_url("/v1")), api_key="sk-client-a", max_retries=0
@@ -517,3 +527,6 @@ async def test_a_long_thinking_session_resumes_with_every_turn_restored(
     assert restored == sum(2 * turn + 1 for turn in range(12))
     resumed = counter(proxy, "chatmend_prefix_resumes_total", result="resumed")
     assert resumed >= requests - 4, (resumed, requests)
+    # A key for each turn a request adds (the lookup, then the rules restoring it), not one
+    # for every turn of the history on every request (144 for the lookup alone).
+    assert len(keyed) <= 3 * requests, (len(keyed), requests)

@@ -92,7 +92,7 @@ def given_for(case: Case, rule: Rule, ctx: RuleContext, field: str = "messages")
         return RequestFacts(betas=betas) if betas else NO_FACTS
     assert rule.recall is not None, "recalled values for a rule that does not recall"
     request = {**(case.request or {}), field: case.input}
-    keys = rule.recall.keys(request, ctx, SCOPE)
+    keys = rule.recall.keys(request, ctx, SCOPE, 0)
     assert len(keys) == len(case.recalled), keys
     stored = {
         key: value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -138,6 +138,12 @@ DECLARING = {
 
 def test_the_rules_that_change_stuck_sessions_say_what_they_may_set() -> None:
     assert {"invalid-tool-arguments", "bookkeeping-keys", "developer-role"} <= DECLARING.keys()
+    assert "reasoning-content" in DECLARING  # what a thinking session changes on every turn
+
+
+#: The fields a rule that reads the request is given below: thinking mode on (reasoning-content
+#: acts), as a DeepSeek thinking session sends them.
+THINKING = {"model": "deepseek-reasoner", "thinking": {"type": "enabled"}}
 
 
 @pytest.mark.slow
@@ -151,9 +157,10 @@ def test_a_change_sets_no_signal_its_rule_did_not_declare(messages: list[Any]) -
         return  # every rule runs in full
     for name in PROFILES:
         for rule, ctx in steps_of(name):
-            if rule.name not in DECLARING or rule.reads_request:
+            if rule.name not in DECLARING:
                 continue
-            outcome = rule.apply(messages, ctx)
+            fields = {**THINKING, "messages": messages}
+            outcome = rule.apply(messages, ctx.with_request(fields) if rule.reads_request else ctx)
             if outcome.messages is messages:
                 continue
             after = scan.scan(outcome.messages)
