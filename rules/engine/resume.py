@@ -78,6 +78,9 @@ class _Step:
 #: The facts of the last steps resumed, by the steps' id (plans are few and long-lived).
 _FACTS: dict[int, tuple[Sequence[Any], tuple[_Step, ...]]] = {}
 _MAX_FACTS: Final = 64
+#: The facts of each step of those, by its context's id: steps given one request's recalled
+#: values (new each request) share the others' with their plan's.
+_STEPS: dict[int, tuple[RuleContext, _Step]] = {}
 
 
 def _facts(steps: Sequence[tuple[Rule, RuleContext]]) -> tuple[_Step, ...]:
@@ -85,21 +88,35 @@ def _facts(steps: Sequence[tuple[Rule, RuleContext]]) -> tuple[_Step, ...]:
     if known is not None and known[0] is steps:
         return known[1]
     facts = []
+    recalled = False
     for rule, ctx in steps:
-        horizon = horizon_of(rule, ctx)
-        gated = ctx.woken_by is not None
-        scan = rule.scan if gated else None
-        keyed = gated and rule.reads_request and rule.scan is None
-        idle = None if horizon is not None and horizon.kind != "carried" else MISSING
-        woken_by = ctx.woken_by or frozenset()
-        fields = horizon is not None and horizon.kind == "fields"
-        facts.append(_Step(rule, ctx, horizon, scan, keyed, woken_by, idle, fields))
-    if any(ctx.given.recalled for _, ctx in steps):
-        return tuple(facts)  # one request's: what was recalled for it is not kept here
+        if ctx.given.recalled:  # one request's: what was recalled for it is not kept here
+            recalled = True
+            facts.append(_step_of(rule, ctx))
+            continue
+        kept = _STEPS.get(id(ctx))
+        if kept is None or kept[0] is not ctx or kept[1].rule is not rule:
+            if len(_STEPS) >= 64 * _MAX_FACTS:
+                _STEPS.clear()
+            kept = _STEPS[id(ctx)] = (ctx, _step_of(rule, ctx))
+        facts.append(kept[1])
+    if recalled:
+        return tuple(facts)
     if len(_FACTS) >= _MAX_FACTS:
         _FACTS.clear()
     _FACTS[id(steps)] = (steps, tuple(facts))
     return _FACTS[id(steps)][1]
+
+
+def _step_of(rule: Rule, ctx: RuleContext) -> _Step:
+    horizon = horizon_of(rule, ctx)
+    gated = ctx.woken_by is not None
+    scan = rule.scan if gated else None
+    keyed = gated and rule.reads_request and rule.scan is None
+    idle = None if horizon is not None and horizon.kind != "carried" else MISSING
+    woken_by = ctx.woken_by or frozenset()
+    fields = horizon is not None and horizon.kind == "fields"
+    return _Step(rule, ctx, horizon, scan, keyed, woken_by, idle, fields)
 
 
 def resume_rules(
