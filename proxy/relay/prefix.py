@@ -659,14 +659,23 @@ class PrefixCache:
         )
         if sanitized.carried is not None:  # for the session's next request
             resumed = reading.resume if sanitized.resumed else None
-            self.keep(reading.layout, sanitized.carried, resumed)
+            # The facts given (a plan given none runs as compiled: its steps hold none).
+            facts = 0 if given is None or given.empty else _keys_held(given)
+            self.keep(reading.layout, sanitized.carried, resumed, facts)
         return sanitized
 
-    def keep(self, layout: Layout | None, carried: Carried | None, resumed: Carried | None) -> None:
+    def keep(
+        self,
+        layout: Layout | None,
+        carried: Carried | None,
+        resumed: Carried | None,
+        facts: int = 0,
+    ) -> None:
         """Keep what the rules' run over the body ``layout`` was made for left for the next
         request (``Sanitized.carried``; ``resumed``: the record it went on from), charged for
         what it holds: the body written, its list where it is not the entry's, the objects of
-        the messages rules made and its steps' marks and changes."""
+        the messages rules made, its steps' marks and changes, and the ``facts`` keys its steps
+        were given."""
         if layout is None or carried is None:
             return
         entry = layout.entry
@@ -677,7 +686,7 @@ class PrefixCache:
         marks = carried.marks.values()
         charge = made + MARK_BYTES * len(marks) + CHANGE_BYTES * sum(len(m.changes) for m in marks)
         charge += sum(_state_charge(mark.state) for mark in marks)
-        charge += FACT_BYTES * _facts_held(carried)
+        charge += FACT_BYTES * facts
         if carried.written is not None:
             charge += len(carried.written[0])
         if carried.messages is not entry.items:
@@ -761,15 +770,9 @@ def _ends(body: bytes, length: int, after: bytes) -> bool:
     return len(body) == length + 1 + len(after) and body.endswith(after)
 
 
-def _facts_held(carried: Carried) -> int:
-    """How many keys the facts given to ``carried``'s steps hold (each facts object once)."""
-    held, seen = 0, None
-    for _, ctx in carried.steps:
-        given = ctx.given
-        if (given.recalled or given.wanted) and given is not seen:
-            held += max(len(given.recalled), len(given.wanted or ()))
-            seen = given
-    return held
+def _keys_held(given: RequestFacts) -> int:
+    """How many keys facts given to a run's steps hold (asked for, or recalled)."""
+    return max(len(given.recalled), len(given.wanted or ()))
 
 
 def _state_charge(state: Any) -> int:

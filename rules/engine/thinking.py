@@ -80,9 +80,20 @@ def model_matches(model: Any, patterns: Any) -> bool:
     bare (``model_names``)."""
     if type(model) is not str or not isinstance(patterns, list | tuple):
         return False
-    if all(type(pattern) is str for pattern in patterns):
-        return _matches(model, tuple(patterns))
+    known = _PATTERNS.get(id(patterns))
+    if known is None or known[0] is not patterns:
+        if len(_PATTERNS) >= 256:
+            _PATTERNS.clear()
+        strings = all(type(pattern) is str for pattern in patterns)
+        known = _PATTERNS[id(patterns)] = (patterns, tuple(patterns) if strings else None)
+    if known[1] is not None:
+        return _matches(model, known[1])
     return _match(model, patterns)
+
+
+#: The patterns a rule's options hold (the same list on every request), as the tuple
+#: ``_matches`` remembers, or ``None`` if one is not a string; by the list's id.
+_PATTERNS: dict[int, tuple[Any, tuple[str, ...] | None]] = {}
 
 
 @lru_cache(maxsize=1024)
