@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
@@ -92,8 +93,7 @@ MARK_BYTES: Final = 96
 CHANGE_BYTES: Final = 512
 POINTER_BYTES: Final = 8
 #: And per key of what the stash recalled for it, which its steps hold (``RequestFacts``: the
-#: key asked for, its slot in ``recalled`` and ``wanted``; the texts are the restored messages',
-#: charged as made).
+#: key asked for, its slot in ``recalled`` and ``wanted``), besides the recalled values.
 FACT_BYTES: Final = 176
 SET_ENTRY_BYTES: Final = 64
 #: A walk that goes on from a state: ``rules.chat.scan.walk``.
@@ -660,7 +660,7 @@ class PrefixCache:
         if sanitized.carried is not None:  # for the session's next request
             resumed = reading.resume if sanitized.resumed else None
             # The facts given (a plan given none runs as compiled: its steps hold none).
-            facts = 0 if given is None or given.empty else _keys_held(given)
+            facts = 0 if given is None or given.empty else _facts_charge(given)
             self.keep(reading.layout, sanitized.carried, resumed, facts)
         return sanitized
 
@@ -674,8 +674,8 @@ class PrefixCache:
         """Keep what the rules' run over the body ``layout`` was made for left for the next
         request (``Sanitized.carried``; ``resumed``: the record it went on from), charged for
         what it holds: the body written, its list where it is not the entry's, the objects of
-        the messages rules made, its steps' marks and changes, and the ``facts`` keys its steps
-        were given."""
+        the messages rules made, its steps' marks and changes, and ``facts``: what the facts its
+        steps were given are charged (``_facts_charge``)."""
         if layout is None or carried is None:
             return
         entry = layout.entry
@@ -686,7 +686,7 @@ class PrefixCache:
         marks = carried.marks.values()
         charge = made + MARK_BYTES * len(marks) + CHANGE_BYTES * sum(len(m.changes) for m in marks)
         charge += sum(_state_charge(mark.state) for mark in marks)
-        charge += FACT_BYTES * facts
+        charge += facts
         if carried.written is not None:
             charge += len(carried.written[0])
         if carried.messages is not entry.items:
@@ -770,9 +770,11 @@ def _ends(body: bytes, length: int, after: bytes) -> bool:
     return len(body) == length + 1 + len(after) and body.endswith(after)
 
 
-def _keys_held(given: RequestFacts) -> int:
-    """How many keys facts given to a run's steps hold (asked for, or recalled)."""
-    return max(len(given.recalled), len(given.wanted or ()))
+def _facts_charge(given: RequestFacts) -> int:
+    """What facts given to a run's steps hold: each key asked for or recalled, and each value
+    recalled (a store's answer is new each request: the texts are not the kept messages')."""
+    keys = max(len(given.recalled), len(given.wanted or ()))
+    return FACT_BYTES * keys + sum(map(sys.getsizeof, given.recalled.values()))
 
 
 def _state_charge(state: Any) -> int:

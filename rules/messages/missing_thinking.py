@@ -192,8 +192,9 @@ RULE = Rule(
     horizon=per_message(apply),  # each turn by itself, the request's facts given
     scan=scan.signals,
     woken_by=on(scan.BARE_TOOL_USE),
-    # A block it puts first is the turn's thinking: signed if recalled as such, else unsigned.
-    introduces=frozenset({scan.UNSIGNED_THINKING}),
+    # The blocks it puts first are the turn's thinking: signed if recalled as such, else
+    # unsigned; a redacted block recalled after a thinking one reads as thinking not first.
+    introduces=frozenset({scan.UNSIGNED_THINKING, scan.MISPLACED_THINKING}),
     options=(PLACEHOLDER, MODELS),
     reads_request=True,
     recall=StashQuery(serves=serves, keys=wanted_keys),

@@ -81,10 +81,12 @@ class Plan:
         Facts of ``betas`` alone give the same plan object each time (per plan, scope and
         betas; ``_GIVEN``): a Claude Code session sends the same ``anthropic-beta`` values with
         every request, and the session's next request resumes the rules only under the very
-        steps the last one ran (rules/engine/resume.py). Recalled values make a new plan."""
+        steps the last one ran (rules/engine/resume.py). Recalled values, or the keys asked for
+        them (``wanted``, which the session's next request reads as its own last request's:
+        never another request's), make a new plan."""
         if not any(rule.gets_facts for rule, _ in (*self.steps, *(self.report or ()))):
             return self
-        if given.recalled:
+        if given.recalled or given.wanted is not None:
             return self._give(given)
         key = (id(self), given.scope, given.betas)
         known = _GIVEN.get(key)

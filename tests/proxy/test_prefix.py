@@ -15,7 +15,7 @@ import json
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -24,13 +24,15 @@ from hypothesis import strategies as st
 
 from proxy.config import PrefixConfig
 from proxy.relay.prefix import SKIP, PrefixCache
+from proxy.stash.hooks import ReasoningHooks, RequestReasoning
 from rules.chat import reasoning_content
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
 from rules.engine import memo
 from rules.engine.base import RequestFacts, per_message
+from rules.messages import missing_thinking
 from rules.providers import sanitize
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
-from rules.providers.planner import Plan
+from rules.providers.planner import Plan, Planner
 from rules.providers.profiles import PROFILES
 from rules.providers.sanitize import sanitize_body
 from tests.budget import examples
@@ -585,20 +587,24 @@ def test_what_resumed_repairs_keep_is_charged(workload: str) -> None:
     assert held <= HELD_PER_CHARGE * cache.charged, (held, cache.charged)
 
 
-def _recalled(payload: dict[str, Any], keys: list[str]) -> RequestFacts:
-    """What a stash holding every turn's reasoning gives a request: fresh texts each time, as
-    a store's answer is (Redis), allocated here (traced with the cache's, below)."""
+def _recalled(payload: dict[str, Any], keys: list[str], size: int) -> RequestFacts:
+    """What a stash holding every turn's reasoning (``size`` characters each) gives a request:
+    fresh texts each time, as a store's answer is (Redis), allocated here (traced with the
+    cache's, below)."""
     wanted = _turn_keys(payload, "scope")
-    texts = {key: "".join(("reasoning of ", key, " ", "x" * 500)) for key in wanted if key in keys}
+    texts = {key: "".join(("reasoning of ", key, " ", "x" * size)) for key in wanted if key in keys}
     return RequestFacts("scope", texts, wanted=wanted)
 
 
 @pytest.mark.slow
-def test_a_thinking_session_holds_what_it_is_charged_with_its_facts() -> None:
+@pytest.mark.parametrize("size", [500, 20_000])
+def test_a_thinking_session_holds_what_it_is_charged_with_its_facts(size: int) -> None:
     """A DeepSeek thinking session whose every turn's reasoning is recalled keeps, in its
-    resumed record, the facts its steps were given (the keys and the texts): charged too."""
+    resumed record, the facts its steps were given (the keys and the texts: the store's
+    answer, new each request, so not the kept messages' copies): charged too. Long reasoning
+    (20,000 characters a turn) held more than it was charged while only the keys were."""
     plan = plan_of("chat", "deepseek-reasoner")
-    session = _thinking(bench_session(120, "clean", seed=3))
+    session = _thinking(bench_session(120, "clean", seed=3))[:-1]  # the last one runs whole
     keys = _turn_keys(orjson.loads(session[-1]), "scope")
     cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
     gc.collect()
@@ -607,9 +613,11 @@ def test_a_thinking_session_holds_what_it_is_charged_with_its_facts() -> None:
         for body in session:
             reading = cache.read("s", CHAT_API, body)
             assert reading.payload is not None
-            given = _recalled(reading.payload, keys)
+            given = _recalled(reading.payload, keys, size)
             through = cache.repair(reading, body, plan, parsed=reading.payload, given=given)
+            resumed = through.resumed
             del reading, through, given
+        assert resumed  # kept: a resumed run's record, its old messages an earlier request's
         gc.collect()
         held = _traced_by_the_cache(f"*/{__name__.replace('.', '/')}.py")
     finally:
@@ -903,3 +911,90 @@ def test_generated_thinking_sessions_resume_as_their_facts_allow(data: st.DataOb
                 store.pop(key, None)
         stores.append(dict(store))
     replay_recalled(session, stores, plan_of("chat", "deepseek-reasoner"))
+
+
+class _Store:
+    """What ``proxy.stash.Stash.recall`` gives: the keys found, or nothing while the store
+    fails (its error, and the retry window after it); and every lookup asked of it."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, str] = {}
+        self.down = False
+        self.asked: list[list[str]] = []
+
+    async def recall(self, keys: Sequence[str]) -> dict[str, str]:
+        self.asked.append(list(keys))
+        return {} if self.down else {key: self.held[key] for key in keys if key in self.held}
+
+
+def _claude_code_turns(turns: int, session: str) -> bytes:
+    """A Messages request in thinking mode whose ``turns`` tool-use turns came without their
+    thinking (a client that drops it)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": f"task {session}"}]}
+    ]
+    for turn in range(turns):
+        use = {"type": "tool_use", "id": f"toolu_{session}_{turn}", "name": "Read", "input": {}}
+        result = {"type": "tool_result", "tool_use_id": use["id"], "content": "ok"}
+        messages += [
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result]},
+        ]
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    request = {"model": "claude-sonnet-4-5", "max_tokens": 64, "thinking": thinking}
+    return orjson.dumps({**request, "messages": messages})
+
+
+def _use_key(session: str, turn: int) -> str:
+    use = {"type": "tool_use", "id": f"toolu_{session}_{turn}", "name": "Read", "input": {}}
+    key = missing_thinking.turn_key("scope", [use])
+    assert key is not None
+    return key
+
+
+async def test_two_sessions_of_one_key_and_betas_each_ask_for_their_own_turns() -> None:
+    """Claude Code's main agent and a subagent: one credential, the same ``anthropic-beta``
+    values. A plan given betas and nothing recalled was remembered by scope and betas, with
+    the keys the first such request asked for (``RequestFacts.wanted``); the next session's
+    request then took another session's keys for its own last request's, asked the store for
+    them, skipped its own turn, and sent a placeholder where the whole run restores the turn's
+    thinking. Each request, through the cache, asks what its whole body asks and forwards what
+    the whole run forwards."""
+    planner, store = Planner("deepseek"), _Store()
+    hooks = ReasoningHooks(None, cast(Any, None))
+    hooks.stash = cast(Any, store)
+    cache, mark = PrefixCache(), b'"tool_use"'
+    betas = frozenset({"interleaved-thinking-2025-05-14"})
+
+    async def lookup(raw: bytes, reading: Any) -> tuple[RequestReasoning, RequestFacts]:
+        parsed = None if reading is None else reading.payload
+        carried = None if reading is None else reading.resume
+        found = hooks.read(
+            planner, raw, "scope", api="messages", mark=mark, parsed=parsed, carried=carried
+        )
+        assert found is not None
+        if found.wanted:
+            await hooks.recall(found)
+        return found, replace(found.given, betas=betas)  # the server's given_to_rules
+
+    async def through(raw: bytes, session: str) -> tuple[list[str], Any, Any]:
+        reading = cache.read(("route", "messages", session), MESSAGES_API, raw)
+        found, given = await lookup(raw, reading)
+        served = cache.repair(reading, raw, planner, "messages", parsed=found.payload, given=given)
+        found, given = await lookup(raw, None)  # the oracle: the whole body, no cache
+        whole = sanitize_body(raw, planner, "messages", given=given)
+        return list(found.wanted), served, whole
+
+    await through(_claude_code_turns(1, "x"), "x")  # the other session: its turn not stored
+    thought = [{"type": "thinking", "thinking": "read it first", "signature": "sig"}]
+    store.held[_use_key("s", 0)] = missing_thinking.stored_form(thought)
+    store.down = True  # this session's turn is stored, but its first lookup fails
+    await through(_claude_code_turns(1, "s"), "s")
+    store.down = False
+    store.held.update({_use_key("s", n): missing_thinking.stored_form(thought) for n in (1, 2)})
+    for turns in (2, 3):
+        store.asked.clear()
+        wanted, served, whole = await through(_claude_code_turns(turns, "s"), "s")
+        assert store.asked[0] == wanted == [_use_key("s", n) for n in range(turns)], turns
+        assert (served.body, served.changes) == (whole.body, whole.changes), turns
+        assert [change.action for change in whole.changes] == ["restored_thinking"] * turns

@@ -25,9 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rules.engine.base import Rule, RuleContext, carried, per_message
+from rules.engine.base import RequestFacts, Rule, RuleContext, carried, per_message
 from rules.engine.pipeline import horizon_of
-from rules.messages import MESSAGES_RULES
+from rules.messages import MESSAGES_RULES, missing_thinking
 from rules.messages import scan as messages_scan
 from rules.providers.profiles import PROFILES
 from rules.responses import RESPONSES_RULES
@@ -259,6 +259,45 @@ def test_a_messages_change_sets_no_signal_its_rule_did_not_declare(
                 continue
             after = messages_scan.signals.__wrapped__(outcome.messages)  # type: ignore[attr-defined]
             assert after <= signals | rule.introduces, (rule.name, after - signals)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        [{"type": "thinking", "thinking": "a", "signature": "s"}],
+        [{"type": "thinking", "thinking": "a", "signature": ""}],
+        [
+            {"type": "thinking", "thinking": "a", "signature": "s"},
+            {"type": "redacted_thinking", "data": "d"},
+        ],
+        None,  # nothing recalled: the placeholder
+    ],
+)
+def test_what_missing_thinking_restores_sets_only_what_it_declares(stored: Any) -> None:
+    """The generated histories above give the rule no recalled value: here it restores what the
+    stash kept for a turn (one signed block, an unsigned one, a thinking block then a redacted
+    one), or adds its placeholder, and the walk sets nothing the rule did not declare."""
+    use = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+    items = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result]},
+    ]
+    key = missing_thinking.turn_key("scope", [use])
+    assert key is not None
+    recalled = {} if stored is None else {key: missing_thinking.stored_form(stored)}
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    request = {"model": "claude-sonnet-4-5", "thinking": thinking, "messages": items}
+    given = RequestFacts("scope", recalled, wanted=[key])
+    ctx = replace(missing_thinking.RULE.context(), given=given).with_request(request)
+    outcome = missing_thinking.RULE.apply(items, ctx)
+    assert outcome.messages is not items
+    introduced = missing_thinking.RULE.introduces
+    assert introduced is not None
+    before = messages_scan.signals.__wrapped__(items)  # type: ignore[attr-defined]
+    after = messages_scan.signals.__wrapped__(outcome.messages)  # type: ignore[attr-defined]
+    assert after <= before | introduced, after - before
 
 
 def test_a_wrong_responses_horizon_is_caught() -> None:
