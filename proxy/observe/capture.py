@@ -19,7 +19,7 @@ from itertools import islice
 from typing import Any
 
 from proxy.config import CaptureConfig
-from proxy.observe.flow import MAX_LISTED_CHANGES, Flow, Subscriber
+from proxy.observe.flow import MAX_LISTED_CHANGES, Flow, Subscriber, client_address
 from rules.engine.base import Change
 from rules.providers.apis import APIS
 from rules.providers.refusals import error_text
@@ -216,7 +216,7 @@ class Capture(Subscriber):
             recovered=flow.recovered,
             recovered_class=flow.recovered_class,
             outcome=flow.outcome,
-            client=request.remote or "",
+            client=client_address(request),
             listed=clipped(flow.listed),
             replied=clipped(flow.replied),
         )

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import Token
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
 from aiohttp import web
@@ -37,6 +37,26 @@ from rules.engine.base import Change
 from rules.providers.sanitize import Sanitized
 
 log = get_logger()
+
+#: The header a relaying worker names its client's address in (proxy/relay/owners.py): read
+#: only on a request that came over a worker's unix socket (``relayed``), where no client can
+#: reach, and never forwarded upstream.
+RELAYED_FOR: Final = "X-Chatmend-Relayed-For"
+
+
+def relayed(request: web.Request) -> bool:
+    """Whether ``request`` came from another worker (over this worker's unix socket)."""
+    transport = request.transport
+    return transport is not None and isinstance(transport.get_extra_info("sockname"), str)
+
+
+def client_address(request: web.Request) -> str:
+    """The address of the client that sent ``request``: the peer's, or for a request another
+    worker relayed, the one that worker names (its own client's)."""
+    if relayed(request):
+        return request.headers.get(RELAYED_FOR, "")
+    return request.remote or ""
+
 
 REQUEST_ID_HEADER = "X-Request-ID"
 #: chatmend's own id for the request, always generated (128 random bits): unique, unguessable,

@@ -33,6 +33,7 @@ from typing import Final
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, UnixConnector, web
 
+from proxy.observe.flow import RELAYED_FOR, client_address
 from proxy.relay.upstream import HOP_BY_HOP
 
 #: The longest path a unix socket takes (``sun_path``, less its terminating NUL, on Linux).
@@ -45,7 +46,7 @@ _DECODER: Final = json.JSONDecoder()
 _SPACE: Final = frozenset(b" \t\r\n")
 #: Request headers not relayed: hop-by-hop, what the next hop recomputes, and ``Expect`` (the
 #: body is read already).
-_NOT_RELAYED: Final = HOP_BY_HOP | {"content-length", "expect"}
+_NOT_RELAYED: Final = HOP_BY_HOP | {"content-length", "expect", RELAYED_FOR.lower()}
 _NOT_RETURNED: Final = HOP_BY_HOP | {"content-length"}
 #: Headers the relay's client would add on its own: the owner sees what the client sent.
 _NO_AUTO: Final = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
@@ -130,12 +131,6 @@ class Workers:
         return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest()) % self.count
 
 
-def relayed(request: web.Request) -> bool:
-    """Whether ``request`` came from another worker (over this worker's unix socket)."""
-    transport = request.transport
-    return transport is not None and isinstance(transport.get_extra_info("sockname"), str)
-
-
 class Relay:
     """The relaying worker's clients: one connection pool per peer's unix socket."""
 
@@ -172,6 +167,7 @@ class Relay:
             for name, value in request.headers.items()
             if name.lower() not in _NOT_RELAYED
         ]
+        headers.append((RELAYED_FOR, client_address(request)))
         try:
             answer = await self._session(index).request(
                 request.method,

@@ -25,7 +25,7 @@ from aiohttp import ClientError, web
 from multidict import CIMultiDict
 
 from proxy.config import Config
-from proxy.observe.flow import Events, Flow, ms
+from proxy.observe.flow import RELAYED_FOR, Events, Flow, ms, relayed
 from proxy.observe.log import get_logger
 from proxy.recovery.learned import LearnedRepairs
 from proxy.recovery.retry import (
@@ -41,7 +41,6 @@ from proxy.recovery.retry import (
 from proxy.relay import body, errors, prefix
 from proxy.relay.credentials import apply_upstream_credentials, authorized, request_scope
 from proxy.relay.offload import Offloader
-from proxy.relay.owners import relayed
 from proxy.relay.rewrite import Rewrite, request_tools
 from proxy.relay.routing import RefusedPath, Route, Runtime, route_path
 from proxy.relay.served import ServedApi, served_api, served_named
@@ -512,6 +511,8 @@ def _upstream_headers(
     answer the reply rules read, and only the encodings the observer reads offered for a
     response it will observe."""
     headers = request_headers(request.headers)
+    if RELAYED_FOR in headers and relayed(request):
+        headers.popall(RELAYED_FOR)  # the relaying worker's word to this one, not the client's
     if rewritten:
         headers.popall("Content-Encoding", None)  # the new body is sent decoded
     if replies and "Accept-Encoding" in headers:

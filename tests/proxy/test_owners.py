@@ -32,7 +32,7 @@ from proxy.config import parse_config
 from proxy.relay.credentials import request_scope
 from proxy.relay.owners import WINDOW, Relay, Workers, history_start
 from proxy.server.app import create_app
-from proxy.server.appkeys import PREFIX_KEY, RELAY_KEY
+from proxy.server.appkeys import PREFIX_KEY, RECENT_KEY, RELAY_KEY
 from tests.conftest import base_url
 from tests.proxy.test_operate import Serving, serving
 from tests.sessions import session
@@ -108,10 +108,13 @@ def sockets() -> Iterator[Path]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-async def _upstream(aiohttp_server: Server) -> str:
-    """A lenient upstream: a fixed completion, or an SSE stream when the body asks for one."""
+async def _upstream(aiohttp_server: Server, seen: list[Any] | None = None) -> str:
+    """A lenient upstream: a fixed completion, or an SSE stream when the body asks for one;
+    ``seen``: each request's headers, appended."""
 
     async def answer(request: web.Request) -> web.StreamResponse:
+        if seen is not None:
+            seen.append(request.headers.copy())
         body = await request.json()
         if not body.get("stream"):
             return web.json_response({"choices": [{"message": {"content": "ok"}}]})
@@ -139,9 +142,10 @@ def _owned_by(workers: Workers, upstream: str, index: int) -> dict[str, Any]:
 
 @asynccontextmanager
 async def _worker_app(
-    upstream: str, workers: Workers
+    upstream: str, workers: Workers, **more: Any
 ) -> AsyncIterator[tuple[web.Application, web.AppRunner]]:
-    config = parse_config({"upstream": {"url": upstream}, "prefix_cache": {"route_sessions": True}})
+    routing = {"upstream": {"url": upstream}, "prefix_cache": {"route_sessions": True}}
+    config = parse_config({**routing, **more})
     app = create_app(config)
     app[RELAY_KEY] = Relay(workers)
     runner = web.AppRunner(app, handler_cancellation=True)
@@ -189,6 +193,34 @@ async def test_a_session_another_worker_keeps_is_answered_by_it_byte_for_byte(
         assert local_app[PREFIX_KEY].counts["miss"] == 1
         metrics = await (await client.get("/metrics")).text()
         assert 'chatmend_worker_handovers_total{result="relayed"} 2.0' in metrics
+
+
+async def test_the_owner_records_the_client_that_sent_a_relayed_request(
+    aiohttp_server: Server, aiohttp_client: Client, sockets: Path
+) -> None:
+    """The owner of a session hears its request over a unix socket, which has no peer address:
+    the relaying worker names its client's (``X-Chatmend-Relayed-For``), and the owner's
+    page records that client, not an empty one. The header is the workers' own: a client's
+    is not believed (the relaying worker replaces it), and the upstream never gets it."""
+    seen: list[Any] = []
+    upstream = await _upstream(aiohttp_server, seen)
+    here, there = Workers(sockets, 2, 0), Workers(sockets, 2, 1)
+    async with _worker_app(upstream, there, ui={"enabled": True}) as (owner_app, _runner):
+        local_app = create_app(
+            parse_config({"upstream": {"url": upstream}, "prefix_cache": {"route_sessions": True}})
+        )
+        local_app[RELAY_KEY] = Relay(here)
+        local_app.on_cleanup.append(_close_relay)
+        client = await aiohttp_client(local_app)
+        payload = _owned_by(here, upstream, 1)
+        forged = {**HEADERS, "X-Chatmend-Relayed-For": "203.0.113.9"}
+        for headers in (HEADERS, forged):
+            response = await client.post(PATH, data=orjson.dumps(payload), headers=headers)
+            assert response.status == 200
+            entry = owner_app[RECENT_KEY].find(response.headers["X-Chatmend-Request-Id"])
+            assert entry is not None and entry.client == "127.0.0.1"
+            assert "X-Chatmend-Relayed-For" not in seen[-1]
+        assert len(seen) == 2 and owner_app[PREFIX_KEY].counts["hit"] == 1  # the owner's
 
 
 async def test_an_owner_that_cannot_be_reached_leaves_the_request_where_it_landed(
