@@ -158,18 +158,26 @@ async def _worker_app(
         await runner.cleanup()
 
 
+async def _relaying(
+    aiohttp_client: Client, upstream: str, workers: Workers
+) -> tuple[web.Application, Any]:
+    """The worker a client reached, routing sessions (its relay to its peers closed with it),
+    and that client."""
+    app = create_app(
+        parse_config({"upstream": {"url": upstream}, "prefix_cache": {"route_sessions": True}})
+    )
+    app[RELAY_KEY] = Relay(workers)
+    app.on_cleanup.append(_close_relay)
+    return app, await aiohttp_client(app)
+
+
 async def test_a_session_another_worker_keeps_is_answered_by_it_byte_for_byte(
     aiohttp_server: Server, aiohttp_client: Client, sockets: Path
 ) -> None:
     upstream = await _upstream(aiohttp_server)
     here, there = Workers(sockets, 2, 0), Workers(sockets, 2, 1)
     async with _worker_app(upstream, there) as (owner_app, _runner):
-        local_app = create_app(
-            parse_config({"upstream": {"url": upstream}, "prefix_cache": {"route_sessions": True}})
-        )
-        local_app[RELAY_KEY] = Relay(here)
-        local_app.on_cleanup.append(_close_relay)
-        client = await aiohttp_client(local_app)
+        local_app, client = await _relaying(aiohttp_client, upstream, here)
         payload = _owned_by(here, upstream, 1)
         for stream in (False, True):
             payload["stream"] = stream
@@ -206,12 +214,7 @@ async def test_the_owner_records_the_client_that_sent_a_relayed_request(
     upstream = await _upstream(aiohttp_server, seen)
     here, there = Workers(sockets, 2, 0), Workers(sockets, 2, 1)
     async with _worker_app(upstream, there, ui={"enabled": True}) as (owner_app, _runner):
-        local_app = create_app(
-            parse_config({"upstream": {"url": upstream}, "prefix_cache": {"route_sessions": True}})
-        )
-        local_app[RELAY_KEY] = Relay(here)
-        local_app.on_cleanup.append(_close_relay)
-        client = await aiohttp_client(local_app)
+        _, client = await _relaying(aiohttp_client, upstream, here)
         payload = _owned_by(here, upstream, 1)
         forged = {**HEADERS, "X-Chatmend-Relayed-For": "203.0.113.9"}
         for headers in (HEADERS, forged):
