@@ -146,6 +146,13 @@ class RequestFacts:
     wanted: Sequence[str] | None = None
 
     @property
+    def own(self) -> bool:
+        """These facts are one request's own (values recalled for it, or the keys it asked
+        for): a plan given them is new for each request, and no memo of plans or steps keeps it
+        (it would keep the texts and keys of requests long gone)."""
+        return bool(self.recalled) or self.wanted is not None
+
+    @property
     def empty(self) -> bool:
         """Nothing to give: the plan runs as compiled (a ``scope`` alone says nothing: a rule
         reads it only to find what was ``recalled``)."""

@@ -90,7 +90,7 @@ def _facts(steps: Sequence[tuple[Rule, RuleContext]]) -> tuple[_Step, ...]:
     facts = []
     recalled = False
     for rule, ctx in steps:
-        if ctx.given.recalled:  # one request's: what was recalled for it is not kept here
+        if ctx.given.own:  # one request's: what was recalled for it is not kept here
             recalled = True
             facts.append(_step_of(rule, ctx))
             continue
@@ -302,7 +302,7 @@ def _candidates(
             if signals is not None and step.woken_by.isdisjoint(signals):
                 continue
         positions.append(position)
-    if any(step.ctx.given.recalled for step in facts):
+    if any(step.ctx.given.own for step in facts):
         return positions  # one request's steps (``_facts``): not remembered
     if len(_WOKEN) >= 4 * _MAX_FACTS:
         _WOKEN.clear()

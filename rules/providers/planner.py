@@ -86,7 +86,7 @@ class Plan:
         never another request's), make a new plan."""
         if not any(rule.gets_facts for rule, _ in (*self.steps, *(self.report or ()))):
             return self
-        if given.recalled or given.wanted is not None:
+        if given.own:
             return self._give(given)
         key = (id(self), given.scope, given.betas)
         known = _GIVEN.get(key)

@@ -306,7 +306,7 @@ def _readable_steps(steps: Sequence[Any]) -> list[Any]:
     if known is not None and known[0] is steps:
         return known[1]
     kept = [step for step in steps if step[0].name not in _SURROGATE_RULES]
-    if any(ctx.given.recalled for _, ctx in steps):
+    if any(ctx.given.own for _, ctx in steps):
         return kept  # one request's: what was recalled for it is not kept here
     if len(_READABLE) >= 64:
         _READABLE.clear()

@@ -27,9 +27,10 @@ from proxy.relay.prefix import SKIP, PrefixCache
 from proxy.stash.hooks import ReasoningHooks, RequestReasoning
 from rules.chat import reasoning_content
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
-from rules.engine import memo
+from rules.engine import memo, resume
 from rules.engine.base import RequestFacts, per_message
 from rules.messages import missing_thinking
+from rules.providers import planner as planning
 from rules.providers import sanitize
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan, Planner
@@ -998,3 +999,56 @@ async def test_two_sessions_of_one_key_and_betas_each_ask_for_their_own_turns() 
         assert store.asked[0] == wanted == [_use_key("s", n) for n in range(turns)], turns
         assert (served.body, served.changes) == (whole.body, whole.changes), turns
         assert [change.action for change in whole.changes] == ["restored_thinking"] * turns
+
+
+def _memos_keep_own_facts() -> list[str]:
+    """The memos of plans and steps (rules/engine/resume.py, rules/providers/sanitize.py,
+    rules/providers/planner.py) that hold a step given one request's own facts."""
+
+    def own(steps: Any) -> bool:
+        return any(ctx.given.own for _, ctx in steps)
+
+    found = []
+    if any(own(steps) for steps, _ in resume._FACTS.values()):
+        found.append("_FACTS")
+    if any(ctx.given.own for ctx, _ in resume._STEPS.values()):
+        found.append("_STEPS")
+    if any(any(step.ctx.given.own for step in facts) for facts, _ in resume._WOKEN.values()):
+        found.append("_WOKEN")
+    if any(own(steps) for steps, _ in sanitize._READABLE.values()):
+        found.append("_READABLE")
+    if any(own(made.steps) for _, made in planning._GIVEN.values()):
+        found.append("_GIVEN")
+    return found
+
+
+async def test_no_memo_keeps_one_requests_facts() -> None:
+    """Claude Code in thinking mode with a cold stash: every request asks for its turns' keys
+    and is given none back, with its betas. Each such request's plan is its own (it holds the
+    keys it asked for): the memos of plans and steps, which live as long as the process, must
+    not keep it, nor the plans of requests given values."""
+    planner, store = Planner("deepseek"), _Store()
+    hooks = ReasoningHooks(None, cast(Any, None))
+    hooks.stash = cast(Any, store)
+    cache, betas = PrefixCache(), frozenset({"interleaved-thinking-2025-05-14"})
+    for turns in range(1, 8):
+        if turns == 5:  # from here on the store holds the first turn's thinking
+            thought = [{"type": "thinking", "thinking": "first", "signature": "sig"}]
+            store.held[_use_key("m", 0)] = missing_thinking.stored_form(thought)
+        raw = _claude_code_turns(turns, "m")
+        reading = cache.read("s", MESSAGES_API, raw)
+        found = hooks.read(
+            planner,
+            raw,
+            "scope",
+            api="messages",
+            mark=b'"tool_use"',
+            parsed=reading.payload,
+            carried=reading.resume,
+        )
+        assert found is not None and found.wanted
+        await hooks.recall(found)
+        given = replace(found.given, betas=betas)
+        assert given.own
+        cache.repair(reading, raw, planner, "messages", parsed=found.payload, given=given)
+        assert _memos_keep_own_facts() == [], turns
