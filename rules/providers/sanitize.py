@@ -300,8 +300,8 @@ _READABLE: dict[int, tuple[Sequence[Any], list[Any]]] = {}
 def _readable_steps(steps: Sequence[Any]) -> list[Any]:
     """``steps`` without the rules that repair lone surrogates (a body orjson read holds none),
     computed once per plan: plans are few and long-lived; the memo is bounded anyway, and never
-    holds a plan given what the stash recalled for one request (new each request, and it holds
-    the texts)."""
+    holds a plan given one request's own facts (``RequestFacts.own``: new each request, and it
+    holds the texts and keys)."""
     known = _READABLE.get(id(steps))
     if known is not None and known[0] is steps:
         return known[1]
