@@ -19,7 +19,7 @@ from itertools import islice
 from typing import Any
 
 from proxy.config import CaptureConfig
-from proxy.observe.flow import MAX_LISTED_CHANGES, Flow, Subscriber, client_address
+from proxy.observe.flow import MAX_LISTED_CHANGES, Flow, Subscriber
 from rules.engine.base import Change
 from rules.providers.apis import APIS
 from rules.providers.refusals import error_text
@@ -29,6 +29,11 @@ RECENT_REQUESTS = 500
 #: A session (route, client address, model) refused this many times in a row by the upstream
 #: is listed as "keeps being refused".
 REFUSED_STREAK = 3
+#: The outcomes of a 4xx that is no upstream's refusal: chatmend's own answer (a limit, its
+#: token), a client that sent too slowly or left (499), or none known.
+_NOT_REFUSED = frozenset(
+    {"rejected", "unauthorized", "client_timeout", "client_disconnected", None}
+)
 #: Characters of a change's detail kept in all (its keys, strings and numbers as written):
 #: a string is cut to ``CLIP_STRING`` characters, a list or mapping to ``CLIP_ITEMS`` items,
 #: nesting to ``CLIP_DEPTH`` levels; the rest is marked (``...``), never kept.
@@ -111,7 +116,7 @@ class Recent:
         self.per_rule.update(c.rule for c in entry.listed)
         if entry.api in APIS:  # a refusal of a repaired API, not of a path passed through
             key = (entry.route, entry.client, entry.model or "")
-            refused = 400 <= entry.status < 500 and entry.outcome not in ("rejected", None)
+            refused = 400 <= entry.status < 500 and entry.outcome not in _NOT_REFUSED
             if refused:
                 self.streaks[key] = self.streaks.get(key, 0) + 1
             else:
@@ -216,7 +221,7 @@ class Capture(Subscriber):
             recovered=flow.recovered,
             recovered_class=flow.recovered_class,
             outcome=flow.outcome,
-            client=client_address(request),
+            client=flow.client,
             listed=clipped(flow.listed),
             replied=clipped(flow.replied),
         )

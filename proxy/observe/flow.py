@@ -50,14 +50,6 @@ def relayed(request: web.Request) -> bool:
     return transport is not None and isinstance(transport.get_extra_info("sockname"), str)
 
 
-def client_address(request: web.Request) -> str:
-    """The address of the client that sent ``request``: the peer's, or for a request another
-    worker relayed, the one that worker names (its own client's)."""
-    if relayed(request):
-        return request.headers.get(RELAYED_FOR, "")
-    return request.remote or ""
-
-
 REQUEST_ID_HEADER = "X-Request-ID"
 #: chatmend's own id for the request, always generated (128 random bits): unique, unguessable,
 #: the key of its log lines and of its entry on the page (``/chatmend/``).
@@ -108,6 +100,9 @@ class Flow:
     #: The worker the request was relayed to, keeping its session (proxy/relay/owners.py): that
     #: worker answers, logs and counts it; ``None``: served here.
     handed_to: int | None = None
+    #: For a request another worker relayed here, the client that worker names (``RELAYED_FOR``,
+    #: read as it arrived: the socket is gone once it closes); else ``None``.
+    relayed_for: str | None = None
     #: Milliseconds: the upstream's time to its headers, the rules', and chatmend's own time up
     #: to the upstream's headers (``None`` if the upstream was never reached).
     upstream_ms: float | None = None
@@ -151,8 +146,18 @@ class Flow:
         given = request.headers.get(REQUEST_ID_HEADER)
         client = given if given is not None and _VALID_REQUEST_ID.fullmatch(given) else None
         flow = cls(request, os.urandom(16).hex(), client)
+        if RELAYED_FOR in request.headers and relayed(request):
+            flow.relayed_for = request.headers[RELAYED_FOR]
         flow.bound = structlog.contextvars.bind_contextvars(request_id=flow.id)
         return flow
+
+    @property
+    def client(self) -> str:
+        """The address of the client that sent the request: the peer's, or for a request
+        another worker relayed, the one that worker named (its own client's)."""
+        if self.relayed_for is not None:
+            return self.relayed_for
+        return self.request.remote or ""
 
     def allow_content(self) -> None:
         """The request's route logs content (``log_content: true``): its lines keep the

@@ -33,7 +33,7 @@ from typing import Final
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, UnixConnector, web
 
-from proxy.observe.flow import RELAYED_FOR, client_address
+from proxy.observe.flow import RELAYED_FOR
 from proxy.relay.upstream import HOP_BY_HOP
 
 #: The longest path a unix socket takes (``sun_path``, less its terminating NUL, on Linux).
@@ -167,7 +167,7 @@ class Relay:
             for name, value in request.headers.items()
             if name.lower() not in _NOT_RELAYED
         ]
-        headers.append((RELAYED_FOR, client_address(request)))
+        headers.append((RELAYED_FOR, request.remote or ""))  # never relayed twice
         try:
             answer = await self._session(index).request(
                 request.method,

@@ -391,7 +391,4 @@ RULE = Rule(
     horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
     scan=scan.scan,
     woken_by=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
-    # Fresh unique ids, a replayed call or a second answer dropped, assistants a dropped answer
-    # left side by side merged: no signal a later rule reads is set.
-    introduces=frozenset(),
 )

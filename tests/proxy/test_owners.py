@@ -108,9 +108,11 @@ def sockets() -> Iterator[Path]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-async def _upstream(aiohttp_server: Server, seen: list[Any] | None = None) -> str:
-    """A lenient upstream: a fixed completion, or an SSE stream when the body asks for one;
-    ``seen``: each request's headers, appended."""
+async def _upstream(
+    aiohttp_server: Server, seen: list[Any] | None = None, pause: float = 0.0
+) -> str:
+    """A lenient upstream: a fixed completion, or an SSE stream when the body asks for one
+    (``pause`` seconds between its events); ``seen``: each request's headers, appended."""
 
     async def answer(request: web.Request) -> web.StreamResponse:
         if seen is not None:
@@ -122,6 +124,7 @@ async def _upstream(aiohttp_server: Server, seen: list[Any] | None = None) -> st
         await response.prepare(request)
         for index in range(5):
             await response.write(f"data: {index}\n\n".encode())
+            await asyncio.sleep(pause)
         await response.write(b"data: [DONE]\n\n")
         return response
 
@@ -224,6 +227,31 @@ async def test_the_owner_records_the_client_that_sent_a_relayed_request(
             assert entry is not None and entry.client == "127.0.0.1"
             assert "X-Chatmend-Relayed-For" not in seen[-1]
         assert len(seen) == 2 and owner_app[PREFIX_KEY].counts["hit"] == 1  # the owner's
+
+
+async def test_the_owner_records_a_relayed_client_that_left_mid_stream(
+    aiohttp_server: Server, aiohttp_client: Client, sockets: Path
+) -> None:
+    """A client that leaves a relayed stream: the owner hears the relay's socket close, and
+    records the request when it is done, when that socket is gone. The client it names is the
+    one the relaying worker named when the request came, not an empty one (a hostile review
+    found the address read too late)."""
+    upstream = await _upstream(aiohttp_server, pause=0.5)
+    here, there = Workers(sockets, 2, 0), Workers(sockets, 2, 1)
+    async with _worker_app(upstream, there, ui={"enabled": True}) as (owner_app, _runner):
+        _, client = await _relaying(aiohttp_client, upstream, here)
+        payload = {**_owned_by(here, upstream, 1), "stream": True}
+        response = await client.post(PATH, data=orjson.dumps(payload), headers=HEADERS)
+        request_id = response.headers["X-Chatmend-Request-Id"]
+        await response.content.readany()
+        response.close()  # the client leaves after the first event
+        for _ in range(100):
+            entry = owner_app[RECENT_KEY].find(request_id)
+            if entry is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert entry is not None and entry.outcome == "client_disconnected"
+        assert entry.client == "127.0.0.1"
 
 
 async def test_an_owner_that_cannot_be_reached_leaves_the_request_where_it_landed(

@@ -189,6 +189,20 @@ def test_refused_sessions_are_the_ones_refused_in_a_row() -> None:
     assert recent.refused_sessions() == []
 
 
+@pytest.mark.parametrize("outcome", ["client_disconnected", "client_timeout", "unauthorized"])
+def test_a_4xx_no_upstream_sent_is_not_a_refused_session(outcome: str) -> None:
+    """A client that leaves mid-answer is logged with status 499, one that sends its body too
+    slowly with 408, and one without the route's token gets chatmend's 401: none of these is
+    the upstream refusing the session (a hostile review saw three dropped streams listed as
+    "keeps being refused")."""
+    recent = Recent()
+    for n in range(4):
+        recent.record(
+            _entry(n, {"client_timeout": 408, "unauthorized": 401}.get(outcome, 499), outcome), None
+        )
+    assert recent.refused_sessions() == []
+
+
 # --- Issue 36: the Host header, paths that nearly name the page, bounded entries -------------
 
 

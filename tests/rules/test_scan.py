@@ -139,7 +139,6 @@ DECLARING = {
 def test_the_rules_that_change_stuck_sessions_say_what_they_may_set() -> None:
     assert {"invalid-tool-arguments", "bookkeeping-keys", "developer-role"} <= DECLARING.keys()
     assert "reasoning-content" in DECLARING  # what a thinking session changes on every turn
-    assert "duplicate-tool-call-ids" in DECLARING  # issue 39's stuck session: a repeated call
 
 
 #: The fields a rule that reads the request is given below: thinking mode on (reasoning-content
@@ -167,3 +166,27 @@ def test_a_change_sets_no_signal_its_rule_did_not_declare(messages: list[Any]) -
             after = scan.scan(outcome.messages)
             assert after is not None, (name, rule.name)
             assert after <= signals | rule.introduces, (name, rule.name, after - signals)
+
+
+def test_assistants_merged_after_a_dropped_answer_still_wake_the_content_rules() -> None:
+    """duplicate-tool-call-ids drops a second answer that stood between two assistants and
+    merges them: the merged message may hold calls with an empty content (and two contents that
+    cannot join stay side by side), which the walk did not see before. Declared as setting no
+    signal, the rule once let `tool-call-content` sleep under kimi, and Kimi refuses the body
+    sent (a hostile review found it; `test_a_change_sets_no_signal_its_rule_did_not_declare`'s
+    histories never make this shape)."""
+    call = {"id": "X", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    later = {**call, "id": "Y"}
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "X", "content": "r"},
+        {"role": "assistant", "content": ""},
+        {"role": "tool", "tool_call_id": "X", "content": "r again"},
+        {"role": "assistant", "tool_calls": [later]},
+        {"role": "tool", "tool_call_id": "Y", "content": "r"},
+    ]
+    out = run_rules(messages, steps_of("kimi"))
+    assert "merged_assistants" in [change.action for change in out.changes]
+    left = violations({"messages": out.messages}, PLANNER.plans["kimi"].contract)
+    assert [v.code for v in left] == []
