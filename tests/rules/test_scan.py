@@ -1,6 +1,7 @@
 """The one walk of the clean path (rules/chat/scan.py): it never lets a rule with work be skipped.
 
-For every profile, over clean, broken and arbitrary message lists: a step whose ``woken_by`` the
+For every profile, over clean, broken and arbitrary message lists (and an answer given twice
+around an assistant, whose drop leaves two assistants to merge): a step whose ``woken_by`` the
 walk did not set changes nothing when it runs anyway, and the whole pipeline gives the same list
 and the same changes with the walk as without it.
 """
@@ -30,11 +31,45 @@ EXAMPLES = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+#: The contents an assistant may come with, empty in every way the walk tells apart, or not.
+CONTENTS = st.sampled_from(
+    [None, "", [], [{"type": "text", "text": ""}], [{"type": "text", "text": "t"}], {"x": 1}, "t"]
+)
+
+
+@st.composite
+def answered_twice(draw: st.DrawFn) -> list[Any]:
+    """A call answered, an assistant, the same answer again, an assistant (with or without
+    calls of its own, each content above or none) and its answers: dropping the second answer
+    leaves two assistants side by side, which a rule may merge."""
+    function = {"name": "f", "arguments": "{}"}
+    calls = [{"id": name, "type": "function", "function": function} for name in ("X", "Y")]
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [calls[0]]},
+        {"role": "tool", "tool_call_id": "X", "content": "r"},
+    ]
+    for index in range(2):
+        message: dict[str, Any] = {"role": "assistant"}
+        content = draw(st.one_of(st.just("absent"), CONTENTS))
+        if content != "absent":
+            message["content"] = content
+        if draw(st.booleans()):
+            message["tool_calls"] = [calls[1] if index else {**calls[1], "id": f"Z{index}"}]
+        messages.append(message)
+        if index == 0:
+            messages.append({"role": "tool", "tool_call_id": "X", "content": "again"})
+        answers = message.get("tool_calls", ())
+        messages.extend({"role": "tool", "tool_call_id": c["id"], "content": "r"} for c in answers)
+    return messages
+
+
 MESSAGES = st.one_of(
     clean_transcripts(),
     broken_transcripts().map(lambda broken: broken.messages),
     broken_requests().map(lambda request: request.payload["messages"]),
     arbitrary_messages(),
+    answered_twice(),
 )
 
 
