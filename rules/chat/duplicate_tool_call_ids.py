@@ -39,6 +39,7 @@ from rules.chat.apart import TURNS
 from rules.chat.message_fields import function_name
 from rules.chat.tool_turns import is_assistant, rejoin
 from rules.engine.base import Change, Outcome, Rule, RuleContext, carried
+from rules.vocabulary import EMPTY_KINDS
 
 NAME = "duplicate-tool-call-ids"
 
@@ -391,4 +392,9 @@ RULE = Rule(
     horizon=carried(TURNS.apart(apply)),  # a new turn apart from the history
     scan=scan.scan,
     woken_by=scan.on(scan.DUP_CALL_ID, scan.UNPAIRED),
+    # Fresh unique ids; a replay or a second answer dropped. Assistants a dropped answer left
+    # side by side are merged as consecutive-assistant-messages merges them (calls beside an
+    # empty content), or stay side by side when their contents cannot join.
+    introduces=frozenset(scan.CALL_EMPTY + kind for kind in EMPTY_KINDS)
+    | {scan.ADJACENT_ASSISTANTS},
 )

@@ -174,6 +174,7 @@ DECLARING = {
 def test_the_rules_that_change_stuck_sessions_say_what_they_may_set() -> None:
     assert {"invalid-tool-arguments", "bookkeeping-keys", "developer-role"} <= DECLARING.keys()
     assert "reasoning-content" in DECLARING  # what a thinking session changes on every turn
+    assert "duplicate-tool-call-ids" in DECLARING  # issue 39's stuck session: a repeated call
 
 
 #: The fields a rule that reads the request is given below: thinking mode on (reasoning-content
