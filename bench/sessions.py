@@ -80,7 +80,7 @@ def stash_of(bodies: Sequence[Sequence[bytes]], plan: Plan) -> Recall:
             store.setdefault(key, f"Turn {len(store)}: " + "the user wants the file read. " * 16)
 
     def recall(payload: dict[str, Any], carried: Carried | None) -> RequestFacts:
-        keys = wanted_of(recalling, payload, _SCOPE, carried)
+        keys, _ = wanted_of(recalling, payload, _SCOPE, carried)
         return RequestFacts(_SCOPE, {k: store[k] for k in keys if k in store}, wanted=keys)
 
     return recall

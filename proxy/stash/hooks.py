@@ -59,6 +59,10 @@ class RequestReasoning:
     api: str = "chat"
     #: The keys its turns want from the store (``ReasoningHooks.read``; ``[]``: none).
     wanted: list[str] = field(default_factory=list)
+    #: What the session's last request was given, when this one is that one plus a turn and
+    #: its keys were taken from it (``wanted_of``): the values found then are given again, and
+    #: only the other keys are asked of the store.
+    before: RequestFacts | None = None
 
 
 #: Runs ``function(body, planner, *args)`` elsewhere and returns its result.
@@ -80,12 +84,12 @@ def wanted_of(
     payload: dict[str, Any],
     scope: str,
     carried: Carried | None,
-) -> list[str]:
+) -> tuple[list[str], RequestFacts | None]:
     """The keys ``payload``'s turns want: those the session's last request asked for its own
     turns, then those of the turns added since, when this body is that request's plus a turn
     (``carried``: its rules' record, proxy/relay/prefix.py ``Reading.resume``) and that request
-    asked under the same options and scope (a turn's keys are its own: ``StashQuery``); else
-    every turn's, read anew."""
+    asked under the same options and scope (a turn's keys are its own: ``StashQuery``), with
+    the facts that request was given; else every turn's, read anew, and ``None``."""
     query, ctx = recalling
     if carried is not None:
         for rule, was in carried.steps:
@@ -93,9 +97,9 @@ def wanted_of(
                 continue
             asked = was.given.wanted
             if asked is not None and was.options is ctx.options and was.given.scope == scope:
-                return [*asked, *query.keys(payload, ctx, scope, carried.length)]
+                return [*asked, *query.keys(payload, ctx, scope, carried.length)], was.given
             break
-    return query.keys(payload, ctx, scope, 0)
+    return query.keys(payload, ctx, scope, 0), None
 
 
 def wanted_keys_of(body: bytes, planner: Planner, scope: str, api: str = "chat") -> list[str]:
@@ -205,18 +209,23 @@ class ReasoningHooks(Subscriber):
             )
             if recalling is not None and reasoning.thinking and mark in body:
                 # A first turn wants none.
-                reasoning.wanted = wanted_of(recalling, payload, scope, carried)
+                reasoning.wanted, reasoning.before = wanted_of(recalling, payload, scope, carried)
         except Exception as exc:  # fail-open, like the rules: the request goes on without it
             log.error("reasoning_recall_failed", error=type(exc).__name__)
         return reasoning
 
     async def recall(self, reasoning: RequestReasoning) -> None:
         """The texts of ``reasoning.wanted`` from the store, given to the rules (the one wait of
-        the lookup: nothing else in it waits)."""
+        the lookup: nothing else in it waits). A session's request that is its last one plus a
+        turn is given again what the last one was given for its turns, and asks the store only
+        for the rest (the new turns, and turns it had no text for)."""
         stash = self.stash
         try:
             if stash is not None and reasoning.wanted:
-                recalled = await stash.recall(reasoning.wanted)
+                before = reasoning.before
+                known = {} if before is None else before.recalled
+                asked = [key for key in reasoning.wanted if key not in known]
+                recalled = {**known, **await stash.recall(asked)} if asked else dict(known)
                 # What was asked goes too: the session's next request resumes the rules when
                 # it is given the same values for these keys (rules/engine/resume.py).
                 reasoning.given = RequestFacts(

@@ -496,6 +496,17 @@ async def test_a_long_thinking_session_resumes_with_every_turn_restored(
 
     monkeypatch.setattr(reasoning_content, "turn_key", counted)
     proxy = await start()
+    stash = proxy.app[REASONING_KEY].stash
+    assert stash is not None
+    asked: list[int] = []
+    fetch = stash.recall
+
+    async def asking(keys: Any) -> dict[str, str]:
+        asked.append(len(keys))
+        found: dict[str, str] = await fetch(keys)
+        return found
+
+    monkeypatch.setattr(stash, "recall", asking)
     client = openai.AsyncOpenAI(
         base_url=str(proxy.make_url("/v1")), api_key="sk-client-a", max_retries=0
     )
@@ -530,3 +541,5 @@ async def test_a_long_thinking_session_resumes_with_every_turn_restored(
     # A key for each turn a request adds (the lookup, then the rules restoring it), not one
     # for every turn of the history on every request (144 for the lookup alone).
     assert len(keyed) <= 3 * requests, (len(keyed), requests)
+    # The store is asked for each turn's text once, when it is new (144 keys without that).
+    assert asked == [1] * 12, asked
