@@ -953,6 +953,27 @@ def _use_key(session: str, turn: int) -> str:
     return key
 
 
+async def _look_up(
+    hooks: ReasoningHooks, planner: Planner, raw: bytes, reading: Any
+) -> RequestReasoning:
+    """The stash lookup of a Messages request as the server does it (proxy/server/trip.py
+    ``_recall_here``, then ``ReasoningHooks.recall``), over the prefix cache's ``reading`` of
+    it (``None``: the body alone, as without the cache)."""
+    found = hooks.read(
+        planner,
+        raw,
+        "scope",
+        api="messages",
+        mark=b'"tool_use"',
+        parsed=None if reading is None else reading.payload,
+        carried=None if reading is None else reading.resume,
+    )
+    assert found is not None
+    if found.wanted:
+        await hooks.recall(found)
+    return found
+
+
 async def test_two_sessions_of_one_key_and_betas_each_ask_for_their_own_turns() -> None:
     """Claude Code's main agent and a subagent: one credential, the same ``anthropic-beta``
     values. A plan given betas and nothing recalled was remembered by scope and betas, with
@@ -964,18 +985,11 @@ async def test_two_sessions_of_one_key_and_betas_each_ask_for_their_own_turns() 
     planner, store = Planner("deepseek"), _Store()
     hooks = ReasoningHooks(None, cast(Any, None))
     hooks.stash = cast(Any, store)
-    cache, mark = PrefixCache(), b'"tool_use"'
+    cache = PrefixCache()
     betas = frozenset({"interleaved-thinking-2025-05-14"})
 
     async def lookup(raw: bytes, reading: Any) -> tuple[RequestReasoning, RequestFacts]:
-        parsed = None if reading is None else reading.payload
-        carried = None if reading is None else reading.resume
-        found = hooks.read(
-            planner, raw, "scope", api="messages", mark=mark, parsed=parsed, carried=carried
-        )
-        assert found is not None
-        if found.wanted:
-            await hooks.recall(found)
+        found = await _look_up(hooks, planner, raw, reading)
         return found, replace(found.given, betas=betas)  # the server's given_to_rules
 
     async def through(raw: bytes, session: str) -> tuple[list[str], Any, Any]:
@@ -1040,17 +1054,8 @@ async def test_no_memo_keeps_one_requests_facts() -> None:
             store.held[_use_key("m", 0)] = missing_thinking.stored_form(thought)
         raw = _claude_code_turns(turns, "m")
         reading = cache.read("s", MESSAGES_API, raw)
-        found = hooks.read(
-            planner,
-            raw,
-            "scope",
-            api="messages",
-            mark=b'"tool_use"',
-            parsed=reading.payload,
-            carried=reading.resume,
-        )
-        assert found is not None and found.wanted
-        await hooks.recall(found)
+        found = await _look_up(hooks, planner, raw, reading)
+        assert found.wanted
         given = replace(found.given, betas=betas)
         assert given.own
         cache.repair(reading, raw, planner, "messages", parsed=found.payload, given=given)
@@ -1080,17 +1085,7 @@ async def test_a_session_is_given_again_what_it_was_given_and_asks_for_the_rest(
         store.asked.clear()
         raw = _claude_code_turns(turns, "k")
         reading = cache.read("s", MESSAGES_API, raw)
-        found = hooks.read(
-            planner,
-            raw,
-            "scope",
-            api="messages",
-            mark=b'"tool_use"',
-            parsed=reading.payload,
-            carried=reading.resume,
-        )
-        assert found is not None
-        await hooks.recall(found)
+        found = await _look_up(hooks, planner, raw, reading)
         served = cache.repair(
             reading, raw, planner, "messages", parsed=found.payload, given=found.given
         )
