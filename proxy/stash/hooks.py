@@ -217,14 +217,18 @@ class ReasoningHooks(Subscriber):
     async def recall(self, reasoning: RequestReasoning) -> None:
         """The texts of ``reasoning.wanted`` from the store, given to the rules (the one wait of
         the lookup: nothing else in it waits). A session's request that is its last one plus a
-        turn is given again what the last one was given for its turns, and asks the store only
-        for the rest (the new turns, and turns it had no text for)."""
+        turn is given again what the last one was given for its turns, and asks the store for
+        the rest: the turns it had no text for, and every new turn's keys, even one an old turn
+        shares (two turns with the same calls have one key, and the store keeps its newest
+        text: given to both, as a lookup of every key gives it)."""
         stash = self.stash
         try:
             if stash is not None and reasoning.wanted:
                 before = reasoning.before
                 known = {} if before is None else before.recalled
-                asked = [key for key in reasoning.wanted if key not in known]
+                old = 0 if before is None or before.wanted is None else len(before.wanted)
+                wanted = reasoning.wanted
+                asked = [key for key in wanted[:old] if key not in known] + wanted[old:]
                 recalled = {**known, **await stash.recall(asked)} if asked else dict(known)
                 # What was asked goes too: the session's next request resumes the rules when
                 # it is given the same values for these keys (rules/engine/resume.py).

@@ -980,8 +980,9 @@ async def test_two_sessions_of_one_key_and_betas_each_ask_for_their_own_turns() 
     the keys the first such request asked for (``RequestFacts.wanted``); the next session's
     request then took another session's keys for its own last request's, asked the store for
     them, skipped its own turn, and sent a placeholder where the whole run restores the turn's
-    thinking. Each request, through the cache, asks what its whole body asks and forwards what
-    the whole run forwards."""
+    thinking. Each request, through the cache, works out the keys its whole body wants, asks
+    the store only for what its last request was not given, and forwards what the whole run
+    forwards."""
     planner, store = Planner("deepseek"), _Store()
     hooks = ReasoningHooks(None, cast(Any, None))
     hooks.stash = cast(Any, store)
@@ -1072,16 +1073,13 @@ async def test_a_session_is_given_again_what_it_was_given_and_asks_for_the_rest(
     hooks = ReasoningHooks(None, cast(Any, None))
     hooks.stash = cast(Any, store)
     cache = PrefixCache()
-    thought = missing_thinking.stored_form(
-        [{"type": "thinking", "thinking": "turn", "signature": "sig"}]
-    )
     keys = [_use_key("k", n) for n in range(3)]
-    store.held[keys[0]] = thought  # the first turn's thinking is stored, the second's is late
-    actions = []
+    store.held[keys[0]] = _thought("first")  # the first turn's is stored, the second's is late
+    sent = []
     for turns in (2, 3):
         if turns == 3:
             del store.held[keys[0]]  # dropped from the store meanwhile
-            store.held[keys[1]] = thought  # stored late
+            store.held[keys[1]] = _thought("second")  # stored late
         store.asked.clear()
         raw = _claude_code_turns(turns, "k")
         reading = cache.read("s", MESSAGES_API, raw)
@@ -1089,9 +1087,65 @@ async def test_a_session_is_given_again_what_it_was_given_and_asks_for_the_rest(
         served = cache.repair(
             reading, raw, planner, "messages", parsed=found.payload, given=found.given
         )
-        actions.append([change.action for change in served.changes])
+        sent.append(_thoughts_sent(served.body))
         assert store.asked == [keys[:2] if turns == 2 else keys[1:3]], turns
-    assert actions == [
-        ["restored_thinking", "added_thinking"],
-        ["restored_thinking", "restored_thinking", "added_thinking"],
-    ]
+    assert sent == [["first", "placeholder"], ["first", "second", "placeholder"]]
+
+
+def _thought(text: str) -> str:
+    """What the stash keeps of a turn whose thinking is ``text``."""
+    return missing_thinking.stored_form([{"type": "thinking", "thinking": text, "signature": "s"}])
+
+
+def _thoughts_sent(body: bytes) -> list[str]:
+    """The thinking each assistant turn of a Messages body opens with: its text, or
+    ``placeholder`` for one no stash gave (an unsigned block)."""
+    out = []
+    for message in orjson.loads(body)["messages"]:
+        if message["role"] == "assistant":
+            block = message["content"][0]
+            assert block["type"] == "thinking"
+            out.append(block["thinking"] if block["signature"] else "placeholder")
+    return out
+
+
+async def test_a_new_turn_with_an_old_turns_calls_gets_what_a_whole_lookup_gives() -> None:
+    """Two turns with the same calls (a per-turn counter for ids, the same tool and input) have
+    one stash key, and the store keeps its newest text. A request that is the last one plus
+    such a turn asks the store for the new turn's key even though the last request was given
+    a text for it, as a lookup of the whole body does (a hostile review found the old text
+    kept, the body then depending on whether the prefix cache kept the session)."""
+    planner, store = Planner("deepseek"), _Store()
+    hooks = ReasoningHooks(None, cast(Any, None))
+    hooks.stash = cast(Any, store)
+    cache = PrefixCache()
+    use = {"type": "tool_use", "id": "toolu_0", "name": "Read", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_0", "content": "ok"}
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    history: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+    key = missing_thinking.turn_key("scope", [use])
+    assert key is not None
+    sent = []
+    for turn in ("first", "second"):
+        store.held[key] = _thought(turn)  # the store keeps the newest text of the key
+        history += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+        raw = orjson.dumps(
+            {
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 64,
+                "thinking": thinking,
+                "messages": history,
+            }
+        )
+        reading = cache.read("s", MESSAGES_API, raw)
+        found = await _look_up(hooks, planner, raw, reading)
+        served = cache.repair(
+            reading, raw, planner, "messages", parsed=found.payload, given=found.given
+        )
+        alone = await _look_up(hooks, planner, raw, None)  # the oracle: no cache
+        whole = sanitize_body(raw, planner, "messages", given=alone.given)
+        assert served.body == whole.body, turn
+        sent.append(_thoughts_sent(served.body))
+    # The first turn gets the key's newest text; the second, whose id
+    # messages-duplicate-tool-use-ids renames before the thinking rule runs, keys nothing.
+    assert sent == [["first"], ["second", "placeholder"]]
