@@ -40,7 +40,8 @@ log = get_logger()
 
 #: The header a relaying worker names its client's address in (proxy/relay/owners.py): read
 #: only on a request that came over a worker's unix socket (``relayed``), where no client can
-#: reach, and never forwarded upstream.
+#: reach, and dropped before that request goes upstream (proxy/server/trip.py). A client's own
+#: header of that name on a request it sent here directly passes as any other header.
 RELAYED_FOR: Final = "X-Chatmend-Relayed-For"
 
 
