@@ -78,8 +78,8 @@ class _Step:
 #: The facts of the last steps resumed, by the steps' id (plans are few and long-lived).
 _FACTS: dict[int, tuple[Sequence[Any], tuple[_Step, ...]]] = {}
 _MAX_FACTS: Final = 64
-#: The facts of each step of those, by its context's id: steps given one request's recalled
-#: values (new each request) share the others' with their plan's.
+#: The facts of each step of those, by its context's id: steps given one request's own facts
+#: (``RequestFacts.own``: new each request) share the others' with their plan's.
 _STEPS: dict[int, tuple[RuleContext, _Step]] = {}
 
 
@@ -88,10 +88,10 @@ def _facts(steps: Sequence[tuple[Rule, RuleContext]]) -> tuple[_Step, ...]:
     if known is not None and known[0] is steps:
         return known[1]
     facts = []
-    recalled = False
+    own = False
     for rule, ctx in steps:
-        if ctx.given.own:  # one request's: what was recalled for it is not kept here
-            recalled = True
+        if ctx.given.own:  # one request's: what was recalled or asked for it is not kept here
+            own = True
             facts.append(_step_of(rule, ctx))
             continue
         kept = _STEPS.get(id(ctx))
@@ -100,7 +100,7 @@ def _facts(steps: Sequence[tuple[Rule, RuleContext]]) -> tuple[_Step, ...]:
                 _STEPS.clear()
             kept = _STEPS[id(ctx)] = (ctx, _step_of(rule, ctx))
         facts.append(kept[1])
-    if recalled:
+    if own:
         return tuple(facts)
     if len(_FACTS) >= _MAX_FACTS:
         _FACTS.clear()
