@@ -14,8 +14,9 @@ parse and serialize per request), ``chatmend`` (its defaults: the prefix cache o
 Ratios are each target's throughput over floor-json's (median of the per-round ratios); after
 each workload, what chatmend's prefix cache charges, chatmend's resident memory and
 chatmend-whole's (no cache: the difference is what the cache really holds). Workloads: compact
-clients (``clean``, ``stuck``, ``stuck-split``, ``broken``) and clients that write
-``json.dumps``' spacing (``*-spaced``). Skipped if ``wrk`` is missing.
+clients (``clean``, ``stuck``, ``stuck-split``, ``broken``), clients that write
+``json.dumps``' spacing (``*-spaced``) and, when asked for, a Go client (``clean-go``,
+``stuck-go``: ``<``, ``>`` and ``&`` escaped). Skipped if ``wrk`` is missing.
 
 Run: ``.venv/bin/python -m bench.http_sessions [--quick] [--concurrency 8] [--peers litellm]
 [--workload NAME ...]``.
@@ -38,7 +39,7 @@ from bench import peers as peer_mod
 from bench.http import Measured, measure
 from bench.procs import fleet, rss_kb
 from bench.servers import API_KEY, start_chatmend, start_floor, start_upstream
-from tests.sessions import SPACED, SPLIT, interleaved
+from tests.sessions import ESCAPED, SPACED, SPLIT, interleaved
 
 WORKLOADS: tuple[str, ...] = ("clean", "stuck", *SPLIT, "broken", *SPACED)
 #: The bodies, one per line (compact JSON holds no raw newline), posted in turn.
@@ -185,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--workload",
         action="append",
-        choices=WORKLOADS,
-        help="measure only this workload (repeatable; default: every one)",
+        choices=(*WORKLOADS, *ESCAPED),
+        help="measure only this workload (repeatable; default: every one but the Go client's)",
     )
     args = parser.parse_args(argv)
     peers = [p for p in args.peers.split(",") if p]

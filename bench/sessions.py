@@ -44,7 +44,7 @@ from rules.engine.pipeline import Carried
 from rules.providers.apis import APIS, CHAT_API, Api
 from rules.providers.planner import Plan, Planner
 from rules.providers.sanitize import Sanitized, sanitize_body
-from tests.sessions import SPACED, SPLIT, WORKLOADS, api_session, session
+from tests.sessions import ESCAPED, SPACED, SPLIT, WORKLOADS, api_session, session
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,8 +244,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--workload",
         action="append",
-        choices=(*WORKLOADS, *SPACED, *SPLIT),
-        help="measure only this workload (repeatable; default: every one but stuck-split, and "
+        choices=(*WORKLOADS, *SPACED, *SPLIT, *ESCAPED),
+        help="measure only this workload (repeatable; default: every one but stuck-split and the "
+        "Go client's (-go), and "
         "for --api messages or responses clean, stuck and broken)",
     )
     parser.add_argument(

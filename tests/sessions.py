@@ -16,7 +16,9 @@ turn, so a session of T turns is T bodies, 3 KB up to the whole transcript. Work
   call repeated with its id, as issue 39's stuck agent re-sends it;
 - ``<workload>-spaced`` (``SPACED``): the same bodies written as ``json.dumps`` writes them
   (``", "``, ``": "``, ASCII escapes: Python ``requests``, aiohttp's ``json=``), where the others
-  are written as ``JSON.stringify`` and httpx write them (orjson's compact bytes).
+  are written as ``JSON.stringify`` and httpx write them (orjson's compact bytes);
+- ``<workload>-go`` (``ESCAPED``): written as Go's ``encoding/json`` writes them (compact, ``<``,
+  ``>`` and ``&`` as ``\u003c``, ``\u003e``, ``\u0026``: ``tests.writings.go``).
 
 The tests of the prefix cache (tests/proxy/test_prefix.py) and the benchmarks
 (``bench.sessions``, ``bench.http_sessions``) read the same sessions.
@@ -32,12 +34,15 @@ from typing import Any
 import orjson
 
 from tests.payloads import build_messages
+from tests.writings import go
 
 WORKLOADS: tuple[str, ...] = ("clean", "clean-empty", "clean-kimi", "stuck", "broken")
 #: Issue 39's stuck session: a split turn that repeats a call (``bench.sessions --workload``).
 SPLIT: tuple[str, ...] = ("stuck-split",)
 #: The sessions of a client that writes ``json.dumps``' default spacing.
 SPACED: tuple[str, ...] = ("clean-spaced", "stuck-spaced", "broken-spaced")
+#: The sessions of a Go client (``bench.sessions --workload``).
+ESCAPED: tuple[str, ...] = ("clean-go", "stuck-go")
 #: The tools of ``tests.payloads.build`` (the request's other fields, as the OpenAI SDK sends
 #: them: ``messages`` first).
 _TOOLS = ("bash", "read_file", "write_file", "grep", "list_dir")
@@ -86,6 +91,9 @@ def session(messages_count: int, workload: str, *, seed: int) -> list[bytes]:
     if workload in SPACED:
         compact = session(messages_count, workload.removesuffix("-spaced"), seed=seed)
         return [json.dumps(orjson.loads(body)).encode() for body in compact]
+    if workload in ESCAPED:
+        compact = session(messages_count, workload.removesuffix("-go"), seed=seed)
+        return [go(orjson.loads(body)) for body in compact]
     if workload not in WORKLOADS and workload not in SPLIT:
         raise ValueError(f"unknown workload {workload!r}")
     shape = workload if workload.startswith("clean") else "clean"

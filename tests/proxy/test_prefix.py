@@ -41,6 +41,7 @@ from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan
 from tests.sessions import api_session
 from tests.sessions import session as bench_session
 from tests.strategies import broken_transcripts, clean_transcripts, request_fields
+from tests.writings import WRITINGS, go
 
 SETTINGS = settings(
     max_examples=examples(0.5),
@@ -80,13 +81,13 @@ def bodies(
     field: str,
     *,
     marked: bool = False,
-    spaced: bool = False,
+    writing: str = "orjson",
 ) -> list[bytes]:
     """One body per cut, the list first or after ``model`` (the OpenAI SDK writes ``messages``
     first; the Node SDKs and Claude Code write ``model`` first). ``marked``: the last message
     of each body carries a marker the next body moves on, as Claude Code moves its
-    ``cache_control`` to the newest turn. ``spaced``: written by ``json.dumps`` (``", "``,
-    ``": "``, ASCII escapes), as Python ``requests`` writes them."""
+    ``cache_control`` to the newest turn. ``writing``: how the client writes it
+    (tests/writings.py: orjson's compact bytes, ``json.dumps``', Go's, .NET's, ...)."""
     out = []
     for point in points:
         head = {key: value for key, value in fields.items() if key == "model"}
@@ -95,7 +96,7 @@ def bodies(
         if marked and listed:
             listed = [*listed[:-1], with_cache_marker(listed[-1])]
         payload = {**head, field: listed, **rest}
-        out.append(json.dumps(payload).encode() if spaced else orjson.dumps(payload))
+        out.append(WRITINGS[writing](payload))
     return out
 
 
@@ -145,9 +146,9 @@ def test_chat_sessions_forward_what_a_full_run_forwards(name: str, data: st.Data
     else:
         items = RENDER["chat"](data.draw(conversations(FATES_ALL)))
     fields = data.draw(request_fields())
-    marked, spaced = data.draw(st.booleans()), data.draw(st.booleans())
+    marked, writing = data.draw(st.booleans()), data.draw(st.sampled_from(sorted(WRITINGS)))
     points = data.draw(cuts(len(items)))
-    session = bodies(items, points, fields, "messages", marked=marked, spaced=spaced)
+    session = bodies(items, points, fields, "messages", marked=marked, writing=writing)
     replay(CHAT_API, plan_of("chat", name), session)
 
 
@@ -160,9 +161,10 @@ def test_responses_and_messages_sessions_forward_what_a_full_run_forwards(
 ) -> None:
     items = RENDER[api](data.draw(conversations(FATES_ALL)))
     model = data.draw(st.sampled_from(("deepseek-chat", "claude-sonnet-4-5", "kimi-k2")))
-    marked = data.draw(st.booleans())
+    marked, writing = data.draw(st.booleans()), data.draw(st.sampled_from(sorted(WRITINGS)))
     field = APIS[api].field
-    session = bodies(items, data.draw(cuts(len(items))), {"model": model}, field, marked=marked)
+    points = data.draw(cuts(len(items)))
+    session = bodies(items, points, {"model": model}, field, marked=marked, writing=writing)
     replay(APIS[api], plan_of(api, name), session)
 
 
@@ -179,20 +181,25 @@ def test_the_benchmark_sessions_hit_and_forward_what_a_full_run_forwards(workloa
     assert cache.resumed >= len(session) - 3  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("workload", ["clean", "stuck", "broken", "stuck-split"])
+@pytest.mark.parametrize(
+    ("workload", "writing"),
+    [("clean", "json.dumps"), ("stuck", "go"), ("broken", "indented"), ("stuck-split", "dotnet")],
+)
 @pytest.mark.parametrize("name", NAMES)
-def test_agent_sessions_resume_under_every_profile(name: str, workload: str) -> None:
+def test_agent_sessions_resume_under_every_profile(name: str, workload: str, writing: str) -> None:
     """Agent-shaped sessions (each request the last plus a turn) under every profile, resumed
     and not, against full runs; and how many requests resumed: every one but the first, and
     where a rule first wakes (its state is not known yet) or the list it follows ends on its
     repair (``stuck-split``: the split turn that repeats a call, issue 39's stuck session, which
-    ran whole on every request while the id and pairing rules could not say their horizon)."""
+    ran whole on every request while the id and pairing rules could not say their horizon).
+    The same sessions written another way (tests/writings.py) are reused and resume too."""
     session = bench_session(60, workload, seed=11)
     cache = replay(CHAT_API, plan_of("chat", name), session)
-    spaced = [json.dumps(orjson.loads(body)).encode() for body in session]
-    spaced_cache = replay(CHAT_API, plan_of("chat", name), spaced)
-    assert spaced_cache.counts["hit"] == len(session) - 1  # json.dumps' writing reused too
-    assert spaced_cache.resumed >= len(session) - 4  # type: ignore[attr-defined]
+    other = [WRITINGS[writing](orjson.loads(body)) for body in session]
+    assert other != session
+    other_cache = replay(CHAT_API, plan_of("chat", name), other)
+    assert other_cache.counts["hit"] == len(session) - 1  # the client's own writing reused
+    assert other_cache.resumed >= len(session) - 4  # type: ignore[attr-defined]
     assert cache.resumed >= len(session) - 4, cache.resumed  # type: ignore[attr-defined]
 
 
@@ -283,9 +290,6 @@ def test_a_growing_body_is_parsed_from_its_prefix_on() -> None:
         # a key only the sentinel's spelling can write
         b'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},'
         b'{"role":"user","content":"x"}],"\\u0001":1}',
-        # whitespace after the prefix
-        b'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"} ,'
-        b'{"role":"user","content":"x"}]}',
         # not JSON after the prefix
         b'{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},'
         b"{oops}]}",
@@ -306,60 +310,82 @@ def test_what_cannot_be_trusted_is_read_whole(second: bytes) -> None:
         assert reading.payload == expected
 
 
-def test_a_body_written_by_json_dumps_is_reused() -> None:
-    """``json.dumps`` with its default separators (Python ``requests``, aiohttp's ``json=``):
-    its own bytes are a verified prefix too, escapes and all."""
-    turn = [*TURN, {"role": "assistant", "content": "caf\u00e9 \U0001f600"}]
-    first = json.dumps({"messages": turn, "model": "m"}).encode()
-    second = json.dumps({"messages": turn + NEXT, "model": "m"}).encode()
-    cache, reading = two(first, second)
-    assert reading.outcome == "hit"
-    assert reading.payload == orjson.loads(second)
+@pytest.mark.parametrize("writing", sorted(WRITINGS))
+def test_a_body_in_any_writing_is_reused(writing: str) -> None:
+    """Whatever the client's spacing or escaping (tests/writings.py), its own bytes are a
+    verified prefix: read from there on, and the next body's too (its entry is the client's
+    writing, not orjson's, except for orjson's own)."""
+    turn = [
+        *TURN,
+        {"role": "assistant", "content": "caf\u00e9 \U0001f600 <b>&amp;</b> it's a/b \u2028"},
+    ]
+    more = [*NEXT, {"role": "assistant", "content": '[1, {"x": "\\"}"}] \u00e9'}]
+    first, second, third = (
+        WRITINGS[writing]({"model": "m", "messages": listed, "n": 1.5e-7})
+        for listed in (turn, turn + NEXT, turn + more)
+    )
+    cache = PrefixCache()
+    for body, outcome in ((first, "miss"), (second, "hit"), (third, "hit")):
+        reading = cache.read("s", CHAT_API, body)
+        assert (reading.outcome, reading.payload) == (outcome, orjson.loads(body))
+        assert reading.layout is not None
+        assert reading.layout.entry.own is (writing == "orjson")
     assert cache.entries == 1
 
 
-@pytest.mark.parametrize(
-    "dump",
-    [
-        lambda value: json.dumps(value, indent=2),
-        lambda value: json.dumps(value, separators=(",", ": ")),
-        lambda value: json.dumps(value, ensure_ascii=False),
-    ],
-)
-def test_a_body_written_another_way_makes_no_entry(dump: Any) -> None:
-    turn = [*TURN, {"role": "assistant", "content": "caf\u00e9"}]
-    first = dump({"messages": turn}).encode()
-    second = dump({"messages": turn + NEXT}).encode()
+def test_a_session_whose_bytes_stop_being_orjsons_goes_on_in_its_own_writing() -> None:
+    """A Go client writes orjson's bytes until a message holds ``->`` (``-\\u003e``): its entry
+    is orjson's writing (copied) until then and its own after, every request a hit, forwarded
+    as a full run forwards it, and resumed."""
+    session = [go(orjson.loads(body)) for body in bench_session(40, "stuck", seed=5)]
+    assert session[1] == bench_session(40, "stuck", seed=5)[1] and b"\\u003e" in session[2]
+    plan, cache = plan_of("chat", "deepseek"), PrefixCache()
+    owns = []
+    for body in session:
+        reading = cache.read("s", CHAT_API, body)
+        assert reading.payload == orjson.loads(body)
+        through = cache.repair(reading, body, plan, "chat", parsed=reading.payload)
+        assert through.body == sanitize_body(body, plan, "chat").body
+        owns.append(None if reading.layout is None else reading.layout.entry.own)
+    assert owns[:2] == [True, True] and set(owns[2:]) == {False}, owns
+    assert cache.counts == {"hit": len(session) - 1, "miss": 1, "skip": 0}
+    assert replay(CHAT_API, plan, session).resumed >= len(session) - 4  # type: ignore[attr-defined]
+
+
+def test_whitespace_around_an_items_comma_is_read() -> None:
+    """A body that goes on from the prefix with whitespace before its comma: the same list."""
+    first = orjson.dumps({"messages": TURN})
+    second = first[:-2] + b' \n, {"role":"user","content":"x"} ]}'
     cache, reading = two(first, second)
-    assert reading.outcome == "miss"
-    assert reading.payload == orjson.loads(second)
-    assert cache.entries == 0
+    assert (reading.outcome, reading.payload) == ("hit", orjson.loads(second))
+    third = second[:-3] + b' ,{"role":"assistant","content":"y"}]}'
+    assert cache.read("s", CHAT_API, third).payload == orjson.loads(third)
+    assert cache.counts["hit"] == 2
 
 
-def test_a_client_not_writing_compactly_is_not_searched_on_every_request(
+def test_a_client_whose_list_is_not_found_is_not_searched_on_every_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A client whose messages are not orjson's bytes (``json.dumps`` writes ``", "``): after
-    its first body, the cache serializes a list to compare only every 32nd miss."""
+    """A body whose first ``"messages"`` list is a nested one (of another length): after its
+    first body, the cache looks for the list only every 32nd miss."""
     from proxy.relay import prefix
 
     tried = []
-    original = prefix._dumped
+    original = prefix._listed
 
-    def counted(wrapped: Any, depth: int) -> bytes | None:
-        tried.append(depth)
-        return original(wrapped, depth)
+    def counted(body: bytes, field: str, items: list[Any]) -> Any:
+        tried.append(field)
+        return original(body, field, items)
 
-    monkeypatch.setattr(prefix, "_dumped", counted)
+    monkeypatch.setattr(prefix, "_listed", counted)
     cache = PrefixCache()
     history = TURN + NEXT
     for n in range(40):
-        listed = b",".join(json.dumps(m).encode() for m in history * (n + 1))
-        body = b'{"messages":[' + listed + b"]}"
+        body = orjson.dumps({"metadata": {"messages": []}, "messages": history * (n + 1)})
         assert cache.read("s", CHAT_API, body).payload == orjson.loads(body)
     assert cache.entries == 0
     assert cache.counts["miss"] == 40
-    assert len(tried) <= 2
+    assert len(tried) == 2
 
 
 def test_a_nested_list_key_before_the_real_one_is_not_reused() -> None:
@@ -685,7 +711,10 @@ def test_a_body_written_from_its_layout_fails_where_orjson_fails(depth: int) -> 
         for cut in (1, 2, 3)  # the compact bytes orjson would write, if it could
     ]
     cache = replay(CHAT_API, plan_of("chat", "deepseek"), session)
-    assert cache.counts["hit"] == (2 if depth < 252 else 0)  # 252: the body is 256 deep
+    assert cache.counts["hit"] == 2
+    # 252: the body is 256 deep; orjson cannot write the list, so its entry is the client's
+    # writing, never copied (the body the rules rewrite is written by orjson whole, and fails).
+    assert next(iter(cache._lru.values())).own is (depth < 252)
 
 
 def test_a_layout_writes_what_orjson_writes_whatever_the_rules_left() -> None:

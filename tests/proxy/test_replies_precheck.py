@@ -36,6 +36,7 @@ from rules.replies import REPLY_RULES_BY_NAME
 from rules.replies.base import plain
 from rules.replies.pipeline import ReplyPlan, compile_reply_plan
 from tests.budget import examples
+from tests.writings import go
 from tools.emulate.text_calls import WRITERS
 
 ARGUMENTS = {"path": 'a "quoted" <name>/é\n', "lines": 3}
@@ -238,19 +239,11 @@ def _escape(value: Any, chars: frozenset[str]) -> bytes:
     return "".join(f"\\u{ord(c):04x}" if c in chars else c for c in written).encode()
 
 
-def _go(value: Any) -> bytes:
-    """Go's encoding/json: ``<``, ``>`` and ``&`` as ``\\u003c``, ``\\u003e``, ``\\u0026``."""
-    written = orjson.dumps(value)
-    for char, escaped in ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026")):
-        written = written.replace(char, escaped)
-    return written
-
-
 WRITES: list[Callable[[Any], bytes]] = [
     orjson.dumps,
     lambda value: json.dumps(value).encode(),  # ensure_ascii, spaced
     lambda value: json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(),
-    _go,
+    go,
     lambda value: json.dumps(value, ensure_ascii=False).replace("/", "\\/").encode(),  # PHP
 ]
 write = st.one_of(
@@ -377,7 +370,7 @@ def test_a_plain_answer_is_not_parsed(writer: Callable[[Any], bytes]) -> None:
                 assert messages.whole(writer(texts)) is None
 
 
-@pytest.mark.parametrize("writer", [WRITES[1], _go, WRITES[4]], ids=["ensure_ascii", "go", "php"])
+@pytest.mark.parametrize("writer", [WRITES[1], go, WRITES[4]], ids=["ensure_ascii", "go", "php"])
 def test_an_escaped_marker_is_still_read(writer: Callable[[Any], bytes]) -> None:
     """Markup written with escapes (``\\u003c``, ``\\uff5c``, ``\\/``) is found by the full read:
     the needles are not trusted on such a body."""
