@@ -373,9 +373,9 @@ def test_a_client_whose_list_is_not_found_is_not_searched_on_every_request(
     tried = []
     original = prefix._listed
 
-    def counted(body: bytes, field: str, items: list[Any]) -> Any:
+    def counted(body: bytes, field: str, *args: Any) -> Any:
         tried.append(field)
-        return original(body, field, items)
+        return original(body, field, *args)
 
     monkeypatch.setattr(prefix, "_listed", counted)
     cache = PrefixCache()
@@ -386,6 +386,40 @@ def test_a_client_whose_list_is_not_found_is_not_searched_on_every_request(
     assert cache.entries == 0
     assert cache.counts["miss"] == 40
     assert len(tried) == 2
+
+
+def test_one_shot_requests_in_another_writing_read_their_list_rarely(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Requests of one space that are each a conversation of their own, in a writing that is
+    not orjson's (a Go client's one-shot calls): reading such a list costs about ten times the
+    comparison with orjson's writing, so the space's first miss and the next read it, then only
+    every 32nd miss until a hit, which starts the count over."""
+    from proxy.relay import prefix
+
+    reads = []
+    original = prefix._items_after
+
+    def counted(body: bytes, at: int, items: list[Any], *, first: bool) -> Any:
+        reads.append(first)
+        return original(body, at, items, first=first)
+
+    monkeypatch.setattr(prefix, "_items_after", counted)
+    cache = PrefixCache()
+    shots = [
+        go({"model": "m", "messages": [{"role": "user", "content": f"<q{n}>"}]}) for n in range(40)
+    ]
+    for body in shots:
+        assert cache.read("s", CHAT_API, body).payload == orjson.loads(body)
+    assert reads == [True] * 3  # the 1st, the 2nd and the 33rd
+    assert cache.entries == 3
+    follow = go({"model": "m", "messages": [*orjson.loads(shots[32])["messages"], *NEXT]})
+    assert cache.read("s", CHAT_API, follow).outcome == "hit"  # a session after all
+    for n in range(3):
+        cache.read(
+            "s", CHAT_API, go({"model": "m", "messages": [{"role": "user", "content": f"<r{n}>"}]})
+        )
+    assert reads == [True] * 3 + [False] + [True]  # the hit's new message, then one miss
 
 
 def test_a_nested_list_key_before_the_real_one_is_not_reused() -> None:
