@@ -28,6 +28,7 @@ from tests.fake_anthropic import FakeAnthropic, create_fake_anthropic
 from tests.fake_upstream import FakeUpstream, strict_errors
 from tests.proxy.test_prefix import with_cache_marker
 from tests.sessions import api_session, session
+from tests.writings import WRITINGS
 
 Client = TestClient[Any, Any]
 OFF = {"prefix_cache": {"enabled": False}}
@@ -187,3 +188,28 @@ async def test_a_claude_code_session_with_its_betas_resumes(
     metrics = await (await proxies[0].get("/metrics")).text()
     resumed = _counted(metrics, "chatmend_prefix_resumes_total", "resumed")
     assert resumed >= len(bodies) - 4, resumed
+
+
+@pytest.mark.parametrize("writing", ["go", "dotnet", "indented"])
+async def test_a_stuck_session_in_another_writing_is_reused_through_the_server(
+    make_proxy: ProxyFactory, fake: FakeUpstream, writing: str
+) -> None:
+    """A client that does not write orjson's bytes (Go's ``encoding/json``, .NET's
+    ``System.Text.Json``, an indented body; no Python SDK writes them, so the bodies are posted
+    as those clients write them): every request after the first is a hit, resumed, and the
+    upstream gets the same bytes as through a server without the cache."""
+    cached, plain = await make_proxy(), await make_proxy(OFF)
+    bodies = [WRITINGS[writing](orjson.loads(body)) for body in session(60, "stuck", seed=11)]
+    headers = {"Authorization": "Bearer sk-test", "Content-Type": "application/json"}
+    for number, body in enumerate(bodies):
+        sent = []
+        for proxy in (cached, plain):
+            response = await proxy.post("/v1/chat/completions", data=body, headers=headers)
+            assert response.status == 200, number
+            sent.append((fake.received[-1].body, response.headers["X-Chatmend-Changes"]))
+        assert sent[0] == sent[1], number
+        assert strict_errors(orjson.loads(sent[0][0])) == [], number
+    assert sent[0][1].startswith("1;")  # the defect carried, and repaired, to the end
+    metrics = await (await cached.get("/metrics")).text()
+    assert _hits(metrics) == len(bodies) - 1
+    assert _counted(metrics, "chatmend_prefix_resumes_total", "resumed") >= len(bodies) - 4
