@@ -114,7 +114,8 @@ _KEYS: Final = {
     for field in ("messages", "input")
 }
 _JSON_SPACE: Final = re.compile(r"[ \t\n\r]*")
-_SPACE_BYTES: Final = b" \t\n\r"
+_SPACES: Final = (b" ", b"\t", b"\n", b"\r")
+_SPACE_RUN: Final = re.compile(rb"[ \t\n\r]*")
 #: The standard library's JSON decoder (its C scanner): a value and its end, whatever its writing.
 _DECODER: Final = json.JSONDecoder()
 #: A walk that goes on from a state: ``rules.chat.scan.walk``.
@@ -367,12 +368,14 @@ def _last_ends(items: list[Any], length: int) -> tuple[tuple[int, int], ...]:
 
 
 def _items_after(
-    body: bytes, at: int, items: list[Any], *, first: bool
+    body: bytes, at: int, written: bytes, *, first: bool
 ) -> tuple[list[int], int] | None:
     """In a list of ``body`` (valid JSON), from ``at``: right after its ``[`` (``first``) or
     right after one of its items. Where each item that starts after ``at`` ends (one past its
-    last byte), and where the ``]`` closing the list is, if those items are ``items`` (as
-    parsed); ``None`` otherwise.
+    last byte), and where the ``]`` closing the list is, if those items are the ones orjson
+    parsed, as it writes them (``written``, a list): compared as written, since ``1``, ``1.0``
+    and ``true`` are equal in Python but not in JSON (a body holding its list's key twice keeps
+    the last list, and the first may hold the same values written so); ``None`` otherwise.
 
     The items are read by the standard library's scanner (its C one), whatever their writing:
     spacing, escapes, indentation. About 5 µs a KB; a hit reads only the messages it adds."""
@@ -381,7 +384,8 @@ def _items_after(
     except UnicodeDecodeError:
         return None
     ends: list[int] = []
-    space, scan, count = _space_end, _DECODER.raw_decode, len(items)
+    read: list[Any] = []
+    space, scan = _space_end, _DECODER.raw_decode
     pos = space(text, 0)
     try:
         while text[pos] != "]":
@@ -390,15 +394,14 @@ def _items_after(
                     return None
                 pos = space(text, pos + 1)
             item, pos = scan(text, pos)
-            if len(ends) == count or item != items[len(ends)]:
-                return None  # another list (a nested one of the same key), or not these items
+            read.append(item)
             ends.append(pos)
             first = False
             pos = space(text, pos)
     except (IndexError, ValueError, RecursionError):
         return None
-    if len(ends) != count:
-        return None
+    if _dumped([read], 1) != written:
+        return None  # another list (a nested one, or the first of two), or not these items
     if text.isascii():
         return [at + end for end in ends], at + pos
     places, done, size = [], 0, at  # characters to bytes, each run encoded once
@@ -423,10 +426,10 @@ def _space_end(text: str, at: int) -> int:
 
 def _past_space(body: bytes, at: int) -> int:
     """Where the first byte at or after ``at`` that is not JSON whitespace is."""
-    size = len(body)
-    while at < size and body[at] in _SPACE_BYTES:
-        at += 1
-    return at
+    if body[at : at + 1] not in _SPACES:
+        return at  # the common case
+    found = _SPACE_RUN.match(body, at)  # C speed, as orjson's parse of it (a padded body)
+    return at if found is None else found.end()
 
 
 def _bounds(entry: _Entry) -> list[int] | None:
@@ -706,7 +709,8 @@ class PrefixCache:
                 if bounds is not None:
                     bounds.append(length + 1)
         else:  # any other writing: the new messages' places read from the body
-            found = _items_after(body, length, added, first=False)
+            listed = _dumped([added], 1)
+            found = None if listed is None else _items_after(body, length, listed, first=False)
             if found is None:
                 return None
             places, close = found
@@ -854,11 +858,13 @@ def _listed(
     if _SENTINEL in body[:start]:
         return None
     written = _dumped([items], 1)
-    if written is not None and body.startswith(written, start):
+    if written is None:
+        return None  # what orjson cannot write (too deep) is not compared, nor reused
+    if body.startswith(written, start):
         return at, start, _last_ends(items, start + len(written) - 1), written, True
     if not worth_reading():
         return _NOT_READ
-    read = _items_after(body, start + 1, items, first=True)
+    read = _items_after(body, start + 1, written, first=True)
     if read is None:
         return None  # a nested list of that key (the top-level one follows): not reused
     places, close = read

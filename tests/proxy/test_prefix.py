@@ -41,7 +41,7 @@ from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan
 from tests.sessions import api_session
 from tests.sessions import session as bench_session
 from tests.strategies import broken_transcripts, clean_transcripts, request_fields
-from tests.writings import WRITINGS, go
+from tests.writings import WRITINGS, go, same_json
 
 SETTINGS = settings(
     max_examples=examples(0.5),
@@ -122,7 +122,7 @@ def replay(api: Api, plan: Plan, session: list[bytes], space: str = "s") -> Pref
         full = sanitize_body(body, plan, api.name)
         for cache in (resuming, whole):
             reading = cache.read(space, api, body)
-            assert reading.payload == orjson.loads(body), number
+            assert same_json(reading.payload, orjson.loads(body)), number
             on = cache is resuming
             through = cache.repair(reading, body, plan, api.name, parsed=reading.payload)
             resuming.resumed += through.resumed  # type: ignore[attr-defined]
@@ -277,7 +277,7 @@ def test_a_growing_body_is_parsed_from_its_prefix_on() -> None:
     _, reading = two(first, second)
     assert reading.outcome == "hit"
     assert reading.reused == first.index(b"]")
-    assert reading.payload == orjson.loads(second)
+    assert same_json(reading.payload, orjson.loads(second))
     assert list(reading.payload) == ["messages", "model"]  # the body's key order
 
 
@@ -307,7 +307,7 @@ def test_what_cannot_be_trusted_is_read_whole(second: bytes) -> None:
     except orjson.JSONDecodeError:
         assert reading is SKIP
     else:
-        assert reading.payload == expected
+        assert same_json(reading.payload, expected)
 
 
 @pytest.mark.parametrize("writing", sorted(WRITINGS))
@@ -327,7 +327,8 @@ def test_a_body_in_any_writing_is_reused(writing: str) -> None:
     cache = PrefixCache()
     for body, outcome in ((first, "miss"), (second, "hit"), (third, "hit")):
         reading = cache.read("s", CHAT_API, body)
-        assert (reading.outcome, reading.payload) == (outcome, orjson.loads(body))
+        assert reading.outcome == outcome
+        assert same_json(reading.payload, orjson.loads(body))
         assert reading.layout is not None
         assert reading.layout.entry.own is (writing == "orjson")
     assert cache.entries == 1
@@ -343,7 +344,7 @@ def test_a_session_whose_bytes_stop_being_orjsons_goes_on_in_its_own_writing() -
     owns = []
     for body in session:
         reading = cache.read("s", CHAT_API, body)
-        assert reading.payload == orjson.loads(body)
+        assert same_json(reading.payload, orjson.loads(body))
         through = cache.repair(reading, body, plan, "chat", parsed=reading.payload)
         assert through.body == sanitize_body(body, plan, "chat").body
         owns.append(None if reading.layout is None else reading.layout.entry.own)
@@ -357,10 +358,41 @@ def test_whitespace_around_an_items_comma_is_read() -> None:
     first = orjson.dumps({"messages": TURN})
     second = first[:-2] + b' \n, {"role":"user","content":"x"} ]}'
     cache, reading = two(first, second)
-    assert (reading.outcome, reading.payload) == ("hit", orjson.loads(second))
+    assert reading.outcome == "hit"
+    assert same_json(reading.payload, orjson.loads(second))
     third = second[:-3] + b' ,{"role":"assistant","content":"y"}]}'
-    assert cache.read("s", CHAT_API, third).payload == orjson.loads(third)
+    assert same_json(cache.read("s", CHAT_API, third).payload, orjson.loads(third))
     assert cache.counts["hit"] == 2
+
+
+@pytest.mark.parametrize(
+    ("kept", "last"),
+    [(b"1", b"true"), (b"1", b"1.0"), (b"0", b"false"), (b'"a"', b'"\\u0061"'), (b"1", b"1")],
+)
+def test_a_body_holding_its_list_twice_is_read_for_the_list_it_keeps(
+    kept: bytes, last: bytes
+) -> None:
+    """A body whose list's key comes twice keeps the last list (orjson's parse, a full run's):
+    the first one, even of the same values to Python's ``==`` (``1``, ``1.0``, ``true``), is
+    not the list cached, so a later body that goes on from it is not read as holding the
+    last one's values (a hostile review's case; ``replay`` compares every body forwarded with
+    a full run's)."""
+    plan = plan_of("chat", "deepseek")
+    first = (
+        b'{"model":"m","messages":[{"role":"user","content":"hi","n":' + kept + b"}],"
+        b'"messages":[{"role":"user","content":"hi","n":' + last + b"}]}"
+    )
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"a":1,}'}}
+    second = b"".join(
+        (
+            b'{"model":"m","messages":[{"role":"user","content":"hi","n":' + kept + b"},",
+            orjson.dumps({"role": "assistant", "content": None, "tool_calls": [call]}),
+            b',{"role":"tool","tool_call_id":"c1","content":"ok"}]}',
+        )
+    )
+    cache = replay(CHAT_API, plan, [first, second, second])
+    # Reused only where the two lists are the same JSON (then either one is the list parsed).
+    assert cache.counts["hit"] == (2 if same_json(orjson.loads(kept), orjson.loads(last)) else 0)
 
 
 def test_a_client_whose_list_is_not_found_is_not_searched_on_every_request(
@@ -382,7 +414,7 @@ def test_a_client_whose_list_is_not_found_is_not_searched_on_every_request(
     history = TURN + NEXT
     for n in range(40):
         body = orjson.dumps({"metadata": {"messages": []}, "messages": history * (n + 1)})
-        assert cache.read("s", CHAT_API, body).payload == orjson.loads(body)
+        assert same_json(cache.read("s", CHAT_API, body).payload, orjson.loads(body))
     assert cache.entries == 0
     assert cache.counts["miss"] == 40
     assert len(tried) == 2
@@ -410,7 +442,7 @@ def test_one_shot_requests_in_another_writing_read_their_list_rarely(
         go({"model": "m", "messages": [{"role": "user", "content": f"<q{n}>"}]}) for n in range(40)
     ]
     for body in shots:
-        assert cache.read("s", CHAT_API, body).payload == orjson.loads(body)
+        assert same_json(cache.read("s", CHAT_API, body).payload, orjson.loads(body))
     assert reads == [True] * 3  # the 1st, the 2nd and the 33rd
     assert cache.entries == 3
     follow = go({"model": "m", "messages": [*orjson.loads(shots[32])["messages"], *NEXT]})
@@ -428,7 +460,7 @@ def test_a_nested_list_key_before_the_real_one_is_not_reused() -> None:
     body = orjson.dumps({"metadata": {"messages": TURN}, "messages": TURN})
     _, reading = two(body, body)
     assert reading.outcome == "miss"
-    assert reading.payload == orjson.loads(body)
+    assert same_json(reading.payload, orjson.loads(body))
 
 
 def test_sessions_of_other_credentials_never_meet() -> None:
@@ -467,7 +499,7 @@ def test_any_bytes_after_a_cached_prefix_parse_as_a_full_parse_does(tail: bytes,
         assert reading is SKIP
         return
     if reading.payload is not None:
-        assert reading.payload == expected
+        assert same_json(reading.payload, expected)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -719,7 +751,7 @@ def test_every_api_reuses_the_parse(api: Api) -> None:
     cache.read("s", api, first)
     reading = cache.read("s", api, second)
     assert reading.outcome == "hit"
-    assert reading.payload == orjson.loads(second)
+    assert same_json(reading.payload, orjson.loads(second))
     walk = api.resumable
     assert reading.walked.signals == ({} if walk is None else {walk.scan: walk.scan(items)})
 
@@ -745,10 +777,7 @@ def test_a_body_written_from_its_layout_fails_where_orjson_fails(depth: int) -> 
         for cut in (1, 2, 3)  # the compact bytes orjson would write, if it could
     ]
     cache = replay(CHAT_API, plan_of("chat", "deepseek"), session)
-    assert cache.counts["hit"] == 2
-    # 252: the body is 256 deep; orjson cannot write the list, so its entry is the client's
-    # writing, never copied (the body the rules rewrite is written by orjson whole, and fails).
-    assert next(iter(cache._lru.values())).own is (depth < 252)
+    assert cache.counts["hit"] == (2 if depth < 252 else 0)  # 252: the body is 256 deep
 
 
 def test_a_layout_writes_what_orjson_writes_whatever_the_rules_left() -> None:
