@@ -2,10 +2,10 @@
 
 The session key, read from the bodies of growing sessions of every API; the relay between two
 apps in this process (each on its own unix socket, as two workers are), byte for byte and
-streamed; an owner that cannot be reached; and ``chatmend serve --workers 2`` itself, with the
-kernel made to scatter reconnecting clients over both workers (one worker stopped while the
-other accepts): without routing each session is missed and held by both workers, with it by
-its owner only.
+streamed; an owner that cannot be reached; and ``chatmend serve --workers 2`` (and ``3``)
+itself, with the kernel made to scatter reconnecting clients over the workers (all but one
+stopped while that one accepts): without routing each session is missed and held by every
+worker it lands on, with it by its owner only.
 """
 
 from __future__ import annotations
@@ -296,8 +296,8 @@ async def _close_relay(app: web.Application) -> None:
 
 
 async def _scattered(url: str, pids: list[int], bodies: list[list[bytes]]) -> None:
-    """Each step of every session on a new connection, the steps alternately to one worker:
-    the other is stopped (SIGSTOP) while the running one accepts them, then let go."""
+    """Each step of every session on a new connection, the steps to each worker in turn: the
+    others are stopped (SIGSTOP) while the running one accepts them, then let go."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
 
         async def post(body: bytes) -> None:
@@ -306,14 +306,16 @@ async def _scattered(url: str, pids: list[int], bodies: list[list[bytes]]) -> No
                 await response.read()
 
         for step in range(len(bodies[0])):
-            stopped = pids[step % 2]
-            os.kill(stopped, signal.SIGSTOP)
+            stopped = [pid for n, pid in enumerate(pids) if n != step % len(pids)]
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
             try:
                 sent = [asyncio.ensure_future(post(one[step])) for one in bodies]
-                # served by the running worker, unless relayed to the stopped one
+                # served by the running worker, unless relayed to a stopped one
                 await asyncio.wait(sent, timeout=2.0)
             finally:
-                os.kill(stopped, signal.SIGCONT)
+                for pid in stopped:
+                    os.kill(pid, signal.SIGCONT)
             await asyncio.gather(*sent)
 
 
@@ -331,14 +333,15 @@ async def _counts(url: str) -> dict[str, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("route", [False, True])
+@pytest.mark.parametrize("served", [(False, 2), (True, 2), (True, 3)], ids=str)
 async def test_reconnecting_sessions_keep_their_worker_with_routing(
     tmp_path: Path,
     aiohttp_server: Server,
-    route: bool,
+    served: tuple[bool, int],
     sockets: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    route, workers = served  # routing on or off, over so many workers
     monkeypatch.setenv("TMPDIR", str(sockets))  # where the supervisor makes the workers' sockets
     upstream = await _upstream(aiohttp_server)
     config = tmp_path / "chatmend.yaml"
@@ -346,11 +349,11 @@ async def test_reconnecting_sessions_keep_their_worker_with_routing(
         f"upstream: {{url: '{upstream}'}}\nprefix_cache: {{route_sessions: {str(route).lower()}}}\n"
     )
     sessions = [session(30, "clean", seed=300 + n)[:4] for n in range(4)]
-    async with serving(config, "--workers", "2") as proxy:
+    async with serving(config, "--workers", str(workers)) as proxy:
         (started,) = await _wait_for(proxy, "workers_started")
-        await _wait_for(proxy, "proxy_started", 2)
-        for _ in range(200):  # both workers listen for their peers
-            if len(list(sockets.glob("chatmend-workers-*/worker-*.sock"))) == 2:
+        await _wait_for(proxy, "proxy_started", workers)
+        for _ in range(200):  # every worker listens for its peers
+            if len(list(sockets.glob("chatmend-workers-*/worker-*.sock"))) == workers:
                 break
             await asyncio.sleep(0.05)
         await _scattered(proxy.url, started["pids"], sessions)
@@ -363,6 +366,7 @@ async def test_reconnecting_sessions_keep_their_worker_with_routing(
         assert counts["miss"] == len(sessions)
         assert counts["entries"] == len(sessions)
         assert counts["relayed"] > 0 and counts["unreachable"] == 0
+        assert len(started["pids"]) == workers
     else:  # each session landed on both workers: missed by each, held by each
         assert counts["miss"] == 2 * len(sessions)
         assert counts["entries"] == 2 * len(sessions)
