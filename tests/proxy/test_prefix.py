@@ -432,9 +432,9 @@ def test_one_shot_requests_in_another_writing_read_their_list_rarely(
     reads = []
     original = prefix._items_after
 
-    def counted(body: bytes, at: int, items: list[Any], *, first: bool) -> Any:
+    def counted(body: bytes, at: int, written: bytes, *, first: bool) -> Any:
         reads.append(first)
-        return original(body, at, items, first=first)
+        return original(body, at, written, first=first)
 
     monkeypatch.setattr(prefix, "_items_after", counted)
     cache = PrefixCache()
