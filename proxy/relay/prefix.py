@@ -85,8 +85,9 @@ _UNREAD: Final = 1
 #: allocations; tests/proxy/test_prefix.py measures it over agent sessions and bodies made of
 #: tiny containers): each byte of its prefix once, and for the objects parsed from its list,
 #: ``CHARGE_ASCII`` more per byte of ASCII (one byte a character) or ``CHARGE_WIDE`` more per
-#: byte once any byte is not (a string with one character past U+FFFF takes four bytes a
-#: character, and keeps its UTF-8 once orjson wrote it), and ``CHARGE_PER_VALUE`` for each
+#: byte once any byte is not, or an escape writes a character that is not (a string with one
+#: character past U+FFFF takes four bytes a character, and keeps its UTF-8 once orjson wrote
+#: it), and ``CHARGE_PER_VALUE`` for each
 #: ``,``, ``[`` and ``{`` (every value in a list, and every key and value in an object, follows
 #: one of them: a dict, a list, a string or a number object, the entry that holds it, and a
 #: walk state's share; one in text is charged too). Counted over the bytes an entry adds only,
@@ -95,6 +96,8 @@ CHARGE_ASCII: Final = 1
 CHARGE_WIDE: Final = 6
 CHARGE_PER_VALUE: Final = 192
 _VALUE_MARKS: Final = b",[{"
+#: An escape of a character past U+007F (``\\u0080`` on): a string that holds it is not ASCII.
+_WIDE_ESCAPE: Final = re.compile(rb"\\u(?!00[0-7])")
 #: Bytes charged per message (its place in the body, ``Layout``, and in the list) and per entry
 #: (the entry itself, its place in the spaces and the LRU, the walk's fixed state).
 BOUND_BYTES: Final = 48
@@ -899,11 +902,15 @@ def _state_charge(state: Any) -> int:
 
 
 def parsed_charge(data: bytes, *, floor: bool = False) -> int:
-    """What the objects parsed from ``data`` (JSON text) are charged (see ``CHARGE_ASCII``);
-    ``floor``: at the ASCII rate whatever the bytes, at most what they were charged."""
+    """What the objects parsed from ``data`` (JSON text) are charged (see ``CHARGE_ASCII``): at
+    the wide rate when a byte is not ASCII or an escape writes a character that is not
+    (``json.dumps``' and .NET's ``\\u00e9``: a string holding one character past U+FFFF takes
+    four bytes a character, whatever wrote it); ``floor``: at the ASCII rate whatever the
+    bytes, at most what they were charged."""
     values = len(data) - len(data.translate(None, _VALUE_MARKS))
-    rate = CHARGE_ASCII if floor or data.isascii() else CHARGE_WIDE
-    return rate * len(data) + CHARGE_PER_VALUE * values
+    if floor or (data.isascii() and (b"\\u" not in data or not _WIDE_ESCAPE.search(data))):
+        return CHARGE_ASCII * len(data) + CHARGE_PER_VALUE * values
+    return CHARGE_WIDE * len(data) + CHARGE_PER_VALUE * values
 
 
 def _walk(

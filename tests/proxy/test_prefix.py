@@ -646,6 +646,19 @@ def test_what_the_cache_holds_is_at_most_its_charge(shape: str) -> None:
         assert held > 3 * old, f"the control: {held} held for {old} charged before"
 
 
+@pytest.mark.parametrize("writing", ["json.dumps", "dotnet", "mixed"])
+def test_escaped_wide_characters_are_charged_what_they_hold(writing: str) -> None:
+    """Was: a long text with one character past U+FFFF, written with ASCII escapes
+    (``json.dumps``' default, .NET's), was charged at the ASCII rate, its bytes being ASCII,
+    while Python holds four bytes for each of its characters: 2.97 times its charge."""
+    value = orjson.loads(TINY["one wide text"])
+    body = WRITINGS[writing](value)
+    grown = WRITINGS[writing]({"messages": [*value["messages"], *NEXT]})
+    assert body.isascii() or writing == "mixed"
+    held, charged, _ = _held([body, grown])
+    assert held <= HELD_PER_CHARGE * charged, f"{held} held for {charged} charged"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", ["clean", "clean-kimi", "stuck", "broken"])
 def test_an_agent_session_is_charged_what_it_holds(workload: str) -> None:
