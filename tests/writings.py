@@ -83,9 +83,12 @@ WRITINGS: Final[dict[str, Callable[[Any], bytes]]] = {
 
 def same_json(a: Any, b: Any) -> bool:
     """Whether two parsed values are the same JSON: ``==`` to the type (in Python ``1 == 1.0 ==
-    True``, and ``{"a": 1, "b": 2} == {"b": 2, "a": 1}``), objects' keys in order."""
+    True``, ``0.0 == -0.0``, and ``{"a": 1, "b": 2} == {"b": 2, "a": 1}``), objects' keys in
+    order."""
     if type(a) is not type(b):
         return False
+    if type(a) is float:
+        return repr(a) == repr(b)
     if type(a) is dict:
         return list(a) == list(b) and all(same_json(a[key], b[key]) for key in a)
     if type(a) is list:

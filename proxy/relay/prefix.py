@@ -20,8 +20,9 @@ Why a hit parses to the same thing as the whole body (``PrefixCache.read``):
   parsed (valid JSON) and equals the message parsed there (any other writing: ``json.dumps``'
   spacing, Go's and .NET's escapes, indentation). A value's bytes parse the same wherever they
   stand;
-- the new body is ``P + R`` with ``R`` starting, after any whitespace, with ``,`` (more
-  messages) or ``]`` (none);
+- the new body is ``P + R`` with ``R`` starting, after any whitespace, with ``,`` followed by
+  something other than ``]`` (more messages: ``[a,]`` is not JSON, though ``H' + "[" + "]"``
+  is) or with ``]`` (none);
 - the cache parses ``H' + "[" + R`` from after that comma (or from the ``]``), where ``H'`` is
   ``H`` with the list's key written as ``"\\u0001"``: a key only that spelling can write,
   absent from ``H`` and ``R`` (checked), so when the parse holds it as a top-level key, the
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import random
 import re
 import sys
 import time
@@ -77,10 +79,9 @@ _STEPS_BACK: Final = 3
 #: spaces are remembered (``PrefixCache._still_loose``).
 _RETRY: Final = 32
 _LOOSE_SPACES: Final = 4096
-#: Misses of a space whose lists are not orjson's writing since its last hit (its first not
-#: counted), past which its misses read their list only every ``_RETRY``-th time
-#: (``PrefixCache._worth_reading``).
-_UNREAD: Final = 1
+#: Misses of a space whose lists are not orjson's writing since its last hit, past which its
+#: misses read their list one time in ``_RETRY`` only, drawn (``PrefixCache._worth_reading``).
+_UNREAD: Final = 2
 #: What an entry is charged, so that ``max_bytes`` bounds what the cache really holds (traced
 #: allocations; tests/proxy/test_prefix.py measures it over agent sessions and bodies made of
 #: tiny containers): each byte of its prefix once, and for the objects parsed from its list,
@@ -292,7 +293,11 @@ class Layout:
         copied = entry.own  # the client's bytes are orjson's: what no rule made is copied
         if closed is None:
             bounds = _bounds(entry) if copied else None
-            if bounds is None:
+            if bounds is None:  # written whole: what the rules made is charged (``keep``)
+                kept = {id(item) for item in entry.items}
+                self.made = sum(
+                    parsed_charge(_nested([[m]], 2)) for m in listed if id(m) not in kept
+                )
                 return list(_whole(listed))
             pieces, self.made = _pieces(view, listed, entry.items, bounds)
             return pieces
@@ -454,13 +459,11 @@ class _Space:
     """One session space's prefixes, sorted: a body's own prefix is its nearest predecessor.
     (Two parallel lists: a prefix is never hashed, only compared.)"""
 
-    __slots__ = ("entries", "keys", "unread")
+    __slots__ = ("entries", "keys")
 
     def __init__(self) -> None:
         self.keys: list[bytes] = []
         self.entries: list[_Entry] = []
-        #: Misses whose list was not orjson's writing since the space's last hit.
-        self.unread = 0
 
     def find(self, body: bytes) -> tuple[_Entry | None, list[_Entry]]:
         """The entry whose prefix ``body`` starts with, and the entries sorted between them:
@@ -525,6 +528,10 @@ class PrefixCache:
         self.reused_bytes = 0
         #: Spaces whose bodies were not orjson's writing, and the misses since (``_miss``).
         self._loose: OrderedDict[Hashable, int] = OrderedDict()
+        #: Spaces whose lists, not orjson's writing, missed since their last hit, and how often;
+        #: kept apart from the entries, which the bound may drop (``_worth_reading``).
+        self._unread: OrderedDict[Hashable, int] = OrderedDict()
+        self._draw = random.Random(0).random
 
     @property
     def entries(self) -> int:
@@ -547,8 +554,8 @@ class PrefixCache:
             reading = None if near is None else self._hit(near[0], api, body, near[1])
         if reading is None:
             reading = self._miss(space, api, body)
-        elif place is not None:
-            place.unread = 0
+        elif self._unread:
+            self._unread.pop(space, None)
         self.counts[reading.outcome] += 1
         self.reused_bytes += reading.reused
         return reading
@@ -565,6 +572,7 @@ class PrefixCache:
         self._spaces.clear()
         self._lru.clear()
         self._loose.clear()
+        self._unread.clear()
         self.charged = 0
 
     # The two ways a body is read ------------------------------------------------------------
@@ -580,6 +588,9 @@ class PrefixCache:
         at = _past_space(body, length)
         mark = body[at : at + 1]  # what follows the prefix: no copy of the rest
         if mark == b",":
+            after = _past_space(body, at + 1)
+            if body[after : after + 1] == b"]":
+                return None  # a comma and no item: not JSON (the parse after it would be)
             text = b"".join((entry.head, memoryview(body)[at + 1 :]))
         elif mark == b"]":
             text = b"".join((entry.head, memoryview(body)[at:]))
@@ -665,14 +676,17 @@ class PrefixCache:
 
     def _worth_reading(self, space: Hashable) -> bool:
         """Whether to read a list that is not orjson's writing (about 5 µs a KB, where the
-        comparison with orjson's is about 0.4): on a space's first such miss and the next, then
-        only every ``_RETRY``-th until a hit (its requests are each a conversation of their
-        own, not a session's)."""
-        place = self._spaces.get(space)
-        if place is None:
-            return True
-        place.unread += 1
-        return place.unread <= _UNREAD or place.unread % _RETRY == 0
+        comparison with orjson's is about 0.4): on a space's first two such misses since its
+        last hit, then one time in ``_RETRY`` (its requests are each a conversation of their
+        own, not a session's). Drawn, not counted: a session whose requests alternate with
+        one-shot calls of its space would miss a count's every ``_RETRY``-th turn for ever.
+        A hit starts the count over: in a space whose sessions and one-shot calls alternate,
+        the call after a hit is read (what reading cost on every miss before the count)."""
+        unread = self._unread.pop(space, 0) + 1
+        self._unread[space] = unread
+        if len(self._unread) > _LOOSE_SPACES:
+            self._unread.popitem(last=False)
+        return unread <= _UNREAD or self._draw() * _RETRY < 1
 
     def _loosen(self, space: Hashable) -> None:
         self._loose[space] = 0
