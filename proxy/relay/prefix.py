@@ -726,18 +726,16 @@ class PrefixCache:
                 if bounds is not None:
                     bounds.append(length + 1)
         else:  # any other writing: the new messages' places read from the body
-            listed = _dumped([added], 1)
+            listed = _dumped([added], 1) if parts is None else b"[" + b",".join(parts) + b"]"
             found = None if listed is None else _items_after(body, length, listed, first=False)
             if found is None:
                 return None
             places, close = found
             written = body[length : close + 1]
-            starts = []
+            starts = []  # never read: nothing of a writing not orjson's is copied (``Layout``)
             for place in places:
-                starts.append(_past_space(body, body.index(b",", length) + 1))
                 length, count = place, count + 1
                 ends.append((length, count))
-            starts.append(close + 1)
         # What the entry was charged up to its boundary (at least: the bytes it leaves behind
         # are taken off at the lower, ASCII rate), and what the new messages are.
         kept = entry.parsed - parsed_charge(entry.prefix[end[0] :], floor=True)
@@ -922,9 +920,11 @@ def parsed_charge(data: bytes, *, floor: bool = False) -> int:
     four bytes a character, whatever wrote it); ``floor``: at the ASCII rate whatever the
     bytes, at most what they were charged."""
     values = len(data) - len(data.translate(None, _VALUE_MARKS))
-    if floor or (data.isascii() and (b"\\u" not in data or not _WIDE_ESCAPE.search(data))):
-        return CHARGE_ASCII * len(data) + CHARGE_PER_VALUE * values
-    return CHARGE_WIDE * len(data) + CHARGE_PER_VALUE * values
+    wide = not floor and (
+        not data.isascii() or (b"\\u" in data and _WIDE_ESCAPE.search(data) is not None)
+    )
+    rate = CHARGE_WIDE if wide else CHARGE_ASCII
+    return rate * len(data) + CHARGE_PER_VALUE * values
 
 
 def _walk(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import tracemalloc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.config import PrefixConfig
-from proxy.relay.prefix import SKIP, PrefixCache
+from proxy.relay.prefix import SKIP, PrefixCache, Reading
 from proxy.stash.hooks import ReasoningHooks, RequestReasoning
 from rules.chat import reasoning_content
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
@@ -35,7 +35,7 @@ from rules.providers import sanitize
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan, Planner
 from rules.providers.profiles import PROFILES
-from rules.providers.sanitize import sanitize_body
+from rules.providers.sanitize import Sanitized, sanitize_body
 from tests.budget import examples
 from tests.rules.test_nothing_lost import FATES_ALL, RENDER, conversations, plan_of
 from tests.sessions import api_session
@@ -615,10 +615,17 @@ def _traced_by_the_cache(*more: str) -> int:
     return sum(stat.size for stat in snapshot.statistics("filename"))
 
 
-def _held(bodies: Sequence[bytes], api: Api = CHAT_API) -> tuple[int, int, int]:
+def _held(
+    bodies: Sequence[bytes],
+    api: Api = CHAT_API,
+    plan: Plan | None = None,
+    check: Callable[[Reading, Sanitized], None] | None = None,
+) -> tuple[int, int, int]:
     """One session's ``bodies`` through a fresh, unbounded cache: the bytes it then holds
     (traced allocations still live), what it charges, and what the charge before issue 36
-    (4 bytes per byte of prefix, 40 per message, 2 KiB per entry) would have been."""
+    (4 bytes per byte of prefix, 40 per message, 2 KiB per entry) would have been. With a
+    ``plan``, each body is repaired too (what the run keeps for the next request is held),
+    and ``check`` is given each reading and what its repair made."""
     cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
     for body in bodies:  # orjson's key cache is the process's, not the prefix cache's: filled
         orjson.loads(body)
@@ -627,6 +634,11 @@ def _held(bodies: Sequence[bytes], api: Api = CHAT_API) -> tuple[int, int, int]:
     try:
         for body in bodies:
             reading = cache.read("s", api, body)
+            if plan is not None:
+                through = cache.repair(reading, body, plan, api.name, parsed=reading.payload)
+                if check is not None:
+                    check(reading, through)
+                del through
             del reading
         gc.collect()
         held = _traced_by_the_cache()
@@ -760,23 +772,13 @@ def test_messages_rules_make_are_charged_in_any_writing(writing: str) -> None:
     bodies = [
         WRITINGS[writing]({"model": "deepseek-chat", "messages": messages[:k]}) for k in (3, 4)
     ]
-    cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
-    for body in bodies:
-        orjson.loads(body)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        for body in bodies:
-            reading = cache.read("s", CHAT_API, body)
-            through = cache.repair(reading, body, plan, parsed=reading.payload)
-            assert through.changes and reading.layout is not None
-            assert reading.layout.entry.own is (writing == "orjson")
-            del reading, through
-        gc.collect()
-        held = _traced_by_the_cache()
-    finally:
-        tracemalloc.stop()
-    assert held <= 1.01 * cache.charged, (held, cache.charged)
+
+    def repaired(reading: Reading, through: Sanitized) -> None:
+        assert through.changes and reading.layout is not None
+        assert reading.layout.entry.own is (writing == "orjson")
+
+    held, charged, _ = _held(bodies, plan=plan, check=repaired)
+    assert held <= 1.01 * charged, (held, charged)
 
 
 def _recalled(payload: dict[str, Any], keys: list[str], size: int) -> RequestFacts:
