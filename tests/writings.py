@@ -81,6 +81,42 @@ WRITINGS: Final[dict[str, Callable[[Any], bytes]]] = {
 }
 
 
+def items_written(body: bytes, field: str) -> list[bytes]:
+    """The bytes of each item of the list ``field`` of the JSON object ``body``, as written:
+    read member by member from the top (the standard library's decoder, one value at a time),
+    so a nested list of that key, or the key written with escapes, is found as what it is."""
+    text, scan = body.decode(), json.JSONDecoder().raw_decode
+
+    def space(at: int) -> int:
+        while text[at] in " \t\n\r":
+            at += 1
+        return at
+
+    at = space(0)
+    assert text[at] == "{"
+    at = space(at + 1)
+    found: list[bytes] | None = None
+    while text[at] != "}":
+        key, at = scan(text, at)
+        at = space(at)
+        assert text[at] == ":"
+        at = space(at + 1)
+        if key == field and text[at] == "[":
+            found, at = [], space(at + 1)
+            while text[at] != "]":
+                _, end = scan(text, at)
+                found.append(text[at:end].encode())
+                at = space(end)
+                at = space(at + 1) if text[at] == "," else at
+            at += 1
+        else:
+            _, at = scan(text, at)
+        at = space(at)
+        at = space(at + 1) if text[at] == "," else at
+    assert found is not None, f"no list {field!r}"
+    return found  # the last one, if the key is written twice, as a JSON reader keeps
+
+
 def same_json(a: Any, b: Any) -> bool:
     """Whether two parsed values are the same JSON: ``==`` to the type (in Python ``1 == 1.0 ==
     True``, ``0.0 == -0.0``, and ``{"a": 1, "b": 2} == {"b": 2, "a": 1}``), objects' keys in

@@ -33,10 +33,11 @@ Why a hit parses to the same thing as the whole body (``PrefixCache.read``):
 The same holds from an earlier message boundary of the entry (it keeps its last three): a client
 that rewrites one of its last messages (Claude Code moves its ``cache_control`` marker to the
 newest turn) is read from the boundary before it, and its list is then walked whole. A repaired
-body is written from its ``Layout``: when the list is orjson's writing, the messages no rule
-replaced are copied from the body, being orjson's own bytes, and the rest is serialized; in any
-other writing it is written by orjson whole (as without the cache), but for the messages the
-previous request's repaired body already holds (rules/engine/resume.py), copied from it.
+body is written from its ``Layout``: the messages no rule replaced are copied from the body,
+where the entry says they are (a run of them at once when the list is orjson's writing), and
+the rest is serialized, as rules/providers/writing.py writes a body the cache holds nothing of;
+a resumed run (rules/engine/resume.py) copies the previous request's repaired bytes for the
+messages before its new turn.
 
 Anything else is a miss: the body is parsed whole, as without the cache. A body whose list's key
 is not written plainly, or whose first list of that key is a nested one, makes no entry, and is
@@ -47,11 +48,11 @@ entries older than ``ttl`` seconds are dropped); kept in process only.
 from __future__ import annotations
 
 import bisect
-import json
 import random
 import re
 import sys
 import time
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -65,6 +66,18 @@ from rules.engine.base import RequestFacts
 from rules.engine.pipeline import NOT_WALKED, Carried, Walked
 from rules.providers.apis import Api
 from rules.providers.sanitize import PlanSource, Sanitized, sanitize_body
+from rules.providers.writing import (
+    KEYS,
+    Copy,
+    Spans,
+    assemble,
+    copied,
+    dumped,
+    each_item,
+    nested,
+    read_items,
+    whole,
+)
 
 #: The key the list's key is replaced with in the head: U+0001 has one JSON spelling only.
 SENTINEL: Final = "\x01"
@@ -112,16 +125,8 @@ POINTER_BYTES: Final = 8
 #: key asked for, its slot in ``recalled`` and ``wanted``), besides the recalled values.
 FACT_BYTES: Final = 176
 SET_ENTRY_BYTES: Final = 64
-#: The lists' keys, written plainly, then ``:`` and ``[`` with JSON whitespace around.
-_KEYS: Final = {
-    field: re.compile(b'"' + field.encode() + rb'"[ \t\n\r]*:[ \t\n\r]*\[')
-    for field in ("messages", "input")
-}
-_JSON_SPACE: Final = re.compile(r"[ \t\n\r]*")
 _SPACES: Final = (b" ", b"\t", b"\n", b"\r")
 _SPACE_RUN: Final = re.compile(rb"[ \t\n\r]*")
-#: The standard library's JSON decoder (its C scanner): a value and its end, whatever its writing.
-_DECODER: Final = json.JSONDecoder()
 #: A walk that goes on from a state: ``rules.chat.scan.walk``.
 Walk = Callable[[list[Any], Any], tuple[frozenset[str] | None, Any]]
 
@@ -153,11 +158,12 @@ class _Entry:
     #: The body's bytes after its list's last item: the ``]`` (and any whitespace before it),
     #: then its other fields, when they come after.
     after: bytes = b""
-    #: Whether the list is written as orjson writes it (``JSON.stringify``, httpx): its items'
-    #: bytes are then orjson's own, and a repaired body copies them. Any other writing
-    #: (``json.dumps``' spacing, Go's and .NET's escapes, indentation) is the client's own: its
-    #: items are found by reading the JSON, and a repaired body is written by orjson whole.
-    own: bool = True
+    #: Where each item starts and ends in the body, when the list is not written as orjson
+    #: writes it (``json.dumps``' spacing, Go's and .NET's escapes, indentation: the client's
+    #: own writing, its items found by reading the JSON); ``None`` when it is (``JSON.stringify``,
+    #: httpx: its items' bytes are orjson's own, where ``bounds`` says). Either way a repaired
+    #: body copies the client's bytes of each message no rule replaced.
+    spans: Spans | None = None
     #: What the API's walk knows of ``items`` (a body that adds nothing is not walked again).
     walked: Walked | None = None
     #: What the rules' run over this entry's list left for the next request
@@ -168,6 +174,11 @@ class _Entry:
     #: a signed API's rewritten body read them (rules/providers/sanitize.py ``_write``), and a
     #: later body that starts with the same bytes holds the same objects there.
     signed_checked: bool = False
+
+    @property
+    def own(self) -> bool:
+        """Whether the list is written as orjson writes it."""
+        return self.spans is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +194,7 @@ class Reading:
     walked: Walked = NOT_WALKED
     #: Bytes of the body not parsed again.
     reused: int = 0
-    #: How the body's list is written, when it is orjson's own writing (``Layout``).
+    #: Where the body's list's messages are, when an entry holds it (``Layout``).
     layout: Layout | None = None
     #: What the previous request of the session left for this one to resume from, when this
     #: body is that one's plus messages, with the same bytes around its list.
@@ -194,16 +205,17 @@ SKIP: Final = Reading("skip")
 
 
 class Layout:
-    """Where each message of a body's list is written, when the list is written as orjson
-    writes it (its entry's ``bounds``). A repaired body is then written by copying the messages
-    no rule replaced from the body, and serializing only the others and the top-level fields:
-    byte for byte ``orjson.dumps(payload)``, since each copied message's bytes are its own
-    ``orjson.dumps`` (the list's bytes were compared with orjson's when the entry was made).
+    """Where each message of a body's list is written (its entry's ``bounds`` or ``spans``). A
+    repaired body is written by copying the messages no rule replaced from the body, and
+    serializing only the others and the top-level fields (rules/providers/writing.py): for a
+    list in orjson's writing, byte for byte ``orjson.dumps(payload)``, since each copied
+    message's bytes are its own ``orjson.dumps`` (compared when the entry was made).
 
     ``tail``: for a body read from a whole entry's prefix, how many messages that prefix held,
     where its list ends in the body, and where each message added after it starts (then one
-    past the ``]``): a resumed list (``write_spanned``) copies the previous request's repaired
-    bytes for the messages before, and the body's own for the new ones no rule replaced.
+    past the ``]``; in another writing than orjson's, the entry's ``spans`` say): a resumed
+    list (``write_spanned``) copies the previous request's repaired bytes for the messages
+    before, and the body's own for the new ones no rule replaced.
 
     ``checked``: where the body's list's first item starts and how long a prefix of it an
     earlier body's signed-duplicates check read (the entry it was read from), if one did."""
@@ -259,28 +271,7 @@ class Layout:
         pieces = None if type(listed) is not list else self._pieces(raw, listed, closed)
         if pieces is None:
             return orjson.dumps(payload), -1, -1
-        chunks: list[bytes | memoryview] = []
-        start = end = size = 0
-        for key, value in payload.items():
-            chunks += (b",", orjson.dumps(key), b":")
-            size += 2 + len(chunks[-2])
-            if key != field:
-                chunks.append(_nested([value], 1))
-                size += len(chunks[-1])
-                continue
-            chunks.append(b"[")
-            start = size = size + 1
-            for piece in pieces:
-                chunks += (piece, b",")
-                size += len(piece) + 1
-            end = size - 1 if pieces else size
-            chunks[-1] = b"]"  # for the last comma, or after "[" for an empty list
-            if not pieces:
-                chunks.insert(-1, b"[")
-            size = end + 1
-        chunks[0] = b"{"
-        chunks.append(b"}")
-        return b"".join(chunks), start, end
+        return assemble(payload, field, pieces)
 
     def _pieces(
         self,
@@ -290,79 +281,47 @@ class Layout:
     ) -> list[bytes | memoryview] | None:
         view = memoryview(raw)
         entry = self.entry
-        copied = entry.own  # the client's bytes are orjson's: what no rule made is copied
+        spans = entry.spans  # the client's own writing: each message it kept is copied alone
         if closed is None:
-            bounds = _bounds(entry) if copied else None
+            if spans is not None:
+                return self._copied(listed, entry.items, each_item(view, spans))
+            bounds = _bounds(entry)
             if bounds is None:  # written whole: what the rules made is charged (``keep``)
                 kept = {id(item) for item in entry.items}
                 self.made = sum(
-                    parsed_charge(_nested([[m]], 2)) for m in listed if id(m) not in kept
+                    parsed_charge(nested([[m]], 2)) for m in listed if id(m) not in kept
                 )
-                return list(_whole(listed))
-            pieces, self.made = _pieces(view, listed, entry.items, bounds)
-            return pieces
+                return list(whole(listed))
+            return self._copied(listed, entry.items, _runs(view, bounds))
         before, out_count, in_count = closed
         tail = self.tail
         if tail is None or tail[0] != in_count or len(listed) < out_count:
             return None
-        if before is None:
-            before = view[entry.first : tail[1]] if copied else b"".join(_whole(listed[:out_count]))
-        if copied:
-            pieces, self.made = _pieces(view, listed[out_count:], entry.items[in_count:], tail[2])
+        if spans is None:  # orjson's writing: a run of kept messages is one piece
+            before = view[entry.first : tail[1]] if before is None else before
+            copy = _runs(view, tail[2])
         else:
-            made = _whole(listed[out_count:])
-            self.made = sum(parsed_charge(piece) for piece in made)
-            pieces = list(made)
+            if before is None and out_count != in_count:
+                return None  # cannot be: the previous request's list went as it came
+            before = b",".join(each_item(view, spans)(0, in_count)) if before is None else before
+            copy = each_item(view, spans, in_count)
+        pieces = self._copied(listed[out_count:], entry.items[in_count:], copy)
         return [before, *pieces] if out_count else pieces
 
-
-def _whole(listed: list[Any]) -> list[bytes]:
-    """The items of ``listed`` as orjson writes them in a body, as one piece (none if none)."""
-    return [_nested([listed], 1)[1:-1]] if listed else []
-
-
-def _nested(wrapped: Any, depth: int) -> bytes:
-    """The bytes of the value ``wrapped`` holds ``depth`` lists down: orjson writes at most 255
-    levels, so a value is written at its depth in the payload, and fails as it would there."""
-    return orjson.dumps(wrapped)[depth:-depth]
+    def _copied(self, listed: list[Any], items: list[Any], copy: Copy) -> list[bytes | memoryview]:
+        pieces, made = copied(listed, items, copy)
+        self.made = sum(map(parsed_charge, made))
+        return pieces
 
 
-def _dumped(wrapped: Any, depth: int) -> bytes | None:
-    """``_nested``, or ``None`` for what orjson cannot write."""
-    try:
-        return _nested(wrapped, depth)
-    except TypeError:
-        return None
+def _runs(view: memoryview, bounds: list[int]) -> Copy:
+    """``Copy`` for a list in orjson's writing, whose items start at ``bounds`` (then one past
+    its ``]``): a run of items is one piece, their ``,`` between them."""
 
+    def copy(a: int, b: int) -> list[bytes | memoryview]:
+        return [view[bounds[a] : bounds[b] - 1]]
 
-def _pieces(
-    raw: memoryview, listed: list[Any], items: list[Any], bounds: list[int]
-) -> tuple[list[bytes | memoryview], int]:
-    """The bytes of each run of ``listed`` that is a run of ``items`` (copied from ``raw``), and
-    of each message a rule made (serialized); and what the objects of those are charged. A
-    message a rule dropped ends a run; one it moved is serialized where it went."""
-    pieces: list[bytes | memoryview] = []
-    made = 0
-    count, j, run = len(items), 0, -1
-    for message in listed:
-        if j < count and message is items[j]:
-            run = j if run < 0 else run
-            j += 1
-            continue
-        if run >= 0:
-            pieces.append(raw[bounds[run] : bounds[j] - 1])
-            run = -1
-        for k in range(j + 1, min(j + 4, count)):  # a few dropped: the run goes on after them
-            if message is items[k]:
-                run, j = k, k + 1
-                break
-        else:
-            piece = _nested([[message]], 2)
-            pieces.append(piece)
-            made += parsed_charge(piece)
-    if run >= 0:
-        pieces.append(raw[bounds[run] : bounds[j] - 1])
-    return pieces, made
+    return copy
 
 
 def _last_ends(items: list[Any], length: int) -> tuple[tuple[int, int], ...]:
@@ -370,66 +329,15 @@ def _last_ends(items: list[Any], length: int) -> tuple[tuple[int, int], ...]:
     writing and ends at ``length``: ``_Entry.ends``."""
     ends = [(length, len(items))]
     for count in range(len(items) - 1, max(0, len(items) - 1 - _STEPS_BACK), -1):
-        length -= len(_dumped([[items[count]]], 2) or b"") + 1
+        length -= len(dumped([[items[count]]], 2) or b"") + 1
         ends.append((length, count))
     return tuple(reversed(ends))
 
 
-def _items_after(
-    body: bytes, at: int, written: bytes, *, first: bool
-) -> tuple[list[int], int] | None:
-    """In a list of ``body`` (valid JSON), from ``at``: right after its ``[`` (``first``) or
-    right after one of its items. Where each item that starts after ``at`` ends (one past its
-    last byte), and where the ``]`` closing the list is, if those items are the ones orjson
-    parsed, as it writes them (``written``, a list): compared as written, since ``1``, ``1.0``
-    and ``true`` are equal in Python but not in JSON (a body holding its list's key twice keeps
-    the last list, and the first may hold the same values written so); ``None`` otherwise.
-
-    The items are read by the standard library's scanner (its C one), whatever their writing:
-    spacing, escapes, indentation. About 5 µs a KB; a hit reads only the messages it adds."""
-    try:
-        text = body[at:].decode()
-    except UnicodeDecodeError:
-        return None
-    ends: list[int] = []
-    read: list[Any] = []
-    space, scan = _space_end, _DECODER.raw_decode
-    pos = space(text, 0)
-    try:
-        while text[pos] != "]":
-            if not first:
-                if text[pos] != ",":
-                    return None
-                pos = space(text, pos + 1)
-            item, pos = scan(text, pos)
-            read.append(item)
-            ends.append(pos)
-            first = False
-            pos = space(text, pos)
-    except (IndexError, ValueError, RecursionError):
-        return None
-    if _dumped([read], 1) != written:
-        return None  # another list (a nested one, or the first of two), or not these items
-    if text.isascii():
-        return [at + end for end in ends], at + pos
-    places, done, size = [], 0, at  # characters to bytes, each run encoded once
-    for end in (*ends, pos):
-        size += len(text[done:end].encode())
-        places.append(size)
-        done = end
-    return places[:-1], places[-1]
-
-
 def _orjsons(items: list[Any]) -> list[bytes] | None:
     """Each of ``items`` as orjson writes it in a list (``None``: what orjson cannot write)."""
-    parts = [_dumped([[item]], 2) for item in items]
+    parts = [dumped([[item]], 2) for item in items]
     return None if None in parts else parts  # type: ignore[return-value]
-
-
-def _space_end(text: str, at: int) -> int:
-    """Where the first character at or after ``at`` that is not JSON whitespace is."""
-    found = _JSON_SPACE.match(text, at)
-    return at if found is None else found.end()
 
 
 def _past_space(body: bytes, at: int) -> int:
@@ -652,7 +560,7 @@ class PrefixCache:
         self._loose.pop(space, None)
         if found is _NOT_READ:
             return Reading("miss", payload, walked)
-        at, start, ends, written, own = found
+        at, start, ends, written, spans = found
         head = body[:at] + _SENTINEL + b":["
         length = ends[-1][0]
         entry = _Entry(space, body[:length], head, start + 1, items, state, 0, 0.0)
@@ -660,7 +568,7 @@ class PrefixCache:
         entry.ends = ends
         entry.parsed = parsed_charge(written)
         entry.after = body[length:]
-        entry.own = own
+        entry.spans = spans
         made = self._add(entry)
         return Reading("miss", payload, walked, layout=None if made is None else Layout(made))
 
@@ -718,6 +626,7 @@ class PrefixCache:
         own = parts is not None and body.startswith(written, length)
         bounds = None if entry.bounds is None or not own else entry.bounds[: count + 1]
         starts = [length + 1]
+        spans = None
         if parts is not None and own:
             for part in parts:
                 length, count = length + 1 + len(part), count + 1
@@ -726,14 +635,16 @@ class PrefixCache:
                 if bounds is not None:
                     bounds.append(length + 1)
         else:  # any other writing: the new messages' places read from the body
-            listed = _dumped([added], 1) if parts is None else b"[" + b",".join(parts) + b"]"
-            found = None if listed is None else _items_after(body, length, listed, first=False)
-            if found is None:
+            spans = _spans(entry, count)
+            listed = dumped([added], 1) if parts is None else b"[" + b",".join(parts) + b"]"
+            found = None if listed is None else read_items(body, length, listed, first=False)
+            if spans is None or found is None:
                 return None
             places, close = found
             written = body[length : close + 1]
-            starts = []  # never read: nothing of a writing not orjson's is copied (``Layout``)
-            for place in places:
+            spans += places
+            starts = []  # never read: the entry's spans say where its messages are
+            for place in places[1::2]:
                 length, count = place, count + 1
                 ends.append((length, count))
         # What the entry was charged up to its boundary (at least: the bytes it leaves behind
@@ -747,7 +658,7 @@ class PrefixCache:
         new.ends = tuple(ends[-_STEPS_BACK - 1 :])
         new.parsed = max(0, kept) + parsed_charge(written)
         new.after = body[length:]
-        new.own = own
+        new.spans = spans
         made = self._add(new)
         return None if made is None else (made, (end[1], end[0], starts))
 
@@ -860,35 +771,55 @@ class PrefixCache:
 
 def _listed(
     body: bytes, field: str, items: list[Any], worth_reading: Callable[[], bool]
-) -> tuple[int, int, tuple[tuple[int, int], ...], bytes, bool] | None:
+) -> tuple[int, int, tuple[tuple[int, int], ...], bytes, Spans | None] | None:
     """Where the list of ``items`` is in ``body`` (valid JSON): where its key starts (the first
     place the key is written plainly, followed by ``:`` and ``[``), where its ``[`` is, its last
-    few message boundaries (``_Entry.ends``), its bytes, and whether they are orjson's writing
-    (compared) or the client's own (read, if ``worth_reading()``: else ``_NOT_READ``); ``None``
-    if the key is not found so."""
-    found = _KEYS[field].search(body) if field in _KEYS else None
+    few message boundaries (``_Entry.ends``), its bytes, and ``None`` if they are orjson's
+    writing (compared), else where each item is in the client's own writing (read, if
+    ``worth_reading()``: else ``_NOT_READ``); ``None`` if the key is not found so."""
+    found = KEYS[field].search(body) if field in KEYS else None
     if found is None:
         return None
     at, start = found.start(), found.end() - 1  # the list's "["
     if _SENTINEL in body[:start]:
         return None
-    written = _dumped([items], 1)
+    written = dumped([items], 1)
     if written is None:
         return None  # what orjson cannot write (too deep) is not compared, nor reused
     if body.startswith(written, start):
-        return at, start, _last_ends(items, start + len(written) - 1), written, True
+        return at, start, _last_ends(items, start + len(written) - 1), written, None
     if not worth_reading():
         return _NOT_READ
-    read = _items_after(body, start + 1, written, first=True)
+    read = read_items(body, start + 1, written, first=True)
     if read is None:
         return None  # a nested list of that key (the top-level one follows): not reused
-    places, close = read
-    ends = tuple((place, count + 1) for count, place in enumerate(places))
-    return at, start, ends[-_STEPS_BACK - 1 :], body[start : close + 1], False
+    spans, close = read
+    ends = tuple((spans[2 * count + 1], count + 1) for count in range(len(items)))
+    return at, start, ends[-_STEPS_BACK - 1 :], body[start : close + 1], spans
+
+
+def _spans(entry: _Entry, count: int) -> Spans | None:
+    """Where the first ``count`` items of ``entry`` are (a new array): its spans, or its bounds
+    when its list is orjson's writing (``None`` if they cannot be worked out)."""
+    if entry.spans is not None:
+        return entry.spans[: 2 * count]
+    bounds = _bounds(entry)
+    if bounds is None:
+        return None
+    flat: list[int] = []
+    for k in range(count):
+        flat += (bounds[k], bounds[k + 1] - 1)
+    return array("q", flat)
 
 
 #: ``_listed``: the list is not orjson's writing, and was not read.
-_NOT_READ: Final[tuple[int, int, tuple[tuple[int, int], ...], bytes, bool]] = (0, 0, (), b"", False)
+_NOT_READ: Final[tuple[int, int, tuple[tuple[int, int], ...], bytes, Spans | None]] = (
+    0,
+    0,
+    (),
+    b"",
+    array("q"),
+)
 
 
 def _ends(body: bytes, length: int, after: bytes) -> bool:

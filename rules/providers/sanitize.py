@@ -31,13 +31,15 @@ from rules.messages import lone_surrogates as messages_lone_surrogates
 from rules.providers.apis import CHAT_API, Api, api_named
 from rules.providers.contract import Violation
 from rules.providers.planner import Plan, Planner, plan_across
+from rules.providers.writing import client_layout
 from rules.responses import lone_surrogates as responses_lone_surrogates
 
 
 class Layout(Protocol):
     """How a body's list is written in its bytes (the server's prefix cache,
-    proxy/relay/prefix.py): ``write`` gives the bytes ``orjson.dumps(payload)`` gives, copying
-    from ``raw`` what no rule replaced."""
+    proxy/relay/prefix.py, or the body read alone, rules/providers/writing.py): ``write`` gives
+    the bytes ``orjson.dumps(payload)`` gives, but for the messages no rule replaced, copied
+    from ``raw`` as the client wrote them."""
 
     def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes: ...
 
@@ -187,7 +189,7 @@ def sanitize_body(
     if isinstance(items, list):
         payload[record.field] = result.messages
     closed = _closed(resume) if result.resumed and resume is not None else None
-    written = _write_spanned(raw, payload, api_named(plan.api), layout, closed)
+    written = _write_spanned(raw, payload, api_named(plan.api), layout, closed, sent=items)
     if isinstance(written, str):
         return done(raw, skipped=written)
     sent = done(written[0], (*early, *result.changes), carried=_leave(carried, *written))
@@ -233,9 +235,20 @@ def _leave(carried: Carried | None, body: bytes, start: int, end: int) -> Carrie
 
 
 def _write_spanned(
-    raw: bytes, payload: dict[str, Any], api: Api, layout: Layout | None, closed: Closed | None
+    raw: bytes,
+    payload: dict[str, Any],
+    api: Api,
+    layout: Layout | None,
+    closed: Closed | None,
+    *,
+    sent: Any = None,
 ) -> tuple[bytes, int, int] | str:
-    """``_write``, and where the list's items are in the bytes (``-1, -1``: not known)."""
+    """``_write``, and where the list's items are in the bytes (``-1, -1``: not known).
+    ``layout``: how the list is written in ``raw``; when none is given, a body in another
+    writing than orjson's is read for it (rules/providers/writing.py), ``sent`` being its list
+    as parsed, so that the messages no rule replaced keep the client's bytes."""
+    if layout is None:
+        layout = client_layout(raw, sent, api.field)
     if layout is None:
         written = _write(raw, payload, api)
         return written if isinstance(written, str) else (written, -1, -1)

@@ -31,7 +31,7 @@ from rules.engine import memo, resume
 from rules.engine.base import RequestFacts, per_message
 from rules.messages import missing_thinking
 from rules.providers import planner as planning
-from rules.providers import sanitize
+from rules.providers import sanitize, writing
 from rules.providers.apis import APIS, CHAT_API, MESSAGES_API, RESPONSES_API, Api
 from rules.providers.planner import Plan, Planner
 from rules.providers.profiles import PROFILES
@@ -429,13 +429,13 @@ def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     from proxy.relay import prefix
 
     reads: list[bool] = []
-    original = prefix._items_after
+    original = writing.read_items  # the cache's, through its module
 
     def counted(body: bytes, at: int, written: bytes, *, first: bool) -> Any:
         reads.append(first)
         return original(body, at, written, first=first)
 
-    monkeypatch.setattr(prefix, "_items_after", counted)
+    monkeypatch.setattr(prefix, "read_items", counted)
     return reads
 
 

@@ -28,7 +28,7 @@ from tests.fake_anthropic import FakeAnthropic, create_fake_anthropic
 from tests.fake_upstream import FakeUpstream, strict_errors
 from tests.proxy.test_prefix import with_cache_marker
 from tests.sessions import api_session, session
-from tests.writings import WRITINGS
+from tests.writings import WRITINGS, items_written
 
 Client = TestClient[Any, Any]
 OFF = {"prefix_cache": {"enabled": False}}
@@ -197,7 +197,8 @@ async def test_a_stuck_session_in_another_writing_is_reused_through_the_server(
     """A client that does not write orjson's bytes (Go's ``encoding/json``, .NET's
     ``System.Text.Json``, an indented body; no Python SDK writes them, so the bodies are posted
     as those clients write them): every request after the first is a hit, resumed, and the
-    upstream gets the same bytes as through a server without the cache."""
+    upstream gets the same bytes as through a server without the cache, the messages no rule
+    touched as the client wrote them."""
     cached, plain = await make_proxy(), await make_proxy(OFF)
     bodies = [WRITINGS[writing](orjson.loads(body)) for body in session(60, "stuck", seed=11)]
     headers = {"Authorization": "Bearer sk-test", "Content-Type": "application/json"}
@@ -209,6 +210,8 @@ async def test_a_stuck_session_in_another_writing_is_reused_through_the_server(
             sent.append((fake.received[-1].body, response.headers["X-Chatmend-Changes"]))
         assert sent[0] == sent[1], number
         assert strict_errors(orjson.loads(sent[0][0])) == [], number
+        # The turn no rule touched reaches the upstream as the client wrote it.
+        assert items_written(sent[0][0], "messages")[-1] == items_written(body, "messages")[-1]
     assert sent[0][1].startswith("1;")  # the defect carried, and repaired, to the end
     metrics = await (await cached.get("/metrics")).text()
     assert _hits(metrics) == len(bodies) - 1
