@@ -284,7 +284,7 @@ class Layout:
         spans = entry.spans  # the client's own writing: each message it kept is copied alone
         if closed is None:
             if spans is not None:
-                return self._copied(listed, entry.items, each_item(view, spans))
+                return self._copied(listed, entry.items, each_item(raw, spans))
             bounds = _bounds(entry)
             if bounds is None:  # written whole: what the rules made is charged (``keep``)
                 kept = {id(item) for item in entry.items}
@@ -300,11 +300,10 @@ class Layout:
         if spans is None:  # orjson's writing: a run of kept messages is one piece
             before = view[entry.first : tail[1]] if before is None else before
             copy = _runs(view, tail[2])
+        elif before is None:  # the previous request's list went as it came: written whole
+            return self._pieces(raw, listed, None) if out_count == in_count else None
         else:
-            if before is None and out_count != in_count:
-                return None  # cannot be: the previous request's list went as it came
-            before = b",".join(each_item(view, spans)(0, in_count)) if before is None else before
-            copy = each_item(view, spans, in_count)
+            copy = each_item(raw, spans, in_count)
         pieces = self._copied(listed[out_count:], entry.items[in_count:], copy)
         return [before, *pieces] if out_count else pieces
 

@@ -114,12 +114,14 @@ def _space_end(text: str, at: int) -> int:
     return at if found is None else found.end()
 
 
-def each_item(view: memoryview, spans: Spans, offset: int = 0) -> Copy:
+def each_item(raw: bytes, spans: Spans, offset: int = 0) -> Copy:
     """``Copy`` for a list in the client's own writing: each item's bytes alone (the client's
-    spacing between them is not kept), of the items from ``offset`` on."""
+    spacing between them is not kept), of the items from ``offset`` on. Copies, not views: a
+    view is an object the collector tracks, and a list of thousands of tiny messages made as
+    many (a collection each few hundred, over the payload's objects: 0.7 µs a message)."""
 
     def copy(a: int, b: int) -> list[bytes | memoryview]:
-        return [view[spans[k] : spans[k + 1]] for k in range(2 * (a + offset), 2 * (b + offset), 2)]
+        return [raw[spans[k] : spans[k + 1]] for k in range(2 * (a + offset), 2 * (b + offset), 2)]
 
     return copy
 
@@ -130,8 +132,10 @@ def copied(
     """The pieces of the bytes of ``listed``: each run of it that is a run of ``items`` (the
     client's messages, as parsed: a rule never writes them, it keeps or replaces them) copied
     (``copy``), wherever it went, and each message a rule made serialized; and those serialized
-    pieces."""
-    where = {id(item): k for k, item in enumerate(items)}
+    pieces. A message is known by its object, so only objects and lists are: orjson gives one
+    object for every ``0`` (or ``-0``), ``null``, ``true``, ``false`` and ``""`` of a body,
+    which are written as orjson writes them."""
+    where = {id(item): k for k, item in enumerate(items) if type(item) in _CONTAINERS}
     pieces: list[bytes | memoryview] = []
     made: list[bytes] = []
     run = end = -1
@@ -154,6 +158,9 @@ def copied(
     return pieces, made
 
 
+_CONTAINERS: Final = (dict, list)
+
+
 def assemble(
     payload: Mapping[str, Any], field: str, pieces: list[bytes | memoryview]
 ) -> tuple[bytes, int, int]:
@@ -168,16 +175,16 @@ def assemble(
             chunks.append(nested([value], 1))
             size += len(chunks[-1])
             continue
-        chunks.append(b"[")
         start = size = size + 1
-        for piece in pieces:
-            chunks += (piece, b",")
-            size += len(piece) + 1
-        end = size - 1 if pieces else size
-        chunks[-1] = b"]"  # for the last comma, or after "[" for an empty list
-        if not pieces:
-            chunks.insert(-1, b"[")
-        size = end + 1
+        chunks.append(b"[")
+        if pieces:  # the pieces with a comma between each two (no loop over them here)
+            woven: list[bytes | memoryview] = [b","] * (2 * len(pieces) - 1)
+            woven[::2] = pieces
+            chunks += woven
+            size += sum(map(len, pieces)) + len(pieces) - 1
+        end = size
+        chunks.append(b"]")
+        size += 1
     chunks[0] = b"{"
     chunks.append(b"}")
     return b"".join(chunks), start, end
@@ -203,7 +210,7 @@ class ClientLayout:
         listed = payload[field]
         if closed is not None or type(listed) is not list:
             return orjson.dumps(payload), -1, -1  # not a list (a Responses string), or resumed
-        pieces, _ = copied(listed, self.items, each_item(memoryview(raw), self.spans))
+        pieces, _ = copied(listed, self.items, each_item(raw, self.spans))
         return assemble(payload, field, pieces)
 
     def unchecked(self, raw: bytes) -> bytes:

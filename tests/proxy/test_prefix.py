@@ -504,6 +504,17 @@ def test_a_spaces_count_of_misses_outlives_its_entries(monkeypatch: pytest.Monke
     assert len(reads) <= 2 + 30, len(reads)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_list_items_orjson_shares_resume_as_a_full_run_writes_them(name: str) -> None:
+    """A review's case: ``0`` and ``-0`` are one object once orjson parsed them, so a message
+    known by its object took the last one's bytes; a resumed run copied the previous request's
+    bytes, mapped over its shorter list, and sent ``-0`` where a full run sent ``0``."""
+    user, bad = b'{"role": "user", "content": "hi"}', b'{"role": "assistant", "tool_calls": []}'
+    first = b'{"model": "m", "messages": [' + user + b", -0, " + bad + b", " + user + b"]}"
+    then = first[:-2] + b', {"role": "assistant", "content": "ok"}, 0, ' + user + b"]}"
+    replay(CHAT_API, plan_of("chat", name), [first, then])
+
+
 def test_a_nested_list_key_before_the_real_one_is_not_reused() -> None:
     """The first ``"messages":[`` is a nested one holding the same bytes as the list: the entry
     is made there, and the hit's parse finds its key is not a top-level one."""
