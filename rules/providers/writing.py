@@ -35,8 +35,18 @@ KEYS: Final = {
     for field in ("messages", "input")
 }
 _SPACE: Final = re.compile(r"[ \t\n\r]*")
-#: The standard library's JSON decoder (its C scanner): a value and its end, whatever its writing.
-_DECODER: Final = json.JSONDecoder()
+
+
+def _as_orjson_reads(digits: str) -> int | float:
+    """An integer as orjson reads it: past 64 bits (below -2**63, or 2**64 and up), a float."""
+    value = int(digits)
+    return value if -(2**63) <= value < 2**64 else float(digits)
+
+
+#: The standard library's JSON decoder (its C scanner): a value and its end, whatever its writing,
+#: read as orjson reads it (an integer past 64 bits is a float: the message that holds one is
+#: then found, and keeps the client's digits).
+_DECODER: Final = json.JSONDecoder(parse_int=_as_orjson_reads)
 
 #: Where the items of a list are in a body: each item's first byte, then one past its last.
 Spans: TypeAlias = "array[int]"

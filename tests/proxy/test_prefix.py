@@ -552,6 +552,32 @@ def test_list_items_orjson_shares_resume_as_a_full_run_writes_them(name: str) ->
     replay(CHAT_API, plan_of("chat", name), [first, then])
 
 
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")])
+def test_an_integer_past_64_bits_does_not_stop_a_session_growing(
+    separators: tuple[str, str],
+) -> None:
+    """orjson reads an integer past 64 bits as a float, and writes it so: the message that holds
+    one is not orjson's writing, and the standard library read it as an integer, so the list was
+    not found the same and the entry stopped growing there (every later request then parsed
+    and walked all the turns after it). It is read as orjson reads it now: each request reuses
+    the one before, and a repaired body keeps the client's digits, as a full run does."""
+    history: list[Any] = [TURN[0], {"role": "assistant", "content": "x", "tool_calls": []}]
+    bodies = []
+    for turn in range(6):
+        history = [*history, {"role": "user", "content": f"q{turn}"}]
+        if turn == 2:
+            history.append({"role": "user", "content": "n", "big": 18446744073709551616})
+        payload = {"model": "m", "messages": history}  # orjson cannot write it: httpx can
+        bodies.append(json.dumps(payload, separators=separators).encode())
+    cache = replay(CHAT_API, plan_of("chat", "deepseek"), bodies)
+    assert cache.counts == {"hit": 5, "miss": 1, "skip": 0}
+    reading = PrefixCache()
+    reused = [reading.read("s", CHAT_API, body).reused for body in bodies]
+    assert reused == [0] + [body.rindex(b"]") for body in bodies[:-1]]
+    written = sanitize_body(bodies[-1], plan_of("chat", "deepseek"), "chat").body
+    assert b'"big": 18446744073709551616' in written or b'"big":18446744073709551616' in written
+
+
 def test_a_nested_list_key_before_the_real_one_is_not_reused() -> None:
     """The first ``"messages":[`` is a nested one holding the same bytes as the list: the entry
     is made there, and the hit's parse finds its key is not a top-level one."""
