@@ -92,10 +92,9 @@ _STEPS_BACK: Final = 3
 #: spaces are remembered (``PrefixCache._still_loose``).
 _RETRY: Final = 32
 _LOOSE_SPACES: Final = 4096
-#: Misses of a space since its last hit, past which its misses make an entry one time in
-#: ``_RETRY`` only, drawn (``PrefixCache._worth_keeping``): as many sessions as this may start
-#: together in one space (a shared key, an agent's parallel subagents) and each keep its entry.
-_KEPT_MISSES: Final = 8
+#: Misses of a space whose lists are not orjson's writing since its last hit, past which its
+#: misses read their list one time in ``_RETRY`` only, drawn (``PrefixCache._worth_reading``).
+_UNREAD: Final = 2
 #: What an entry is charged, so that ``max_bytes`` bounds what the cache really holds (traced
 #: allocations; tests/proxy/test_prefix.py measures it over agent sessions and bodies made of
 #: tiny containers): each byte of its prefix once, and for the objects parsed from its list,
@@ -436,9 +435,9 @@ class PrefixCache:
         self.reused_bytes = 0
         #: Spaces whose bodies were not orjson's writing, and the misses since (``_miss``).
         self._loose: OrderedDict[Hashable, int] = OrderedDict()
-        #: Spaces that missed since their last hit, and how often; kept apart from the entries,
-        #: which the bound may drop (``_worth_keeping``).
-        self._missed: OrderedDict[Hashable, int] = OrderedDict()
+        #: Spaces whose lists, not orjson's writing, missed since their last hit, and how often;
+        #: kept apart from the entries, which the bound may drop (``_worth_reading``).
+        self._unread: OrderedDict[Hashable, int] = OrderedDict()
         self._draw = random.Random(0).random
 
     @property
@@ -462,8 +461,8 @@ class PrefixCache:
             reading = None if near is None else self._hit(near[0], api, body, near[1])
         if reading is None:
             reading = self._miss(space, api, body)
-        elif self._missed:
-            self._missed.pop(space, None)
+        elif self._unread:
+            self._unread.pop(space, None)
         self.counts[reading.outcome] += 1
         self.reused_bytes += reading.reused
         return reading
@@ -480,7 +479,7 @@ class PrefixCache:
         self._spaces.clear()
         self._lru.clear()
         self._loose.clear()
-        self._missed.clear()
+        self._unread.clear()
         self.charged = 0
 
     # The two ways a body is read ------------------------------------------------------------
@@ -551,13 +550,15 @@ class PrefixCache:
         if type(items) is not list or not items:
             return Reading("miss", payload)
         walked, state = _walk(api, items, None, whole=True)
-        if self._still_loose(space) or not self._worth_keeping(space):
+        if self._still_loose(space):
             return Reading("miss", payload, walked)
-        found = _listed(body, api.field, items)
+        found = _listed(body, api.field, items, lambda: self._worth_reading(space))
         if found is None:
             self._loosen(space)
             return Reading("miss", payload, walked)
         self._loose.pop(space, None)
+        if found is _NOT_READ:
+            return Reading("miss", payload, walked)
         at, start, ends, written, spans = found
         head = body[:at] + _SENTINEL + b":["
         length = ends[-1][0]
@@ -580,22 +581,19 @@ class PrefixCache:
         self._loose[space] = misses + 1
         return (misses + 1) % _RETRY != 0
 
-    def _worth_keeping(self, space: Hashable) -> bool:
-        """Whether a miss of ``space`` makes an entry: its first eight misses since its last hit
-        do, then one in ``_RETRY``, drawn. A space whose requests are each a conversation of
-        their own (one-shot calls, a sliding window, a system prompt that changes every turn)
-        would make an entry on every miss, never read again, and push every other space's
-        sessions out under the bound; and pay for it (the comparison of its list with
-        orjson's writing, about 0.4 µs a KB, its reading in another writing, about 5, and the
-        charge's count). Drawn, not counted: a session whose requests alternate with one-shot
-        calls of its space would miss a count's every ``_RETRY``-th turn for ever. A hit starts
-        the count over: in a space whose sessions and one-shot calls alternate, the call after
-        a hit makes its entry (what every miss cost before the count)."""
-        missed = self._missed.pop(space, 0) + 1
-        self._missed[space] = missed
-        if len(self._missed) > _LOOSE_SPACES:
-            self._missed.popitem(last=False)
-        return missed <= _KEPT_MISSES or self._draw() * _RETRY < 1
+    def _worth_reading(self, space: Hashable) -> bool:
+        """Whether to read a list that is not orjson's writing (about 5 µs a KB, where the
+        comparison with orjson's is about 0.4): on a space's first two such misses since its
+        last hit, then one time in ``_RETRY`` (its requests are each a conversation of their
+        own, not a session's). Drawn, not counted: a session whose requests alternate with
+        one-shot calls of its space would miss a count's every ``_RETRY``-th turn for ever.
+        A hit starts the count over: in a space whose sessions and one-shot calls alternate,
+        the call after a hit is read (what reading cost on every miss before the count)."""
+        unread = self._unread.pop(space, 0) + 1
+        self._unread[space] = unread
+        if len(self._unread) > _LOOSE_SPACES:
+            self._unread.popitem(last=False)
+        return unread <= _UNREAD or self._draw() * _RETRY < 1
 
     def _loosen(self, space: Hashable) -> None:
         self._loose[space] = 0
@@ -771,13 +769,13 @@ class PrefixCache:
 
 
 def _listed(
-    body: bytes, field: str, items: list[Any]
+    body: bytes, field: str, items: list[Any], worth_reading: Callable[[], bool]
 ) -> tuple[int, int, tuple[tuple[int, int], ...], bytes, Spans | None] | None:
     """Where the list of ``items`` is in ``body`` (valid JSON): where its key starts (the first
     place the key is written plainly, followed by ``:`` and ``[``), where its ``[`` is, its last
     few message boundaries (``_Entry.ends``), its bytes, and ``None`` if they are orjson's
-    writing (compared), else where each item is in the client's own writing (read); ``None``
-    if the key is not found so."""
+    writing (compared), else where each item is in the client's own writing (read, if
+    ``worth_reading()``: else ``_NOT_READ``); ``None`` if the key is not found so."""
     found = KEYS[field].search(body) if field in KEYS else None
     if found is None:
         return None
@@ -789,6 +787,8 @@ def _listed(
         return None  # what orjson cannot write (too deep) is not compared, nor reused
     if body.startswith(written, start):
         return at, start, _last_ends(items, start + len(written) - 1), written, None
+    if not worth_reading():
+        return _NOT_READ
     read = read_items(body, start + 1, written, first=True)
     if read is None:
         return None  # a nested list of that key (the top-level one follows): not reused
@@ -809,6 +809,16 @@ def _spans(entry: _Entry, count: int) -> Spans | None:
     for k in range(count):
         flat += (bounds[k], bounds[k + 1] - 1)
     return array("q", flat)
+
+
+#: ``_listed``: the list is not orjson's writing, and was not read.
+_NOT_READ: Final[tuple[int, int, tuple[tuple[int, int], ...], bytes, Spans | None]] = (
+    0,
+    0,
+    (),
+    b"",
+    array("q"),
+)
 
 
 def _ends(body: bytes, length: int, after: bytes) -> bool:
