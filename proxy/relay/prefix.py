@@ -48,7 +48,6 @@ entries older than ``ttl`` seconds are dropped); kept in process only.
 from __future__ import annotations
 
 import bisect
-import random
 import re
 import sys
 import time
@@ -92,6 +91,9 @@ _STEPS_BACK: Final = 3
 #: spaces are remembered (``PrefixCache._still_loose``).
 _RETRY: Final = 32
 _LOOSE_SPACES: Final = 4096
+#: The share of ``max_bytes`` a space may hold before the entries it adds push out its own least
+#: recently used rather than any space's (``PrefixCache._fit``).
+_SHARE: Final = 4
 #: Misses of a space whose lists are not orjson's writing since its last hit, past which its
 #: misses read their list one time in ``_RETRY`` only, drawn (``PrefixCache._worth_reading``).
 _UNREAD: Final = 2
@@ -364,13 +366,16 @@ def _bounds(entry: _Entry) -> list[int] | None:
 
 class _Space:
     """One session space's prefixes, sorted: a body's own prefix is its nearest predecessor.
-    (Two parallel lists: a prefix is never hashed, only compared.)"""
+    (Two parallel lists: a prefix is never hashed, only compared.) And its entries from the
+    least recently used on, and what they are charged (``PrefixCache._fit``)."""
 
-    __slots__ = ("entries", "keys")
+    __slots__ = ("charged", "entries", "keys", "recent")
 
     def __init__(self) -> None:
         self.keys: list[bytes] = []
         self.entries: list[_Entry] = []
+        self.recent: OrderedDict[int, _Entry] = OrderedDict()
+        self.charged = 0
 
     def find(self, body: bytes) -> tuple[_Entry | None, list[_Entry]]:
         """The entry whose prefix ``body`` starts with, and the entries sorted between them:
@@ -437,8 +442,7 @@ class PrefixCache:
         self._loose: OrderedDict[Hashable, int] = OrderedDict()
         #: Spaces whose lists, not orjson's writing, missed since their last hit, and how often;
         #: kept apart from the entries, which the bound may drop (``_worth_reading``).
-        self._unread: OrderedDict[Hashable, int] = OrderedDict()
-        self._draw = random.Random(0).random
+        self._unread: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
 
     @property
     def entries(self) -> int:
@@ -472,8 +476,7 @@ class PrefixCache:
         self.config = config
         if not config.enabled:
             self.clear()
-        while self.charged > config.max_bytes:
-            self._drop(next(iter(self._lru.values())))
+        self._fit(None)
 
     def clear(self) -> None:
         self._spaces.clear()
@@ -587,13 +590,16 @@ class PrefixCache:
         last hit, then one time in ``_RETRY`` (its requests are each a conversation of their
         own, not a session's). Drawn, not counted: a session whose requests alternate with
         one-shot calls of its space would miss a count's every ``_RETRY``-th turn for ever.
+        Drawn from the space's own sequence (``_next_draw``), not from one generator for all:
+        another space's misses must not change which of this one's are read.
         A hit starts the count over: in a space whose sessions and one-shot calls alternate,
         the call after a hit is read (what reading cost on every miss before the count)."""
-        unread = self._unread.pop(space, 0) + 1
-        self._unread[space] = unread
+        unread, draw = self._unread.pop(space, (0, _FIRST_DRAW))
+        unread, draw = unread + 1, _next_draw(draw)
+        self._unread[space] = (unread, draw)
         if len(self._unread) > _LOOSE_SPACES:
             self._unread.popitem(last=False)
-        return unread <= _UNREAD or self._draw() * _RETRY < 1
+        return unread <= _UNREAD or (draw >> 32) % _RETRY == 0  # its high bits
 
     def _loosen(self, space: Hashable) -> None:
         self._loose[space] = 0
@@ -721,11 +727,12 @@ class PrefixCache:
             charge += len(carried.written[0])
         if carried.messages is not entry.items:
             charge += POINTER_BYTES * len(carried.messages)
+        place = self._spaces[entry.space]  # held: the entry is
         self.charged += charge - entry.carried_charge
+        place.charged += charge - entry.carried_charge
         entry.charge += charge - entry.carried_charge
         entry.carried, entry.carried_charge = carried, charge
-        while self.charged > self.config.max_bytes:
-            self._drop(next(iter(self._lru.values())))
+        self._fit(place, entry)
 
     def _add(self, entry: _Entry) -> _Entry | None:
         """Keep ``entry`` (charged, and timed from now); ``None`` if it alone is over the bound."""
@@ -734,15 +741,35 @@ class PrefixCache:
         if charge > self.config.max_bytes:
             return None
         entry.charge, entry.expires = charge, self._clock() + self.config.ttl
-        old = self._spaces.setdefault(entry.space, _Space()).add(entry)
+        place = self._spaces.setdefault(entry.space, _Space())
+        old = place.add(entry)
         if old is not None:
             self._lru.pop(id(old), None)
+            place.recent.pop(id(old), None)
             self.charged -= old.charge
-        self._lru[id(entry)] = entry
+            place.charged -= old.charge
+        self._lru[id(entry)] = place.recent[id(entry)] = entry
         self.charged += charge
-        while self.charged > self.config.max_bytes:
-            self._drop(next(iter(self._lru.values())))
+        place.charged += charge
+        self._fit(place, entry)
         return entry if id(entry) in self._lru else None
+
+    def _fit(self, place: _Space | None, grown: _Entry | None = None) -> None:
+        """Drop entries until the cache is within its bound: the least recently used of any
+        space, unless ``place``, the space that grew (by ``grown``), holds more than its share
+        of the bound: then its own least recently used but ``grown``. A space whose requests
+        keep missing (one-shot calls, a sliding window, a system prompt that changes each turn)
+        makes an entry each time, never read again: past its share it pushes out its own, not
+        another space's sessions. A space alone fills the bound (its own least recently used
+        are everyone's), and one session bigger than the share pushes out any space's."""
+        bound = self.config.max_bytes
+        while self.charged > bound:
+            victim = next(iter(self._lru.values()))
+            if place is not None and place.charged > bound // _SHARE:
+                oldest = next(iter(place.recent.values()), grown)
+                if oldest is not None and oldest is not grown:
+                    victim = oldest
+            self._drop(victim)
 
     def _drop(self, entry: _Entry) -> None:
         if self._lru.pop(id(entry), None) is None:
@@ -751,12 +778,15 @@ class PrefixCache:
         place = self._spaces.get(entry.space)
         if place is not None:
             place.remove(entry)
+            place.recent.pop(id(entry), None)
+            place.charged -= entry.charge
             if not place.entries:
                 del self._spaces[entry.space]
 
     def _touch(self, entry: _Entry) -> None:
         entry.expires = self._clock() + self.config.ttl
         self._lru.move_to_end(id(entry))
+        self._spaces[entry.space].recent.move_to_end(id(entry))
 
     def _expire(self) -> None:
         """Drop the entries past their time: the least recently used go first."""
@@ -819,6 +849,15 @@ _NOT_READ: Final[tuple[int, int, tuple[tuple[int, int], ...], bytes, Spans | Non
     b"",
     array("q"),
 )
+
+
+#: The draws of a space's read gate: a 64-bit linear congruential sequence (Knuth's MMIX
+#: constants), each space's its own from the same start, so that it is the same in every run.
+_FIRST_DRAW: Final = 0x9E3779B97F4A7C15
+
+
+def _next_draw(draw: int) -> int:
+    return (draw * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
 
 
 def _ends(body: bytes, length: int, after: bytes) -> bool:

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.config import PrefixConfig
-from proxy.relay.prefix import SKIP, PrefixCache, Reading
+from proxy.relay.prefix import ENTRY_BYTES, SKIP, PrefixCache, Reading
 from proxy.stash.hooks import ReasoningHooks, RequestReasoning
 from rules.chat import reasoning_content
 from rules.chat.scan import bad_arguments_at, primed, scan, walk
@@ -488,6 +488,28 @@ def test_a_session_among_one_shot_requests_gets_its_entry(
     assert reads.count(True) <= 200 + 30
 
 
+def test_which_misses_of_a_space_read_does_not_depend_on_other_spaces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second review's case: one generator drew every space's reads, so another client's
+    misses decided which of a space's misses read its list (and whether its session got an
+    entry at all). Each space draws from its own sequence."""
+    reads = _counting_reads(monkeypatch)
+    alone, beside = PrefixCache(), PrefixCache()
+    for n in range(200):
+        alone.read("a", CHAT_API, _one_shot(n))
+    pattern = list(reads)
+    reads.clear()
+    for n in range(200):
+        beside.read("a", CHAT_API, _one_shot(n))
+        marked = len(reads)
+        for k in range(n % 4):
+            beside.read("b", CHAT_API, _one_shot(1000 + 4 * n + k))
+        del reads[marked:]  # b's reads
+    assert reads == pattern
+    assert 3 <= len(pattern) <= 2 + 20
+
+
 def test_a_spaces_count_of_misses_outlives_its_entries(monkeypatch: pytest.MonkeyPatch) -> None:
     """A review's case: the count of a space's unread misses was kept with its entries, which
     another space's sessions push out under the bound: its one-shot calls then read their list
@@ -512,6 +534,11 @@ def test_list_items_orjson_shares_resume_as_a_full_run_writes_them(name: str) ->
     user, bad = b'{"role": "user", "content": "hi"}', b'{"role": "assistant", "tool_calls": []}'
     first = b'{"model": "m", "messages": [' + user + b", -0, " + bad + b", " + user + b"]}"
     then = first[:-2] + b', {"role": "assistant", "content": "ok"}, 0, ' + user + b"]}"
+    replay(CHAT_API, plan_of("chat", name), [first, then])
+    # The second review's case: the first request went as it came (nothing to repair), so the
+    # resumed run has no repaired bytes to copy: its list is written as a full run writes it.
+    first = b'{"model": "m", "messages": [' + user + b", -0, 1E2, " + user + b"]}"
+    then = first[:-2] + b', {"role": "assistant", "tool_calls": []}, ' + user + b"]}"
     replay(CHAT_API, plan_of("chat", name), [first, then])
 
 
@@ -539,6 +566,64 @@ def test_an_integer_past_64_bits_does_not_stop_a_session_growing(
     assert reused == [0] + [body.rindex(b"]") for body in bodies[:-1]]
     written = sanitize_body(bodies[-1], plan_of("chat", "deepseek"), "chat").body
     assert b'"big": 18446744073709551616' in written or b'"big":18446744073709551616' in written
+
+
+def _shot(n: int) -> bytes:
+    """A one-shot call in compact bytes: a conversation of its own, 10 KB."""
+    return orjson.dumps({"model": "m", "messages": [{"role": "user", "content": f"{n:05}" * 2000}]})
+
+
+def test_a_space_whose_requests_all_miss_leaves_other_spaces_their_sessions() -> None:
+    """A client whose every request misses (one-shot calls; a sliding window, a system prompt
+    that changes each turn) makes an entry each time, never read again. Past a quarter of the
+    bound, the entries its space adds push out its own least recently used, not another
+    space's: under a bound that holds ten of its entries, 20 of its calls between two requests
+    of an agent's session in another space pushed the session out before, and the session
+    missed every time."""
+    agent = bench_session(30, "stuck", seed=3)
+    probe = PrefixCache()
+    probe.read("flood", CHAT_API, _shot(0))
+    one = probe.charged
+    probe.read("agent", CHAT_API, agent[-1])
+    cache = PrefixCache(PrefixConfig(max_bytes=probe.charged + 10 * one))
+    outcomes = []
+    for number, body in enumerate(agent):
+        outcomes.append(cache.read("agent", CHAT_API, body).outcome)
+        for n in range(20):
+            assert cache.read("flood", CHAT_API, _shot(20 * number + n)).outcome == "miss"
+        assert cache.charged <= cache.config.max_bytes
+    assert outcomes == ["miss"] + ["hit"] * (len(agent) - 1)
+    assert 2 <= len(cache._spaces["flood"].entries) <= 10
+
+
+def test_a_space_alone_fills_the_bound() -> None:
+    """One key for every session (a team's gateway): its space holds as many sessions as the
+    bound does, its share notwithstanding."""
+    sessions = [bench_session(20, "clean", seed=seed) for seed in range(12)]
+    probe = PrefixCache()
+    for session in sessions:
+        probe.read(("probe", len(probe._spaces)), CHAT_API, session[-1])
+    cache = PrefixCache(PrefixConfig(max_bytes=probe.charged + 4 * ENTRY_BYTES))
+    for turn in range(min(map(len, sessions))):
+        outcomes = [cache.read("s", CHAT_API, session[turn]).outcome for session in sessions]
+        assert outcomes == ["miss" if turn == 0 else "hit"] * len(sessions), turn
+
+
+def test_a_session_sharing_its_space_with_one_shot_calls_hits_again_after_a_compaction() -> None:
+    """A second review's case, against a gate that let a space make an entry on one miss in 32
+    once it had missed eight times since its last hit: a session sharing its key with 20
+    one-shot calls a turn that compacts its history (one miss) then missed 18 of its next 24
+    requests. Every miss makes its entry: the next request hits."""
+    cache, history, outcomes = PrefixCache(), [{"role": "system", "content": "Be brief."}], []
+    for turn in range(40):
+        if turn == 20:  # compacted: a summary in place of the history
+            history = [history[0], {"role": "user", "content": "Summary of turns 0-19."}]
+        history = [*history, {"role": "user", "content": f"question {turn}"}]
+        outcomes.append(cache.read("s", CHAT_API, orjson.dumps({"messages": history})).outcome)
+        history = [*history, {"role": "assistant", "content": f"answer {turn}"}]
+        for n in range(20):
+            cache.read("s", CHAT_API, _shot(20 * turn + n))
+    assert outcomes == ["miss"] + ["hit"] * 19 + ["miss"] + ["hit"] * 19
 
 
 def test_a_nested_list_key_before_the_real_one_is_not_reused() -> None:
@@ -666,6 +751,11 @@ def _held(
     cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
     for body in bodies:  # orjson's key cache is the process's, not the prefix cache's: filled
         orjson.loads(body)
+    if plan is not None:  # and so are the rules' memos (a plan's steps): filled too
+        warm = PrefixCache()
+        for body in bodies:
+            warm.repair(warm.read("s", api, body), body, plan, api.name, parsed=None)
+        del warm
     gc.collect()
     tracemalloc.start()
     try:
