@@ -143,8 +143,8 @@ def copied(
     client's messages, as parsed: a rule never writes them, it keeps or replaces them) copied
     (``copy``), wherever it went, and each message a rule made serialized; and those serialized
     pieces. A message is known by its object, so only objects and lists are: orjson gives one
-    object for every ``0`` (or ``-0``), ``null``, ``true``, ``false`` and ``""`` of a body,
-    which are written as orjson writes them."""
+    object for every ``null``, ``true``, ``false``, ``""`` and small integer of a body (``0``
+    and ``-0`` alike), which are written as orjson writes them."""
     where = {id(item): k for k, item in enumerate(items) if type(item) in _CONTAINERS}
     pieces: list[bytes | memoryview] = []
     made: list[bytes] = []

@@ -46,10 +46,10 @@ def test_a_repaired_body_keeps_each_message_no_rule_replaced_as_the_client_wrote
 
 
 def test_list_items_orjson_shares_are_written_as_orjson_writes_them() -> None:
-    """orjson gives one object for every ``0`` (and ``-0``), ``null``, ``true``, ``false`` and
-    ``""`` of a body: a list item that is one (no message, but a client may send it) is written
-    as orjson writes it, so that no other item's bytes stand for it (a review's case: the
-    client's ``0`` was sent as the ``-0`` written after it)."""
+    """orjson gives one object for every small integer (``0`` and ``-0``), ``null``, ``true``,
+    ``false`` and ``""`` of a body: a list item that is one (no message, but a client may send
+    it) is written as orjson writes it, so that no other item's bytes stand for it (a review's
+    case: the client's ``0`` was sent as the ``-0`` written after it)."""
     raw = (
         b'{"model": "deepseek-chat", "messages": [{"role": "user", "content": "hi"}, 0, -0, null,'
         b' "", true, {"role": "assistant", "content": "Looking", "tool_calls": []}, 0, -0]}'
