@@ -575,25 +575,144 @@ def _shot(n: int) -> bytes:
 
 def test_a_space_whose_requests_all_miss_leaves_other_spaces_their_sessions() -> None:
     """A client whose every request misses (one-shot calls; a sliding window, a system prompt
-    that changes each turn) makes an entry each time, never read again. Past a quarter of the
-    bound, the entries its space adds push out its own least recently used, not another
-    space's: under a bound that holds ten of its entries, 20 of its calls between two requests
-    of an agent's session in another space pushed the session out before, and the session
-    missed every time."""
+    that changes each turn) makes an entry each time, never reused. Past a quarter of the
+    bound, the entries no request reused yet go first, its own before another space's: under a
+    bound that holds ten of its entries, 20 of its calls between two requests of an agent's
+    session in another space pushed the session out before (its first entry too), and the
+    session missed every time; so it did with the calls spread over eight spaces."""
     agent = bench_session(30, "stuck", seed=3)
     probe = PrefixCache()
     probe.read("flood", CHAT_API, _shot(0))
     one = probe.charged
     probe.read("agent", CHAT_API, agent[-1])
-    cache = PrefixCache(PrefixConfig(max_bytes=probe.charged + 10 * one))
+    for spaces in (1, 8):
+        cache = PrefixCache(PrefixConfig(max_bytes=probe.charged + 10 * one))
+        outcomes = []
+        for number, body in enumerate(agent):
+            outcomes.append(cache.read("agent", CHAT_API, body).outcome)
+            for n in range(20):
+                shot = _shot(20 * number + n)
+                assert cache.read(("flood", n % spaces), CHAT_API, shot).outcome == "miss"
+            assert cache.charged <= cache.config.max_bytes
+        assert outcomes == ["miss"] + ["hit"] * (len(agent) - 1), spaces
+        assert 2 <= len(cache._new) <= 10
+
+
+def _books_hold(cache: PrefixCache) -> None:
+    """The cache's books, counted again from its entries: what it charges, its bound, the
+    entries no request reused yet (in the whole cache and in each space), and their order."""
+    kept = cache._lru
+    assert cache.charged == sum(entry.charge for entry in kept.values())
+    assert cache.charged <= cache.config.max_bytes
+    assert all(kept.get(key) is entry for key, entry in cache._new.items())
+    assert cache._new_charged == sum(entry.charge for entry in cache._new.values())
+    held = 0
+    for name, place in cache._spaces.items():
+        assert place.entries and all(entry.space == name for entry in place.entries)
+        assert list(place.new) == [key for key in cache._new if key in place.new]
+        assert set(place.new) == {id(entry) for entry in place.entries} & set(cache._new)
+        held += len(place.entries)
+    assert held == len(kept) and sum(len(p.new) for p in cache._spaces.values()) == len(cache._new)
+
+
+@settings(max_examples=examples(0.5), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4)), max_size=60), st.integers(3, 30))
+def test_the_bound_and_its_books_hold_over_any_traffic(
+    steps: list[tuple[int, int]], room: int
+) -> None:
+    """Sessions that grow, rewrite their last turn, retry and repair, and one-shot calls, in
+    four spaces, under a bound of a few entries: after each request the books hold."""
+    plan = plan_of("chat", "deepseek")
+    cache = PrefixCache(PrefixConfig(max_bytes=room * ENTRY_BYTES))
+    turns = [0] * 4
+    for number, (space, kind) in enumerate(steps):
+        if kind == 0:
+            turns[space] += 1
+        body = _grown(f"s{space}", turns[space]) if kind < 3 else _shot(number)
+        if kind == 1:  # its last turn rewritten (Claude Code's moving marker)
+            body = body.replace(b" now", b" now, marked")
+        if kind == 4:  # a turn the rules repair, resumed from the record kept
+            body = orjson.dumps({"messages": [*TURN, {"role": "assistant", "tool_calls": []}]})
+        reading = cache.read(space, CHAT_API, body)
+        _books_hold(cache)
+        cache.repair(reading, body, plan, "chat", parsed=reading.payload)
+        _books_hold(cache)
+
+
+def test_a_repair_charging_its_entry_more_drops_another_entry_not_its_own() -> None:
+    """A third review's case: the repair of a request keeps the rules' record with its entry,
+    charged then; when another request came between its read and its repair (the stash's wait),
+    its entry is the least recently used, and the bound dropped it (and another space's) rather
+    than the next least recently used alone."""
+    plan = plan_of("chat", "deepseek")
+    ours, theirs = bench_session(30, "stuck", seed=3), bench_session(30, "stuck", seed=4)
+
+    def run(bound: int) -> tuple[PrefixCache, int]:
+        cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
+        for body in (ours[4], theirs[4], ours[5], theirs[5]):  # both entries reused once
+            space = "ours" if body in ours else "theirs"
+            cache.repair(cache.read(space, CHAT_API, body), body, plan, "chat", parsed=None)
+        reading = cache.read("ours", CHAT_API, ours[6])
+        cache.read("theirs", CHAT_API, theirs[6])  # meanwhile: ours is the least recently used
+        before = cache.charged
+        cache.configure(PrefixConfig(max_bytes=bound))  # within it, until the record is kept
+        cache.repair(reading, ours[6], plan, "chat", parsed=reading.payload)
+        return cache, before
+
+    probe, before = run(1 << 40)
+    assert probe.charged > before  # the record it keeps is charged
+    cache, _ = run(before + (probe.charged - before) // 2)
+    assert "ours" in cache._spaces and "theirs" not in cache._spaces
+    assert cache._spaces["ours"].entries[0].carried is not None
+
+
+def _grown(tag: str, turns: int) -> bytes:
+    """A session's body after ``turns`` turns of 3 KB."""
+    messages: list[dict[str, str]] = [{"role": "system", "content": f"system {tag}"}]
+    for turn in range(turns):
+        messages.append({"role": "user", "content": f"{tag} q{turn} " + "u" * 1500})
+        messages.append({"role": "assistant", "content": f"{tag} a{turn} " + "a" * 1500})
+    messages.append({"role": "user", "content": f"{tag} q{turns} now"})
+    return orjson.dumps({"model": "m", "messages": messages})
+
+
+def test_a_key_with_sessions_in_parallel_pushes_out_other_keys_ended_sessions() -> None:
+    """A third review's case, against a rule that made a space past a quarter of the bound pay
+    with its own entries: a key running two sessions in parallel, the rest of the cache held
+    by other keys' sessions that ended, missed 9 of its last requests (its own active entries
+    went, the others' idle ones stayed until their ttl). The least recently used go."""
+    probe = PrefixCache()
+    probe.read("p", CHAT_API, _grown("x", 20))
+    clock = [0.0]
+    cache = PrefixCache(PrefixConfig(max_bytes=6 * probe.charged), clock=lambda: clock[0])
+    for other in range(40):  # other keys' sessions of five turns, ended
+        for turn in range(6):
+            cache.read(("other", other), CHAT_API, _grown(f"o{other}", turn))
+            clock[0] += 1
     outcomes = []
-    for number, body in enumerate(agent):
-        outcomes.append(cache.read("agent", CHAT_API, body).outcome)
-        for n in range(20):
-            assert cache.read("flood", CHAT_API, _shot(20 * number + n)).outcome == "miss"
-        assert cache.charged <= cache.config.max_bytes
-    assert outcomes == ["miss"] + ["hit"] * (len(agent) - 1)
-    assert 2 <= len(cache._spaces["flood"].entries) <= 10
+    for turn in range(21):
+        for session in range(2):
+            outcomes.append(cache.read("dev", CHAT_API, _grown(f"d{session}", turn)).outcome)
+            clock[0] += 5
+    assert outcomes == ["miss"] * 2 + ["hit"] * 40
+
+
+def test_a_session_in_another_writing_among_one_shot_calls_gets_its_entry() -> None:
+    """A third review's case: a hit started a space's draws over with its count, so the misses
+    read after each hit were always the same ones (the 1st, 2nd, 23rd, 61st...), and a session
+    in another writing whose request came 3rd to 22nd after a hit never got its entry. The
+    draws go on; the count starts over."""
+    for shots in (3, 10):
+        cache, compact, spaced, outcomes = PrefixCache(), [TURN[0]], [TURN[1]], []
+        for turn in range(150):
+            compact.append({"role": "user", "content": f"qa {turn}"})
+            cache.read("s", CHAT_API, orjson.dumps({"messages": compact}))
+            for k in range(shots):
+                cache.read("s", CHAT_API, _one_shot(1000 * turn + k))
+            spaced.append({"role": "user", "content": f"qd {turn}"})
+            outcomes.append(cache.read("s", CHAT_API, json.dumps({"messages": spaced}).encode()))
+            spaced.append({"role": "assistant", "content": f"ad {turn}"})
+        assert [r.outcome for r in outcomes].count("hit") >= 100, shots
 
 
 def test_a_space_alone_fills_the_bound() -> None:
