@@ -41,9 +41,8 @@ messages before its new turn.
 
 Anything else is a miss: the body is parsed whole, as without the cache. A body whose list's key
 is not written plainly, or whose first list of that key is a nested one, makes no entry, and is
-parsed whole each time. Memory is bounded by ``max_bytes`` (least recently used first, but the
-entries no request reused yet first while they hold over a quarter of it; and entries older
-than ``ttl`` seconds are dropped); kept in process only.
+parsed whole each time. Memory is bounded by ``max_bytes`` (least recently used first, and
+entries older than ``ttl`` seconds are dropped); kept in process only.
 """
 
 from __future__ import annotations
@@ -92,9 +91,6 @@ _STEPS_BACK: Final = 3
 #: spaces are remembered (``PrefixCache._still_loose``).
 _RETRY: Final = 32
 _LOOSE_SPACES: Final = 4096
-#: The share of ``max_bytes`` the entries no request reused yet (each made by a miss: a session's
-#: first request, a one-shot call) may hold before they are the first to go (``PrefixCache._fit``).
-_NEW_SHARE: Final = 4
 #: Misses of a space whose lists are not orjson's writing since its last hit, past which its
 #: misses read their list one time in ``_RETRY`` only, drawn (``PrefixCache._worth_reading``).
 _UNREAD: Final = 2
@@ -367,15 +363,13 @@ def _bounds(entry: _Entry) -> list[int] | None:
 
 class _Space:
     """One session space's prefixes, sorted: a body's own prefix is its nearest predecessor.
-    (Two parallel lists: a prefix is never hashed, only compared.) And its entries no request
-    reused yet, the oldest first (``PrefixCache._fit``)."""
+    (Two parallel lists: a prefix is never hashed, only compared.)"""
 
-    __slots__ = ("entries", "keys", "new")
+    __slots__ = ("entries", "keys")
 
     def __init__(self) -> None:
         self.keys: list[bytes] = []
         self.entries: list[_Entry] = []
-        self.new: OrderedDict[int, _Entry] = OrderedDict()
 
     def find(self, body: bytes) -> tuple[_Entry | None, list[_Entry]]:
         """The entry whose prefix ``body`` starts with, and the entries sorted between them:
@@ -435,9 +429,6 @@ class PrefixCache:
         self._spaces: dict[Hashable, _Space] = {}
         self._lru: OrderedDict[int, _Entry] = OrderedDict()
         self.charged = 0
-        #: The entries no request reused yet, the oldest first, and what they are charged.
-        self._new: OrderedDict[int, _Entry] = OrderedDict()
-        self._new_charged = 0
         #: Reads by outcome, and bytes not parsed again, since start.
         self.counts: dict[str, int] = {"hit": 0, "miss": 0, "skip": 0}
         self.reused_bytes = 0
@@ -484,8 +475,6 @@ class PrefixCache:
     def clear(self) -> None:
         self._spaces.clear()
         self._lru.clear()
-        self._new.clear()
-        self._new_charged = 0
         self._loose.clear()
         self._unread.clear()
         self.charged = 0
@@ -671,7 +660,7 @@ class PrefixCache:
         new.parsed = max(0, kept) + parsed_charge(written)
         new.after = body[length:]
         new.spans = spans
-        made = self._add(new, reused=True)
+        made = self._add(new)
         return None if made is None else (made, (end[1], end[0], starts))
 
     def repair(
@@ -735,67 +724,41 @@ class PrefixCache:
         if carried.messages is not entry.items:
             charge += POINTER_BYTES * len(carried.messages)
         self.charged += charge - entry.carried_charge
-        if id(entry) in self._new:
-            self._new_charged += charge - entry.carried_charge
         entry.charge += charge - entry.carried_charge
         entry.carried, entry.carried_charge = carried, charge
         self._fit(entry)
 
-    def _add(self, entry: _Entry, *, reused: bool = False) -> _Entry | None:
-        """Keep ``entry`` (charged, and timed from now), made by a request that ``reused`` an
-        entry of its session or by a miss; ``None`` if it alone is over the bound."""
+    def _add(self, entry: _Entry) -> _Entry | None:
+        """Keep ``entry`` (charged, and timed from now); ``None`` if it alone is over the bound."""
         charge = len(entry.prefix) + len(entry.head) + ENTRY_BYTES + entry.parsed
         charge += BOUND_BYTES * len(entry.items) + len(entry.after)
         if charge > self.config.max_bytes:
             return None
         entry.charge, entry.expires = charge, self._clock() + self.config.ttl
-        place = self._spaces.setdefault(entry.space, _Space())
-        old = place.add(entry)
+        old = self._spaces.setdefault(entry.space, _Space()).add(entry)
         if old is not None:
-            self._uncharge(old)
+            self._lru.pop(id(old), None)
+            self.charged -= old.charge
         self._lru[id(entry)] = entry
         self.charged += charge
-        if not reused:
-            self._new[id(entry)] = place.new[id(entry)] = entry
-            self._new_charged += charge
         self._fit(entry)
         return entry if id(entry) in self._lru else None
 
     def _fit(self, grown: _Entry | None = None) -> None:
-        """Drop entries until the cache is within its bound, but ``grown`` (the entry just made
-        or charged more) while any other is left: the least recently used, unless the entries
-        no request reused yet hold more than their share of the bound; then the oldest of those
-        of ``grown``'s space, else of any. A client whose requests keep missing (one-shot calls,
-        a sliding window, a system prompt that changes each turn) makes an entry each time,
-        never reused: past that share it pushes out its own, not the sessions that reuse
-        theirs, nor another space's new session (whose first entry is not reused yet)."""
-        bound = self.config.max_bytes
-        while self.charged > bound:
-            victim = None
-            if self._new_charged > bound // _NEW_SHARE:
-                place = None if grown is None else self._spaces.get(grown.space)
-                victim = _oldest(place.new, grown) if place is not None else None
-                victim = victim or _oldest(self._new, grown)
-            victim = victim or _oldest(self._lru, grown) or grown
+        """Drop the least recently used entries until the cache is within its bound, but
+        ``grown`` (the entry just made, or charged the record its repair kept) while another is
+        left: a repair kept after the stash's wait may find its entry the least recently used
+        (other requests came meanwhile), and it has just been used."""
+        while self.charged > self.config.max_bytes:
+            victim = next((kept for kept in self._lru.values() if kept is not grown), grown)
             if victim is None:
                 return
             self._drop(victim)
 
-    def _uncharge(self, entry: _Entry) -> bool:
-        """Stop keeping ``entry`` in the order of use and the charge; whether it was kept."""
-        if self._lru.pop(id(entry), None) is None:
-            return False
-        self.charged -= entry.charge
-        if self._new.pop(id(entry), None) is not None:
-            self._new_charged -= entry.charge
-            place = self._spaces.get(entry.space)
-            if place is not None:
-                place.new.pop(id(entry), None)
-        return True
-
     def _drop(self, entry: _Entry) -> None:
-        if not self._uncharge(entry):
+        if self._lru.pop(id(entry), None) is None:
             return
+        self.charged -= entry.charge
         place = self._spaces.get(entry.space)
         if place is not None:
             place.remove(entry)
@@ -803,12 +766,8 @@ class PrefixCache:
                 del self._spaces[entry.space]
 
     def _touch(self, entry: _Entry) -> None:
-        """``entry`` reused by a request: timed from now, the most recently used, not new."""
         entry.expires = self._clock() + self.config.ttl
         self._lru.move_to_end(id(entry))
-        if self._new.pop(id(entry), None) is not None:
-            self._new_charged -= entry.charge
-            self._spaces[entry.space].new.pop(id(entry), None)
 
     def _expire(self) -> None:
         """Drop the entries past their time: the least recently used go first."""
@@ -818,11 +777,6 @@ class PrefixCache:
             if oldest.expires > now:
                 return
             self._drop(oldest)
-
-
-def _oldest(kept: OrderedDict[int, _Entry], but: _Entry | None) -> _Entry | None:
-    """The first of ``kept`` that is not ``but``."""
-    return next((entry for entry in kept.values() if entry is not but), None)
 
 
 def _listed(
