@@ -13,7 +13,8 @@ from __future__ import annotations
 import gc
 import json
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, cast
 
@@ -818,6 +819,21 @@ def test_ten_thousand_sessions_stay_inside_the_bound() -> None:
 HELD_PER_CHARGE = 1.0
 
 
+@contextmanager
+def _tracing() -> Iterator[None]:
+    """Allocations traced from here on, the process's objects so far frozen (``gc.freeze``):
+    a collection inside walks only what was made since, not a long-lived xdist worker's heap
+    (two full collections per example were most of the charge tests' time in the suite)."""
+    gc.collect()
+    gc.freeze()
+    tracemalloc.start()
+    try:
+        yield
+    finally:
+        tracemalloc.stop()
+        gc.unfreeze()
+
+
 def _traced_by_the_cache(*more: str) -> int:
     """The bytes still live that the cache's code allocated since tracing began (its parses and
     entries: ``proxy/relay/prefix.py`` and the walks it calls in ``rules/``; ``more``: files
@@ -855,9 +871,7 @@ def _held(
     for body in bodies:  # orjson's key cache is the process's, not the prefix cache's: filled
         orjson.loads(body)
     _warm(bodies, api, plan)  # and so are the rules' memos (the walks', a plan's steps)
-    gc.collect()
-    tracemalloc.start()
-    try:
+    with _tracing():
         for body in bodies:
             reading = cache.read("s", api, body)
             if plan is not None:
@@ -868,8 +882,6 @@ def _held(
             del reading
         gc.collect()
         held = _traced_by_the_cache()
-    finally:
-        tracemalloc.stop()
     entries = list(cache._lru.values())
     old = sum(4 * len(e.prefix) + len(e.head) + 2048 + 40 * len(e.items) for e in entries)
     return held, cache.charged, old
@@ -966,17 +978,13 @@ def test_what_resumed_repairs_keep_is_charged(workload: str) -> None:
     allocations) at most what its entry is charged."""
     plan = plan_of("chat", "deepseek")
     cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
-    gc.collect()
-    tracemalloc.start()
-    try:
+    with _tracing():
         for body in bench_session(120, workload, seed=3):
             reading = cache.read("s", CHAT_API, body)
             through = cache.repair(reading, body, plan, parsed=reading.payload)
             del reading, through
         gc.collect()
         held = _traced_by_the_cache()
-    finally:
-        tracemalloc.stop()
     (entry,) = cache._lru.values()
     assert entry.carried is not None and entry.carried_charge > 0
     assert held <= HELD_PER_CHARGE * cache.charged, (held, cache.charged)
@@ -1027,9 +1035,7 @@ def test_a_thinking_session_holds_what_it_is_charged_with_its_facts(size: int) -
     session = _thinking(bench_session(120, "clean", seed=3))[:-1]  # the last one runs whole
     keys = _turn_keys(orjson.loads(session[-1]), "scope")
     cache = PrefixCache(PrefixConfig(max_bytes=1 << 40))
-    gc.collect()
-    tracemalloc.start()
-    try:
+    with _tracing():
         for body in session:
             reading = cache.read("s", CHAT_API, body)
             assert reading.payload is not None
@@ -1040,8 +1046,6 @@ def test_a_thinking_session_holds_what_it_is_charged_with_its_facts(size: int) -
         assert resumed  # kept: a resumed run's record, its old messages an earlier request's
         gc.collect()
         held = _traced_by_the_cache(f"*/{__name__.replace('.', '/')}.py")
-    finally:
-        tracemalloc.stop()
     (entry,) = cache._lru.values()
     assert entry.carried is not None and entry.carried_charge > 0
     facts = [ctx.given for _, ctx in entry.carried.steps if ctx.given.recalled]
