@@ -9,8 +9,9 @@ bytes are found by the standard library's scanner (its C one) and compared, as o
 what it read, with what orjson parsed (``read_items``). A repaired body then copies each message
 a rule kept from the client's bytes, and writes the rest as orjson does: the top-level fields,
 the messages rules made, and ``,`` between messages (the client's writing inside a message is
-kept, its spacing between them and outside the list is not). The provider reads the same values
-either way.
+kept, its spacing between them and outside the list is not). Those messages reach the provider
+as they would without chatmend: an integer past 64 bits with its digits (orjson reads it as a
+float), a key written twice both times.
 
 The server's prefix cache (proxy/relay/prefix.py) keeps where a session's messages are and
 writes from that; without it, or when it holds nothing of the body, ``client_layout`` reads the
@@ -29,7 +30,8 @@ import orjson
 
 #: The lists' keys, written plainly, then ``:`` and ``[`` with JSON whitespace around: the
 #: first match is the list a body is read for (a nested list of that key written before the
-#: top-level one is found not to hold the parsed items, and the body is written by orjson).
+#: top-level one is found not to hold the parsed items, and the body is written by orjson; one
+#: that holds the same values, as orjson writes them, stands for the top-level list's bytes).
 KEYS: Final = {
     field: re.compile(b'"' + field.encode() + rb'"[ \t\n\r]*:[ \t\n\r]*\[')
     for field in ("messages", "input")
