@@ -66,13 +66,13 @@ from rules.engine.pipeline import NOT_WALKED, Carried, Walked
 from rules.providers.apis import Api
 from rules.providers.sanitize import PlanSource, Sanitized, sanitize_body
 from rules.providers.writing import (
-    KEYS,
     Copy,
     Spans,
     assemble,
     copied,
     dumped,
     each_item,
+    find_list,
     nested,
     read_items,
     whole,
@@ -787,15 +787,12 @@ def _listed(
     few message boundaries (``_Entry.ends``), its bytes, and ``None`` if they are orjson's
     writing (compared), else where each item is in the client's own writing (read, if
     ``worth_reading()``: else ``_NOT_READ``); ``None`` if the key is not found so."""
-    found = KEYS[field].search(body) if field in KEYS else None
+    found = find_list(body, items, field)
     if found is None:
-        return None
-    at, start = found.start(), found.end() - 1  # the list's "["
+        return None  # not written plainly, or what orjson cannot write (too deep): not reused
+    at, start, written = found  # where the key starts, the list's "[", orjson's writing of it
     if _SENTINEL in body[:start]:
         return None
-    written = dumped([items], 1)
-    if written is None:
-        return None  # what orjson cannot write (too deep) is not compared, nor reused
     if body.startswith(written, start):
         return at, start, _last_ends(items, start + len(written) - 1), written, None
     if not worth_reading():

@@ -37,17 +37,15 @@ from rules.responses import lone_surrogates as responses_lone_surrogates
 
 class Layout(Protocol):
     """How a body's list is written in its bytes (the server's prefix cache,
-    proxy/relay/prefix.py, or the body read alone, rules/providers/writing.py): ``write`` gives
-    the bytes ``orjson.dumps(payload)`` gives, but for the messages no rule replaced, copied
-    from ``raw`` as the client wrote them."""
-
-    def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes: ...
+    proxy/relay/prefix.py, or the body read alone, rules/providers/writing.py):
+    ``write_spanned`` gives the bytes ``orjson.dumps(payload)`` gives, but for the messages no
+    rule replaced, copied from ``raw`` as the client wrote them."""
 
     def write_spanned(
         self, raw: bytes, payload: Mapping[str, Any], field: str, closed: Closed | None
     ) -> tuple[bytes, int, int]:
-        """``write``, and where the items of the list are in the bytes written (``-1, -1``: not
-        known); ``closed``: the list's first messages are those of the previous request's
+        """The bytes, and where the items of the list are in them (``-1, -1``: not known);
+        ``closed``: the list's first messages are those of the previous request's
         repaired list, written as the bytes given (``None``: the client's own)."""
         ...
 

@@ -213,9 +213,6 @@ class ClientLayout:
         self.items = items
         self.spans = spans
 
-    def write(self, raw: bytes, payload: Mapping[str, Any], field: str) -> bytes:
-        return self.write_spanned(raw, payload, field, None)[0]
-
     def write_spanned(
         self, raw: bytes, payload: Mapping[str, Any], field: str, closed: object
     ) -> tuple[bytes, int, int]:
@@ -232,20 +229,30 @@ class ClientLayout:
         """Nothing is kept for a later body."""
 
 
-def client_layout(raw: bytes, items: Any, field: str) -> ClientLayout | None:
-    """How the list ``items`` (``orjson.loads(raw)[field]``) is written in ``raw``, when it is
-    not orjson's writing and is found (the first place its key is written plainly) and read
-    (``read_items``); ``None`` when ``orjson.dumps`` of the payload writes the client's bytes
-    of every message already (the list is orjson's writing), or when the list is not found so
-    (a body written whole, as before)."""
+def find_list(raw: bytes, items: Any, field: str) -> tuple[int, int, bytes] | None:
+    """Where the list ``items`` (``orjson.loads(raw)[field]``, not empty) is looked for in
+    ``raw``: where its key starts (the first place it is written plainly, then ``:`` and ``[``)
+    and its ``[``, and the list as orjson writes it; ``None`` if the key is not written so, or
+    orjson cannot write the list (too deep). Whether the list there is those items, in orjson's
+    writing (``raw.startswith(written, start)``) or another (``read_items``), is the caller's."""
     if type(items) is not list or not items or field not in KEYS:
         return None
     found = KEYS[field].search(raw)
-    if found is None:
+    written = None if found is None else dumped([items], 1)
+    if found is None or written is None:
         return None
-    start = found.end() - 1  # the list's "["
-    written = dumped([items], 1)
-    if written is None or raw.startswith(written, start):
+    return found.start(), found.end() - 1, written
+
+
+def client_layout(raw: bytes, items: Any, field: str) -> ClientLayout | None:
+    """How the list ``items`` (``orjson.loads(raw)[field]``) is written in ``raw``, when it is
+    not orjson's writing and is found (``find_list``) and read (``read_items``); ``None`` when
+    ``orjson.dumps`` of the payload writes the client's bytes of every message already (the
+    list is orjson's writing), or when the list is not found so (a body written whole, as
+    before)."""
+    found = find_list(raw, items, field)
+    if found is None or raw.startswith(found[2], found[1]):
         return None
+    _, start, written = found
     read = read_items(raw, start + 1, written, first=True)
     return None if read is None else ClientLayout(items, read[0])
