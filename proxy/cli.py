@@ -28,6 +28,7 @@ from proxy.observe.log import configure_logging, get_logger
 from proxy.recovery.learned import format_table, learned_table
 from proxy.relay.owners import Relay, Workers
 from proxy.relay.routing import ends_in_v1
+from proxy.server import collector
 from proxy.server.app import OFFLOAD_KEY, create_app
 from proxy.server.appkeys import RELAY_KEY
 from proxy.server.reload import reload_config
@@ -274,7 +275,9 @@ def _serve_one(
     app.on_startup.append(on_startup)
     app.on_shutdown.append(on_shutdown)
     host, port = sock.getsockname()[:2]
-    log_started(config, listen=f"{host}:{port}", loop=new_loop.__module__.split(".")[0])
+    frozen = collector.settle()  # what start-up made is never walked again (the module's why)
+    loop = new_loop.__module__.split(".")[0]
+    log_started(config, listen=f"{host}:{port}", loop=loop, gc_frozen=frozen)
     web.run_app(
         app,
         sock=sock,

@@ -17,6 +17,7 @@ from aiohttp import web
 from proxy.config import Config, ConfigError
 from proxy.observe.log import get_logger
 from proxy.relay.routing import Runtime
+from proxy.server import collector
 from proxy.server.app import LEARNED_KEY, METRICS_KEY, PREFIX_KEY, RUNTIME_KEY
 
 #: Config fields bound at start-up (the listening socket, the parser's body size limit, the
@@ -45,6 +46,7 @@ def reload_config(app: web.Application, load: Callable[[], Config]) -> bool:
         log.error("config_reload_failed", error=type(exc).__name__, generation=holder.generation)
         return False
     holder.swap(runtime)
+    collector.thaw()  # the rules it replaced go back to the collector (proxy/server/collector.py)
     app[LEARNED_KEY].forget_all()  # learned against the old routes, profiles and rules
     app[PREFIX_KEY].configure(config.prefix_cache)
     meter.reloads.labels("ok").inc()

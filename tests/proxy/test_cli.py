@@ -209,7 +209,8 @@ async def test_version() -> None:
 @pytest.mark.slow
 async def test_proxy_started_names_the_profile_the_upstream_implies() -> None:
     """The README's own example, ``--upstream https://api.moonshot.ai``, runs under kimi, and
-    the start-up line says why; an upstream URL ending in /v1 is warned about once."""
+    the start-up line says why (and how many of start-up's objects it froze); an upstream URL
+    ending in /v1 is warned about once."""
     process = await asyncio.create_subprocess_exec(
         str(CHATMEND),
         "serve",
@@ -233,6 +234,7 @@ async def test_proxy_started_names_the_profile_the_upstream_implies() -> None:
     assert started["sources"]["upstream.url"] == "flag --upstream"
     assert started["sources"]["profile"] == "upstream host"
     assert "reasoning-content" in started["rules"]
+    assert started["gc_frozen"] > 10_000  # start-up's objects (proxy/server/collector.py)
     assert warned["event"] == "upstream_url_ends_in_v1"
     assert warned["route"] == "default"
     assert err == b""
