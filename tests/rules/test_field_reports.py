@@ -121,6 +121,17 @@ def kimi_reasoning(body: dict[str, Any]) -> bool:
     )
 
 
+def deepseek_direct_reasoning(body: dict[str, Any]) -> bool:
+    """DeepSeek V4, direct (thinking on by default): "The `reasoning_content` in the thinking
+    mode must be passed back to the API." for a tool-call turn without the field; the direct API
+    takes "" when the reasoning is unknown (docs/providers.md#deepseek-reasoning)."""
+    return all(
+        isinstance(m.get("reasoning_content"), str)
+        for m in body["messages"]
+        if m.get("role") == "assistant" and m.get("tool_calls")
+    )
+
+
 @dataclass(frozen=True)
 class Report:
     source: str
@@ -222,6 +233,16 @@ REPORTS = [
             "messages": TOOL_LOOP,
         },
         kimi_reasoning,
+    ),
+    Report(
+        "AgentiLoop/Agent#22 (the tool-call turn replayed without reasoning_content)",
+        "https://api.deepseek.com",
+        {
+            "model": "deepseek-v4-flash",
+            "tools": [tool("Bash", SCHEMA), tool("Read", {"type": "object"})],
+            "messages": [{"role": "system", "content": "You are Agent!."}, *TOOL_LOOP],
+        },
+        deepseek_direct_reasoning,
     ),
 ]
 
