@@ -34,7 +34,7 @@ from typing import Final
 from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, UnixConnector, web
 
 from proxy.observe.flow import RELAYED_FOR
-from proxy.relay.upstream import HOP_BY_HOP
+from proxy.relay.upstream import HOP_BY_HOP, untraced
 
 #: The longest path a unix socket takes (``sun_path``, less its terminating NUL, on Linux).
 UNIX_PATH_MAX: Final = 107
@@ -177,7 +177,8 @@ class Relay:
                 skip_auto_headers=_NO_AUTO,
                 allow_redirects=False,
             )
-        except (ClientError, OSError):
+        except (ClientError, OSError) as exc:
+            untraced(exc)  # no cycle holds the request's body (proxy/relay/upstream.py)
             return None
         answered()
         async with answer:
@@ -191,7 +192,8 @@ class Relay:
             try:
                 async for chunk in answer.content.iter_any():
                     await out.write(chunk)
-            except (ClientError, OSError):
+            except (ClientError, OSError) as exc:
+                untraced(exc)
                 # The owner went away mid-answer: the client must see the break.
                 if request.transport is not None:
                     request.transport.close()

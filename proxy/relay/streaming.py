@@ -11,7 +11,7 @@ from aiohttp import ClientError, ClientResponse, web
 from multidict import CIMultiDict
 
 from proxy.relay.errors import error_response
-from proxy.relay.upstream import response_headers
+from proxy.relay.upstream import response_headers, untraced
 
 EVENT_STREAM = "text/event-stream"
 
@@ -129,16 +129,29 @@ async def relay(
     except ConnectionResetError:  # the client went away; aiohttp's reset error subclasses this
         return RelayResult(response, "client_disconnected", relayed)
     except (ClientError, TimeoutError) as exc:
-        if rewriter is not None:  # what the rules held is the client's text: it goes first
-            await _flush(response, rewriter)
-        if request.transport is not None:
-            request.transport.close()  # no terminating chunk: the client must see the break
-        return RelayResult(response, "upstream_failed", relayed, type(exc).__name__)
+        return await _broken(request, response, rewriter, relayed, exc)
     finally:  # also on cancellation, which is how aiohttp reports a client disconnect
         if finished:
             upstream.release()
         else:
             upstream.close()
+
+
+async def _broken(
+    request: web.Request,
+    response: web.StreamResponse,
+    rewriter: Rewriter | None,
+    relayed: int,
+    exc: ClientError | TimeoutError,
+) -> RelayResult:
+    """The upstream broke off mid-body: what the rules held goes first (the client's text), then
+    the client's connection is closed without the terminating chunk (it must see the break)."""
+    untraced(exc)  # no cycle holds the request's body (proxy/relay/upstream.py)
+    if rewriter is not None:
+        await _flush(response, rewriter)
+    if request.transport is not None:
+        request.transport.close()
+    return RelayResult(response, "upstream_failed", relayed, type(exc).__name__)
 
 
 async def _whole(
@@ -261,6 +274,7 @@ async def _relay_whole(
         else:
             body = await upstream.read()
     except (ClientError, TimeoutError) as exc:
+        untraced(exc)  # no cycle holds the request's body (proxy/relay/upstream.py)
         upstream.close()
         response = error_response(
             502, "The upstream broke off its response.", "upstream_broken", "upstream_error"

@@ -135,3 +135,19 @@ def unreachable(exc: BaseException, upstream: str) -> dict[str, str]:
             else os_error.strerror or type(os_error).__name__
         )
     return {"host": host, "cause": cause[:200]}
+
+
+def untraced(exc: BaseException) -> None:
+    """Drop the tracebacks of an upstream error and of the errors it came from, once handled.
+
+    aiohttp keeps the exception of a failed connection (its connector's last error) or of a
+    broken body (its reader's) where that exception's traceback reaches back, through the
+    frames of the request that met it and so its body: a cycle that only the collector frees,
+    dozens of dead requests' bodies later during an outage. chatmend logs an error's type and
+    cause, never its frames (tests/proxy/test_failure_garbage.py)."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__

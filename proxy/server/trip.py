@@ -50,6 +50,7 @@ from proxy.relay.upstream import (
     open_upstream,
     request_headers,
     unreachable,
+    untraced,
     upstream_url,
 )
 from proxy.server import page
@@ -667,10 +668,12 @@ async def _exchange(
             timeout=route.timeout,
         )
     except TimeoutError as exc:
+        untraced(exc)  # no cycle holds the request's body (proxy/relay/upstream.py)
         flow.outcome = "upstream_timeout"
         events.upstream_failed(flow, type(exc).__name__)
         return errors.upstream_timeout()
     except ClientError as exc:
+        untraced(exc)
         flow.outcome = "upstream_unreachable"
         events.upstream_failed(flow, type(exc).__name__, **unreachable(exc, upstream_base))
         return errors.upstream_unreachable()
