@@ -38,7 +38,7 @@ from rules.providers.apis import (
     safety_of,
 )
 from rules.providers.contract import Violation
-from rules.providers.contract.repairs import repair_for
+from rules.providers.contract.repairs import repair_in
 from rules.providers.planner import Plan
 from rules.providers.sanitize import (
     PlanSource,
@@ -265,17 +265,15 @@ def run_error_check(
     if request is not None and payload is not None:
         sent = sanitize_body(request, planner, apis[0])
         retry = plan_retry(error, request, sent, planner, apis[0])
-    found = [(api, code) for code in classes(error) for api in apis if repair_for(api, code)]
+    # each class read in each API the request may be (a twin class where it has one there)
+    found = [repair for code in classes(error) for api in apis if (repair := repair_in(api, code))]
     rules: Mapping[str, Mapping[str, Any]] = {}
     if retry is not None:
         report.update(error_class=retry.error_class, api=apis[0])
         rules = retry.rules
     elif found:
-        api, code = found[0]
-        repair = repair_for(api, code)
-        assert repair is not None
-        report.update(error_class=code, api=api)
-        rules = repair.rules
+        report.update(error_class=found[0].code, api=found[0].api)
+        rules = found[0].rules
     else:
         known = classes(error)
         report["error_class"] = known[0] if known else "unclassified"

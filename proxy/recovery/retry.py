@@ -5,7 +5,8 @@ When the upstream answers 400 or 422 (nothing was processed, so a retry is safe)
 refusal (``rules.providers.refusals.read_error``: the catalogue's texts, then its stable parts) and
 tries, in order: the repair of what it *names* (``rules.providers.named_repairs``: a parameter, a
 field at a path, a role, a content part type, an id, an order; read against the request itself), the
-repair of each class it carries (``rules.providers.contract.repairs``), and, for a refusal that
+repair of each class it carries (``rules.providers.contract.repairs``; a class catalogued for
+another API by its twin in the request's, ``repair_in``), and, for a refusal that
 names a message but nothing more, the escalation (``escalation``). The client's body runs again
 under the request's plan with that repair enforced; if that changes the body chatmend sent, it is
 sent once more with the same headers and the retry's answer is relayed (``X-Chatmend-Recovered:
@@ -45,7 +46,7 @@ from proxy.observe.metrics import Metrics
 from proxy.relay.streaming import RelayResult
 from rules.engine.base import Change, RequestFacts, Safety
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, api_named, safety_of
-from rules.providers.contract.repairs import Repair, repair_for
+from rules.providers.contract.repairs import Repair, repair_for, repair_in
 from rules.providers.named_repairs import named_repairs
 from rules.providers.planner import with_repair
 from rules.providers.refusals import Reading, classes, read_error
@@ -139,14 +140,17 @@ def read_body(original: bytes) -> tuple[dict[str, Any], bool] | None:
 
 def candidates(api: str, reading: Reading, payload: Mapping[str, Any]) -> Iterator[Candidate]:
     """What to try for a refusal, in order: what it names, read against the request
-    (``rules.providers.named_repairs``); each class it carries; failing both, the escalation (not
-    named)."""
+    (``rules.providers.named_repairs``); each class it carries, read in the request's API (a
+    class catalogued for another API repaired by its twin there: ``repair_in``); failing both,
+    the escalation (not named)."""
     named = named_repairs(api, reading, payload)
     for repair in named:
         yield Candidate(repair.code, repair.rules)
+    tried: set[str] = set()
     for code in reading.codes:
-        classed = repair_for(api, code)
-        if classed is not None:
+        classed = repair_in(api, code)
+        if classed is not None and classed.code not in tried:
+            tried.add(classed.code)
             yield Candidate(classed.code, classed.rules)
     if not named and not reading.codes:
         escalated = escalation(api, reading)

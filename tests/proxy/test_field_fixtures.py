@@ -964,10 +964,6 @@ GAPS: dict[tuple[str, str], str] = {
     ("50-cliproxyapi-5647-kimi-responses-tool-search-items", "passthrough"): (
         "'Invalid request Error' names nothing: recovery never retries it"
     ),
-    ("51-agent-zero-1754-minimax-responses-orphan-output", "passthrough"): (
-        "MiniMax's words are catalogued as the chat class orphan_tool_result; the Responses "
-        "repair table knows only responses_orphan_output: recovery does not retry"
-    ),
     ("52-opencodex-3204-responses-web-search-content-types", "host-profile"): (
         "api.abliteration.ai selects the default deepseek profile, which drops no key of a "
         "Responses tool definition"

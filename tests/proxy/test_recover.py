@@ -558,6 +558,54 @@ def test_plan_retry_tries_each_class_a_shared_text_names() -> None:
     assert retry.index == 1
 
 
+#: MiniMax's Responses endpoint (agent0ai/agent-zero#1754) in the words its chat endpoint's
+#: refusal is catalogued under (the chat class ``orphan_tool_result``).
+MINIMAX_ORPHAN = orjson.dumps(
+    {
+        "error": {
+            "message": "invalid params, tool result's tool id(call_gone) not found (2013)",
+            "code": "invalid_prompt",
+        }
+    }
+)
+OUTPUT_TEXT = "EUR/USD 1.0862"
+
+
+def _responses(*items: dict[str, Any]) -> bytes:
+    user = {"type": "message", "role": "user", "content": "Save the rate."}
+    return orjson.dumps({"model": "MiniMax-M2.7", "input": [user, *items]})
+
+
+def test_a_chat_class_on_a_responses_request_is_repaired_by_its_responses_twin() -> None:
+    """The output whose call is gone stays, as text under chatmend's heading (unsafe: allowed,
+    the refusal named it), never dropped (lossy: not without ``recover.lossy``)."""
+    body = _responses(
+        {"type": "function_call_output", "call_id": "call_gone", "output": OUTPUT_TEXT},
+        {"type": "function_call", "call_id": "call_1", "name": "save", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
+    )
+    retry = plan_retry(MINIMAX_ORPHAN, body, Sanitized(body), Planner("passthrough"), "responses")
+    assert retry is not None
+    assert retry.error_class == "responses_orphan_output"
+    assert dict(retry.rules) == {"responses-orphan-outputs": {"action": "text"}}
+    assert [change.action for change in retry.changes] == ["rendered_output"]
+    sent = orjson.loads(retry.sanitized.body)["input"]
+    assert OUTPUT_TEXT in sent[1]["content"] and sent[2:] == orjson.loads(body)["input"][2:]
+
+
+def test_the_twin_repair_does_not_retry_a_responses_body_whose_outputs_all_have_calls() -> None:
+    """The same words over a body the repair finds nothing in: no retry (what the provider
+    would then refuse is not the orphan)."""
+    body = _responses(
+        {"type": "function_call", "call_id": "call_1", "name": "save", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": OUTPUT_TEXT},
+    )
+    assert (
+        plan_retry(MINIMAX_ORPHAN, body, Sanitized(body), Planner("passthrough"), "responses")
+        is None
+    )
+
+
 def test_enable_line() -> None:
     assert enable_line("empty-tools", {}) == "empty-tools: true"
     assert enable_line("reasoning-content", {"models": ["*"]}) == (

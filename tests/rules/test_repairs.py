@@ -14,7 +14,14 @@ from rules.providers.contract import CHECKS, CHECKS_BY_CODE
 from rules.providers.contract import responses as responses_contract
 from rules.providers.contract.base import Check, Example
 from rules.providers.contract.messages import MESSAGES_CHECKS
-from rules.providers.contract.repairs import REPAIRS, repair_for
+from rules.providers.contract.repairs import (
+    REPAIRS,
+    TWIN_APIS,
+    TWINS,
+    repair_for,
+    repair_in,
+    twin_of,
+)
 from rules.providers.planner import (
     Plan,
     compile_messages_plan,
@@ -66,6 +73,39 @@ def test_every_catalogued_check_has_a_repair() -> None:
         assert set(REPAIRS[api]) == {check.code for check in checks}, api
     assert repair_for("chat", "nonexistent") is None
     assert repair_for("messages", "empty_tool_calls") is None
+
+
+def test_each_twin_names_a_class_of_its_own_api_once() -> None:
+    """A row of ``TWINS`` holds, per API, a class that API catalogues (or none), at least two
+    of them, and no class stands in two rows."""
+    seen: list[str] = []
+    for row in TWINS:
+        assert sum(code is not None for code in row) >= 2, row
+        for api, code in zip(TWIN_APIS, row, strict=True):
+            if code is not None:
+                assert code in REPAIRS[api], (api, code)
+                seen.append(code)
+    assert len(seen) == len(set(seen))
+
+
+def test_a_class_is_read_in_the_requests_api_own_first_then_its_twin() -> None:
+    # MiniMax's orphan words are catalogued as the chat class: a Responses or Messages request
+    # gets its own API's orphan repair, which keeps the result as text
+    responses = repair_in("responses", "orphan_tool_result")
+    assert responses is not None and responses.code == "responses_orphan_output"
+    assert responses.rules["responses-orphan-outputs"] == {"action": "text"}
+    messages = repair_in("messages", "orphan_tool_result")
+    assert messages is not None and messages.code == "messages_orphan_tool_result"
+    assert repair_in("chat", "messages_orphan_tool_result") == repair_for(
+        "chat", "orphan_tool_result"
+    )
+    # a class of the request's own API is its own, never a twin's
+    assert repair_in("chat", "orphan_tool_result") == repair_for("chat", "orphan_tool_result")
+    # no twin, no repair: chat's thinking_type replaces `enabled`, Messages' asks for it
+    assert twin_of("messages", "thinking_type") is None
+    assert repair_in("messages", "thinking_type") is None
+    assert repair_in("responses", "duplicate_tool_call_id") is None
+    assert repair_in("chat", "nonexistent") is None
 
 
 @pytest.mark.parametrize(
