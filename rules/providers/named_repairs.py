@@ -295,8 +295,10 @@ def _long_id(api: str, reading: Reading, payload: Body) -> Repair | None:
 
 
 def _tool_key(api: str, reading: Reading, payload: Body) -> Repair | None:
-    """A named key a tool definition carries (not the request, no message)."""
-    names = [key for key in _named_keys(reading) if key not in payload]
+    """A named key a tool definition carries (not the request, no message): a key the refusal
+    names at a tools path (``tools.14.search_content_types``), or one it names in words."""
+    named = [key for key in _named_keys(reading) if key not in payload]
+    names = list(dict.fromkeys((*reading.named.tool_keys, *named)))
     tools = payload.get("tools")
     defined = [tool for tool in tools if isinstance(tool, dict)] if isinstance(tools, list) else []
     functions = [t["function"] for t in defined if isinstance(t.get("function"), dict)]

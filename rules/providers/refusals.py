@@ -385,6 +385,9 @@ class Named:
 
     #: Parameters or keys it says are unsupported, unknown or unrecognized, in order.
     keys: tuple[str, ...] = ()
+    #: Keys of a tool definition it refuses at a tools path (``tools.14.search_content_types``,
+    #: ``tools[0].function.strict``): for the tool key repair only, never a parameter or a field.
+    tool_keys: tuple[str, ...] = ()
     #: The name it says to use instead (``Use 'max_completion_tokens' instead``).
     instead: str | None = None
     #: A value it refuses (a role, a content part type, an enum value) ...
@@ -449,6 +452,26 @@ def _named_keys(text: str, lowered: str, paths: Sequence[Path]) -> list[str]:
     return keys
 
 
+#: What makes a tool definition: a path to one of these refuses its value, never the key.
+_TOOL_KEYS = frozenset({"type", "name", "function", "description", "parameters", "input_schema"})
+
+
+def _tool_keys(lowered: str, paths: Sequence[Path]) -> list[str]:
+    """The keys of a tool definition ``paths`` name where the words refuse a key
+    (``unsupported field``, ``extra_forbidden``): the last step of ``tools.N.<key>`` or
+    ``tools.N.function.<key>``, never what makes the tool (``tools.8.type``: its value)."""
+    if not _REFUSED_KEY_WORDS & set(_WORD.findall(lowered)):
+        return []
+    keys: list[str] = []
+    for path in paths:
+        if len(path) < 3 or path[0] != "tools" or not isinstance(path[1], int):
+            continue
+        rest = path[3:] if path[2] == "function" else path[2:]
+        if len(rest) == 1 and isinstance(rest[0], str) and rest[0] not in _TOOL_KEYS:
+            keys.append(rest[0])
+    return keys
+
+
 def _named_value(text: str) -> tuple[str | None, str | None, tuple[str, ...]]:
     """The value ``text`` refuses, the field it refuses it in, and the values it accepts."""
     value = value_at = None
@@ -490,6 +513,7 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
     length = _MAX_LENGTH.search(lowered)
     return Named(
         keys=tuple(dict.fromkeys(keys))[:16],
+        tool_keys=tuple(dict.fromkeys(_tool_keys(lowered, paths)))[:16],
         instead=instead.group(1) if instead is not None else None,
         value=value,
         value_at=value_at,

@@ -259,3 +259,53 @@ def test_every_catalogued_text_filled_in_is_read_as_its_class_first() -> None:
         reading = read_error(orjson.dumps({"error": {"message": text}}))
         assert reading.codes[0] in shared[template.pieces], (template.code, reading)
         assert reading.about is None, (template.code, reading)
+
+
+#: (a refusal naming a tool definition's path, the tool keys it refuses): a key at
+#: ``tools.N.<key>`` or ``tools.N.function.<key>`` when the words refuse a key; never what makes
+#: the tool, a deeper schema path, or a path whose words refuse a value.
+TOOL_PATHS: list[tuple[Any, tuple[str, ...]]] = [
+    # abliteration.ai Responses (lidge-jun/opencodex#3204)
+    (
+        {
+            "error": {
+                "message": "This object contains an unsupported field.",
+                "type": "invalid_request",
+                "param": "tools.14.search_content_types",
+            }
+        },
+        ("search_content_types",),
+    ),
+    ("Unsupported field at tools[2].search_content_types", ("search_content_types",)),
+    (
+        {
+            "detail": [
+                {"type": "extra_forbidden", "loc": ["body", "tools", 3, "function", "strict"]}
+            ]
+        },
+        ("strict",),
+    ),
+    # Command Code (CommandCodeAI/command-code#885): the type's value, not the key
+    (
+        {
+            "error": {
+                "message": 'Only `type:"function"` tools are supported on this endpoint.',
+                "param": "tools.8.type",
+            }
+        },
+        (),
+    ),
+    ("tools.0.name: unsupported characters", ()),
+    ("tools.0.function.parameters.properties.when.format: unsupported format", ()),
+    ("Invalid value at tools.2.search_content_types: expected a list", ()),
+    ("Unsupported field at messages[2].search_content_types", ()),
+]
+
+
+@pytest.mark.parametrize(("refusal", "keys"), TOOL_PATHS)
+def test_a_key_refused_at_a_tools_path_is_named_for_the_tools_only(
+    refusal: Any, keys: tuple[str, ...]
+) -> None:
+    named = read_error(_envelope(refusal), "input").named
+    assert named.tool_keys == keys
+    assert not set(keys) & set(named.keys)  # never read as a parameter or an item's key

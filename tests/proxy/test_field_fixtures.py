@@ -964,14 +964,6 @@ GAPS: dict[tuple[str, str], str] = {
     ("50-cliproxyapi-5647-kimi-responses-tool-search-items", "passthrough"): (
         "'Invalid request Error' names nothing: recovery never retries it"
     ),
-    ("52-opencodex-3204-responses-web-search-content-types", "host-profile"): (
-        "api.abliteration.ai selects the default deepseek profile, which drops no key of a "
-        "Responses tool definition"
-    ),
-    ("52-opencodex-3204-responses-web-search-content-types", "passthrough"): (
-        "the key is named only in the param path tools.14.search_content_types: recovery reads "
-        "a refused key at a messages or input path, not at a tools path, and does not retry"
-    ),
     ("53-9router-3905-deepseek-anthropic-custom-tool-type", "host-profile"): (
         'no Messages rule drops `type: "custom"` from a tool: the deepseek profile reads it as '
         "Anthropic's client-tool tag and leaves it"

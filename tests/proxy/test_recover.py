@@ -606,6 +606,46 @@ def test_the_twin_repair_does_not_retry_a_responses_body_whose_outputs_all_have_
     )
 
 
+#: abliteration.ai's refusal of a hosted tool's key (lidge-jun/opencodex#3204).
+UNSUPPORTED_TOOL_FIELD = orjson.dumps(
+    {
+        "error": {
+            "message": "This object contains an unsupported field.",
+            "type": "invalid_request",
+            "param": "tools.1.search_content_types",
+        }
+    }
+)
+EXEC = {"type": "function", "name": "exec", "parameters": {"type": "object", "properties": {}}}
+
+
+def _with_tools(*tools: dict[str, Any], **fields: Any) -> bytes:
+    user = {"type": "message", "role": "user", "content": "Find the changelog."}
+    return orjson.dumps({"model": "m", "input": [user], "tools": list(tools), **fields})
+
+
+def test_a_key_refused_at_a_tools_path_is_dropped_from_the_tools_that_carry_it() -> None:
+    body = _with_tools(EXEC, {"type": "web_search", "search_content_types": ["text", "image"]})
+    retry = plan_retry(
+        UNSUPPORTED_TOOL_FIELD, body, Sanitized(body), Planner("passthrough"), "responses"
+    )
+    assert retry is not None
+    assert dict(retry.rules) == {
+        "responses-unsupported-tool-keys": {"keys": ["search_content_types"]}
+    }
+    sent = orjson.loads(retry.sanitized.body)
+    assert sent["tools"] == [EXEC, {"type": "web_search"}]
+    assert sent["input"] == orjson.loads(body)["input"]
+
+
+def test_a_key_refused_at_a_tools_path_touches_no_parameter_and_no_body_without_it() -> None:
+    """The path says a tool's key: a request parameter of the same name stays, and a request
+    whose tools do not carry the key is not retried."""
+    body = _with_tools(EXEC, {"type": "web_search"}, search_content_types=["text"])
+    planner = Planner("passthrough")
+    assert plan_retry(UNSUPPORTED_TOOL_FIELD, body, Sanitized(body), planner, "responses") is None
+
+
 def test_enable_line() -> None:
     assert enable_line("empty-tools", {}) == "empty-tools: true"
     assert enable_line("reasoning-content", {"models": ["*"]}) == (
