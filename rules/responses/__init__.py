@@ -30,6 +30,7 @@ from rules.responses import (
     reasoning_order,
     replayed_history,
     request_values,
+    server_tools,
     unanswered_calls,
     unpersisted_items,
     unsupported_item_keys,
@@ -65,6 +66,7 @@ RESPONSES_RULES: tuple[Rule, ...] = (
     context_management.RULE,
     request_values.RULE,
     unsupported_parameters.RULE,
+    server_tools.RULE,
     unsupported_tool_keys.RULE,
 )
 
@@ -95,6 +97,7 @@ _REQUEST = (
     "responses-context-management",
     "responses-request-values",
     "responses-unsupported-parameters",
+    "responses-server-tools",
     "responses-unsupported-tool-keys",
 )
 
@@ -190,6 +193,13 @@ ORDER: tuple[Before, ...] = (
         "10. Request level after the items: these read no item, and no item rule reads them; "
         "unsupported-parameters may move `instructions` into `input`, so it runs after every "
         "item rule.",
+    ),
+    before(
+        "responses-server-tools",
+        "responses-unsupported-tool-keys",
+        "The tool declarations the endpoint does not take go before a key is dropped from the "
+        "tools that stay: a removed tool's keys need no repair, and the change names only the "
+        "tools sent.",
     ),
     before(
         "responses-request-values",

@@ -948,15 +948,6 @@ GAPS: dict[tuple[str, str], str] = {
         "the text is read as responses_reasoning_order, whose repair (responses-reasoning-order) "
         "moves a misplaced message and changes nothing here: recovery does not retry"
     ),
-    ("49-command-code-885-responses-builtin-tool-types", "host-profile"): (
-        "api.commandcode.ai selects the default deepseek profile, and no Responses rule drops "
-        "the tool declarations a function-only endpoint refuses (Messages has "
-        "messages-server-tools, Responses no twin)"
-    ),
-    ("49-command-code-885-responses-builtin-tool-types", "passthrough"): (
-        "the text is read as messages_server_tool, a class the Responses repair table does not "
-        "have: recovery does not retry"
-    ),
     ("50-cliproxyapi-5647-kimi-responses-tool-search-items", "host-profile"): (
         "no Responses rule (none in the kimi profile) removes or renders input items of types "
         "the endpoint does not know (tool_search_call, tool_search_output)"

@@ -646,6 +646,43 @@ def test_a_key_refused_at_a_tools_path_touches_no_parameter_and_no_body_without_
     assert plan_retry(UNSUPPORTED_TOOL_FIELD, body, Sanitized(body), planner, "responses") is None
 
 
+#: Command Code's refusal of Codex's non-function tools (CommandCodeAI/command-code#885).
+FUNCTION_TOOLS_ONLY = orjson.dumps(
+    {
+        "error": {
+            "message": 'Only `type:"function"` tools are supported on this endpoint. Built-in '
+            "tools (web_search, file_search, code_interpreter, computer_use, mcp) are not "
+            "executed here.",
+            "param": "tools.1.type",
+            "type": "invalid_request_error",
+        }
+    }
+)
+#: Another endpoint's words for it: only the path to the tool's type, read as the Messages
+#: class and taken to its Responses twin.
+TOOL_TYPE_PATH = orjson.dumps(
+    {"error": {"message": "Input should be 'function'", "param": "tools.1.type"}}
+)
+PATCH = {"type": "custom", "name": "apply_patch", "format": {"type": "text"}}
+
+
+@pytest.mark.parametrize("error", [FUNCTION_TOOLS_ONLY, TOOL_TYPE_PATH], ids=["words", "path"])
+def test_a_refused_tool_type_removes_the_tools_that_are_not_functions(error: bytes) -> None:
+    body = _with_tools(EXEC, PATCH, {"type": "web_search"}, tool_choice="auto")
+    retry = plan_retry(error, body, Sanitized(body), Planner("passthrough"), "responses")
+    assert retry is not None
+    assert retry.error_class == "responses_server_tool"
+    assert list(retry.rules) == ["responses-server-tools"]
+    sent = orjson.loads(retry.sanitized.body)
+    assert sent == {**orjson.loads(body), "tools": [EXEC]}
+
+
+def test_a_refused_tool_type_is_not_retried_when_every_tool_is_a_function() -> None:
+    body = _with_tools(EXEC, {**EXEC, "name": "read"})
+    planner = Planner("passthrough")
+    assert plan_retry(FUNCTION_TOOLS_ONLY, body, Sanitized(body), planner, "responses") is None
+
+
 def test_enable_line() -> None:
     assert enable_line("empty-tools", {}) == "empty-tools: true"
     assert enable_line("reasoning-content", {"models": ["*"]}) == (

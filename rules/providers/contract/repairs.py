@@ -83,6 +83,8 @@ TWINS: tuple[tuple[str | None, str | None, str | None], ...] = (
     ("roles_not_alternating", None, "messages_roles_alternate"),
     # a required or named tool_choice in thinking mode
     ("thinking_tool_choice", None, "messages_thinking_tool_choice"),
+    # a tool declaration the endpoint does not run (a built-in or server tool)
+    (None, "responses_server_tool", "messages_server_tool"),
 )
 
 

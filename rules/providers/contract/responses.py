@@ -218,6 +218,15 @@ def _unpersisted(items: list[Any], request: Mapping[str, Any], options: Any) -> 
             return
 
 
+def _server_tools(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
+    """A ``tools`` entry that is no function tool (a built-in tool, a freeform ``custom`` one)."""
+    tools = request.get("tools")
+    for position, tool in enumerate(tools if type(tools) is list else ()):
+        if type(tool) is not dict or tool.get("type") != "function":
+            yield Found(None, {"position": position})
+            return
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         "responses_orphan_output",
@@ -394,6 +403,17 @@ CHECKS: tuple[Check, ...] = (
         ),
         repair={"responses-unpersisted-items": {}},
     ),
+    Check(
+        "responses_server_tool",
+        "Only function tools: no built-in (web_search, file_search, mcp, ...) or custom tool.",
+        _server_tools,
+        # docs/providers.md#others-responses, Command Code's /provider/v1/responses
+        # (CommandCodeAI/command-code#885): param tools.{position}.type
+        'Only `type:"function"` tools are supported on this endpoint. Built-in tools '
+        "(web_search, file_search, code_interpreter, computer_use, mcp) are not executed here.",
+        examples=(Example({"input": [ITEM_USER], "tools": [{"type": "web_search"}]}),),
+        repair={"responses-server-tools": {}},
+    ),
 )
 CHECKS_BY_CODE: Mapping[str, Check] = {check.code: check for check in CHECKS}
 
@@ -404,6 +424,7 @@ PROFILE_ONLY = frozenset(
         "responses_invalid_arguments",
         "responses_reasoning_order",
         "responses_unpersisted_item",
+        "responses_server_tool",
     }
 )
 
