@@ -21,6 +21,7 @@ from rules.messages import (
     cache_control,
     consecutive_roles,
     context_management,
+    custom_tool_type,
     duplicate_tool_names,
     duplicate_tool_use_ids,
     empty_messages,
@@ -81,6 +82,7 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     # 16-21. Request-level fields.
     metadata_user_id.RULE,
     thinking_tool_choice.RULE,
+    custom_tool_type.RULE,
     server_tools.RULE,
     thinking_type.RULE,
     context_management.RULE,
@@ -132,6 +134,7 @@ _THINKING = (
 _REQUEST = (
     "messages-metadata-user-id",
     "messages-thinking-tool-choice",
+    "messages-custom-tool-type",
     "messages-server-tools",
     "messages-thinking-type",
     "messages-context-management",
@@ -287,6 +290,14 @@ ORDER: tuple[Before, ...] = (
         "thinking-type last of those reading `thinking`: it only trades one 'on' type for "
         "another (or removes a refused `disabled`, 'off' either way), so no rule before it would "
         "have judged differently; context-management reads its field alone.",
+    ),
+    before(
+        "messages-custom-tool-type",
+        ("messages-server-tools", "messages-duplicate-tool-names"),
+        "The optional `custom` tag off a client tool before the rules that read tool "
+        "definitions: server-tools then sees a client tool as untagged (which it keeps either "
+        "way), and duplicate-tool-names compares a tagged and an untagged definition as the one "
+        "definition they are.",
     ),
     before(
         "messages-server-tools",

@@ -12,6 +12,8 @@ of that one thing, with options naming it:
 - a **role** the model refuses: the nearest role it accepts, the text kept;
 - a **content part type**: a text rendering where one exists, else dropped (lossy: only where
   the route opts in, ``recover.lossy``);
+- a **tool type**: Anthropic's optional ``custom`` tag dropped from a client tool; a built-in or
+  server tool the endpoint does not take removed (those it lists as accepted stay);
 - a **value** the endpoint refuses with the values it allows: the allowed one nearest in
   meaning (``NEAREST``), none when no entry says which;
 - an **id** too long or blank: renamed in the call and its result together;
@@ -87,6 +89,7 @@ def named_repairs(api: str, reading: Reading, payload: Body) -> list[Repair]:
         _cache_key,
         _role,
         _part_type,
+        _tool_type,
         _value,
         _blank_id,
         _long_id,
@@ -230,6 +233,25 @@ def _part_type(api: str, reading: Reading, payload: Body) -> Repair | None:
     if value not in _part_types(_items(api, payload)):
         return None
     return Repair("unsupported_part_type", api, {_PARTS[api]: {"types": [value]}})
+
+
+def _tool_type(api: str, reading: Reading, payload: Body) -> Repair | None:
+    """A refused value that is the ``type`` of a tool the request defines (serde's "tools[0]:
+    unknown variant `custom`, expected `web_search_20250305` or ..."): on Messages, the optional
+    ``custom`` tag dropped (safe: an untagged tool is a custom tool); any other type, the tools
+    of that kind removed but those the refusal accepts (the API's server-tools repair, unsafe).
+    Chat's tools are functions: none here."""
+    value = reading.named.value
+    tools = payload.get("tools")
+    if value is None or api == CHAT_API.name or not isinstance(tools, list):
+        return None
+    if not any(isinstance(tool, dict) and tool.get("type") == value for tool in tools):
+        return None
+    if api == MESSAGES_API.name and value == "custom":
+        return Repair("tool_type", api, {"messages-custom-tool-type": {}})
+    keep = [kind for kind in reading.named.allowed if kind != value]
+    rule = "messages-server-tools" if api == MESSAGES_API.name else "responses-server-tools"
+    return Repair("tool_type", api, {rule: {"keep": keep}})
 
 
 def _value(api: str, reading: Reading, payload: Body) -> Repair | None:

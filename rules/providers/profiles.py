@@ -185,6 +185,9 @@ DEEPSEEK = Profile(
         # docs/providers.md#anthropic-roles: a `system` message Claude Code injects
         # (deepseek-ai/awesome-deepseek-agent#167)
         "messages-system-messages": True,
+        # docs/providers.md#deepseek-request: a client tool tagged `type: "custom"`
+        # (decolua/9router#3905)
+        "messages-custom-tool-type": True,
     },
     messages_contract=_contract(
         anthropic.MESSAGES_CORE,
@@ -193,6 +196,7 @@ DEEPSEEK = Profile(
         messages_thinking_missing={},
         messages_duplicate_tool_names={},  # docs/providers.md#deepseek-request (9router PR#3333)
         messages_system_role={},  # deepseek-ai/awesome-deepseek-agent#167
+        messages_custom_tool_type={},  # docs/providers.md#deepseek-request (9router#3905)
     ),
     # DeepSeek answers its Anthropic endpoint in OpenAI's shape (farion1231/cc-switch#2600)
     messages_envelope="openai",

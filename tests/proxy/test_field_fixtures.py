@@ -955,14 +955,6 @@ GAPS: dict[tuple[str, str], str] = {
     ("50-cliproxyapi-5647-kimi-responses-tool-search-items", "passthrough"): (
         "'Invalid request Error' names nothing: recovery never retries it"
     ),
-    ("53-9router-3905-deepseek-anthropic-custom-tool-type", "host-profile"): (
-        'no Messages rule drops `type: "custom"` from a tool: the deepseek profile reads it as '
-        "Anthropic's client-tool tag and leaves it"
-    ),
-    ("53-9router-3905-deepseek-anthropic-custom-tool-type", "passthrough"): (
-        "'tools[0]: unknown variant `custom`' is unclassified (the vocabulary reads unknown "
-        "variants of roles and content parts, not of a tool's type): recovery does not retry"
-    ),
 }
 
 

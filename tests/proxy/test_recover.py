@@ -683,6 +683,60 @@ def test_a_refused_tool_type_is_not_retried_when_every_tool_is_a_function() -> N
     assert plan_retry(FUNCTION_TOOLS_ONLY, body, Sanitized(body), planner, "responses") is None
 
 
+def _variant(value: str, expected: str) -> bytes:
+    """serde's words for a tool's type, without DeepSeek's catalogued prefix."""
+    text = f"tools[0]: unknown variant `{value}`, expected {expected}"
+    return orjson.dumps({"error": {"message": text, "type": "invalid_request_error"}})
+
+
+WEB_SEARCHES = "`web_search_20250305` or `web_search_20260209`"
+BASH = {"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object"}}
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search"}
+
+
+def _messages(*tools: dict[str, Any]) -> bytes:
+    user = {"role": "user", "content": [{"type": "text", "text": "Why does it fail?"}]}
+    return orjson.dumps({"model": "m", "max_tokens": 64, "messages": [user], "tools": list(tools)})
+
+
+def test_an_unknown_variant_custom_on_a_tool_drops_the_tag_and_keeps_the_tool() -> None:
+    """decolua/9router#3905, worded without DeepSeek's prefix: read by what it names (the
+    value is the type a tool carries), not by the catalogue. Safe: an untagged tool is a custom
+    one."""
+    body = _messages({"type": "custom", **BASH}, WEB_SEARCH)
+    error = _variant("custom", WEB_SEARCHES)
+    retry = plan_retry(error, body, Sanitized(body), Planner("passthrough"), "messages")
+    assert retry is not None
+    assert dict(retry.rules) == {"messages-custom-tool-type": {}}
+    assert orjson.loads(retry.sanitized.body) == {**orjson.loads(body), "tools": [BASH, WEB_SEARCH]}
+
+
+def test_an_unknown_variant_of_a_server_tool_removes_it_and_keeps_what_the_refusal_accepts() -> (
+    None
+):
+    body = _messages(BASH, WEB_SEARCH, {"type": "web_fetch_20250910", "name": "web_fetch"})
+    error = _variant("web_fetch_20250910", WEB_SEARCHES)
+    retry = plan_retry(error, body, Sanitized(body), Planner("passthrough"), "messages")
+    assert retry is not None
+    assert dict(retry.rules) == {
+        "messages-server-tools": {"keep": ["web_search_20250305", "web_search_20260209"]}
+    }
+    assert orjson.loads(retry.sanitized.body)["tools"] == [BASH, WEB_SEARCH]
+
+
+@pytest.mark.parametrize("api", ["messages", "chat"])
+def test_an_unknown_variant_no_tool_carries_as_its_type_is_no_tool_type(api: str) -> None:
+    """The same words over tools that carry no such type (untagged client tools; chat's
+    functions): nothing to repair, no retry."""
+    if api == "messages":
+        body = _messages(BASH, WEB_SEARCH)
+    else:
+        function = {"type": "function", "function": {"name": "Bash", "parameters": {}}}
+        body = orjson.dumps({"model": "m", "messages": [USER], "tools": [function]})
+    error = _variant("custom", WEB_SEARCHES)
+    assert plan_retry(error, body, Sanitized(body), Planner("passthrough"), api) is None
+
+
 def test_enable_line() -> None:
     assert enable_line("empty-tools", {}) == "empty-tools: true"
     assert enable_line("reasoning-content", {"models": ["*"]}) == (

@@ -236,6 +236,17 @@ def _server_tools(
             yield Found(None, {"position": position})
 
 
+def _custom_tool_type(
+    messages: list[Any], request: Mapping[str, Any], options: Options
+) -> Iterator[Found]:
+    """A tool tagged ``type: "custom"`` (DeepSeek reads a typed tool as a server tool)."""
+    tools = request.get("tools")
+    for position, tool in enumerate(tools if type(tools) is list else ()):
+        if type(tool) is dict and tool.get("type") == "custom":
+            yield Found(None, {"position": position})
+            return
+
+
 def _unsigned_thinking(
     messages: list[Any], request: Mapping[str, Any], options: Options
 ) -> Iterator[Found]:
@@ -671,6 +682,26 @@ MESSAGES_CHECKS: tuple[Check, ...] = (
             Example({"messages": [user_turn(GO)], "tools": [{"type": "web_search_20250305"}]}),
         ),
         repair={"messages-server-tools": {}},
+    ),
+    Check(
+        "messages_custom_tool_type",
+        'no client tool tagged `type: "custom"`',
+        _custom_tool_type,
+        # docs/providers.md#deepseek-request, DeepSeek's Anthropic endpoint
+        # (decolua/9router#3905, #3952)
+        "Failed to deserialize the JSON body into the target type: tools[{position}]: unknown "
+        "variant `custom`, expected `web_search_20250305` or `web_search_20260209`",
+        examples=(
+            Example(
+                {
+                    "messages": [user_turn(GO)],
+                    "tools": [
+                        {"type": "custom", "name": "Bash", "input_schema": {"type": "object"}}
+                    ],
+                }
+            ),
+        ),
+        repair={"messages-custom-tool-type": {}},
     ),
     Check(
         "messages_system_role",
