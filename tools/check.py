@@ -38,7 +38,7 @@ from rules.providers.apis import (
     safety_of,
 )
 from rules.providers.contract import Violation
-from rules.providers.contract.repairs import repair_in
+from rules.providers.contract.repairs import repair_for, repair_in
 from rules.providers.planner import Plan
 from rules.providers.sanitize import (
     PlanSource,
@@ -108,6 +108,8 @@ def check_body(raw: bytes, source: PlanSource) -> Report:
 
 #: The APIs an error is looked up in when no request comes with it.
 CHAT_OR_RESPONSES = (CHAT_API.name, RESPONSES_API.name)
+#: The APIs a class may be catalogued for, each its own (``check --error`` without a request).
+EVERY_API = (*CHAT_OR_RESPONSES, MESSAGES_API.name)
 #: Block types only Anthropic Messages bodies hold.
 _MESSAGES_BLOCKS = frozenset({"tool_use", "tool_result"})
 
@@ -265,8 +267,11 @@ def run_error_check(
     if request is not None and payload is not None:
         sent = sanitize_body(request, planner, apis[0])
         retry = plan_retry(error, request, sent, planner, apis[0])
-    # each class read in each API the request may be (a twin class where it has one there)
-    found = [repair for code in classes(error) for api in apis if (repair := repair_in(api, code))]
+    # each class in its own API first (without the request: any of the three), then its twin
+    # in an API the request may be
+    own = (apis[0],) if payload is not None else EVERY_API
+    found = [repair for code in classes(error) for api in own if (repair := repair_for(api, code))]
+    found = found or [r for code in classes(error) for api in apis if (r := repair_in(api, code))]
     rules: Mapping[str, Mapping[str, Any]] = {}
     if retry is not None:
         report.update(error_class=retry.error_class, api=apis[0])

@@ -47,7 +47,7 @@ from proxy.relay.streaming import RelayResult
 from rules.engine.base import Change, RequestFacts, Safety
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API, api_named, safety_of
 from rules.providers.contract.repairs import Repair, repair_for, repair_in
-from rules.providers.named_repairs import named_repairs
+from rules.providers.named_repairs import SERVER_TOOL_CLASSES, named_repairs, server_tool_named
 from rules.providers.planner import with_repair
 from rules.providers.refusals import Reading, classes, read_error
 from rules.providers.sanitize import (
@@ -149,9 +149,12 @@ def candidates(api: str, reading: Reading, payload: Mapping[str, Any]) -> Iterat
     tried: set[str] = set()
     for code in reading.codes:
         classed = repair_in(api, code)
-        if classed is not None and classed.code not in tried:
-            tried.add(classed.code)
-            yield Candidate(classed.code, classed.rules)
+        if classed is None or classed.code in tried:
+            continue
+        if classed.code in SERVER_TOOL_CLASSES and not server_tool_named(api, reading, payload):
+            continue  # its path names a client tool: removing the built-in ones fixes nothing
+        tried.add(classed.code)
+        yield Candidate(classed.code, classed.rules)
     if not named and not reading.codes:
         escalated = escalation(api, reading)
         if escalated is not None:

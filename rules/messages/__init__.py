@@ -79,7 +79,7 @@ MESSAGES_RULES: tuple[Rule, ...] = (
     thinking_disabled.RULE,
     tool_loop_thinking.RULE,
     missing_thinking.RULE,
-    # 16-21. Request-level fields.
+    # 16-22. Request-level fields.
     metadata_user_id.RULE,
     thinking_tool_choice.RULE,
     custom_tool_type.RULE,
@@ -272,7 +272,7 @@ ORDER: tuple[Before, ...] = (
     before(
         _MESSAGE_RULES,
         (*_REQUEST, *_NAMED),
-        "16-21. Request-level fields after the messages: they read no message, and no message "
+        "16-22. Request-level fields after the messages: they read no message, and no message "
         "rule reads them.",
     ),
     before(

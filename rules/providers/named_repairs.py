@@ -236,22 +236,67 @@ def _part_type(api: str, reading: Reading, payload: Body) -> Repair | None:
 
 
 def _tool_type(api: str, reading: Reading, payload: Body) -> Repair | None:
-    """A refused value that is the ``type`` of a tool the request defines (serde's "tools[0]:
-    unknown variant `custom`, expected `web_search_20250305` or ..."): on Messages, the optional
-    ``custom`` tag dropped (safe: an untagged tool is a custom tool); any other type, the tools
-    of that kind removed but those the refusal accepts (the API's server-tools repair, unsafe).
+    """A refused value that is the ``type`` of the tool the refusal's path names (serde's
+    "tools[0]: unknown variant `custom`, expected `web_search_20250305` or ..."): on Messages,
+    the optional ``custom`` tag dropped (safe: an untagged tool is a custom tool); any other
+    type, the tools of that type removed (the API's server-tools repair, unsafe), every other
+    type kept: those the refusal accepts, and, when it lists none, those the request holds.
+    Only where a tools path names a tool of that type (``_named_tools``), and the value is
+    refused nowhere else (a ``tool_choice.type``): a refusal of another field removes no tool.
     Chat's tools are functions: none here."""
-    value = reading.named.value
-    tools = payload.get("tools")
+    named = reading.named
+    value, tools = named.value, payload.get("tools")
     if value is None or api == CHAT_API.name or not isinstance(tools, list):
         return None
-    if not any(isinstance(tool, dict) and tool.get("type") == value for tool in tools):
+    if named.value_at is not None and not named.value_at.startswith("tools"):
+        return None
+    if not any(_type_at(tools, at) == value for at in _named_tools(named.tools_at, tools)):
         return None
     if api == MESSAGES_API.name and value == "custom":
         return Repair("tool_type", api, {"messages-custom-tool-type": {}})
-    keep = [kind for kind in reading.named.allowed if kind != value]
+    held = [_type_at(tools, at) for at in range(len(tools))]
+    kinds = named.allowed or tuple(kind for kind in held if isinstance(kind, str))
+    keep = list(dict.fromkeys(kind for kind in kinds if kind != value))
     rule = "messages-server-tools" if api == MESSAGES_API.name else "responses-server-tools"
     return Repair("tool_type", api, {rule: {"keep": keep}})
+
+
+def _named_tools(named: tuple[int, ...], tools: list[Any]) -> Iterator[int]:
+    """The positions of the tools a refusal's paths name; when none is a tool of the request
+    (a gateway between, or a request cut short, counts otherwise), every tool's: the path then
+    says only that a tool is refused. None when it names no tool."""
+    held = [at for at in named if 0 <= at < len(tools)]
+    return iter(held if held or not named else range(len(tools)))
+
+
+def _type_at(tools: list[Any], at: int) -> Any:
+    """The ``type`` of the tool at ``at`` (``None``: no such tool, or no type)."""
+    tool = tools[at] if 0 <= at < len(tools) else None
+    return tool.get("type") if isinstance(tool, dict) else None
+
+
+#: The classes whose repair removes server tools: a tools path is evidence for them only where
+#: the tool it names is one (``server_tool_named``).
+SERVER_TOOL_CLASSES = frozenset({"messages_server_tool", "responses_server_tool"})
+
+
+def server_tool_named(api: str, reading: Reading, payload: Body) -> bool:
+    """Whether a refusal read as a server-tool class refuses a server tool of ``payload``: its
+    words alone (no tools path), or a path to a tool that is one (a type other than Responses'
+    ``function``; on Messages, a type other than the optional ``custom``). A path to a client
+    tool (a function, its ``type`` missing) is no evidence against the built-in tools beside
+    it: their repair would remove those, and leave the tool refused as it was."""
+    tools = payload.get("tools")
+    if not reading.named.tools_at:
+        return True
+    if not isinstance(tools, list):
+        return False
+    client = "function" if api == RESPONSES_API.name else "custom"
+    for at in _named_tools(reading.named.tools_at, tools):
+        kind = _type_at(tools, at)
+        if isinstance(kind, str) and kind != client:
+            return True
+    return False
 
 
 def _value(api: str, reading: Reading, payload: Body) -> Repair | None:

@@ -388,6 +388,10 @@ class Named:
     #: Keys of a tool definition it refuses at a tools path (``tools.14.search_content_types``,
     #: ``tools[0].function.strict``): for the tool key repair only, never a parameter or a field.
     tool_keys: tuple[str, ...] = ()
+    #: The tools whose entry or ``type`` a path names (``tools[0]``, ``tools.8.type``), by
+    #: position: a refused tool type is that tool's (``named_repairs._tool_type``), and a
+    #: tools path is evidence against a server tool only where one stands.
+    tools_at: tuple[int, ...] = ()
     #: The name it says to use instead (``Use 'max_completion_tokens' instead``).
     instead: str | None = None
     #: A value it refuses (a role, a content part type, an enum value) ...
@@ -472,6 +476,19 @@ def _tool_keys(lowered: str, paths: Sequence[Path]) -> list[str]:
     return keys
 
 
+def _tools_at(paths: Sequence[Path]) -> list[int]:
+    """The positions of the tools ``paths`` name whole or by their ``type`` (``tools[0]``,
+    ``tools.8.type``): never by a name, a key or a schema inside."""
+    return [
+        path[1]
+        for path in paths
+        if path[0] == "tools"
+        and len(path) in (2, 3)
+        and isinstance(path[1], int)
+        and (len(path) == 2 or path[2] == "type")
+    ]
+
+
 def _named_value(text: str) -> tuple[str | None, str | None, tuple[str, ...]]:
     """The value ``text`` refuses, the field it refuses it in, and the values it accepts."""
     value = value_at = None
@@ -514,6 +531,7 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
     return Named(
         keys=tuple(dict.fromkeys(keys))[:16],
         tool_keys=tuple(dict.fromkeys(_tool_keys(lowered, paths)))[:16],
+        tools_at=tuple(dict.fromkeys(_tools_at(paths)))[:16],
         instead=instead.group(1) if instead is not None else None,
         value=value,
         value_at=value_at,
@@ -698,9 +716,11 @@ def _by_words(words: frozenset[str], paths: Sequence[Path]) -> list[str]:
     if "empty" in words and "text" in words and {"block", "blocks"} & words:
         codes.append("messages_empty_text_block")
     # A tool entry of a type the endpoint does not take: "Input should be 'function', ...,
-    # field: 'tools[8].type'" (boldsoftware/shelley#242)
+    # field: 'tools[8].type'" (boldsoftware/shelley#242). A path to a tool's name refuses a
+    # function's name, never a server tool; whether the tool at the path is one is the
+    # request's (``named_repairs.server_tool_named``).
     tool_fields = [p for p in paths if p[0] == "tools" and len(p) == 3]
-    if any(isinstance(p[1], int) and p[2] in ("type", "name") for p in tool_fields):
+    if any(isinstance(p[1], int) and p[2] == "type" for p in tool_fields):
         codes.append("messages_server_tool")
     # Bedrock's Converse words (a result with no call, a call with no result): "The number of
     # toolResult blocks at messages.2.content exceeds the number of toolUse blocks of previous

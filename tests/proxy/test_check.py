@@ -231,6 +231,26 @@ def test_check_error_names_the_class_the_rule_and_the_yaml() -> None:
     assert "rules:\n  empty-tool-calls: true" in text
 
 
+def test_check_error_without_the_request_names_a_class_in_its_own_api() -> None:
+    """A Messages class is a Messages repair, not its chat twin's (a review's case): the
+    request is not there to say its API, the class is."""
+    error = orjson.dumps(
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` "
+                "blocks: toolu_01. Each `tool_result` block must have a corresponding `tool_use` "
+                "block in the previous message.",
+            },
+        }
+    )
+    status, text = check_error(error)
+    assert status == 0
+    assert "error class: messages_orphan_tool_result" in text
+    assert "(messages)" in text and "(chat)" not in text
+
+
 def test_check_error_with_the_request_says_whether_the_repair_changes_it() -> None:
     _, text = check_error(EMPTY_ERROR, body(BROKEN["empty_tool_calls"]))
     assert "the repair changes this request" in text

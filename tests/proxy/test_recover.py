@@ -677,15 +677,49 @@ def test_a_refused_tool_type_removes_the_tools_that_are_not_functions(error: byt
     assert sent == {**orjson.loads(body), "tools": [EXEC]}
 
 
+def _refused(message: str, param: str | None = None) -> bytes:
+    return orjson.dumps({"error": {"message": message, "param": param}})
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        # a value refused at tool_choice, not at a tool (a review's cases)
+        _refused(
+            "Invalid value for 'tool_choice.type': 'function'. Supported values are: "
+            "'none', 'auto', 'required'."
+        ),
+        _refused('invalid tool_choice.type: "function" (allowed: auto, none, required)'),
+        _refused(
+            "tool_choice: unknown variant `web_search`, expected `function` or `allowed_tools`"
+        ),
+        _refused("The 'web_search' option for tools is not yet supported."),
+        # a path to a function tool: its name, or its missing type
+        _refused("Invalid 'tools[0].name': string does not match pattern."),
+        _refused("Field required", "tools.0.type"),
+    ],
+    ids=["choice-value", "choice-allowed", "choice-variant", "no-path", "name-path", "type-path"],
+)
+def test_a_refusal_that_names_no_built_in_tool_removes_none(error: bytes) -> None:
+    """Only a tools path to a tool of the refused type (or to a built-in tool) removes tools:
+    a refusal of ``tool_choice``, of a function's name or of a function's missing type leaves
+    the built-in tools beside it, and is not retried."""
+    untyped = {key: value for key, value in EXEC.items() if key != "type"}
+    for tools in ((EXEC, {"type": "web_search"}), (untyped, {"type": "web_search"})):
+        body = _with_tools(*tools, tool_choice={"type": "function", "name": "exec"})
+        planner = Planner("passthrough")
+        assert plan_retry(error, body, Sanitized(body), planner, "responses") is None
+
+
 def test_a_refused_tool_type_is_not_retried_when_every_tool_is_a_function() -> None:
     body = _with_tools(EXEC, {**EXEC, "name": "read"})
     planner = Planner("passthrough")
     assert plan_retry(FUNCTION_TOOLS_ONLY, body, Sanitized(body), planner, "responses") is None
 
 
-def _variant(value: str, expected: str) -> bytes:
-    """serde's words for a tool's type, without DeepSeek's catalogued prefix."""
-    text = f"tools[0]: unknown variant `{value}`, expected {expected}"
+def _variant(value: str, expected: str, at: int = 0) -> bytes:
+    """serde's words for the type of the tool at ``at``, without DeepSeek's catalogued prefix."""
+    text = f"tools[{at}]: unknown variant `{value}`, expected {expected}"
     return orjson.dumps({"error": {"message": text, "type": "invalid_request_error"}})
 
 
@@ -715,7 +749,7 @@ def test_an_unknown_variant_of_a_server_tool_removes_it_and_keeps_what_the_refus
     None
 ):
     body = _messages(BASH, WEB_SEARCH, {"type": "web_fetch_20250910", "name": "web_fetch"})
-    error = _variant("web_fetch_20250910", WEB_SEARCHES)
+    error = _variant("web_fetch_20250910", WEB_SEARCHES, at=2)
     retry = plan_retry(error, body, Sanitized(body), Planner("passthrough"), "messages")
     assert retry is not None
     assert dict(retry.rules) == {

@@ -219,10 +219,13 @@ def _unpersisted(items: list[Any], request: Mapping[str, Any], options: Any) -> 
 
 
 def _server_tools(items: list[Any], request: Mapping[str, Any], options: Any) -> Iterator[Found]:
-    """A ``tools`` entry that is no function tool (a built-in tool, a freeform ``custom`` one)."""
+    """A ``tools`` entry that is no function tool (a built-in tool, a freeform ``custom`` one):
+    not an object, or its ``type`` a string other than ``function`` (what
+    ``responses-server-tools`` removes; an entry without a type is the endpoint's to judge)."""
     tools = request.get("tools")
     for position, tool in enumerate(tools if type(tools) is list else ()):
-        if type(tool) is not dict or tool.get("type") != "function":
+        kind = tool.get("type") if type(tool) is dict else None
+        if type(tool) is not dict or (type(kind) is str and kind != "function"):
             yield Found(None, {"position": position})
             return
 
