@@ -17,7 +17,10 @@ of that one thing, with options naming it:
 - a **value** the endpoint refuses with the values it allows: the allowed one nearest in
   meaning (``NEAREST``), none when no entry says which;
 - an **id** too long or blank: renamed in the call and its result together;
-- an **order**: the item named moved right after the item it requires.
+- an **order**: the item named moved right after the item it requires, where the request holds
+  both;
+- an item's **id** that requires an item no item of the request carries (a reasoning item
+  replayed without its id): that id dropped, the item kept.
 
 Every repair here is named by the refusal, so its ``unsafe`` changes may run (``Policy``); the
 rule records say which changes are which. Pure: a refusal and a request in, repairs out.
@@ -31,6 +34,7 @@ from typing import Any
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API
 from rules.providers.contract.repairs import Repair
 from rules.providers.refusals import Reading
+from rules.responses.items import item_type
 
 Body = Mapping[str, Any]
 
@@ -95,6 +99,7 @@ def named_repairs(api: str, reading: Reading, payload: Body) -> list[Repair]:
         _long_id,
         _item_id,
         _order,
+        _required_id,
         _unpersisted,
         _images,
     )
@@ -452,3 +457,25 @@ def _order(api: str, reading: Reading, payload: Body) -> Repair | None:
     if order[0] not in ids or order[1] not in ids:
         return None
     return Repair("item_order", api, {"responses-reasoning-order": {"items": {order[0]: order[1]}}})
+
+
+def _required_id(api: str, reading: Reading, payload: Body) -> Repair | None:
+    """An item named as given without the item it requires, where the request holds the item
+    with that id (of the type the refusal says, when it says) and no item carries the id it
+    requires: the reasoning item was replayed without its id, or not at all, so no move can put
+    it back (``_order``). The item's own id is what asks for it: that id goes, the item and its
+    text stay (NousResearch/hermes-agent#97442; the fix its client takes, #97445). Never an
+    ``item_reference``, which is its id (Responses)."""
+    order = reading.named.order
+    if api != RESPONSES_API.name or order is None:
+        return None
+    items = _items(api, payload)
+    named = [item for item in items if item.get("id") == order[0]]
+    if not named or any(item.get("id") == order[1] for item in items):
+        return None
+    said = reading.named.order_type
+    for item in named:
+        kind = item_type(item)
+        if kind == "item_reference" or (said is not None and kind != said):
+            return None
+    return Repair("item_id", api, {"responses-item-ids": {"ids": [order[0]]}})

@@ -350,9 +350,10 @@ _INVALID_FIELD_VALUE = re.compile(
     re.IGNORECASE,
 )
 #: OpenAI Responses: ``Item 'msg_…' was provided without its required 'reasoning' item:
-#: 'rs_…'``.
+#: 'rs_…'`` (continuedev/continue#11994), ``Item 'msg_…' of type 'message' was provided ...``
+#: (NousResearch/hermes-agent#97442): the item's id, its type when said, the id it requires.
 _REQUIRED_ITEM = re.compile(
-    r"item '([^']{1,128})' (?:of type '[a-z_]{1,32}' )?was provided without its required "
+    r"item '([^']{1,128})' (?:of type '([a-z_]{1,32})' )?was provided without its required "
     r"'([a-z_]{1,32})' item: '([^']{1,128})'",
     re.IGNORECASE,
 )
@@ -400,8 +401,13 @@ class Named:
     value_at: str | None = None
     #: ... and the values it accepts there.
     allowed: tuple[str, ...] = ()
-    #: An item it names and the item that must come right before it (Responses).
+    #: An item it names by its id and the id of the item it requires right before it
+    #: (Responses: ``Item 'msg_…' was provided without its required 'reasoning' item: 'rs_…'``):
+    #: the first is moved to the second where the request holds both, or sent without its id
+    #: where no item of the request carries the second (named_repairs.py).
     order: tuple[str, str] | None = None
+    #: The type it says the item it names is (``of type 'message'``), when it says.
+    order_type: str | None = None
     #: The maximum length it names (of an id).
     max_length: int | None = None
     #: It says a value is empty or too short (an id: ``string too short``, ``长度不足``).
@@ -536,7 +542,8 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
         value=value,
         value_at=value_at,
         allowed=allowed,
-        order=(required.group(1), required.group(3)) if required is not None else None,
+        order=(required.group(1), required.group(4)) if required is not None else None,
+        order_type=required.group(2) if required is not None else None,
         max_length=int(length.group(1)) if length is not None else None,
         too_short=any(phrase in lowered for phrase in _TOO_SHORT),
         together=both is not None or (argument is not None and "together" in lowered),

@@ -3,16 +3,20 @@
 What: an item's ``id`` is optional (``call_id`` pairs a call with its output; a message or reasoning
 item is read by its content). It is removed where the endpoint refuses it: an item of a type named
 in option ``prefixes`` whose ``id`` does not begin with the prefix given for it (``{"function_call":
-"fc", "reasoning": "rs"}``), or any ``id`` longer than option ``max_length`` (0: no limit). Empty by
-default: recovery fills them from the refusal (the prefix, or the length it names,
-rules/providers/named_repairs.py). The change names the item's type and the reason, never the id.
+"fc", "reasoning": "rs"}``), any ``id`` longer than option ``max_length`` (0: no limit), or an
+``id`` listed in option ``ids``. Empty by default: recovery fills them from the refusal (the prefix,
+the length, or the item it names, rules/providers/named_repairs.py). The change names the item's
+type and the reason, never the id.
 Why: OpenAI's and Copilot's Responses API check the ids a client carries over from another source:
 "Invalid 'input[1].id': 'item_A9v…'. Expected an ID that begins with 'fc'." (Wei-Shaw/sub2api#3785),
 "… Expected an ID that begins with 'rs'." for a ``thinking_0``
 (github/copilot-language-server-release#46), "Invalid 'input[2].id': string too long. Expected a
-string with maximum length 64, but got a string with length 416 instead." (can1357/oh-my-pi#284;
-docs/providers.md#openai-responses). Safety: unsafe: the item goes without its id (what it says is
-kept; a stored item it named is no longer referred to).
+string with maximum length 64, but got a string with length 416 instead." (can1357/oh-my-pi#284);
+and a message item's id asks for the reasoning item of its response: "Item 'msg_…' of type
+'message' was provided without its required 'reasoning' item: 'rs_…'." when that reasoning item is
+replayed without its id (NousResearch/hermes-agent#97442, #97427; the client's fix, #97445, drops
+the message's id too; docs/providers.md#openai-responses). Safety: unsafe: the item goes without
+its id (what it says is kept; a stored item it named is no longer referred to).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
-from rules.engine.named import renames
+from rules.engine.named import names, renames
 from rules.responses.items import item_type
 
 NAME = "responses-item-ids"
@@ -29,13 +33,17 @@ PREFIXES: Option[dict[str, str]] = Option(
     "prefixes", {}, "Item type -> the prefix its id must begin with: `{function_call: fc}`."
 )
 MAX_LENGTH = Option("max_length", 0, "The longest id kept (0: no limit).")
+IDS: Option[list[str]] = Option(
+    "ids", [], "Item ids dropped wherever they stand: `[msg_…]` (recovery names them)."
+)
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     prefixes = renames(PREFIXES.of(ctx))
     limit = MAX_LENGTH.of(ctx)
     limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else 0
-    if not prefixes and not limit:
+    named = frozenset(names(IDS.of(ctx)))
+    if not prefixes and not limit and not named:
         return Outcome(items)
     out: list[Any] | None = None
     changes: list[Change] = []
@@ -46,7 +54,9 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
         kind = item_type(item)
         prefix = prefixes.get(kind or "")
         reason = None
-        if prefix is not None and not value.startswith(prefix):
+        if value in named:
+            reason = "named"
+        elif prefix is not None and not value.startswith(prefix):
             reason = "prefix"
         elif limit and len(value) > limit:
             reason = "too_long"
@@ -61,17 +71,19 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
 
 RULE = Rule(
     name=NAME,
-    summary="Drop an `input` item's id the endpoint refuses (a foreign prefix, too long).",
+    summary="Drop an `input` item's id the endpoint refuses (a foreign prefix, too long, named).",
     defect="an item id the endpoint refuses: \"Invalid 'input[1].id': 'item_…'. Expected an ID "
     "that begins with 'fc'.\" (Wei-Shaw/sub2api#3785), \"Invalid 'input[2].id': string too long. "
-    'Expected a string with maximum length 64" (can1357/oh-my-pi#284; '
+    'Expected a string with maximum length 64" (can1357/oh-my-pi#284), "Item '
+    "'msg_…' of type 'message' was provided without its required 'reasoning' item: 'rs_…'.\" "
+    "for a reasoning item replayed without its id (NousResearch/hermes-agent#97442; "
     "docs/providers.md#openai-responses)",
     repair="remove the id of an item of a type in option `prefixes` that does not begin with its "
-    "prefix, or longer than option `max_length`; recovery fills them from the refusal. The item "
-    "is kept",
+    "prefix, longer than option `max_length`, or listed in option `ids`; recovery fills them "
+    "from the refusal. The item is kept",
     safety="unsafe",
     default=False,
     apply=apply,
     horizon=per_message(apply),  # each item is decided by itself
-    options=(PREFIXES, MAX_LENGTH),
+    options=(PREFIXES, MAX_LENGTH, IDS),
 )

@@ -309,3 +309,57 @@ def test_a_key_refused_at_a_tools_path_is_named_for_the_tools_only(
     named = read_error(_envelope(refusal), "input").named
     assert named.tool_keys == keys
     assert not set(keys) & set(named.keys)  # never read as a parameter or an item's key
+
+
+#: OpenAI's Responses API, an item that asks for one it needs before it (hermes-agent#97442,
+#: continuedev/continue#11994, earendil-works/pi#886): the item's id, its type when said, the id
+#: it requires; and texts about items that name no such pair.
+HERMES_TEXT = (
+    "Item 'msg_0afa4002c5d2b2' of type 'message' was provided without its required 'reasoning' "
+    "item: 'rs_0afa4002c5d2b2'."
+)
+REQUIRED_ITEMS: list[tuple[str, tuple[str, str] | None, str | None]] = [
+    (HERMES_TEXT, ("msg_0afa4002c5d2b2", "rs_0afa4002c5d2b2"), "message"),
+    (
+        "Item 'msg_68a1f0c3' was provided without its required 'reasoning' item: 'rs_68a1f0b9'.",
+        ("msg_68a1f0c3", "rs_68a1f0b9"),
+        None,
+    ),
+    (
+        "Item 'fc_9' of type 'function_call' was provided without its required 'reasoning' item: "
+        "'rs_9'.",
+        ("fc_9", "rs_9"),
+        "function_call",
+    ),
+    # the other "Item ..." refusals name no item an item requires
+    (
+        "Item with id 'rs_1' not found. Items are not persisted when `store` is set to false. "
+        "Try again with `store` set to true, or remove this item from your input.",
+        None,
+        None,
+    ),
+    (
+        "Item 'rs_1' of type 'reasoning' was provided without its required following item.",
+        None,
+        None,
+    ),
+    ("Item 'msg_1' not found.", None, None),
+    ("Item with id 'msg_1' not found.", None, None),
+    ("Duplicate item found with id msg_1. Remove duplicate items from your input.", None, None),
+]
+
+
+@pytest.mark.parametrize(("text", "order", "kind"), REQUIRED_ITEMS)
+def test_an_item_given_without_the_item_it_requires_is_named_by_its_id_and_type(
+    text: str, order: tuple[str, str] | None, kind: str | None
+) -> None:
+    body = {"error": {"message": text, "type": "invalid_request_error", "param": "input"}}
+    named = read_error(orjson.dumps(body), "input").named
+    assert (named.order, named.order_type) == (order, kind)
+
+
+def test_the_words_of_an_item_without_its_required_item_keep_their_catalogued_class() -> None:
+    """The class is read from the words alone; what the request holds decides the repair (the
+    move where it holds both items, the named id dropped where it lacks the one required)."""
+    body = {"error": {"message": HERMES_TEXT, "param": "input"}}
+    assert read_error(orjson.dumps(body), "input").codes[0] == "responses_reasoning_order"

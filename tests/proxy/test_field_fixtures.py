@@ -940,14 +940,6 @@ GAPS: dict[tuple[str, str], str] = {
     ("47-copilot-cli-4884-mistral-content-with-tool-calls", "passthrough"): (
         "a bare 'Unprocessable Entity' names nothing: recovery never retries it"
     ),
-    ("48-hermes-agent-97442-openai-message-id-without-reasoning-id", "host-profile"): (
-        "the relay's host selects the default deepseek profile, and no Responses rule drops a "
-        "message item's id when the reasoning item before it has none"
-    ),
-    ("48-hermes-agent-97442-openai-message-id-without-reasoning-id", "passthrough"): (
-        "the text is read as responses_reasoning_order, whose repair (responses-reasoning-order) "
-        "moves a misplaced message and changes nothing here: recovery does not retry"
-    ),
     ("50-cliproxyapi-5647-kimi-responses-tool-search-items", "host-profile"): (
         "no Responses rule (none in the kimi profile) removes or renders input items of types "
         "the endpoint does not know (tool_search_call, tool_search_output)"

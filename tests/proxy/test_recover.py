@@ -816,3 +816,119 @@ async def test_the_retried_response_is_observed_for_the_reasoning_stash(
     )
     assert second.status == 200, await second.text()
     assert upstream.received[-1]["messages"][1]["reasoning_content"] == upstream.reasonings[0]
+
+
+#: OpenAI's Responses API (GPT-5.6, ``store: false``) refusing a message item's id whose
+#: reasoning item came back without its id (NousResearch/hermes-agent#97442).
+REQUIRED_REASONING = orjson.dumps(
+    {
+        "error": {
+            "message": "Item 'msg_h1' of type 'message' was provided without its required "
+            "'reasoning' item: 'rs_h1'.",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": None,
+        }
+    }
+)
+ASK = {"type": "message", "role": "user", "content": "Summarise the open bugs."}
+AGAIN = {"type": "message", "role": "user", "content": "Which one is the oldest?"}
+ANSWER: dict[str, Any] = {
+    "type": "message",
+    "id": "msg_h1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Three open bugs."}],
+}
+BLOB = {"type": "reasoning", "encrypted_content": "gAAAAB_blob", "summary": []}
+#: An earlier turn whose reasoning item kept its id: its message's id stays.
+EARLIER: list[dict[str, Any]] = [
+    {"type": "reasoning", "id": "rs_h0", "encrypted_content": "gAAAAB_zero", "summary": []},
+    {**ANSWER, "id": "msg_h0", "content": [{"type": "output_text", "text": "Looking."}]},
+]
+
+
+def _hermes(*items: dict[str, Any]) -> bytes:
+    return orjson.dumps({"model": "gpt-5.6-sol", "store": False, "input": list(items)})
+
+
+def test_a_message_whose_reasoning_item_lost_its_id_goes_without_its_own_id() -> None:
+    """The refusal names the message; no item carries the reasoning id it requires: that
+    message's id goes (unsafe, named), its text and every other item and id stay."""
+    body = _hermes(ASK, *EARLIER, AGAIN, BLOB, ANSWER, AGAIN)
+    retry = plan_retry(
+        REQUIRED_REASONING, body, Sanitized(body), Planner("passthrough"), "responses"
+    )
+    assert retry is not None
+    assert retry.error_class == "item_id"
+    assert dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1"]}}
+    assert [(c.rule, c.index, c.action) for c in retry.changes] == [
+        ("responses-item-ids", 5, "dropped_id")
+    ]
+    answer_without_id = {key: value for key, value in ANSWER.items() if key != "id"}
+    expected = orjson.loads(_hermes(ASK, *EARLIER, AGAIN, BLOB, answer_without_id, AGAIN))
+    assert orjson.loads(retry.sanitized.body) == expected
+
+
+def test_the_message_named_is_moved_not_stripped_when_its_reasoning_item_is_there() -> None:
+    """continuedev/continue#11994's case, in the same words: the request holds both items, the
+    message away from its reasoning item: the move (safe), every id kept."""
+    call = {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "a.py"}
+    reasoning = {**BLOB, "id": "rs_h1"}
+    body = _hermes(ASK, reasoning, call, ANSWER, output)
+    retry = plan_retry(
+        REQUIRED_REASONING, body, Sanitized(body), Planner("passthrough"), "responses"
+    )
+    assert retry is not None
+    assert list(retry.rules) == ["responses-reasoning-order"]
+    expected = orjson.loads(_hermes(ASK, reasoning, ANSWER, call, output))
+    assert orjson.loads(retry.sanitized.body) == expected
+
+
+NOT_RETRIED: dict[str, tuple[dict[str, Any], ...]] = {
+    # the item named is not in the request: another id, or none at all
+    "another message id": (ASK, BLOB, {**ANSWER, "id": "msg_other"}, AGAIN),
+    "the message has no id": (
+        ASK,
+        BLOB,
+        {key: value for key, value in ANSWER.items() if key != "id"},
+        AGAIN,
+    ),
+    # the reasoning item it requires is there, right before it: not what the refusal is about
+    "the reasoning item has its id": (ASK, {**BLOB, "id": "rs_h1"}, ANSWER, AGAIN),
+    # the id is on an item of another type than the refusal says
+    "another type": (
+        ASK,
+        {"type": "function_call", "id": "msg_h1", "call_id": "c", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "a.py"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_RETRIED))
+def test_no_retry_when_the_request_holds_no_such_message_id_without_its_reasoning(
+    case: str,
+) -> None:
+    body = _hermes(*NOT_RETRIED[case])
+    planner = Planner("passthrough")
+    assert plan_retry(REQUIRED_REASONING, body, Sanitized(body), planner, "responses") is None
+
+
+def test_an_item_reference_named_keeps_its_id() -> None:
+    """An ``item_reference`` is its id: the words without a type (continuedev/continue#11994's)
+    naming one are no id to drop."""
+    error = orjson.dumps(
+        {
+            "error": {
+                "message": "Item 'msg_h1' was provided without its required 'reasoning' item: "
+                "'rs_h1'.",
+                "param": "input",
+            }
+        }
+    )
+    body = _hermes(ASK, BLOB, {"type": "item_reference", "id": "msg_h1"}, AGAIN)
+    assert plan_retry(error, body, Sanitized(body), Planner("passthrough"), "responses") is None
+    answer = _hermes(ASK, BLOB, ANSWER, AGAIN)
+    retry = plan_retry(error, answer, Sanitized(answer), Planner("passthrough"), "responses")
+    assert retry is not None and dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1"]}}
