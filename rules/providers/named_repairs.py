@@ -34,7 +34,7 @@ from typing import Any
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API
 from rules.providers.contract.repairs import Repair
 from rules.providers.refusals import Reading
-from rules.responses.items import item_type
+from rules.responses.items import is_reference, item_type
 
 Body = Mapping[str, Any]
 
@@ -253,6 +253,8 @@ def _tool_type(api: str, reading: Reading, payload: Body) -> Repair | None:
     value, tools = named.value, payload.get("tools")
     if value is None or api == CHAT_API.name or not isinstance(tools, list):
         return None
+    if value == ("function" if api == RESPONSES_API.name else None):
+        return None  # a function is never removed: no repair of the tools gets it accepted
     if named.value_at is not None and not named.value_at.startswith("tools"):
         return None
     if not any(_type_at(tools, at) == value for at in _named_tools(named.tools_at, tools)):
@@ -287,17 +289,21 @@ SERVER_TOOL_CLASSES = frozenset({"messages_server_tool", "responses_server_tool"
 
 def server_tool_named(api: str, reading: Reading, payload: Body) -> bool:
     """Whether a refusal read as a server-tool class refuses a server tool of ``payload``: its
-    words alone (no tools path), or a path to a tool that is one (a type other than Responses'
-    ``function``; on Messages, a type other than the optional ``custom``). A path to a client
-    tool (a function, its ``type`` missing) is no evidence against the built-in tools beside
-    it: their repair would remove those, and leave the tool refused as it was."""
+    words alone (no path into ``tools``), or a path to a tool that is one (a type other than
+    Responses' ``function``; on Messages, a type other than the optional ``custom``) or is no
+    object. A path to a client tool or into one (a function, its ``type`` missing, its schema)
+    is no evidence against the built-in tools beside it: their repair would remove those, and
+    leave the tool refused as it was."""
     tools = payload.get("tools")
-    if not reading.named.tools_at:
+    named = reading.named.tools_at or reading.named.tools_in
+    if not named:
         return True
     if not isinstance(tools, list):
         return False
     client = "function" if api == RESPONSES_API.name else "custom"
-    for at in _named_tools(reading.named.tools_at, tools):
+    for at in _named_tools(named, tools):
+        if not isinstance(tools[at], dict):
+            return True  # not an object: the server-tools repairs remove it
         kind = _type_at(tools, at)
         if isinstance(kind, str) and kind != client:
             return True
@@ -464,8 +470,11 @@ def _required_id(api: str, reading: Reading, payload: Body) -> Repair | None:
     with that id (of the type the refusal says, when it says) and no item carries the id it
     requires: the reasoning item was replayed without its id, or not at all, so no move can put
     it back (``_order``). The item's own id is what asks for it: that id goes, the item and its
-    text stay (NousResearch/hermes-agent#97442; the fix its client takes, #97445). Never an
-    ``item_reference``, which is its id (Responses)."""
+    text stay (NousResearch/hermes-agent#97442; the fix its client takes, #97445); and so does
+    the id of every other message the request replays in the same shape (after a reasoning
+    item of its own turn that has no id), which the endpoint refuses the same way: a client
+    replays each turn so, and one id a retry would leave the next one refused. Never an item
+    reference, which is its id (Responses)."""
     order = reading.named.order
     if api != RESPONSES_API.name or order is None:
         return None
@@ -476,6 +485,27 @@ def _required_id(api: str, reading: Reading, payload: Body) -> Repair | None:
     said = reading.named.order_type
     for item in named:
         kind = item_type(item)
-        if kind == "item_reference" or (said is not None and kind != said):
+        if is_reference(item) or (said is not None and kind != said):
             return None
-    return Repair("item_id", api, {"responses-item-ids": {"ids": [order[0]]}})
+    ids = list(dict.fromkeys((order[0], *_unpaired_messages(items))))
+    return Repair("item_id", api, {"responses-item-ids": {"ids": ids}})
+
+
+def _unpaired_messages(items: list[Any]) -> Iterator[str]:
+    """The ids of the message items replayed after a reasoning item of their own turn (since
+    the last user, system or developer message or tool output) that carries no id."""
+    reasoning: Any = None
+    for item in items:
+        kind = item_type(item)
+        if kind == "reasoning":
+            reasoning = item
+        elif kind == "function_call_output" or item.get("role") in ("user", "system", "developer"):
+            reasoning = None
+        elif (
+            kind == "message"
+            and reasoning is not None
+            and not is_reference(item)
+            and isinstance(item.get("id"), str)
+            and not isinstance(reasoning.get("id"), str)
+        ):
+            yield item["id"]

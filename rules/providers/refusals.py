@@ -239,8 +239,8 @@ def error_text(body: bytes | None) -> str | None:
 #: ``messages.[8].content`` (OpenAI's param), ``messages.1.role`` (pydantic), ``message[4]``
 #: (DeepSeek), ``input[2].call_id`` (Responses). Deterministic: after the root, each step starts
 #: with ``[``, ``.[``, ``.<digit>`` or ``.<letter>``, never two at once.
-_PATH = re.compile(
-    r"\b(messages?|input|tools)((?:\[\d{1,7}\]|\.(?:\[\d{1,7}\]|\d{1,7}\b|[A-Za-z_][A-Za-z0-9_]{0,63}))*)"
+_PATH = re.compile(  # never a path inside ``tool_choice`` (its ``tools`` are allowed_tools')
+    r"\b(?<!tool_choice\.)(messages?|input|tools)((?:\[\d{1,7}\]|\.(?:\[\d{1,7}\]|\d{1,7}\b|[A-Za-z_][A-Za-z0-9_]{0,63}))*)"
 )
 _STEP = re.compile(r"\[(\d{1,7})\]|\.(\d{1,7})\b|\.([A-Za-z_][A-Za-z0-9_]{0,63})")
 #: An index given in words: ``message index 3``, ``at index 3``, ``position 3``.
@@ -393,6 +393,9 @@ class Named:
     #: position: a refused tool type is that tool's (``named_repairs._tool_type``), and a
     #: tools path is evidence against a server tool only where one stands.
     tools_at: tuple[int, ...] = ()
+    #: The tools any path names inside (``tools.0.input_schema``, ``tools[2].name``), by
+    #: position: a refusal of what is inside a tool is no evidence against another tool.
+    tools_in: tuple[int, ...] = ()
     #: The name it says to use instead (``Use 'max_completion_tokens' instead``).
     instead: str | None = None
     #: A value it refuses (a role, a content part type, an enum value) ...
@@ -538,6 +541,11 @@ def named_in(text: str, paths: Sequence[Path]) -> Named:
         keys=tuple(dict.fromkeys(keys))[:16],
         tool_keys=tuple(dict.fromkeys(_tool_keys(lowered, paths)))[:16],
         tools_at=tuple(dict.fromkeys(_tools_at(paths)))[:16],
+        tools_in=tuple(
+            dict.fromkeys(
+                p[1] for p in paths if p[0] == "tools" and len(p) > 1 and type(p[1]) is int
+            )
+        )[:16],
         instead=instead.group(1) if instead is not None else None,
         value=value,
         value_at=value_at,

@@ -5,8 +5,9 @@ item is read by its content). It is removed where the endpoint refuses it: an it
 in option ``prefixes`` whose ``id`` does not begin with the prefix given for it (``{"function_call":
 "fc", "reasoning": "rs"}``), any ``id`` longer than option ``max_length`` (0: no limit), or an
 ``id`` listed in option ``ids``. Empty by default: recovery fills them from the refusal (the prefix,
-the length, or the item it names, rules/providers/named_repairs.py). The change names the item's
-type and the reason, never the id.
+the length, or the item it names, rules/providers/named_repairs.py). An item reference
+(``item_reference``, or an object of an ``id`` alone) keeps its id: it is all the reference is. The
+change names the item's type and the reason, never the id.
 Why: OpenAI's and Copilot's Responses API check the ids a client carries over from another source:
 "Invalid 'input[1].id': 'item_A9v…'. Expected an ID that begins with 'fc'." (Wei-Shaw/sub2api#3785),
 "… Expected an ID that begins with 'rs'." for a ``thinking_0``
@@ -25,7 +26,7 @@ from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
 from rules.engine.named import names, renames
-from rules.responses.items import item_type
+from rules.responses.items import is_reference, item_type
 
 NAME = "responses-item-ids"
 
@@ -49,8 +50,8 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     changes: list[Change] = []
     for index, item in enumerate(items):
         value = item.get("id") if isinstance(item, dict) else None
-        if not isinstance(value, str):
-            continue
+        if not isinstance(value, str) or is_reference(item):
+            continue  # a reference is its id: without it, what it refers to is lost
         kind = item_type(item)
         prefix = prefixes.get(kind or "")
         reason = None
@@ -80,7 +81,8 @@ RULE = Rule(
     "docs/providers.md#openai-responses)",
     repair="remove the id of an item of a type in option `prefixes` that does not begin with its "
     "prefix, longer than option `max_length`, or listed in option `ids`; recovery fills them "
-    "from the refusal. The item is kept",
+    "from the refusal. The item is kept; an item reference (its id is all it is) is never "
+    "touched",
     safety="unsafe",
     default=False,
     apply=apply,

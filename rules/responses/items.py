@@ -30,6 +30,14 @@ def item_type(item: Any) -> str | None:
     return "message" if "role" in item and kind is None else None
 
 
+def is_reference(item: Any) -> bool:
+    """Whether ``item`` is an item reference: ``type: item_reference``, or an object of an
+    ``id`` (and a ``type`` at most) alone, which the SDKs send for one (its id is all it is)."""
+    if not isinstance(item, dict):
+        return False
+    return item.get("type") == "item_reference" or ("id" in item and set(item) <= {"id", "type"})
+
+
 def is_message(item: Any) -> bool:
     return item_type(item) == "message"
 

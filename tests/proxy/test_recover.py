@@ -26,9 +26,10 @@ from proxy.relay.streaming import BUFFER_MAX_BYTES, RelayResult
 from proxy.server.app import METRICS_KEY, create_app
 from rules.providers.contract import responses as responses_contract
 from rules.providers.contract import violations
+from rules.providers.contract.responses import CHECKS_BY_CODE as RESPONSES_CHECKS
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
-from rules.providers.sanitize import Sanitized
+from rules.providers.sanitize import Sanitized, sanitize_body
 from tests.builders import call, result
 from tests.conftest import base_url
 from tests.fake_responses import FakeResponses, create_fake_responses
@@ -686,8 +687,8 @@ def _refused(message: str, param: str | None = None) -> bytes:
     [
         # a value refused at tool_choice, not at a tool (a review's cases)
         _refused(
-            "Invalid value for 'tool_choice.type': 'function'. Supported values are: "
-            "'none', 'auto', 'required'."
+            "Invalid value: 'web_search'. Supported values are: 'function' and 'mcp'.",
+            "tool_choice.type",
         ),
         _refused('invalid tool_choice.type: "function" (allowed: auto, none, required)'),
         _refused(
@@ -932,3 +933,92 @@ def test_an_item_reference_named_keeps_its_id() -> None:
     answer = _hermes(ASK, BLOB, ANSWER, AGAIN)
     retry = plan_retry(error, answer, Sanitized(answer), Planner("passthrough"), "responses")
     assert retry is not None and dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1"]}}
+
+
+def test_every_turn_replayed_in_that_shape_loses_its_message_id_in_the_one_retry() -> None:
+    """A client replays each turn so (Hermes): the retry drops the id of every message after a
+    reasoning item of its own turn without an id, not the one named alone, which would leave
+    the next one refused (a review's case); a turn whose reasoning item kept its id keeps its
+    message's."""
+    second = {**ANSWER, "id": "msg_h2", "content": [{"type": "output_text", "text": "Done."}]}
+    body = _hermes(ASK, *EARLIER, AGAIN, BLOB, ANSWER, AGAIN, BLOB, second, AGAIN)
+    retry = plan_retry(
+        REQUIRED_REASONING, body, Sanitized(body), Planner("passthrough"), "responses"
+    )
+    assert retry is not None
+    assert dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1", "msg_h2"]}}
+    ids = [item.get("id") for item in orjson.loads(retry.sanitized.body)["input"]]
+    assert ids == [None, "rs_h0", "msg_h0", None, None, None, None, None, None, None]
+
+
+@pytest.mark.parametrize(
+    "reference", [{"type": "item_reference", "id": "msg_h1"}, {"id": "msg_h1"}], ids=str
+)
+@pytest.mark.parametrize("options", [{"ids": ["msg_h1"]}, {"max_length": 4}], ids=str)
+def test_responses_item_ids_never_empties_an_item_reference(
+    reference: dict[str, Any], options: dict[str, Any]
+) -> None:
+    """A reference is its id (a typed ``item_reference``, or an object of an id alone, as the
+    SDKs send one): the rule, run by an operator's config, leaves it whole."""
+    body = _hermes(ASK, reference, AGAIN)
+    planner = Planner("passthrough", overrides={"responses-item-ids": {"enabled": True, **options}})
+    assert sanitize_body(body, planner, "responses").body is body
+
+
+def test_a_non_object_tool_at_the_path_is_removed() -> None:
+    """The catalogued words for a tool that is no object, at its position: the server-tools
+    repair removes it (what the path names is evidence enough)."""
+    error = _refused("Invalid type for 'tools.1', expected an json object.")
+    for api, body, rule in (
+        ("messages", _messages(BASH, "web_search"), "messages-server-tools"),  # type: ignore[arg-type]
+        ("responses", _with_tools(EXEC, "web_search"), "responses-server-tools"),  # type: ignore[arg-type]
+    ):
+        retry = plan_retry(error, body, Sanitized(body), Planner("passthrough"), api)
+        assert retry is not None and list(retry.rules) == [rule], api
+        assert len(orjson.loads(retry.sanitized.body)["tools"]) == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        _refused("Invalid type for 'tools.0.input_schema', expected an json object."),
+        _refused("Invalid type for 'tools.0.parameters', expected an json object."),
+        _refused(
+            "Invalid value: 'web_search'. Supported values are: 'function' and 'mcp'.",
+            "tool_choice.tools[0].type",
+        ),
+        _refused("tools[0].type: unknown variant `function`, expected `web_search`"),
+    ],
+    ids=["messages-schema", "responses-schema", "tool-choice-path", "function-refused"],
+)
+def test_a_refusal_inside_a_tool_or_of_a_function_removes_no_other_tool(error: bytes) -> None:
+    """A schema inside a function tool, a path inside ``tool_choice``, or a refused function
+    type (never removed): no built-in tool beside it goes (a review's cases), whichever tool
+    stands first."""
+    choice = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search"}]}
+    bad = {**EXEC, "parameters": "x"}
+    built_in = ({"type": "web_search"}, {"type": "file_search"})
+    bodies = [
+        ("messages", _messages({**BASH, "input_schema": "x"}, WEB_SEARCH)),
+        ("responses", _with_tools(bad, *built_in, tool_choice=choice)),
+    ]
+    if b"tool_choice" in error:  # a built-in tool at the position the path inside it names
+        bodies.append(("responses", _with_tools(*built_in, bad, tool_choice=choice)))
+    for api, body in bodies:
+        retry = plan_retry(error, body, Sanitized(body), Planner("passthrough"), api)
+        assert retry is None, (api, retry.rules)
+
+
+def test_the_responses_server_tool_check_finds_what_its_rule_removes() -> None:
+    """The check and ``responses-server-tools`` agree: an entry that is no object, or whose
+    type is a string other than ``function``, is refused; an entry without a type is not (the
+    rule keeps it, so the check would still fail after the repair)."""
+    check = RESPONSES_CHECKS["responses_server_tool"]
+    untyped = {key: value for key, value in EXEC.items() if key != "type"}
+    for tools, found in (
+        ([EXEC, untyped], False),
+        ([EXEC, "web_search"], True),
+        ([untyped, {"type": "web_search"}], True),
+    ):
+        request = {"model": "m", "input": [], "tools": tools}
+        assert bool(check.run([], request, {})) is found, tools
