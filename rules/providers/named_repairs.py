@@ -295,13 +295,16 @@ def server_tool_named(api: str, reading: Reading, payload: Body) -> bool:
     is no evidence against the built-in tools beside it: their repair would remove those, and
     leave the tool refused as it was."""
     tools = payload.get("tools")
-    named = reading.named.tools_at or reading.named.tools_in
-    if not named:
+    entries, inside = reading.named.tools_at, reading.named.tools_in
+    if not entries and not inside:
         return True
     if not isinstance(tools, list):
         return False
     client = "function" if api == RESPONSES_API.name else "custom"
-    for at in _named_tools(named, tools):
+    # a path to a tool's entry or type that the request does not hold names some tool; a path
+    # into a tool (its schema, a key) that it does not hold names none of its tools
+    named = _named_tools(entries, tools) if entries else (a for a in inside if 0 <= a < len(tools))
+    for at in named:
         if not isinstance(tools[at], dict):
             return True  # not an object: the server-tools repairs remove it
         kind = _type_at(tools, at)
@@ -471,10 +474,10 @@ def _required_id(api: str, reading: Reading, payload: Body) -> Repair | None:
     requires: the reasoning item was replayed without its id, or not at all, so no move can put
     it back (``_order``). The item's own id is what asks for it: that id goes, the item and its
     text stay (NousResearch/hermes-agent#97442; the fix its client takes, #97445); and so does
-    the id of every other message the request replays in the same shape (after a reasoning
-    item of its own turn that has no id), which the endpoint refuses the same way: a client
-    replays each turn so, and one id a retry would leave the next one refused. Never an item
-    reference, which is its id (Responses)."""
+    the id of every item replayed in the same shape (after a reasoning item of its own turn
+    that has no id: ``responses-item-ids``' ``unpaired``), which the endpoint refuses the same
+    way: a client replays each turn so, and one id a retry or a learned repair would leave the
+    next one refused. Never an item reference, which is its id (Responses)."""
     order = reading.named.order
     if api != RESPONSES_API.name or order is None:
         return None
@@ -487,25 +490,4 @@ def _required_id(api: str, reading: Reading, payload: Body) -> Repair | None:
         kind = item_type(item)
         if is_reference(item) or (said is not None and kind != said):
             return None
-    ids = list(dict.fromkeys((order[0], *_unpaired_messages(items))))
-    return Repair("item_id", api, {"responses-item-ids": {"ids": ids}})
-
-
-def _unpaired_messages(items: list[Any]) -> Iterator[str]:
-    """The ids of the message items replayed after a reasoning item of their own turn (since
-    the last user, system or developer message or tool output) that carries no id."""
-    reasoning: Any = None
-    for item in items:
-        kind = item_type(item)
-        if kind == "reasoning":
-            reasoning = item
-        elif kind == "function_call_output" or item.get("role") in ("user", "system", "developer"):
-            reasoning = None
-        elif (
-            kind == "message"
-            and reasoning is not None
-            and not is_reference(item)
-            and isinstance(item.get("id"), str)
-            and not isinstance(reasoning.get("id"), str)
-        ):
-            yield item["id"]
+    return Repair("item_id", api, {"responses-item-ids": {"ids": [order[0]], "unpaired": True}})

@@ -3,11 +3,13 @@
 What: an item's ``id`` is optional (``call_id`` pairs a call with its output; a message or reasoning
 item is read by its content). It is removed where the endpoint refuses it: an item of a type named
 in option ``prefixes`` whose ``id`` does not begin with the prefix given for it (``{"function_call":
-"fc", "reasoning": "rs"}``), any ``id`` longer than option ``max_length`` (0: no limit), or an
-``id`` listed in option ``ids``. Empty by default: recovery fills them from the refusal (the prefix,
-the length, or the item it names, rules/providers/named_repairs.py). An item reference
-(``item_reference``, or an object of an ``id`` alone) keeps its id: it is all the reference is. The
-change names the item's type and the reason, never the id.
+"fc", "reasoning": "rs"}``), any ``id`` longer than option ``max_length`` (0: no limit), an ``id``
+listed in option ``ids``, and with option ``unpaired``, the ``id`` of each item replayed after a
+reasoning item of its own turn that has no id. Empty and off by default: recovery fills them from
+the refusal (the prefix, the length, the item it names and its shape,
+rules/providers/named_repairs.py). An item reference (``item_reference``, or an object of an
+``id`` alone) keeps its id: it is all the reference is. The change names the item's type and the
+reason, never the id.
 Why: OpenAI's and Copilot's Responses API check the ids a client carries over from another source:
 "Invalid 'input[1].id': 'item_A9v…'. Expected an ID that begins with 'fc'." (Wei-Shaw/sub2api#3785),
 "… Expected an ID that begins with 'rs'." for a ``thinking_0``
@@ -22,6 +24,7 @@ its id (what it says is kept; a stored item it named is no longer referred to).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, per_message
@@ -37,6 +40,43 @@ MAX_LENGTH = Option("max_length", 0, "The longest id kept (0: no limit).")
 IDS: Option[list[str]] = Option(
     "ids", [], "Item ids dropped wherever they stand: `[msg_…]` (recovery names them)."
 )
+UNPAIRED = Option(
+    "unpaired",
+    False,
+    "Drop the id of every item replayed after a reasoning item of its own turn that has no id.",
+)
+
+
+def unpaired(items: list[Any]) -> set[int]:
+    """The positions of the items replayed after a reasoning item of their own turn (since the
+    last user, system or developer message or tool output) that carries no id, which hold an
+    id: OpenAI asks for the reasoning item's id beside theirs ("Item 'msg_…' of type 'message'
+    was provided without its required 'reasoning' item: 'rs_…'", for a ``function_call`` too).
+    Never an item reference."""
+    found: set[int] = set()
+    reasoning: Any = None
+    for index, item in enumerate(items):
+        kind = item_type(item) or ""
+        if kind == "reasoning":
+            reasoning = item
+        elif kind.endswith("_output") or (
+            isinstance(item, dict) and item.get("role") in ("user", "system", "developer")
+        ):
+            reasoning = None  # a tool's output or the client's turn: the next response's items
+        elif (
+            reasoning is not None
+            and not isinstance(reasoning.get("id"), str)
+            and isinstance(item, dict)
+            and isinstance(item.get("id"), str)
+            and not is_reference(item)
+        ):
+            found.add(index)
+    return found
+
+
+def _each_alone(options: Mapping[str, Any]) -> bool:
+    """Whether each item is decided by itself: not with ``unpaired``."""
+    return options.get("unpaired") is not True
 
 
 def apply(items: list[Any], ctx: RuleContext) -> Outcome:
@@ -44,7 +84,8 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
     limit = MAX_LENGTH.of(ctx)
     limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else 0
     named = frozenset(names(IDS.of(ctx)))
-    if not prefixes and not limit and not named:
+    shaped = unpaired(items) if UNPAIRED.of(ctx) is True else set()
+    if not prefixes and not limit and not named and not shaped:
         return Outcome(items)
     out: list[Any] | None = None
     changes: list[Change] = []
@@ -57,6 +98,8 @@ def apply(items: list[Any], ctx: RuleContext) -> Outcome:
         reason = None
         if value in named:
             reason = "named"
+        elif index in shaped:
+            reason = "unpaired"
         elif prefix is not None and not value.startswith(prefix):
             reason = "prefix"
         elif limit and len(value) > limit:
@@ -80,12 +123,13 @@ RULE = Rule(
     "for a reasoning item replayed without its id (NousResearch/hermes-agent#97442; "
     "docs/providers.md#openai-responses)",
     repair="remove the id of an item of a type in option `prefixes` that does not begin with its "
-    "prefix, longer than option `max_length`, or listed in option `ids`; recovery fills them "
-    "from the refusal. The item is kept; an item reference (its id is all it is) is never "
-    "touched",
+    "prefix, longer than option `max_length`, listed in option `ids`, or (option `unpaired`) "
+    "replayed after a reasoning item of its own turn that has no id; recovery fills them from "
+    "the refusal. The item is kept; an item reference (its id is all it is) is never touched",
     safety="unsafe",
     default=False,
     apply=apply,
-    horizon=per_message(apply),  # each item is decided by itself
-    options=(PREFIXES, MAX_LENGTH, IDS),
+    # each item is decided by itself; with ``unpaired``, by its turn's reasoning item: whole
+    horizon=per_message(apply, holds=_each_alone),
+    options=(PREFIXES, MAX_LENGTH, IDS, UNPAIRED),
 )

@@ -32,10 +32,10 @@ def item_type(item: Any) -> str | None:
 
 def is_reference(item: Any) -> bool:
     """Whether ``item`` is an item reference: ``type: item_reference``, or an object of an
-    ``id`` (and a ``type`` at most) alone, which the SDKs send for one (its id is all it is)."""
+    ``id`` alone, which the SDKs send for one (its ``type`` is optional): its id is all it is."""
     if not isinstance(item, dict):
         return False
-    return item.get("type") == "item_reference" or ("id" in item and set(item) <= {"id", "type"})
+    return item.get("type") == "item_reference" or set(item) == {"id"}
 
 
 def is_message(item: Any) -> bool:

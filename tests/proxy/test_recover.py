@@ -862,7 +862,7 @@ def test_a_message_whose_reasoning_item_lost_its_id_goes_without_its_own_id() ->
     )
     assert retry is not None
     assert retry.error_class == "item_id"
-    assert dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1"]}}
+    assert dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1"], "unpaired": True}}
     assert [(c.rule, c.index, c.action) for c in retry.changes] == [
         ("responses-item-ids", 5, "dropped_id")
     ]
@@ -932,7 +932,9 @@ def test_an_item_reference_named_keeps_its_id() -> None:
     assert plan_retry(error, body, Sanitized(body), Planner("passthrough"), "responses") is None
     answer = _hermes(ASK, BLOB, ANSWER, AGAIN)
     retry = plan_retry(error, answer, Sanitized(answer), Planner("passthrough"), "responses")
-    assert retry is not None and dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1"]}}
+    assert retry is not None and dict(retry.rules) == {
+        "responses-item-ids": {"ids": ["msg_h1"], "unpaired": True}
+    }
 
 
 def test_every_turn_replayed_in_that_shape_loses_its_message_id_in_the_one_retry() -> None:
@@ -946,7 +948,7 @@ def test_every_turn_replayed_in_that_shape_loses_its_message_id_in_the_one_retry
         REQUIRED_REASONING, body, Sanitized(body), Planner("passthrough"), "responses"
     )
     assert retry is not None
-    assert dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1", "msg_h2"]}}
+    assert dict(retry.rules) == {"responses-item-ids": {"ids": ["msg_h1"], "unpaired": True}}
     ids = [item.get("id") for item in orjson.loads(retry.sanitized.body)["input"]]
     assert ids == [None, "rs_h0", "msg_h0", None, None, None, None, None, None, None]
 
@@ -1022,3 +1024,39 @@ def test_the_responses_server_tool_check_finds_what_its_rule_removes() -> None:
     ):
         request = {"model": "m", "input": [], "tools": tools}
         assert bool(check.run([], request, {})) is found, tools
+
+
+def test_a_learned_unpaired_repair_drops_the_next_turns_id_before_it_is_refused() -> None:
+    """What recovery learns for this refusal (``ids`` and ``unpaired``) keeps the session's
+    next turn from being refused: the new message's id goes too, by its shape, though no
+    refusal named it; a function call in that shape loses its id (its ``call_id`` stays), and
+    a response with no reasoning item after another tool's output keeps its message's."""
+    second = {**ANSWER, "id": "msg_h2", "content": [{"type": "output_text", "text": "Done."}]}
+    call = {"type": "function_call", "id": "fc_h3", "call_id": "c3", "name": "ls"}
+    custom = {"type": "custom_tool_call", "id": "ctc_h4", "call_id": "c4", "name": "patch"}
+    plain = {**ANSWER, "id": "msg_h5", "content": [{"type": "output_text", "text": "Ok."}]}
+    body = _hermes(
+        ASK, *EARLIER, AGAIN, BLOB, ANSWER, AGAIN, BLOB, second, call,
+        {"type": "function_call_output", "call_id": "c3", "output": "a.py"},
+        BLOB, custom, {"type": "custom_tool_call_output", "call_id": "c4", "output": "ok"},
+        plain, AGAIN,
+    )  # fmt: skip
+    learned = {"responses-item-ids": {"enabled": True, "ids": ["msg_h1"], "unpaired": True}}
+    sent = sanitize_body(body, Planner("passthrough", overrides=learned), "responses")
+    kept = [item.get("id") for item in orjson.loads(sent.body)["input"] if item.get("id")]
+    assert kept == ["rs_h0", "msg_h0", "msg_h5"]
+    assert [c.detail["reason"] for c in sent.changes] == [
+        "named",
+        "unpaired",
+        "unpaired",
+        "unpaired",
+    ]
+
+
+def test_an_untyped_item_reference_named_is_no_id_to_drop() -> None:
+    """``{"id": …}`` alone is a reference (the SDKs' form): named by the refusal, no retry (a
+    review's case: the drop went on to other ids the refusal never named)."""
+    second = {**ANSWER, "id": "msg_h2"}
+    body = _hermes(ASK, BLOB, {"id": "msg_h1"}, AGAIN, BLOB, second, AGAIN)
+    planner = Planner("passthrough")
+    assert plan_retry(REQUIRED_REASONING, body, Sanitized(body), planner, "responses") is None
