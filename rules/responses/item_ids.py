@@ -4,9 +4,9 @@ What: an item's ``id`` is optional (``call_id`` pairs a call with its output; a 
 item is read by its content). It is removed where the endpoint refuses it: an item of a type named
 in option ``prefixes`` whose ``id`` does not begin with the prefix given for it (``{"function_call":
 "fc", "reasoning": "rs"}``), any ``id`` longer than option ``max_length`` (0: no limit), an ``id``
-listed in option ``ids``, and with option ``unpaired``, the ``id`` of each item replayed after a
-reasoning item of its own turn that has no id. Empty and off by default: recovery fills them from
-the refusal (the prefix, the length, the item it names and its shape,
+listed in option ``ids``, and with option ``unpaired``, the ``id`` of each message and function
+call replayed after a reasoning item of its own turn that has no id. Empty and off by default:
+recovery fills them from the refusal (the prefix, the length, the item it names and its shape,
 rules/providers/named_repairs.py). An item reference (``item_reference``, or an object of an
 ``id`` alone) keeps its id: it is all the reference is. The change names the item's type and the
 reason, never the id.
@@ -43,16 +43,23 @@ IDS: Option[list[str]] = Option(
 UNPAIRED = Option(
     "unpaired",
     False,
-    "Drop the id of every item replayed after a reasoning item of its own turn that has no id.",
+    "Drop the id of each message and function call replayed after a reasoning item of its own "
+    "turn (since the client's last message or a tool's output) that has no id.",
 )
 
 
+#: The items OpenAI refuses with an id beside a reasoning item without its own: "Item 'msg_…' of
+#: type 'message' was provided without its required 'reasoning' item: 'rs_…'"
+#: (NousResearch/hermes-agent#97442), "… of type 'function_call' …" (cline/cline#12242,
+#: continuedev/continue#10018, mastra-ai/mastra#8738). A built-in tool's call (``web_search_call``,
+#: ``mcp_approval_request``, …) requires its id: never dropped here.
+UNPAIRED_TYPES = frozenset({"message", "function_call"})
+
+
 def unpaired(items: list[Any]) -> set[int]:
-    """The positions of the items replayed after a reasoning item of their own turn (since the
-    last user, system or developer message or tool output) that carries no id, which hold an
-    id: OpenAI asks for the reasoning item's id beside theirs ("Item 'msg_…' of type 'message'
-    was provided without its required 'reasoning' item: 'rs_…'", for a ``function_call`` too).
-    Never an item reference."""
+    """The positions of the messages and function calls replayed after a reasoning item of
+    their own turn (since the last user, system or developer message or tool output) that
+    carries no id, which hold an id (``UNPAIRED_TYPES``). Never an item reference."""
     found: set[int] = set()
     reasoning: Any = None
     for index, item in enumerate(items):
@@ -64,7 +71,8 @@ def unpaired(items: list[Any]) -> set[int]:
         ):
             reasoning = None  # a tool's output or the client's turn: the next response's items
         elif (
-            reasoning is not None
+            kind in UNPAIRED_TYPES
+            and reasoning is not None
             and not isinstance(reasoning.get("id"), str)
             and isinstance(item, dict)
             and isinstance(item.get("id"), str)
@@ -123,8 +131,9 @@ RULE = Rule(
     "for a reasoning item replayed without its id (NousResearch/hermes-agent#97442; "
     "docs/providers.md#openai-responses)",
     repair="remove the id of an item of a type in option `prefixes` that does not begin with its "
-    "prefix, longer than option `max_length`, listed in option `ids`, or (option `unpaired`) "
-    "replayed after a reasoning item of its own turn that has no id; recovery fills them from "
+    "prefix, longer than option `max_length`, listed in option `ids`, or (option `unpaired`) a "
+    "message's or a function call's replayed after a reasoning item of its own turn that has no "
+    "id; recovery fills them from "
     "the refusal. The item is kept; an item reference (its id is all it is) is never touched",
     safety="unsafe",
     default=False,

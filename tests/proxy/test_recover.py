@@ -24,12 +24,15 @@ from proxy.config import parse_config
 from proxy.recovery.retry import RECOVERED_HEADER, Retry, enable_line, may_retry, plan_retry
 from proxy.relay.streaming import BUFFER_MAX_BYTES, RelayResult
 from proxy.server.app import METRICS_KEY, create_app
+from rules.engine.base import RuleContext
+from rules.engine.pipeline import horizon_of
 from rules.providers.contract import responses as responses_contract
 from rules.providers.contract import violations
 from rules.providers.contract.responses import CHECKS_BY_CODE as RESPONSES_CHECKS
 from rules.providers.planner import Planner
 from rules.providers.profiles import PROFILES
 from rules.providers.sanitize import Sanitized, sanitize_body
+from rules.responses import item_ids
 from tests.builders import call, result
 from tests.conftest import base_url
 from tests.fake_responses import FakeResponses, create_fake_responses
@@ -1029,8 +1032,9 @@ def test_the_responses_server_tool_check_finds_what_its_rule_removes() -> None:
 def test_a_learned_unpaired_repair_drops_the_next_turns_id_before_it_is_refused() -> None:
     """What recovery learns for this refusal (``ids`` and ``unpaired``) keeps the session's
     next turn from being refused: the new message's id goes too, by its shape, though no
-    refusal named it; a function call in that shape loses its id (its ``call_id`` stays), and
-    a response with no reasoning item after another tool's output keeps its message's."""
+    refusal named it; a function call in that shape loses its id (its ``call_id`` stays), a
+    custom tool's call (not reported in that shape) keeps its id, and a response with no
+    reasoning item after another tool's output keeps its message's."""
     second = {**ANSWER, "id": "msg_h2", "content": [{"type": "output_text", "text": "Done."}]}
     call = {"type": "function_call", "id": "fc_h3", "call_id": "c3", "name": "ls"}
     custom = {"type": "custom_tool_call", "id": "ctc_h4", "call_id": "c4", "name": "patch"}
@@ -1044,13 +1048,8 @@ def test_a_learned_unpaired_repair_drops_the_next_turns_id_before_it_is_refused(
     learned = {"responses-item-ids": {"enabled": True, "ids": ["msg_h1"], "unpaired": True}}
     sent = sanitize_body(body, Planner("passthrough", overrides=learned), "responses")
     kept = [item.get("id") for item in orjson.loads(sent.body)["input"] if item.get("id")]
-    assert kept == ["rs_h0", "msg_h0", "msg_h5"]
-    assert [c.detail["reason"] for c in sent.changes] == [
-        "named",
-        "unpaired",
-        "unpaired",
-        "unpaired",
-    ]
+    assert kept == ["rs_h0", "msg_h0", "ctc_h4", "msg_h5"]  # a custom call: not that shape
+    assert [c.detail["reason"] for c in sent.changes] == ["named", "unpaired", "unpaired"]
 
 
 def test_an_untyped_item_reference_named_is_no_id_to_drop() -> None:
@@ -1060,3 +1059,30 @@ def test_an_untyped_item_reference_named_is_no_id_to_drop() -> None:
     body = _hermes(ASK, BLOB, {"id": "msg_h1"}, AGAIN, BLOB, second, AGAIN)
     planner = Planner("passthrough")
     assert plan_retry(REQUIRED_REASONING, body, Sanitized(body), planner, "responses") is None
+
+
+def test_unpaired_keeps_the_ids_a_built_in_tool_call_requires() -> None:
+    """Only messages and function calls are refused in that shape (a review's case: a
+    ``web_search_call`` or an MCP approval request needs its id, the approval's response names
+    it): the retry for a named message leaves every other type's id."""
+    built_in: list[dict[str, Any]] = [
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {}},
+        {"type": "mcp_approval_request", "id": "mcpr_1", "name": "x", "server_label": "s"},
+        {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": None},
+    ]
+    body = _hermes(ASK, BLOB, *built_in, ANSWER, AGAIN)
+    retry = plan_retry(
+        REQUIRED_REASONING, body, Sanitized(body), Planner("passthrough"), "responses"
+    )
+    assert retry is not None
+    ids = [item.get("id") for item in orjson.loads(retry.sanitized.body)["input"]]
+    assert ids == [None, None, "ws_1", "mcpr_1", "ig_1", None, None]
+
+
+def test_unpaired_runs_whole_never_resumed() -> None:
+    """With ``unpaired`` an item is decided by its turn's reasoning item, not by itself: the
+    rule's per-item horizon does not hold, so a resumed session runs it whole."""
+    plain = RuleContext(options={"ids": ["msg_1"]})
+    shaped = RuleContext(options={"ids": ["msg_1"], "unpaired": True})
+    assert horizon_of(item_ids.RULE, plain) is not None
+    assert horizon_of(item_ids.RULE, shaped) is None
