@@ -79,6 +79,22 @@ def empty_schema(value: Any, *, absent: bool) -> bool:
     return absent or value is None or value == {}
 
 
+#: The type of a client tool each API's server-tools repair keeps (an entry without a type is
+#: one too): Responses' function tools, Messages' optional ``custom`` tag.
+CLIENT_TOOL_TYPES: Mapping[str, str] = {"responses": "function", "messages": "custom"}
+
+
+def foreign_tool(tool: Any, client: str, keep: Any = ()) -> bool:
+    """Whether a ``tools`` entry is one the server-tools repairs remove (``messages-server-tools``,
+    ``responses-server-tools``, their checks and recovery's reading of a tools path): not an
+    object, or of a string ``type`` other than ``client`` (``CLIENT_TOOL_TYPES``) and not in
+    ``keep``. An entry without a type is a client tool."""
+    if type(tool) is not dict:
+        return True
+    kind = tool.get("type")
+    return type(kind) is str and kind != client and not (isinstance(keep, list) and kind in keep)
+
+
 def tool_list(request: Mapping[str, Any]) -> Sequence[Any]:
     """The request's ``tools`` if it is a list, else ``[]``."""
     tools = request.get("tools")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
+from rules.engine.request import CLIENT_TOOL_TYPES, foreign_tool
 from rules.engine.wake import fields
 
 NAME = "messages-server-tools"
@@ -27,10 +28,7 @@ KEEP: Option[list[str]] = Option("keep", [], "Tool types to keep (e.g. `web_sear
 
 
 def _foreign(tool: Any, keep: Any) -> bool:
-    if type(tool) is not dict:
-        return True
-    kind = tool.get("type")
-    return type(kind) is str and kind != "custom" and not (isinstance(keep, list) and kind in keep)
+    return foreign_tool(tool, CLIENT_TOOL_TYPES["messages"], keep)
 
 
 def apply(messages: list[Any], ctx: RuleContext) -> Outcome:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from rules.engine.request import CLIENT_TOOL_TYPES, foreign_tool
 from rules.providers.apis import CHAT_API, MESSAGES_API, RESPONSES_API
 from rules.providers.contract.repairs import Repair
 from rules.providers.refusals import Reading
@@ -300,17 +301,11 @@ def server_tool_named(api: str, reading: Reading, payload: Body) -> bool:
         return True
     if not isinstance(tools, list):
         return False
-    client = "function" if api == RESPONSES_API.name else "custom"
+    client = CLIENT_TOOL_TYPES.get(api, "custom")
     # a path to a tool's entry or type that the request does not hold names some tool; a path
     # into a tool (its schema, a key) that it does not hold names none of its tools
     named = _named_tools(entries, tools) if entries else (a for a in inside if 0 <= a < len(tools))
-    for at in named:
-        if not isinstance(tools[at], dict):
-            return True  # not an object: the server-tools repairs remove it
-        kind = _type_at(tools, at)
-        if isinstance(kind, str) and kind != client:
-            return True
-    return False
+    return any(foreign_tool(tools[at], client) for at in named)
 
 
 def _value(api: str, reading: Reading, payload: Body) -> Repair | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.engine.base import Change, Option, Outcome, Rule, RuleContext, fields_only
-from rules.engine.request import DROP, with_fields
+from rules.engine.request import CLIENT_TOOL_TYPES, DROP, foreign_tool, with_fields
 from rules.engine.wake import fields
 
 NAME = "responses-server-tools"
@@ -35,12 +35,7 @@ KEEP: Option[list[str]] = Option(
 
 
 def _foreign(tool: Any, keep: Any) -> bool:
-    if type(tool) is not dict:
-        return True
-    kind = tool.get("type")
-    return (
-        type(kind) is str and kind != "function" and not (isinstance(keep, list) and kind in keep)
-    )
+    return foreign_tool(tool, CLIENT_TOOL_TYPES["responses"], keep)
 
 
 def _choice(choice: Any, types: set[str], names: set[str]) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
+from rules.engine.request import CLIENT_TOOL_TYPES, foreign_tool, tool_list
 from rules.engine.thinking import THINKING_MODELS
 from rules.providers.contract.base import Check, Example, Found, Settings, Violation
 from rules.providers.contract.examples import (
@@ -229,10 +230,8 @@ def _prefill(messages: list[Any], request: Mapping[str, Any], options: Options) 
 def _server_tools(
     messages: list[Any], request: Mapping[str, Any], options: Options
 ) -> Iterator[Found]:
-    tools = request.get("tools")
-    for position, tool in enumerate(tools if type(tools) is list else ()):
-        kind = tool.get("type") if type(tool) is dict else None
-        if type(tool) is not dict or (type(kind) is str and kind != "custom"):
+    for position, tool in enumerate(tool_list(request)):
+        if foreign_tool(tool, CLIENT_TOOL_TYPES["messages"]):
             yield Found(None, {"position": position})
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
+from rules.engine.request import CLIENT_TOOL_TYPES, foreign_tool, tool_list
 from rules.providers.contract.base import Check, Example, Found, Violation
 from rules.providers.contract.examples import ITEM_CALL, ITEM_OUTPUT, ITEM_USER
 from rules.vocabulary import COMPACTION_MODELS as ELIGIBLE_MODELS
@@ -222,10 +223,8 @@ def _server_tools(items: list[Any], request: Mapping[str, Any], options: Any) ->
     """A ``tools`` entry that is no function tool (a built-in tool, a freeform ``custom`` one):
     not an object, or its ``type`` a string other than ``function`` (what
     ``responses-server-tools`` removes; an entry without a type is the endpoint's to judge)."""
-    tools = request.get("tools")
-    for position, tool in enumerate(tools if type(tools) is list else ()):
-        kind = tool.get("type") if type(tool) is dict else None
-        if type(tool) is not dict or (type(kind) is str and kind != "function"):
+    for position, tool in enumerate(tool_list(request)):
+        if foreign_tool(tool, CLIENT_TOOL_TYPES["responses"]):
             yield Found(None, {"position": position})
             return
 
